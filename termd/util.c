@@ -1,0 +1,210 @@
+/* util.c — allocation wrappers, byte buffers, clocks, UTF-8 counting and
+ * logging shared by every termd module. */
+#include "util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+int log_verbose;
+
+static void oom(void)
+{
+	fputs("termd: out of memory\n", stderr);
+	abort();
+}
+
+void *xmalloc(size_t n)
+{
+	void *p = malloc(n ? n : 1);
+	if (!p)
+		oom();
+	return p;
+}
+
+void *xcalloc(size_t n, size_t size)
+{
+	void *p = calloc(n ? n : 1, size ? size : 1);
+	if (!p)
+		oom();
+	return p;
+}
+
+void *xrealloc(void *p, size_t n)
+{
+	p = realloc(p, n ? n : 1);
+	if (!p)
+		oom();
+	return p;
+}
+
+char *xstrdup(const char *s)
+{
+	return xstrndup(s, strlen(s));
+}
+
+char *xstrndup(const char *s, size_t n)
+{
+	char *p = xmalloc(n + 1);
+	memcpy(p, s, n);
+	p[n] = 0;
+	return p;
+}
+
+void buf_reserve(buf_t *b, size_t extra)
+{
+	if (b->len + extra + 1 <= b->cap)
+		return;
+	size_t cap = b->cap ? b->cap : 256;
+	while (cap < b->len + extra + 1)
+		cap *= 2;
+	b->p = xrealloc(b->p, cap);
+	b->cap = cap;
+}
+
+void buf_append(buf_t *b, const void *data, size_t n)
+{
+	buf_reserve(b, n);
+	if (n)
+		memcpy(b->p + b->len, data, n);
+	b->len += n;
+	b->p[b->len] = 0;
+}
+
+void buf_puts(buf_t *b, const char *s)
+{
+	buf_append(b, s, strlen(s));
+}
+
+void buf_putc(buf_t *b, char c)
+{
+	buf_append(b, &c, 1);
+}
+
+void buf_printf(buf_t *b, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	char tmp[256];
+	va_list ap2;
+	va_copy(ap2, ap);
+	int n = vsnprintf(tmp, sizeof tmp, fmt, ap2);
+	va_end(ap2);
+	if (n < 0) {
+		va_end(ap);
+		return;
+	}
+	if ((size_t)n < sizeof tmp) {
+		buf_append(b, tmp, (size_t)n);
+	} else {
+		buf_reserve(b, (size_t)n);
+		vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
+		b->len += (size_t)n;
+	}
+	va_end(ap);
+}
+
+void buf_consume(buf_t *b, size_t n)
+{
+	if (n >= b->len) {
+		buf_reset(b);
+		return;
+	}
+	memmove(b->p, b->p + n, b->len - n);
+	b->len -= n;
+	b->p[b->len] = 0;
+}
+
+void buf_reset(buf_t *b)
+{
+	b->len = 0;
+	if (b->p)
+		b->p[0] = 0;
+}
+
+void buf_free(buf_t *b)
+{
+	free(b->p);
+	b->p = NULL;
+	b->len = b->cap = 0;
+}
+
+char *buf_steal(buf_t *b)
+{
+	if (!b->p)
+		return xstrdup("");
+	char *p = b->p;
+	b->p = NULL;
+	b->len = b->cap = 0;
+	return p;
+}
+
+uint64_t mono_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+double wall_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+size_t utf8_count(const char *s, size_t n)
+{
+	size_t c = 0;
+	for (size_t i = 0; i < n; i++)
+		if (((unsigned char)s[i] & 0xC0) != 0x80)
+			c++;
+	return c;
+}
+
+size_t utf8_offset(const char *s, size_t n, size_t chars)
+{
+	size_t c = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (((unsigned char)s[i] & 0xC0) != 0x80) {
+			if (c == chars)
+				return i;
+			c++;
+		}
+	}
+	return n;
+}
+
+static void vlog(const char *tag, const char *fmt, va_list ap)
+{
+	char msg[1024];
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	fprintf(stderr, "termd: %s%s\n", tag, msg);
+}
+
+void log_info(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vlog("", fmt, ap);
+	va_end(ap);
+}
+
+void log_debug(const char *fmt, ...)
+{
+	if (!log_verbose)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vlog("debug: ", fmt, ap);
+	va_end(ap);
+}
+
+void log_warn(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vlog("warning: ", fmt, ap);
+	va_end(ap);
+}

@@ -1,0 +1,46 @@
+/* util.h — small shared helpers: allocation that dies on OOM, growable byte
+ * buffers, clocks and logging. Everything here is leaf code with no termd
+ * state. */
+#ifndef TERMD_UTIL_H
+#define TERMD_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdarg.h>
+
+void *xmalloc(size_t n);
+void *xcalloc(size_t n, size_t size);
+void *xrealloc(void *p, size_t n);
+char *xstrdup(const char *s);
+char *xstrndup(const char *s, size_t n);
+
+/* A growable byte buffer; p is always NUL-terminated when non-NULL. */
+typedef struct buf {
+	char *p;
+	size_t len, cap;
+} buf_t;
+
+void buf_reserve(buf_t *b, size_t extra);
+void buf_append(buf_t *b, const void *data, size_t n);
+void buf_puts(buf_t *b, const char *s);
+void buf_putc(buf_t *b, char c);
+void buf_printf(buf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void buf_consume(buf_t *b, size_t n);   /* drop n bytes from the front */
+void buf_reset(buf_t *b);               /* len = 0, keep memory */
+void buf_free(buf_t *b);
+char *buf_steal(buf_t *b);              /* returns p (never NULL), resets b */
+
+uint64_t mono_us(void);                 /* monotonic clock, microseconds */
+double wall_s(void);                    /* Unix time, seconds */
+
+/* Number of UTF-8 characters (code points) in s[0..n). */
+size_t utf8_count(const char *s, size_t n);
+/* Byte offset of the start of character number `chars` in s (clamped to n). */
+size_t utf8_offset(const char *s, size_t n, size_t chars);
+
+extern int log_verbose;
+void log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void log_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void log_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif
