@@ -4,7 +4,7 @@
 CC      ?= cc
 PKGS    := libwebsockets vterm libcjson
 CFLAGS  ?= -O2 -g
-CFLAGS  += -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -Iproto -Itermd
+CFLAGS  += -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -Iproto -Itermd -I$(BUILD)/gen
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 PY      := /usr/bin/python3
@@ -18,10 +18,10 @@ DEB_PKGS := build-essential pkg-config libvterm-dev libwebsockets-dev libcjson-d
 
 TERMD_SRC := $(wildcard termd/*.c)
 PROTO_SRC := $(wildcard proto/*.c)
-TERMD_OBJ := $(TERMD_SRC:%.c=$(BUILD)/%.o)
-PROTO_OBJ := $(PROTO_SRC:%.c=$(BUILD)/%.o)
+TERMD_OBJ := $(TERMD_SRC:%.c=$(BUILD)/obj/%.o)
+PROTO_OBJ := $(PROTO_SRC:%.c=$(BUILD)/obj/%.o)
 # termd's objects minus main.o, linked into unit tests
-TERMD_LIB_OBJ := $(filter-out $(BUILD)/termd/main.o,$(TERMD_OBJ))
+TERMD_LIB_OBJ := $(filter-out $(BUILD)/obj/termd/main.o,$(TERMD_OBJ))
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)
 UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
@@ -40,14 +40,20 @@ deps:
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null || exit 1; \
 	fi
 
-$(BUILD)/%.o: %.c $(wildcard termd/*.h proto/*.h)
+$(BUILD)/gen/termd_bash.inc: share/shell/termd.bash
+	@mkdir -p $(dir $@)
+	sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' $< > $@
+
+$(BUILD)/obj/termd/shellint.o: $(BUILD)/gen/termd_bash.inc
+
+$(BUILD)/obj/%.o: %.c $(wildcard termd/*.h proto/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(PKG_CFLAGS) -c $< -o $@
 
 $(BUILD)/termd: $(TERMD_OBJ) $(PROTO_OBJ)
 	$(CC) $(CFLAGS) -o $@ $^ $(PKG_LIBS) -lutil -lm
 
-$(BUILD)/termctl: $(BUILD)/viewer/termctl.o $(PROTO_OBJ)
+$(BUILD)/termctl: $(BUILD)/obj/viewer/termctl.o $(PROTO_OBJ)
 	$(CC) $(CFLAGS) -o $@ $^ $(PKG_LIBS) -lm
 
 $(BUILD)/tests/%: tests/unit/%.c $(TERMD_LIB_OBJ) $(PROTO_OBJ)

@@ -1,0 +1,137 @@
+/* actions.c — decoding an action frame (JSON object with id, action, args),
+ * the table of actions with their handlers and whether a read-only
+ * connection may use them, typed argument helpers that answer bad_request,
+ * and the tiny actions (`ping`). */
+#include "termd.h"
+
+#include <math.h>
+#include <string.h>
+
+typedef void (*action_fn)(struct conn *c, const cJSON *id, const cJSON *args);
+
+struct action_entry {
+	const char *name;
+	action_fn fn;
+	int readonly_ok;
+};
+
+static void ping_action(struct conn *c, const cJSON *id, const cJSON *args)
+{
+	(void)args;
+	events_emit(c, id, "pong", "", NULL);
+}
+
+static const struct action_entry action_table[] = {
+	{"run", run_action, 0},
+	{"keys", keys_action, 0},
+	{"screen", screen_action, 1},
+	{"subscribe", events_subscribe, 1},
+	{"ping", ping_action, 1},
+};
+
+cJSON *actions_list_json(void)
+{
+	cJSON *a = cJSON_CreateArray();
+	for (size_t i = 0; i < sizeof action_table / sizeof action_table[0]; i++)
+		cJSON_AddItemToArray(a, cJSON_CreateString(action_table[i].name));
+	return a;
+}
+
+int arg_string(struct conn *c, const cJSON *id, const cJSON *args, const char *key,
+	       const char **out, int required)
+{
+	const cJSON *v = args ? cJSON_GetObjectItemCaseSensitive(args, key) : NULL;
+	if (!v || cJSON_IsNull(v)) {
+		if (required) {
+			events_error(c, id, TD_ERR_BAD_REQUEST, "missing argument '%s'", key);
+			return -1;
+		}
+		return 0;
+	}
+	if (!cJSON_IsString(v)) {
+		events_error(c, id, TD_ERR_BAD_REQUEST, "argument '%s' must be a string", key);
+		return -1;
+	}
+	*out = v->valuestring;
+	return 0;
+}
+
+int arg_number(struct conn *c, const cJSON *id, const cJSON *args, const char *key,
+	       double *out, int *present)
+{
+	const cJSON *v = args ? cJSON_GetObjectItemCaseSensitive(args, key) : NULL;
+	if (present)
+		*present = 0;
+	if (!v || cJSON_IsNull(v))
+		return 0;
+	if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble)) {
+		events_error(c, id, TD_ERR_BAD_REQUEST, "argument '%s' must be a number", key);
+		return -1;
+	}
+	*out = v->valuedouble;
+	if (present)
+		*present = 1;
+	return 0;
+}
+
+int arg_bool(struct conn *c, const cJSON *id, const cJSON *args, const char *key, int *out)
+{
+	const cJSON *v = args ? cJSON_GetObjectItemCaseSensitive(args, key) : NULL;
+	if (!v || cJSON_IsNull(v))
+		return 0;
+	if (!cJSON_IsBool(v)) {
+		events_error(c, id, TD_ERR_BAD_REQUEST, "argument '%s' must be true or false", key);
+		return -1;
+	}
+	*out = cJSON_IsTrue(v);
+	return 0;
+}
+
+void actions_dispatch(struct conn *c, const char *json, size_t len)
+{
+	cJSON *root = cJSON_ParseWithLength(json, len);
+	if (!root) {
+		events_error(c, NULL, TD_ERR_BAD_JSON, "frame is not valid JSON");
+		return;
+	}
+	if (!cJSON_IsObject(root)) {
+		events_error(c, NULL, TD_ERR_BAD_REQUEST, "an action must be a JSON object");
+		cJSON_Delete(root);
+		return;
+	}
+	const cJSON *id = cJSON_GetObjectItemCaseSensitive(root, "id");
+	if (id && cJSON_IsNull(id))
+		id = NULL;
+	if (id && !cJSON_IsString(id) &&
+	    !(cJSON_IsNumber(id) && id->valuedouble == floor(id->valuedouble))) {
+		events_error(c, NULL, TD_ERR_BAD_REQUEST, "'id' must be a string or an integer");
+		cJSON_Delete(root);
+		return;
+	}
+	const cJSON *action = cJSON_GetObjectItemCaseSensitive(root, "action");
+	if (!cJSON_IsString(action)) {
+		events_error(c, id, TD_ERR_BAD_REQUEST, "missing or non-string 'action'");
+		cJSON_Delete(root);
+		return;
+	}
+	const cJSON *args = cJSON_GetObjectItemCaseSensitive(root, "args");
+	if (args && cJSON_IsNull(args))
+		args = NULL;
+	if (args && !cJSON_IsObject(args)) {
+		events_error(c, id, TD_ERR_BAD_REQUEST, "'args' must be an object");
+		cJSON_Delete(root);
+		return;
+	}
+	const struct action_entry *e = NULL;
+	for (size_t i = 0; i < sizeof action_table / sizeof action_table[0]; i++)
+		if (strcmp(action_table[i].name, action->valuestring) == 0)
+			e = &action_table[i];
+	if (!e) {
+		events_error(c, id, TD_ERR_UNKNOWN_ACTION, "unknown action '%.100s'", action->valuestring);
+	} else if (c->readonly && !e->readonly_ok) {
+		events_error(c, id, TD_ERR_FORBIDDEN, "action '%s' needs the full token", e->name);
+	} else {
+		e->fn(c, id, args);
+	}
+	cJSON_Delete(root);
+}

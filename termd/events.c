@@ -1,0 +1,174 @@
+/* events.c — the event stream: every observation gets the next `seq` of the
+ * instance and a timestamp, is serialized once, sent to the connection whose
+ * action caused it and to every subscriber, kept in a bounded retention
+ * ring (for `subscribe {since}`), and optionally appended to --event-log.
+ * Also the `hello` and error observations, and `subscribe`. */
+#include "termd.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct retained {
+	uint64_t seq;
+	char *json;
+	size_t len;
+};
+
+static uint64_t last_seq;
+static struct retained *ring;
+static size_t ring_cap, ring_len, ring_head; /* head = index of oldest */
+static FILE *event_log;
+
+void events_init(void)
+{
+	ring_cap = opts.retain > 0 ? (size_t)opts.retain : 1;
+	ring = xcalloc(ring_cap, sizeof *ring);
+	if (opts.event_log) {
+		event_log = fopen(opts.event_log, "a");
+		if (!event_log)
+			log_warn("cannot open event log %s: %s", opts.event_log, strerror(errno));
+	}
+}
+
+void events_shutdown(void)
+{
+	for (size_t i = 0; i < ring_len; i++)
+		free(ring[(ring_head + i) % ring_cap].json);
+	free(ring);
+	ring = NULL;
+	ring_len = ring_head = 0;
+	if (event_log)
+		fclose(event_log);
+	event_log = NULL;
+}
+
+uint64_t events_last_seq(void)
+{
+	return last_seq;
+}
+
+static void retain(uint64_t seq, char *json, size_t len)
+{
+	if (ring_len == ring_cap) {
+		free(ring[ring_head].json);
+		ring[ring_head].json = NULL;
+		ring_head = (ring_head + 1) % ring_cap;
+		ring_len--;
+	}
+	struct retained *r = &ring[(ring_head + ring_len) % ring_cap];
+	r->seq = seq;
+	r->json = json;
+	r->len = len;
+	ring_len++;
+}
+
+void events_emit(struct conn *to, const cJSON *cause, const char *observation,
+		 const char *content, cJSON *extras)
+{
+	cJSON *o = cJSON_CreateObject();
+	uint64_t seq = ++last_seq;
+	cJSON_AddNumberToObject(o, "seq", (double)seq);
+	cJSON_AddNumberToObject(o, "ts", (double)(int64_t)(wall_s() * 1000.0) / 1000.0);
+	if (cause)
+		cJSON_AddItemToObject(o, "cause", cJSON_Duplicate(cause, 1));
+	else
+		cJSON_AddNullToObject(o, "cause");
+	cJSON_AddStringToObject(o, "observation", observation);
+	cJSON_AddStringToObject(o, "content", content ? content : "");
+	cJSON_AddItemToObject(o, "extras", extras ? extras : cJSON_CreateObject());
+	char *json = cJSON_PrintUnformatted(o);
+	cJSON_Delete(o);
+	if (!json) {
+		log_warn("cannot serialize an observation");
+		return;
+	}
+	size_t len = strlen(json);
+	if (to && !to->closing)
+		conn_send(to, json, len);
+	for (struct conn *c = srv.conns; c; c = c->next)
+		if (c != to && c->subscribed && !c->closing)
+			conn_send(c, json, len);
+	if (event_log) {
+		if (fwrite(json, 1, len, event_log) != len || fputc('\n', event_log) == EOF ||
+		    fflush(event_log) != 0) {
+			log_warn("event log write failed: %s", strerror(errno));
+			clearerr(event_log);
+		}
+	}
+	retain(seq, json, len);
+}
+
+void events_error(struct conn *to, const cJSON *cause, td_err code, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	cJSON *ex = cJSON_CreateObject();
+	cJSON_AddStringToObject(ex, "code", td_err_name(code));
+	events_emit(to, cause, "error", msg, ex);
+}
+
+/* hello is per connection: it is not part of the stream, has no seq of its
+ * own, and is not retained. */
+void events_hello(struct conn *c)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddNumberToObject(o, "seq", (double)last_seq);
+	cJSON_AddNumberToObject(o, "ts", (double)(int64_t)(wall_s() * 1000.0) / 1000.0);
+	cJSON_AddNullToObject(o, "cause");
+	cJSON_AddStringToObject(o, "observation", "hello");
+	cJSON_AddStringToObject(o, "content", "termd " TERMD_VERSION);
+	cJSON *ex = cJSON_AddObjectToObject(o, "extras");
+	cJSON_AddStringToObject(ex, "version", TERMD_VERSION);
+	cJSON_AddNumberToObject(ex, "protocol", PROTOCOL_VERSION);
+	cJSON_AddNumberToObject(ex, "seq", (double)last_seq);
+	cJSON_AddItemToObject(ex, "sessions", session_names_json());
+	cJSON_AddItemToObject(ex, "actions", actions_list_json());
+	cJSON_AddBoolToObject(ex, "readonly", c->readonly);
+	char *json = cJSON_PrintUnformatted(o);
+	cJSON_Delete(o);
+	if (json) {
+		conn_send(c, json, strlen(json));
+		free(json);
+	}
+}
+
+void events_subscribe(struct conn *c, const cJSON *id, const cJSON *args)
+{
+	double since = -1;
+	int has_since = 0;
+	if (arg_number(c, id, args, "since", &since, &has_since) < 0)
+		return;
+	uint64_t from = has_since && since >= 0 ? (uint64_t)since : last_seq;
+	/* the replay first (in order, with a gap notice when some are gone),
+	 * then the answer, then live events */
+	if (ring_len && from < last_seq) {
+		uint64_t oldest = ring[ring_head].seq;
+		if (from + 1 < oldest) {
+			char gap[200];
+			snprintf(gap, sizeof gap,
+				 "{\"seq\":%llu,\"ts\":%.3f,\"cause\":null,\"observation\":\"gap\",\"content\":\"\","
+				 "\"extras\":{\"from\":%llu,\"to\":%llu}}",
+				 (unsigned long long)(oldest - 1), wall_s(),
+				 (unsigned long long)(from + 1), (unsigned long long)(oldest - 1));
+			conn_send(c, gap, strlen(gap));
+		}
+		for (size_t i = 0; i < ring_len; i++) {
+			struct retained *r = &ring[(ring_head + i) % ring_cap];
+			if (r->seq > from)
+				conn_send(c, r->json, r->len);
+		}
+	}
+	c->subscribed = 1;
+	cJSON *ex = cJSON_CreateObject();
+	cJSON_AddNumberToObject(ex, "since", (double)from);
+	events_emit(c, id, "subscribe", "", ex);
+}
+void events_conn_gone(struct conn *c)
+{
+	(void)c;
+}

@@ -1,0 +1,1066 @@
+/* render.c — owns the output renderer: the escape-sequence parser and UTF-8
+ * decoder state, and the window of live lines (a ring of the last
+ * window_rows lines plus the cursor) that turns pty output into the text a
+ * person would see. Lines are stored narrow (one byte per column, printable
+ * ASCII only, the fast path) until something else lands on them; then they
+ * switch to 32-bit cells (code point, right half of a wide character, or an
+ * index into the line's pool of combining sequences). */
+#include "render.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <wchar.h>
+
+/* Columns are 0..RENDER_MAX_COLS-1; text reaching the limit wraps (a forced
+ * new line) so memory per line stays bounded. Cursor movement is clamped. */
+#define RENDER_MAX_COLS   65536u
+#define RENDER_NPARAM     16             /* CSI params kept; more are ignored */
+#define RENDER_PARAM_MAX  65535u
+#define RENDER_COMB_MAX   8              /* code points per cell, base included */
+#define RENDER_KEEP_BYTES (64u << 10)    /* a cleared line keeps this much */
+
+#define CELL_CONT 0x00200000u            /* right half of a wide character */
+#define CELL_COMB 0x80000000u            /* | offset of [n, cp...] in pool */
+
+struct line {
+	void *d;            /* uint8_t[] when narrow, uint32_t[] when cells */
+	size_t bcap;        /* bytes allocated at d */
+	size_t len;         /* columns in use */
+	bool cells;
+	uint32_t *pool;     /* combining sequences, cells mode only */
+	size_t plen, pcap;  /* in uint32_t */
+};
+
+enum {
+	ST_GROUND,
+	ST_ESC,
+	ST_ESC_INTER,       /* ESC + intermediates, waiting for the final */
+	ST_CSI,
+	ST_STR,             /* OSC / DCS / SOS / PM / APC body */
+};
+
+struct render {
+	int rows;               /* window size */
+	render_line_cb cb;
+	void *user;
+	struct line *ring;      /* rows slots; window is [top, top+count) */
+	struct line *tmp;       /* rows slots, scratch for L/M */
+	int top, count;         /* count >= 1 always */
+	int row;                /* cursor row within the window, < count */
+	size_t col;             /* cursor column, <= RENDER_MAX_COLS */
+	uint64_t top_abs;       /* lines that ever left the top of the window */
+	bool saved;
+	uint64_t saved_abs;     /* ESC 7: absolute row, column */
+	size_t saved_col;
+
+	int state;
+	bool str_bel;           /* BEL ends the string (OSC) */
+	bool csi_ignore;        /* private marker or intermediate seen */
+	int np;                 /* index of the CSI param being read */
+	uint32_t params[RENDER_NPARAM];
+
+	uint32_t u8cp;          /* partial UTF-8 character */
+	int u8need;             /* continuation bytes still expected */
+	uint8_t u8lo, u8hi;     /* allowed range of the next one */
+
+	buf_t scratch;          /* encoded cells line for the callback */
+	uint32_t wc_cp[256];    /* wcwidth() cache, direct-mapped */
+	int8_t wc_w[256];
+};
+
+/* ---- lines ---- */
+
+static size_t line_esize(const struct line *l)
+{
+	return l->cells ? 4 : 1;
+}
+
+static void line_grow(struct line *l, size_t bytes)
+{
+	size_t cap;
+
+	if (bytes <= l->bcap)
+		return;
+	cap = l->bcap ? l->bcap : 64;
+	while (cap < bytes)
+		cap *= 2;
+	l->d = xrealloc(l->d, cap);
+	l->bcap = cap;
+}
+
+/* Room for ncols columns (narrow lines also keep a byte for a NUL). */
+static inline void line_reserve(struct line *l, size_t ncols)
+{
+	line_grow(l, l->cells ? ncols * 4 : ncols + 1);
+}
+
+static inline void line_clear(struct line *l)
+{
+	l->len = 0;
+	l->cells = false;
+	l->plen = 0;
+	if (l->bcap > RENDER_KEEP_BYTES) {
+		free(l->d);
+		l->d = NULL;
+		l->bcap = 0;
+	}
+	if (l->pcap > RENDER_KEEP_BYTES / 4) {
+		free(l->pool);
+		l->pool = NULL;
+		l->pcap = 0;
+	}
+}
+
+static void line_free(struct line *l)
+{
+	free(l->d);
+	free(l->pool);
+	memset(l, 0, sizeof *l);
+}
+
+static void line_to_cells(struct line *l)
+{
+	uint8_t *b;
+	uint32_t *c;
+	size_t i;
+
+	if (l->cells)
+		return;
+	line_grow(l, (l->len ? l->len : 16) * 4);
+	b = l->d;
+	c = l->d;
+	/* widen in place, back to front: cell i never overlaps byte j < i */
+	for (i = l->len; i-- > 0;)
+		c[i] = b[i];
+	l->cells = true;
+	l->plen = 0;
+}
+
+/* Keep wide characters whole across a boundary at pos: one that straddles
+ * it is replaced by two spaces. */
+static inline void line_cut(struct line *l, size_t pos)
+{
+	uint32_t *c = l->d;
+
+	if (!l->cells || pos == 0 || pos >= l->len)
+		return;
+	if (c[pos] == CELL_CONT) {
+		c[pos - 1] = ' ';
+		c[pos] = ' ';
+	}
+}
+
+/* Spaces into [a, b), which must be reserved. */
+static void line_fill(struct line *l, size_t a, size_t b)
+{
+	if (a >= b)
+		return;
+	if (!l->cells) {
+		memset((uint8_t *)l->d + a, ' ', b - a);
+	} else {
+		uint32_t *c = l->d;
+		for (size_t i = a; i < b; i++)
+			c[i] = ' ';
+	}
+}
+
+static void line_truncate(struct line *l, size_t pos)
+{
+	if (pos >= l->len)
+		return;
+	line_cut(l, pos);
+	l->len = pos;
+	if (!pos) {
+		l->cells = false;
+		l->plen = 0;
+	}
+}
+
+/* Printable ASCII s[0..k) at col. */
+static inline void line_put_ascii(struct line *l, size_t col, const char *s, size_t k)
+{
+	size_t end = col + k;
+
+	line_reserve(l, end);
+	if (col > l->len)
+		line_fill(l, l->len, col);
+	if (!l->cells) {
+		memcpy((uint8_t *)l->d + col, s, k);
+	} else {
+		uint32_t *c = l->d;
+		line_cut(l, col);
+		line_cut(l, end);
+		for (size_t i = 0; i < k; i++)
+			c[col + i] = (uint8_t)s[i];
+	}
+	if (end > l->len)
+		l->len = end;
+}
+
+/* Any character of width w (1 or 2) at col. */
+static void line_put_cell(struct line *l, size_t col, uint32_t cp, int w)
+{
+	size_t end = col + (size_t)w;
+	uint32_t *c;
+
+	line_to_cells(l);
+	line_reserve(l, end);
+	c = l->d;
+	if (col > l->len)
+		line_fill(l, l->len, col);
+	line_cut(l, col);
+	line_cut(l, end);
+	c[col] = cp;
+	if (w == 2)
+		c[col + 1] = CELL_CONT;
+	if (end > l->len)
+		l->len = end;
+}
+
+/* [a, b) become blank. */
+static void line_blank(struct line *l, size_t a, size_t b)
+{
+	if (a >= l->len)
+		return;
+	if (b >= l->len) {
+		line_truncate(l, a);
+		return;
+	}
+	line_cut(l, a);
+	line_cut(l, b);
+	line_fill(l, a, b);
+}
+
+/* Delete n columns at col, pulling the rest left. */
+static void line_delete(struct line *l, size_t col, size_t n)
+{
+	size_t es = line_esize(l);
+	uint8_t *d = l->d;
+
+	if (col >= l->len)
+		return;
+	if (n >= l->len - col) {
+		line_truncate(l, col);
+		return;
+	}
+	line_cut(l, col);
+	line_cut(l, col + n);
+	memmove(d + col * es, d + (col + n) * es, (l->len - col - n) * es);
+	l->len -= n;
+}
+
+/* Insert n blank columns at col, pushing the rest right (up to the limit). */
+static void line_insert(struct line *l, size_t col, size_t n)
+{
+	size_t es, kept, newlen;
+	uint8_t *d;
+
+	if (col >= l->len)
+		return;
+	if (n >= RENDER_MAX_COLS - col) {
+		line_truncate(l, col);
+		return;
+	}
+	newlen = l->len + n;
+	if (newlen > RENDER_MAX_COLS)
+		newlen = RENDER_MAX_COLS;
+	kept = newlen - col - n;
+	line_cut(l, col);
+	line_cut(l, col + kept);
+	line_reserve(l, newlen);
+	es = line_esize(l);
+	d = l->d;
+	memmove(d + (col + n) * es, d + col * es, kept * es);
+	line_fill(l, col, col + n);
+	l->len = newlen;
+}
+
+static void line_pool_compact(struct line *l)
+{
+	uint32_t *np = xmalloc(l->pcap * sizeof *np), *c = l->d;
+	size_t o = 0;
+
+	for (size_t i = 0; i < l->len; i++) {
+		uint32_t v = c[i];
+		const uint32_t *e;
+
+		if (!(v & CELL_COMB))
+			continue;
+		e = l->pool + (v & ~CELL_COMB);
+		memcpy(np + o, e, (e[0] + 1) * sizeof *np);
+		c[i] = CELL_COMB | (uint32_t)o;
+		o += e[0] + 1;
+	}
+	free(l->pool);
+	l->pool = np;
+	l->plen = o;
+}
+
+/* Offset of need free uint32_t in the pool. Garbage (overwritten cells'
+ * sequences) is dropped by compaction; the pool is kept large relative to
+ * the line so compaction stays amortised O(1). */
+static size_t line_pool_alloc(struct line *l, size_t need)
+{
+	size_t off, want;
+
+	if (l->plen + need > l->pcap) {
+		if (l->plen)
+			line_pool_compact(l);
+		want = 2 * (l->plen + need);
+		if (want < 64)
+			want = 64;
+		if (want < l->len / 4)
+			want = l->len / 4;
+		if (l->pcap < want) {
+			l->pool = xrealloc(l->pool, want * sizeof *l->pool);
+			l->pcap = want;
+		}
+	}
+	off = l->plen;
+	l->plen += need;
+	return off;
+}
+
+/* Attach a zero-width character to the cell before col. */
+static void line_combine(struct line *l, size_t col, uint32_t cp)
+{
+	uint32_t tmp[RENDER_COMB_MAX + 1], *c, v;
+	size_t pos, n, off;
+
+	if (col == 0 || col > l->len)
+		return;
+	pos = col - 1;
+	line_to_cells(l);
+	c = l->d;
+	if (c[pos] == CELL_CONT && pos > 0)
+		pos--;
+	v = c[pos];
+	if (v == CELL_CONT)
+		return;
+	if (v & CELL_COMB) {
+		uint32_t *e = l->pool + (v & ~CELL_COMB);
+		n = e[0];
+		if (n >= RENDER_COMB_MAX)
+			return;
+		if ((v & ~CELL_COMB) + 1 + n == l->plen && l->plen < l->pcap) {
+			l->pool[l->plen++] = cp;
+			e[0]++;
+			return;
+		}
+		memcpy(tmp + 1, e + 1, n * sizeof *tmp);
+	} else {
+		tmp[1] = v;
+		n = 1;
+	}
+	tmp[1 + n++] = cp;
+	tmp[0] = (uint32_t)n;
+	off = line_pool_alloc(l, n + 1);
+	memcpy(l->pool + off, tmp, (n + 1) * sizeof *tmp);
+	c[pos] = CELL_COMB | (uint32_t)off;
+}
+
+static size_t utf8_put(char *o, uint32_t cp)
+{
+	if (cp < 0x80) {
+		o[0] = (char)cp;
+		return 1;
+	}
+	if (cp < 0x800) {
+		o[0] = (char)(0xC0 | cp >> 6);
+		o[1] = (char)(0x80 | (cp & 0x3F));
+		return 2;
+	}
+	if (cp < 0x10000) {
+		o[0] = (char)(0xE0 | cp >> 12);
+		o[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+		o[2] = (char)(0x80 | (cp & 0x3F));
+		return 3;
+	}
+	o[0] = (char)(0xF0 | cp >> 18);
+	o[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+	o[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
+	o[3] = (char)(0x80 | (cp & 0x3F));
+	return 4;
+}
+
+/* Columns left after trimming trailing spaces. */
+static inline size_t line_trimmed(const struct line *l)
+{
+	size_t n = l->len;
+
+	if (!l->cells) {
+		const uint8_t *b = l->d;
+		while (n && b[n - 1] == ' ')
+			n--;
+	} else {
+		const uint32_t *c = l->d;
+		while (n && c[n - 1] == ' ')
+			n--;
+	}
+	return n;
+}
+
+/* Append the line's text, trimmed, as UTF-8 (out stays NUL-terminated). */
+static void line_append_text(const struct line *l, buf_t *out)
+{
+	size_t n = line_trimmed(l);
+	const uint32_t *c = l->d;
+
+	if (!l->cells) {
+		buf_append(out, l->d, n);
+		return;
+	}
+	buf_reserve(out, n * 4);
+	for (size_t i = 0; i < n; i++) {
+		uint32_t v = c[i];
+
+		if (v == CELL_CONT)
+			continue;
+		if (v & CELL_COMB) {
+			const uint32_t *e = l->pool + (v & ~CELL_COMB);
+			buf_reserve(out, (e[0] + n - i) * 4);
+			for (uint32_t k = 1; k <= e[0]; k++)
+				out->len += utf8_put(out->p + out->len, e[k]);
+		} else {
+			out->len += utf8_put(out->p + out->len, v);
+		}
+	}
+	out->p[out->len] = 0;
+}
+
+/* ---- the window ---- */
+
+static inline struct line *render_line(const render_t *r, int i)
+{
+	int k = r->top + i;
+
+	if (k >= r->rows)
+		k -= r->rows;
+	return &r->ring[k];
+}
+
+static inline void render_emit(render_t *r, struct line *l)
+{
+	if (!r->cb)
+		return;
+	if (!l->cells) {
+		size_t n = line_trimmed(l);
+		if (!l->d) {
+			r->cb(r->user, "", 0);
+			return;
+		}
+		((char *)l->d)[n] = 0;          /* bcap > len for narrow lines */
+		r->cb(r->user, l->d, n);
+		return;
+	}
+	buf_reset(&r->scratch);
+	line_append_text(l, &r->scratch);
+	r->cb(r->user, r->scratch.p, r->scratch.len);
+}
+
+/* The window's top line is final: emit it and drop it. */
+static inline void render_pop_top(render_t *r)
+{
+	struct line *l = render_line(r, 0);
+
+	render_emit(r, l);
+	line_clear(l);
+	r->top = r->top + 1 == r->rows ? 0 : r->top + 1;
+	r->top_abs++;
+	r->count--;
+}
+
+/* A new empty line at the bottom of the window. */
+static inline void render_push_line(render_t *r)
+{
+	if (r->count == r->rows) {
+		render_pop_top(r);
+		if (r->row > 0)
+			r->row--;
+	}
+	line_clear(render_line(r, r->count));
+	r->count++;
+}
+
+static inline void render_lf(render_t *r)
+{
+	if (r->row + 1 < r->count) {
+		r->row++;
+		return;
+	}
+	render_push_line(r);
+	r->row = r->count - 1;
+}
+
+static void render_set_row(render_t *r, uint32_t n)
+{
+	int target = n > (uint32_t)r->rows ? r->rows - 1 : (n ? (int)n - 1 : 0);
+
+	while (r->count <= target)
+		render_push_line(r);
+	r->row = target;
+}
+
+static void render_set_col(render_t *r, uint32_t n)
+{
+	size_t c = n ? n - 1 : 0;
+
+	r->col = c < RENDER_MAX_COLS - 1 ? c : RENDER_MAX_COLS - 1;
+}
+
+static void render_right(render_t *r, size_t n)
+{
+	if (r->col >= RENDER_MAX_COLS - 1)
+		return;
+	r->col = n < RENDER_MAX_COLS - 1 - r->col ? r->col + n : RENDER_MAX_COLS - 1;
+}
+
+static void render_tab(render_t *r, size_t n)
+{
+	while (n-- > 0 && r->col < RENDER_MAX_COLS - 1) {
+		size_t t = (r->col / 8 + 1) * 8;
+		r->col = t < RENDER_MAX_COLS - 1 ? t : RENDER_MAX_COLS - 1;
+	}
+}
+
+static void render_clear_window(render_t *r)
+{
+	for (int i = 0; i < r->count; i++)
+		line_clear(render_line(r, i));
+}
+
+/* Make the window start at ring[0] so L/M can work on a plain array. */
+static void render_linearize(render_t *r)
+{
+	if (!r->top)
+		return;
+	for (int i = 0; i < r->rows; i++)
+		r->tmp[i] = *render_line(r, i);
+	memcpy(r->ring, r->tmp, (size_t)r->rows * sizeof *r->ring);
+	r->top = 0;
+}
+
+/* Rotate ring[a, b) right by k (k < b - a). */
+static void render_rotate(render_t *r, int a, int b, int k)
+{
+	int len = b - a;
+
+	memcpy(r->tmp, r->ring + a, (size_t)len * sizeof *r->ring);
+	for (int i = 0; i < len; i++)
+		r->ring[a + (i + k) % len] = r->tmp[i];
+}
+
+/* CSI L: n blank lines at the cursor row; lines pushed past the window's
+ * capacity are dropped. */
+static void render_insert_lines(render_t *r, uint32_t n)
+{
+	int k, newc;
+
+	render_linearize(r);
+	k = n > (uint32_t)(r->rows - r->row) ? r->rows - r->row : (int)n;
+	newc = r->count + k < r->rows ? r->count + k : r->rows;
+	if (k < newc - r->row)
+		render_rotate(r, r->row, newc, k);
+	for (int i = r->row; i < r->row + k; i++)
+		line_clear(&r->ring[i]);
+	r->count = newc;
+	r->col = 0;
+}
+
+/* CSI M: delete n lines at the cursor row, the lines below move up. */
+static void render_delete_lines(render_t *r, uint32_t n)
+{
+	int k, span;
+
+	render_linearize(r);
+	span = r->count - r->row;
+	k = n > (uint32_t)span ? span : (int)n;
+	if (k < span)
+		render_rotate(r, r->row, r->count, span - k);
+	for (int i = r->count - k; i < r->count; i++)
+		line_clear(&r->ring[i]);
+	r->count -= k;
+	if (r->count <= r->row)
+		r->count = r->row + 1;          /* that line was cleared above */
+	r->col = 0;
+}
+
+/* Text that reaches the column limit continues on a new line. */
+static void render_wrap(render_t *r)
+{
+	r->col = 0;
+	render_lf(r);
+}
+
+static void render_text(render_t *r, const char *s, size_t k)
+{
+	while (k) {
+		size_t m;
+
+		if (r->col >= RENDER_MAX_COLS)
+			render_wrap(r);
+		m = RENDER_MAX_COLS - r->col;
+		if (m > k)
+			m = k;
+		line_put_ascii(render_line(r, r->row), r->col, s, m);
+		r->col += m;
+		s += m;
+		k -= m;
+	}
+}
+
+/* A decoded non-ASCII character (or U+FFFD). */
+static void render_char(render_t *r, uint32_t cp)
+{
+	int w;
+
+	if (cp >= 0x80 && cp < 0xA0)
+		return;                         /* C1 code points: controls */
+	if (r->wc_cp[cp & 0xFF] == cp) {
+		w = r->wc_w[cp & 0xFF];
+	} else {
+		w = wcwidth((wchar_t)cp);
+		r->wc_cp[cp & 0xFF] = cp;
+		r->wc_w[cp & 0xFF] = (int8_t)w;
+	}
+	if (w == 0) {
+		line_combine(render_line(r, r->row), r->col, cp);
+		return;
+	}
+	if (w < 0)
+		w = 1;                          /* unknown to libc: still show it */
+	if (w > 2)
+		w = 2;
+	if (r->col + (size_t)w > RENDER_MAX_COLS)
+		render_wrap(r);
+	line_put_cell(render_line(r, r->row), r->col, cp, w);
+	r->col += (size_t)w;
+}
+
+static void render_save(render_t *r)
+{
+	r->saved = true;
+	r->saved_abs = r->top_abs + (uint64_t)r->row;
+	r->saved_col = r->col;
+}
+
+static void render_restore(render_t *r)
+{
+	if (!r->saved) {
+		r->row = 0;
+		r->col = 0;
+		return;
+	}
+	if (r->saved_abs < r->top_abs)
+		r->row = 0;
+	else if (r->saved_abs - r->top_abs >= (uint64_t)r->count)
+		r->row = r->count - 1;
+	else
+		r->row = (int)(r->saved_abs - r->top_abs);
+	r->col = r->saved_col;
+}
+
+/* Back to one empty line, cursor home, fresh parser. */
+static void render_reset(render_t *r)
+{
+	render_clear_window(r);
+	r->count = 1;
+	r->row = 0;
+	r->col = 0;
+	r->saved = false;
+	r->state = ST_GROUND;
+	r->u8need = 0;
+}
+
+/* ---- the parser ---- */
+
+static void render_csi_dispatch(render_t *r, uint8_t f)
+{
+	uint32_t p0 = r->params[0], p1 = r->np >= 1 ? r->params[1] : 0;
+	uint32_t n = p0 ? p0 : 1;
+	struct line *l = render_line(r, r->row);
+
+	switch (f) {
+	case 'A':                               /* CUU */
+	case 'F':                               /* CPL */
+		r->row = n > (uint32_t)r->row ? 0 : r->row - (int)n;
+		if (f == 'F')
+			r->col = 0;
+		break;
+	case 'B':                               /* CUD */
+	case 'E':                               /* CNL */
+	case 'e':                               /* VPR */
+		r->row = n >= (uint32_t)(r->count - 1 - r->row) ? r->count - 1 : r->row + (int)n;
+		if (f == 'E')
+			r->col = 0;
+		break;
+	case 'C':                               /* CUF */
+	case 'a':                               /* HPR */
+		render_right(r, n);
+		break;
+	case 'D':                               /* CUB */
+		r->col = n > r->col ? 0 : r->col - n;
+		break;
+	case 'G':                               /* CHA */
+	case '`':                               /* HPA */
+		render_set_col(r, p0);
+		break;
+	case 'H':                               /* CUP */
+	case 'f':                               /* HVP */
+		render_set_row(r, p0);
+		render_set_col(r, p1);
+		break;
+	case 'd':                               /* VPA */
+		render_set_row(r, p0);
+		break;
+	case 'I':                               /* CHT */
+		render_tab(r, n);
+		break;
+	case 'Z':                               /* CBT */
+		while (n-- > 0 && r->col > 0)
+			r->col = (r->col - 1) / 8 * 8;
+		break;
+	case 'K':                               /* EL */
+		if (p0 == 0)
+			line_truncate(l, r->col);
+		else if (p0 == 1)
+			line_blank(l, 0, r->col + 1);
+		else if (p0 == 2)
+			line_truncate(l, 0);
+		break;
+	case 'J':                               /* ED */
+		if (p0 == 0) {
+			line_truncate(l, r->col);
+			for (int i = r->row + 1; i < r->count; i++)
+				line_clear(render_line(r, i));
+		} else if (p0 == 1) {
+			for (int i = 0; i < r->row; i++)
+				line_clear(render_line(r, i));
+			line_blank(l, 0, r->col + 1);
+		} else if (p0 == 2 || p0 == 3) {
+			render_clear_window(r);
+		}
+		break;
+	case 'X':                               /* ECH */
+		line_blank(l, r->col, r->col + n);
+		break;
+	case 'P':                               /* DCH */
+		line_delete(l, r->col, n);
+		break;
+	case '@':                               /* ICH */
+		line_insert(l, r->col, n);
+		break;
+	case 'L':                               /* IL */
+		render_insert_lines(r, n);
+		break;
+	case 'M':                               /* DL */
+		render_delete_lines(r, n);
+		break;
+	case 's':                               /* SCOSC */
+		render_save(r);
+		break;
+	case 'u':                               /* SCORC */
+		render_restore(r);
+		break;
+	default:                                /* SGR and the rest */
+		break;
+	}
+}
+
+static void render_control(render_t *r, uint8_t b)
+{
+	switch (b) {
+	case '\r':
+		r->col = 0;
+		break;
+	case '\n':
+	case '\v':
+	case '\f':
+		render_lf(r);
+		break;
+	case '\b':
+		if (r->col > 0)
+			r->col--;
+		break;
+	case '\t':
+		render_tab(r, 1);
+		break;
+	case 0x1b:
+		r->state = ST_ESC;
+		break;
+	case 0x18:                              /* CAN, SUB: abort a sequence */
+	case 0x1a:
+		r->state = ST_GROUND;
+		break;
+	default:                                /* BEL and the rest */
+		break;
+	}
+}
+
+static void render_ground(render_t *r, uint8_t b)
+{
+	if (r->u8need) {
+		if (b >= r->u8lo && b <= r->u8hi) {
+			r->u8cp = r->u8cp << 6 | (b & 0x3F);
+			r->u8lo = 0x80;
+			r->u8hi = 0xBF;
+			if (--r->u8need == 0)
+				render_char(r, r->u8cp);
+			return;
+		}
+		r->u8need = 0;                  /* truncated: one U+FFFD, then b */
+		render_char(r, 0xFFFD);
+	}
+	if (b < 0x20) {
+		render_control(r, b);
+		return;
+	}
+	if (b < 0x7F) {
+		render_text(r, (const char *)&b, 1);
+		return;
+	}
+	if (b == 0x7F)
+		return;
+	r->u8lo = 0x80;
+	r->u8hi = 0xBF;
+	if (b >= 0xC2 && b <= 0xDF) {
+		r->u8cp = b & 0x1F;
+		r->u8need = 1;
+	} else if (b >= 0xE0 && b <= 0xEF) {
+		r->u8cp = b & 0x0F;
+		r->u8need = 2;
+		if (b == 0xE0)
+			r->u8lo = 0xA0;         /* no overlongs */
+		else if (b == 0xED)
+			r->u8hi = 0x9F;         /* no surrogates */
+	} else if (b >= 0xF0 && b <= 0xF4) {
+		r->u8cp = b & 0x07;
+		r->u8need = 3;
+		if (b == 0xF0)
+			r->u8lo = 0x90;
+		else if (b == 0xF4)
+			r->u8hi = 0x8F;         /* <= U+10FFFF */
+	} else {
+		render_char(r, 0xFFFD);
+	}
+}
+
+static void render_csi_start(render_t *r)
+{
+	r->state = ST_CSI;
+	r->csi_ignore = false;
+	r->np = 0;
+	memset(r->params, 0, sizeof r->params);
+}
+
+static void render_esc(render_t *r, uint8_t b)
+{
+	r->state = ST_GROUND;
+	switch (b) {
+	case '[':
+		render_csi_start(r);
+		break;
+	case ']':
+		r->state = ST_STR;
+		r->str_bel = true;
+		break;
+	case 'P':
+	case 'X':
+	case '^':
+	case '_':
+		r->state = ST_STR;
+		r->str_bel = false;
+		break;
+	case '7':
+		render_save(r);
+		break;
+	case '8':
+		render_restore(r);
+		break;
+	case 'M':                               /* RI */
+		if (r->row > 0)
+			r->row--;
+		break;
+	case 'D':                               /* IND */
+		render_lf(r);
+		break;
+	case 'E':                               /* NEL */
+		r->col = 0;
+		render_lf(r);
+		break;
+	case 'c':                               /* RIS */
+		render_reset(r);
+		break;
+	default:
+		if (b >= 0x20 && b <= 0x2F)
+			r->state = ST_ESC_INTER;
+		break;                          /* other finals: ignored */
+	}
+}
+
+/* One byte through the state machine (everything but the fast path). */
+static void render_byte(render_t *r, uint8_t b)
+{
+	switch (r->state) {
+	case ST_GROUND:
+		render_ground(r, b);
+		return;
+	case ST_STR:
+		if (b == 0x1b)
+			r->state = ST_ESC;      /* ESC \ ends it; ESC x aborts it */
+		else if ((b == 0x07 && r->str_bel) || b == 0x18 || b == 0x1a)
+			r->state = ST_GROUND;
+		return;
+	default:
+		break;
+	}
+	/* ESC, ESC_INTER, CSI: C0 controls act immediately */
+	if (b < 0x20) {
+		render_control(r, b);
+		return;
+	}
+	if (b == 0x7F)
+		return;
+	if (b >= 0x80) {                        /* not part of a sequence */
+		r->state = ST_GROUND;
+		render_ground(r, b);
+		return;
+	}
+	switch (r->state) {
+	case ST_ESC:
+		render_esc(r, b);
+		break;
+	case ST_ESC_INTER:
+		if (b >= 0x30)
+			r->state = ST_GROUND;   /* ESC ( B and friends */
+		break;
+	case ST_CSI:
+		if (b >= '0' && b <= '9') {
+			if (r->np < RENDER_NPARAM) {
+				uint32_t v = r->params[r->np] * 10 + (b - '0');
+				r->params[r->np] = v > RENDER_PARAM_MAX ? RENDER_PARAM_MAX : v;
+			}
+		} else if (b == ';' || b == ':') {
+			if (r->np < RENDER_NPARAM)
+				r->np++;
+		} else if (b < 0x40) {          /* private markers, intermediates */
+			r->csi_ignore = true;
+		} else {
+			r->state = ST_GROUND;
+			if (!r->csi_ignore)
+				render_csi_dispatch(r, b);
+		}
+		break;
+	}
+}
+
+/* ---- interface ---- */
+
+render_t *render_new(int window_rows, render_line_cb cb, void *user)
+{
+	render_t *r = xcalloc(1, sizeof *r);
+
+	if (window_rows < 1)
+		window_rows = 1;
+	r->rows = window_rows;
+	r->cb = cb;
+	r->user = user;
+	r->ring = xcalloc((size_t)window_rows, sizeof *r->ring);
+	r->tmp = xcalloc((size_t)window_rows, sizeof *r->tmp);
+	r->count = 1;
+	return r;
+}
+
+void render_free(render_t *r)
+{
+	if (!r)
+		return;
+	for (int i = 0; i < r->rows; i++)
+		line_free(&r->ring[i]);
+	free(r->ring);
+	free(r->tmp);
+	buf_free(&r->scratch);
+	free(r);
+}
+
+void render_feed(render_t *r, const char *data, size_t n)
+{
+	const uint8_t *s = (const uint8_t *)data, *end = s + n;
+
+	while (s < end) {
+		if (r->state == ST_GROUND && !r->u8need) {
+			const uint8_t *t = s;
+
+			/* fast path: a run of printable ASCII, CR, LF */
+			while (t < end && (uint8_t)(*t - 0x20) < 0x5F)
+				t++;
+			if (t > s) {
+				render_text(r, (const char *)s, (size_t)(t - s));
+				s = t;
+				continue;
+			}
+			if (*s == '\r') {
+				r->col = 0;
+				s++;
+				continue;
+			}
+			if (*s == '\n') {
+				render_lf(r);
+				s++;
+				continue;
+			}
+		} else if (r->state == ST_STR) {
+			/* swallow the body of a string without looking at it */
+			while (s < end && *s != 0x1b && *s != 0x07 && *s != 0x18 && *s != 0x1a)
+				s++;
+			if (s == end)
+				break;
+		}
+		render_byte(r, *s++);
+	}
+}
+
+void render_live(const render_t *r, buf_t *out)
+{
+	size_t start = out->len, keep = start;
+
+	for (int i = 0; i < r->count; i++) {
+		const struct line *l = render_line(r, i);
+
+		if (i > 0)
+			buf_putc(out, '\n');
+		line_append_text(l, out);
+		if (line_trimmed(l))
+			keep = out->len;
+	}
+	if (!out->p)
+		buf_reserve(out, 0);
+	out->len = keep;
+	out->p[keep] = 0;
+}
+
+void render_commit_above_cursor(render_t *r)
+{
+	while (r->row > 0) {
+		render_pop_top(r);
+		r->row--;
+	}
+}
+
+void render_finish(render_t *r)
+{
+	int last = -1;
+
+	if (r->u8need) {
+		r->u8need = 0;
+		render_char(r, 0xFFFD);
+	}
+	for (int i = 0; i < r->count; i++)
+		if (line_trimmed(render_line(r, i)))
+			last = i;
+	for (int i = 0; i <= last; i++)
+		render_emit(r, render_line(r, i));
+	render_reset(r);
+}

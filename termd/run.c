@@ -1,0 +1,795 @@
+/* run.c — the `run`, `keys` and `screen` actions and the life of a command
+ * in a session: typing it when the shell is ready, following the shell's
+ * marks (start, done with exit code and cwd), rendering its output into a
+ * store (memory, spilled to a file past 1 MiB), answering with what is new
+ * since the last observation (head + tail when over max_output), hard and
+ * idle timeouts, and noticing a program waiting for terminal input. */
+#include "termd.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define QUIET_FOR_INPUT_US   1000000u  /* "nothing new for about a second" */
+#define INPUT_RECHECK_US      250000u
+#define READY_FALLBACK_US     300000u  /* no readline ready signal: type anyway */
+#define STORE_MEM_CAP        (1u << 20)
+#define STORE_WRITE_CHUNK    (64u * 1024u)
+#define RENDER_WINDOW        200
+#define DEFAULT_IDLE_S       30.0
+#define DEFAULT_MAX_OUTPUT   30000
+#define MAX_MAX_OUTPUT       (16 * 1024 * 1024)
+
+static unsigned out_counter;
+
+/* ---------------------------------------------------------------- store */
+
+static int store_spill(struct cmd *cmd, struct session *s)
+{
+	if (cmd->file_fd >= 0)
+		return 0;
+	buf_t p = {0};
+	buf_printf(&p, "%s/output-%s-%u.txt", srv.rundir, s ? s->name : "x", ++out_counter);
+	int fd = open(p.p, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		log_warn("cannot create output file %s: %s", p.p, strerror(errno));
+		buf_free(&p);
+		return -1;
+	}
+	cmd->file_fd = fd;
+	cmd->file_path = buf_steal(&p);
+	return 0;
+}
+
+/* In file mode `mem` holds bytes not yet written. */
+static void store_flush(struct cmd *cmd)
+{
+	if (cmd->file_fd < 0 || !cmd->mem.len)
+		return;
+	size_t off = 0;
+	while (off < cmd->mem.len) {
+		ssize_t w = write(cmd->file_fd, cmd->mem.p + off, cmd->mem.len - off);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			log_warn("output file %s: %s", cmd->file_path, strerror(errno));
+			break;
+		}
+		off += (size_t)w;
+	}
+	buf_reset(&cmd->mem);
+}
+
+static struct session *store_session;  /* for naming a spill file */
+
+static void store_line(void *user, const char *line, size_t len)
+{
+	struct cmd *cmd = user;
+	buf_append(&cmd->mem, line, len);
+	buf_putc(&cmd->mem, '\n');
+	cmd->total_bytes += len + 1;
+	cmd->total_lines++;
+	if (cmd->file_fd >= 0) {
+		if (cmd->mem.len >= STORE_WRITE_CHUNK)
+			store_flush(cmd);
+	} else if (cmd->mem.len > STORE_MEM_CAP) {
+		if (store_spill(cmd, store_session) == 0)
+			store_flush(cmd);
+	}
+}
+
+static void store_read(struct cmd *cmd, size_t off, size_t n, buf_t *out)
+{
+	if (off >= cmd->total_bytes)
+		return;
+	if (off + n > cmd->total_bytes)
+		n = cmd->total_bytes - off;
+	if (cmd->file_fd < 0) {
+		buf_append(out, cmd->mem.p + off, n);
+		return;
+	}
+	store_flush(cmd);
+	buf_reserve(out, n);
+	size_t got = 0;
+	while (got < n) {
+		ssize_t r = pread(cmd->file_fd, out->p + out->len + got, n - got, (off_t)(off + got));
+		if (r <= 0) {
+			if (r < 0 && errno == EINTR)
+				continue;
+			break;
+		}
+		got += (size_t)r;
+	}
+	out->len += got;
+	out->p[out->len] = 0;
+}
+
+static struct cmd *cmd_new(struct session *s, const char *text, int by_viewer)
+{
+	struct cmd *cmd = xcalloc(1, sizeof *cmd);
+	cmd->text = text ? xstrdup(text) : NULL;
+	cmd->by_viewer = by_viewer;
+	cmd->file_fd = -1;
+	cmd->exit_code = -1;
+	cmd->start_us = mono_us();
+	cmd->render = render_new(RENDER_WINDOW, store_line, cmd);
+	(void)s;
+	return cmd;
+}
+
+void cmd_free(struct cmd *cmd)
+{
+	if (!cmd)
+		return;
+	render_free(cmd->render);
+	buf_free(&cmd->mem);
+	if (cmd->file_fd >= 0)
+		close(cmd->file_fd);
+	free(cmd->file_path);
+	free(cmd->shown_live);
+	free(cmd->text);
+	free(cmd);
+}
+
+static void session_set_cmd(struct session *s, struct cmd *cmd)
+{
+	if (s->cmd && s->cmd != cmd)
+		cmd_free(s->cmd);
+	s->cmd = cmd;
+}
+
+/* ------------------------------------------------------- new output text */
+
+/* Append to out the first `chars` characters' worth of whole lines of src
+ * (a partial first line if none fits). Returns the number of lines. */
+static size_t take_head(const char *src, size_t n, size_t chars, buf_t *out)
+{
+	size_t pos = 0, used = 0, lines = 0;
+	while (pos < n) {
+		const char *nl = memchr(src + pos, '\n', n - pos);
+		size_t end = nl ? (size_t)(nl - src) : n;
+		size_t c = utf8_count(src + pos, end - pos);
+		if (used + c + (lines ? 1 : 0) > chars)
+			break;
+		if (lines)
+			buf_putc(out, '\n');
+		buf_append(out, src + pos, end - pos);
+		used += c + (lines ? 1 : 0);
+		lines++;
+		pos = end + 1;
+	}
+	if (!lines && n) {
+		const char *nl = memchr(src, '\n', n);
+		size_t end = nl ? (size_t)(nl - src) : n;
+		buf_append(out, src, utf8_offset(src, end, chars));
+		lines = 1;
+	}
+	return lines;
+}
+
+/* Like take_head from the end of src; `start_partial`: src[0] may be in the
+ * middle of a line, which is then never taken. */
+static size_t take_tail(const char *src, size_t n, size_t chars, int start_partial, buf_t *out)
+{
+	size_t end = n, used = 0, lines = 0, first = n;
+	while (end > 0) {
+		size_t b = end;
+		while (b > 0 && src[b - 1] != '\n')
+			b--;
+		if (b == 0 && start_partial)
+			break;
+		size_t c = utf8_count(src + b, end - b);
+		if (used + c + (lines ? 1 : 0) > chars)
+			break;
+		used += c + (lines ? 1 : 0);
+		lines++;
+		first = b;
+		if (b == 0)
+			break;
+		end = b - 1;
+	}
+	if (!lines && n) {
+		size_t b = n;
+		while (b > 0 && src[b - 1] != '\n')
+			b--;
+		size_t c = utf8_count(src + b, n - b);
+		size_t skip = c > chars ? c - chars : 0;
+		size_t off = b + utf8_offset(src + b, n - b, skip);
+		buf_append(out, src + off, n - off);
+		return 1;
+	}
+	if (lines)
+		buf_append(out, src + first, n - first);
+	return lines;
+}
+
+static size_t count_lines(const char *p, size_t n)
+{
+	if (!n)
+		return 0;
+	size_t k = 1;
+	for (const char *q = p; (q = memchr(q, '\n', n - (size_t)(q - p))); q++)
+		k++;
+	return k;
+}
+
+/* What the command printed since the last observation, as content; sets
+ * *truncated and makes sure the output file exists when it is. */
+static void cmd_collect(struct session *s, struct cmd *cmd, size_t max_output,
+			buf_t *out, int *truncated)
+{
+	*truncated = 0;
+	if (!cmd->finished)
+		render_commit_above_cursor(cmd->render);
+	buf_t live = {0};
+	if (!cmd->finished)
+		render_live(cmd->render, &live);
+
+	size_t D = cmd->delivered, T = cmd->total_bytes;
+	size_t seg = T - D;
+
+	/* small enough to look at whole */
+	size_t limit = 4 * max_output + 4096;
+	if (seg + live.len <= limit) {
+		buf_t all = {0};
+		store_read(cmd, D, seg, &all);
+		if (live.len)
+			buf_append(&all, live.p, live.len);
+		else if (all.len && all.p[all.len - 1] == '\n')
+			all.len--;
+		size_t skip = 0;
+		if (cmd->shown_live && *cmd->shown_live) {
+			size_t sl = strlen(cmd->shown_live);
+			if (all.len >= sl && memcmp(all.p, cmd->shown_live, sl) == 0)
+				skip = sl;
+		}
+		const char *p = all.p ? all.p + skip : "";
+		size_t n = all.len - skip;
+		if (utf8_count(p, n) <= max_output) {
+			buf_append(out, p, n);
+		} else {
+			*truncated = 1;
+			size_t total = count_lines(p, n);
+			size_t h = take_head(p, n, max_output / 2, out);
+			buf_t tail = {0};
+			size_t t = take_tail(p, n, max_output - max_output / 2, 0, &tail);
+			size_t omitted = total > h + t ? total - h - t : 0;
+			buf_printf(out, "\n[... %zu lines truncated ...]\n", omitted);
+			buf_append(out, tail.p ? tail.p : "", tail.len);
+			buf_free(&tail);
+		}
+		buf_free(&all);
+	} else {
+		*truncated = 1;
+		size_t total = cmd->total_lines - cmd->delivered_lines + (live.len ? 1 : 0);
+		size_t window = 4 * (max_output / 2) + 4096;
+		buf_t head = {0}, tailsrc = {0}, tail = {0};
+		store_read(cmd, D, window < seg ? window : seg, &head);
+		size_t h = take_head(head.p, head.len, max_output / 2, out);
+		size_t from = seg > window ? T - window : D;
+		store_read(cmd, from, T - from, &tailsrc);
+		if (live.len)
+			buf_append(&tailsrc, live.p, live.len);
+		else if (tailsrc.len && tailsrc.p[tailsrc.len - 1] == '\n')
+			tailsrc.len--;
+		size_t t = take_tail(tailsrc.p, tailsrc.len, max_output - max_output / 2,
+				    from > D, &tail);
+		size_t omitted = total > h + t ? total - h - t : 0;
+		buf_printf(out, "\n[... %zu lines truncated ...]\n", omitted);
+		buf_append(out, tail.p ? tail.p : "", tail.len);
+		buf_free(&head);
+		buf_free(&tailsrc);
+		buf_free(&tail);
+	}
+	if (*truncated && cmd->file_fd < 0 && store_spill(cmd, s) == 0)
+		store_flush(cmd);
+	if (*truncated)
+		store_flush(cmd);
+	cmd->delivered = T;
+	cmd->delivered_lines = cmd->total_lines;
+	free(cmd->shown_live);
+	cmd->shown_live = live.len ? buf_steal(&live) : NULL;
+	buf_free(&live);
+}
+
+/* --------------------------------------------------------------- waiters */
+
+static void waiter_free(struct waiter *w)
+{
+	if (!w)
+		return;
+	lws_sul_cancel(&w->sul);
+	if (w->s && w->s->waiter == w)
+		w->s->waiter = NULL;
+	if (w->s && w->s->kwaiter == w)
+		w->s->kwaiter = NULL;
+	cJSON_Delete(w->id);
+	free(w->pending_text);
+	free(w);
+}
+
+static struct waiter *waiter_new(enum waiter_kind kind, struct session *s, struct conn *c,
+				 const cJSON *id)
+{
+	struct waiter *w = xcalloc(1, sizeof *w);
+	w->kind = kind;
+	w->s = s;
+	w->conn = c;
+	w->id = id ? cJSON_Duplicate(id, 1) : NULL;
+	w->start_us = mono_us();
+	if (kind == WAIT_KEYS)
+		s->kwaiter = w;
+	else
+		s->waiter = w;
+	return w;
+}
+
+static cJSON *screen_extras(struct session *s)
+{
+	cJSON *ex = cJSON_CreateObject();
+	int row, col, vis;
+	screen_cursor(s->screen, &row, &col, &vis);
+	cJSON_AddStringToObject(ex, "session", s->name);
+	cJSON_AddNumberToObject(ex, "cols", s->cols);
+	cJSON_AddNumberToObject(ex, "rows", s->rows);
+	cJSON *cur = cJSON_AddObjectToObject(ex, "cursor");
+	cJSON_AddNumberToObject(cur, "row", row);
+	cJSON_AddNumberToObject(cur, "col", col);
+	cJSON_AddBoolToObject(ex, "cursor_visible", vis);
+	cJSON_AddBoolToObject(ex, "alt_screen", screen_alt(s->screen));
+	cJSON_AddStringToObject(ex, "title", screen_title(s->screen));
+	return ex;
+}
+
+static void emit_screen(struct session *s, struct conn *c, const cJSON *id, int restarted)
+{
+	buf_t text = {0};
+	screen_text(s->screen, &text);
+	cJSON *ex = screen_extras(s);
+	if (restarted)
+		cJSON_AddBoolToObject(ex, "restarted", 1);
+	events_emit(c, id, "screen", text.p ? text.p : "", ex);
+	buf_free(&text);
+}
+
+/* The run observation for waiter w, which then ends. */
+static void run_answer(struct waiter *w, const char *timed_out, int waiting_input)
+{
+	struct session *s = w->s;
+	struct cmd *cmd = s->cmd;
+	int finished = !cmd || cmd->finished;
+	int alt = screen_alt(s->screen);
+	int truncated = 0;
+	buf_t content = {0};
+	if (cmd) {
+		store_session = s;
+		cmd_collect(s, cmd, w->max_output, &content, &truncated);
+		if (alt && !finished) {
+			buf_reset(&content);
+			truncated = 0;
+			screen_text(s->screen, &content);
+		}
+	}
+	uint64_t now = mono_us();
+	cJSON *ex = cJSON_CreateObject();
+	cJSON_AddStringToObject(ex, "session", s->name);
+	cJSON_AddNumberToObject(ex, "exit_code", finished ? (cmd ? cmd->exit_code : -1) : -1);
+	cJSON_AddBoolToObject(ex, "running", !finished);
+	cJSON_AddStringToObject(ex, "cwd", s->cwd ? s->cwd : "");
+	cJSON_AddNumberToObject(ex, "pid", finished ? s->pid : session_fg_pid(s));
+	uint64_t end = finished && cmd && cmd->end_us ? cmd->end_us : now;
+	cJSON_AddNumberToObject(ex, "duration_ms",
+				cmd ? (double)(end - cmd->start_us) / 1000.0 : 0.0);
+	if (timed_out)
+		cJSON_AddStringToObject(ex, "timed_out", timed_out);
+	else
+		cJSON_AddNullToObject(ex, "timed_out");
+	cJSON_AddBoolToObject(ex, "waiting_for_input", waiting_input);
+	cJSON_AddBoolToObject(ex, "alt_screen", alt);
+	cJSON_AddBoolToObject(ex, "truncated", truncated);
+	if (truncated && cmd && cmd->file_path)
+		cJSON_AddStringToObject(ex, "output_file", cmd->file_path);
+	if (w->restarted)
+		cJSON_AddBoolToObject(ex, "restarted", 1);
+	if (cmd && finished)
+		cmd->final_delivered = 1;
+	events_emit(w->conn, w->id, "run", content.p ? content.p : "", ex);
+	buf_free(&content);
+	waiter_free(w);
+}
+
+static void run_check(struct waiter *w);
+
+static void waiter_timer(lws_sorted_usec_list_t *sul)
+{
+	struct waiter *w = lws_container_of(sul, struct waiter, sul);
+	run_check(w);
+}
+
+static void schedule_at(struct waiter *w, uint64_t when)
+{
+	uint64_t now = mono_us();
+	server_timer(&w->sul, waiter_timer, when > now ? when - now : 1);
+}
+
+/* Decide whether waiter w can answer now; if not, set its timer. */
+static void run_check(struct waiter *w)
+{
+	struct session *s = w->s;
+	uint64_t now = mono_us();
+	uint64_t last = s->last_output_us > w->start_us ? s->last_output_us : w->start_us;
+
+	if (w->kind == WAIT_KEYS) {
+		if (now - last >= w->settle_us || (w->hard_us && now >= w->hard_us) || !s->alive) {
+			emit_screen(s, w->conn, w->id, w->restarted);
+			waiter_free(w);
+			return;
+		}
+		uint64_t next = last + w->settle_us;
+		if (w->hard_us && w->hard_us < next)
+			next = w->hard_us;
+		schedule_at(w, next);
+		return;
+	}
+
+	if (s->cmd && s->cmd->finished && w->typed) {
+		run_answer(w, NULL, 0);
+		return;
+	}
+	if (w->hard_us && now >= w->hard_us) {
+		run_answer(w, "hard", 0);
+		return;
+	}
+	if (w->idle_us && now - last >= w->idle_us) {
+		run_answer(w, "idle", 0);
+		return;
+	}
+	if (w->typed && now - last >= QUIET_FOR_INPUT_US && inputwait_blocked_on_tty(s)) {
+		run_answer(w, NULL, 1);
+		return;
+	}
+	uint64_t next = UINT64_MAX;
+	if (w->hard_us)
+		next = w->hard_us;
+	if (w->idle_us && last + w->idle_us < next)
+		next = last + w->idle_us;
+	if (w->typed) {
+		uint64_t q = now - last >= QUIET_FOR_INPUT_US ? now + INPUT_RECHECK_US
+							    : last + QUIET_FOR_INPUT_US;
+		if (q < next)
+			next = q;
+	}
+	if (next == UINT64_MAX)
+		next = now + INPUT_RECHECK_US * 4;
+	schedule_at(w, next);
+}
+
+/* ------------------------------------------------------- typing commands */
+
+static void type_pending(struct session *s)
+{
+	struct waiter *w = s->waiter;
+	if (!w || !w->pending_text || s->state != SH_IDLE || !s->ready)
+		return;
+	buf_t b = {0};
+	shellint_type_command(s, w->pending_text, &b);
+	free(w->pending_text);
+	w->pending_text = NULL;
+	s->ready = 0;
+	w->typed = 1;
+	w->start_us = mono_us();
+	if (s->cmd)
+		s->cmd->start_us = w->start_us;
+	session_write(s, b.p, b.len);
+	buf_free(&b);
+	run_check(w);
+}
+
+static void ready_fallback(lws_sorted_usec_list_t *sul)
+{
+	struct session *s = lws_container_of(sul, struct session, ready_sul);
+	if (s->state == SH_IDLE && !s->ready) {
+		s->ready = 1;
+		type_pending(s);
+	}
+}
+
+void run_on_ready(struct session *s)
+{
+	if (s->state != SH_IDLE)
+		return;
+	lws_sul_cancel(&s->ready_sul);
+	s->ready = 1;
+	type_pending(s);
+}
+
+void run_on_output(struct session *s, const char *data, size_t n)
+{
+	struct cmd *cmd = s->cmd;
+	if (cmd && cmd->started && !cmd->finished)
+		render_feed(cmd->render, data, n);
+}
+
+static void emit_command_start(struct session *s, struct cmd *cmd)
+{
+	cJSON *ex = cJSON_CreateObject();
+	cJSON_AddStringToObject(ex, "session", s->name);
+	if (cmd->text)
+		cJSON_AddStringToObject(ex, "command", cmd->text);
+	else
+		cJSON_AddNullToObject(ex, "command");
+	cJSON_AddStringToObject(ex, "by", cmd->by_viewer ? "viewer" : "agent");
+	events_emit(NULL, NULL, "command.start", "", ex);
+}
+
+void run_on_mark_start(struct session *s)
+{
+	if (s->state != SH_IDLE)
+		return;   /* a multi-command unit prints PS0 once per command */
+	s->state = SH_RUNNING;
+	s->ready = 0;
+	lws_sul_cancel(&s->ready_sul);
+	struct cmd *cmd = s->cmd;
+	if (!cmd || cmd->started || cmd->finished || !s->waiter || !s->waiter->typed) {
+		/* not typed by a `run`: a person at a viewer, or agent `keys` */
+		cmd = cmd_new(s, NULL, s->kwaiter == NULL);
+		session_set_cmd(s, cmd);
+	}
+	cmd->started = 1;
+	emit_command_start(s, cmd);
+}
+
+static void cmd_finish(struct session *s, struct cmd *cmd, int code)
+{
+	cmd->finished = 1;
+	cmd->exit_code = code;
+	cmd->end_us = mono_us();
+	store_session = s;
+	render_finish(cmd->render);
+	cJSON *ex = cJSON_CreateObject();
+	cJSON_AddStringToObject(ex, "session", s->name);
+	cJSON_AddNumberToObject(ex, "exit_code", code);
+	cJSON_AddStringToObject(ex, "cwd", s->cwd ? s->cwd : "");
+	cJSON_AddNumberToObject(ex, "duration_ms", (double)(cmd->end_us - cmd->start_us) / 1000.0);
+	cJSON_AddStringToObject(ex, "by", cmd->by_viewer ? "viewer" : "agent");
+	events_emit(NULL, NULL, "command.end", "", ex);
+}
+
+void run_on_mark_done(struct session *s, int exit_code, const char *cwd)
+{
+	enum shell_state prev = s->state;
+	if (cwd && *cwd) {
+		free(s->cwd);
+		s->cwd = xstrdup(cwd);
+	}
+	s->state = SH_IDLE;
+	s->ready = 0;
+	s->idle_since_us = mono_us();
+	server_timer(&s->ready_sul, ready_fallback, READY_FALLBACK_US);
+	struct cmd *cmd = s->cmd;
+	struct waiter *w = s->waiter;
+	if (cmd && !cmd->finished &&
+	    (prev == SH_RUNNING || (w && w->typed && !cmd->started))) {
+		/* the latter: a line with nothing to run (blank, comment) */
+		cmd->started = 1;
+		cmd_finish(s, cmd, exit_code);
+	}
+	if (w && w->typed)
+		run_check(w);
+}
+
+void run_on_session_exit(struct session *s)
+{
+	struct cmd *cmd = s->cmd;
+	if (cmd && !cmd->finished) {
+		cmd->started = 1;
+		cmd_finish(s, cmd, s->exit_code);
+	}
+	if (s->waiter) {
+		s->waiter->typed = 1;
+		if (s->cmd)
+			run_answer(s->waiter, NULL, 0);
+		else
+			run_check(s->waiter);
+	}
+	if (s->kwaiter)
+		run_check(s->kwaiter);
+}
+
+void run_on_conn_gone(struct conn *c)
+{
+	for (struct session *s = srv.sessions; s; s = s->next) {
+		if (s->waiter && s->waiter->conn == c)
+			s->waiter->conn = NULL;
+		if (s->kwaiter && s->kwaiter->conn == c)
+			s->kwaiter->conn = NULL;
+	}
+}
+
+void run_session_gone(struct session *s)
+{
+	waiter_free(s->waiter);
+	waiter_free(s->kwaiter);
+	cmd_free(s->cmd);
+	s->cmd = NULL;
+}
+
+/* ---------------------------------------------------------------- actions */
+
+/* The session an action names (default main), started again if its shell
+ * ended. NULL when an error was sent. */
+static struct session *action_session(struct conn *c, const cJSON *id, const cJSON *args,
+				      int create, int *restarted)
+{
+	const char *name = "main";
+	*restarted = 0;
+	if (arg_string(c, id, args, "session", &name, 0) < 0)
+		return NULL;
+	if (!td_valid_session_name(name)) {
+		events_error(c, id, TD_ERR_BAD_REQUEST,
+			     "session names are 1-64 characters of A-Z a-z 0-9 _ . -");
+		return NULL;
+	}
+	char err[256];
+	struct session *s = session_find(name);
+	if (!s) {
+		if (!create) {
+			events_error(c, id, TD_ERR_NO_SUCH_SESSION, "no session named '%s'", name);
+			return NULL;
+		}
+		s = session_open(name, NULL, NULL, NULL, 0, 0, err, sizeof err);
+		if (!s) {
+			events_error(c, id, TD_ERR_INTERNAL, "cannot start a shell: %s", err);
+			return NULL;
+		}
+		cJSON *ex = cJSON_CreateObject();
+		cJSON_AddStringToObject(ex, "name", s->name);
+		cJSON_AddNumberToObject(ex, "pid", s->pid);
+		cJSON_AddNullToObject(ex, "command");
+		cJSON_AddStringToObject(ex, "cwd", s->cwd);
+		events_emit(NULL, NULL, "session.open", "", ex);
+	}
+	if (!s->alive) {
+		if (!s->is_shell) {
+			events_error(c, id, TD_ERR_NO_COMMAND, "session '%s' has ended (exit code %d)",
+				     s->name, s->exit_code);
+			return NULL;
+		}
+		run_session_gone(s);
+		if (session_respawn(s, err, sizeof err) < 0) {
+			events_error(c, id, TD_ERR_INTERNAL, "cannot restart the shell: %s", err);
+			return NULL;
+		}
+		*restarted = 1;
+	}
+	return s;
+}
+
+void run_action(struct conn *c, const cJSON *id, const cJSON *args)
+{
+	const char *command = NULL;
+	int is_input = 0;
+	double timeout = 0, idle = 0, max_out = DEFAULT_MAX_OUTPUT;
+	int has_timeout = 0, has_idle = 0, has_max = 0;
+	if (arg_string(c, id, args, "command", &command, 1) < 0 ||
+	    arg_bool(c, id, args, "is_input", &is_input) < 0 ||
+	    arg_number(c, id, args, "timeout", &timeout, &has_timeout) < 0 ||
+	    arg_number(c, id, args, "idle_timeout", &idle, &has_idle) < 0 ||
+	    arg_number(c, id, args, "max_output", &max_out, &has_max) < 0)
+		return;
+	if ((has_timeout && timeout <= 0) || (has_idle && idle < 0) || (has_max && max_out < 1)) {
+		events_error(c, id, TD_ERR_BAD_REQUEST, "timeout must be > 0, idle_timeout >= 0, max_output >= 1");
+		return;
+	}
+	int restarted;
+	struct session *s = action_session(c, id, args, 1, &restarted);
+	if (!s)
+		return;
+	if (s->waiter) {
+		events_error(c, id, TD_ERR_BUSY, "another action is waiting on session '%s'", s->name);
+		return;
+	}
+	int running = s->state == SH_RUNNING || !s->is_shell ||
+		      (s->cmd && !s->cmd->finished && s->cmd->started);
+	int has_cmd = s->cmd && !(s->cmd->finished && s->cmd->final_delivered);
+
+	if (!is_input && command[0] && s->is_shell) {
+		if (running || s->state == SH_RUNNING) {
+			events_error(c, id, TD_ERR_BUSY, "a command is still running in '%s'", s->name);
+			return;
+		}
+	} else if ((!is_input && !command[0]) ? !has_cmd : !running) {
+		events_error(c, id, TD_ERR_NO_COMMAND, "nothing is running in '%s'", s->name);
+		return;
+	}
+
+	struct waiter *w = waiter_new(WAIT_RUN, s, c, id);
+	w->restarted = restarted;
+	w->max_output = max_out > MAX_MAX_OUTPUT ? MAX_MAX_OUTPUT : (size_t)max_out;
+	if (has_timeout)
+		w->hard_us = w->start_us + (uint64_t)(timeout * 1e6);
+	if (has_idle)
+		w->idle_us = (uint64_t)(idle * 1e6);
+	else if (!has_timeout)
+		w->idle_us = (uint64_t)(DEFAULT_IDLE_S * 1e6);
+
+	if (!is_input && command[0] && s->is_shell) {
+		/* a new command line */
+		session_set_cmd(s, cmd_new(s, command, 0));
+		w->pending_text = xstrdup(command);
+		type_pending(s);
+		if (w->pending_text)   /* shell not ready yet: typed on its prompt */
+			run_check(w);
+		return;
+	}
+	w->typed = 1;
+	if (!s->cmd) {
+		/* a session program with no command record yet */
+		struct cmd *cmd = cmd_new(s, NULL, 0);
+		cmd->started = 1;
+		session_set_cmd(s, cmd);
+	}
+	if (is_input || (!s->is_shell && command[0])) {
+		char b;
+		if (keys_is_control_name(command, &b)) {
+			session_write(s, &b, 1);
+		} else {
+			session_write(s, command, strlen(command));
+			session_write(s, "\r", 1);
+		}
+	}
+	run_check(w);
+}
+
+void keys_action(struct conn *c, const cJSON *id, const cJSON *args)
+{
+	const cJSON *keys = args ? cJSON_GetObjectItemCaseSensitive(args, "keys") : NULL;
+	if (!cJSON_IsArray(keys)) {
+		events_error(c, id, TD_ERR_BAD_REQUEST, "'keys' must be an array of strings");
+		return;
+	}
+	const cJSON *k;
+	cJSON_ArrayForEach(k, keys) {
+		if (!cJSON_IsString(k)) {
+			events_error(c, id, TD_ERR_BAD_REQUEST, "'keys' must be an array of strings");
+			return;
+		}
+	}
+	double settle = 100, timeout = 5;
+	int has;
+	if (arg_number(c, id, args, "settle_ms", &settle, &has) < 0 ||
+	    arg_number(c, id, args, "timeout", &timeout, &has) < 0)
+		return;
+	if (settle < 0 || timeout <= 0) {
+		events_error(c, id, TD_ERR_BAD_REQUEST, "settle_ms must be >= 0 and timeout > 0");
+		return;
+	}
+	int restarted;
+	struct session *s = action_session(c, id, args, 0, &restarted);
+	if (!s)
+		return;
+	if (s->kwaiter) {
+		events_error(c, id, TD_ERR_BUSY, "another keys action is waiting on '%s'", s->name);
+		return;
+	}
+	struct waiter *w = waiter_new(WAIT_KEYS, s, c, id);
+	w->restarted = restarted;
+	w->settle_us = (uint64_t)(settle * 1000.0);
+	w->hard_us = w->start_us + (uint64_t)(timeout * 1e6);
+	cJSON_ArrayForEach(k, keys)
+		keys_type(s, k->valuestring);
+	run_check(w);
+}
+
+void screen_action(struct conn *c, const cJSON *id, const cJSON *args)
+{
+	int restarted;
+	struct session *s = action_session(c, id, args, 0, &restarted);
+	if (!s)
+		return;
+	emit_screen(s, c, id, restarted);
+}

@@ -1,0 +1,430 @@
+/* screen.c — a session's visible screen: libvterm's VTermState parses the
+ * output and keeps terminal state (cursor, modes, pen, scroll region), and
+ * this file keeps the cells. libvterm's own VTermScreen memmoves the whole
+ * grid on every scroll (12 s for 15 MB of `seq` output at 160x48); here
+ * rows are pointers, so a full-width scroll is a rotation of row pointers
+ * (0.3 s for the same output). Also: primary/alternate buffers, title,
+ * cursor, and text extraction for `screen` and full-screen `run`. */
+#include "termd.h"
+
+#include <string.h>
+#include <vterm.h>
+
+#define CELL_CONT 0xFFFFFFFFu   /* right half of a wide character */
+#define CELL_MAXCH 3
+
+struct cell {
+	uint32_t ch[CELL_MAXCH];  /* ch[0] == 0: blank */
+	VTermColor fg, bg;
+	uint16_t attrs;           /* bit flags below */
+	uint8_t width;
+};
+
+enum {
+	A_BOLD = 1, A_ITALIC = 2, A_BLINK = 4, A_REVERSE = 8, A_STRIKE = 16,
+	A_UNDER_SHIFT = 5,        /* 2 bits of underline style */
+};
+
+struct grid {
+	struct cell **row;        /* rows pointers */
+};
+
+struct screen {
+	VTerm *vt;
+	VTermState *state;
+	int rows, cols;
+	struct grid buf[2];
+	int alt;
+	struct cell pen;          /* current pen (ch unused) */
+	VTermPos cursor;
+	int cursor_visible;
+	char *title;
+	void (*out_cb)(const char *, size_t, void *);
+	void *out_user;
+};
+
+static struct grid *cur(struct screen *sc)
+{
+	return &sc->buf[sc->alt];
+}
+
+static void blank_cell(struct screen *sc, struct cell *c)
+{
+	memset(c->ch, 0, sizeof c->ch);
+	c->fg = sc->pen.fg;
+	c->bg = sc->pen.bg;
+	c->attrs = 0;
+	c->width = 1;
+}
+
+static void blank_cells(struct screen *sc, struct cell *c, int n)
+{
+	for (int i = 0; i < n; i++)
+		blank_cell(sc, &c[i]);
+}
+
+static void grid_alloc(struct screen *sc, struct grid *g, int rows, int cols)
+{
+	g->row = xcalloc((size_t)rows, sizeof *g->row);
+	for (int r = 0; r < rows; r++) {
+		g->row[r] = xmalloc((size_t)cols * sizeof(struct cell));
+		blank_cells(sc, g->row[r], cols);
+	}
+}
+
+static void grid_free(struct grid *g, int rows)
+{
+	if (!g->row)
+		return;
+	for (int r = 0; r < rows; r++)
+		free(g->row[r]);
+	free(g->row);
+	g->row = NULL;
+}
+
+static int cb_putglyph(VTermGlyphInfo *info, VTermPos pos, void *user)
+{
+	struct screen *sc = user;
+	if (pos.row < 0 || pos.row >= sc->rows || pos.col < 0 || pos.col >= sc->cols)
+		return 1;
+	struct cell *c = &cur(sc)->row[pos.row][pos.col];
+	memset(c->ch, 0, sizeof c->ch);
+	for (int i = 0; i < CELL_MAXCH && info->chars[i]; i++)
+		c->ch[i] = info->chars[i];
+	c->fg = sc->pen.fg;
+	c->bg = sc->pen.bg;
+	c->attrs = sc->pen.attrs;
+	c->width = (uint8_t)(info->width > 0 ? info->width : 1);
+	for (int i = 1; i < info->width && pos.col + i < sc->cols; i++) {
+		struct cell *n = c + i;
+		*n = *c;
+		n->ch[0] = CELL_CONT;
+		n->ch[1] = n->ch[2] = 0;
+	}
+	return 1;
+}
+
+static int cb_movecursor(VTermPos pos, VTermPos oldpos, int visible, void *user)
+{
+	(void)oldpos;
+	(void)visible;
+	struct screen *sc = user;
+	sc->cursor = pos;
+	return 1;
+}
+
+static int cb_erase(VTermRect rect, int selective, void *user)
+{
+	(void)selective;
+	struct screen *sc = user;
+	struct grid *g = cur(sc);
+	for (int r = rect.start_row; r < rect.end_row && r < sc->rows; r++) {
+		if (r < 0)
+			continue;
+		int c0 = rect.start_col < 0 ? 0 : rect.start_col;
+		int c1 = rect.end_col > sc->cols ? sc->cols : rect.end_col;
+		if (c1 > c0)
+			blank_cells(sc, g->row[r] + c0, c1 - c0);
+	}
+	return 1;
+}
+
+static int cb_moverect(VTermRect dest, VTermRect src, void *user)
+{
+	struct screen *sc = user;
+	struct grid *g = cur(sc);
+	int nrows = src.end_row - src.start_row;
+	int ncols = src.end_col - src.start_col;
+	if (ncols <= 0 || nrows <= 0)
+		return 1;
+	int down = dest.start_row > src.start_row;
+	for (int i = 0; i < nrows; i++) {
+		int k = down ? nrows - 1 - i : i;
+		int sr = src.start_row + k, dr = dest.start_row + k;
+		if (sr < 0 || sr >= sc->rows || dr < 0 || dr >= sc->rows)
+			continue;
+		memmove(g->row[dr] + dest.start_col, g->row[sr] + src.start_col,
+			(size_t)ncols * sizeof(struct cell));
+	}
+	return 1;
+}
+
+/* Full-width vertical scrolls rotate row pointers; anything else falls back
+ * to libvterm's moverect + erase. */
+static int cb_scrollrect(VTermRect rect, int downward, int rightward, void *user)
+{
+	struct screen *sc = user;
+	if (rightward != 0 || rect.start_col != 0 || rect.end_col != sc->cols)
+		return 0;
+	if (rect.start_row < 0 || rect.end_row > sc->rows)
+		return 0;
+	int h = rect.end_row - rect.start_row;
+	int n = downward < 0 ? -downward : downward;
+	struct grid *g = cur(sc);
+	struct cell **rows = g->row + rect.start_row;
+	if (n >= h) {
+		for (int r = 0; r < h; r++)
+			blank_cells(sc, rows[r], sc->cols);
+		return 1;
+	}
+	struct cell *tmp[n];
+	if (downward > 0) {
+		/* content moves up: the top n rows leave, reused at the bottom */
+		memcpy(tmp, rows, (size_t)n * sizeof *rows);
+		memmove(rows, rows + n, (size_t)(h - n) * sizeof *rows);
+		memcpy(rows + h - n, tmp, (size_t)n * sizeof *rows);
+		for (int r = h - n; r < h; r++)
+			blank_cells(sc, rows[r], sc->cols);
+	} else if (downward < 0) {
+		memcpy(tmp, rows + h - n, (size_t)n * sizeof *rows);
+		memmove(rows + n, rows, (size_t)(h - n) * sizeof *rows);
+		memcpy(rows, tmp, (size_t)n * sizeof *rows);
+		for (int r = 0; r < n; r++)
+			blank_cells(sc, rows[r], sc->cols);
+	}
+	return 1;
+}
+
+static int cb_initpen(void *user)
+{
+	struct screen *sc = user;
+	sc->pen.attrs = 0;
+	vterm_state_get_default_colors(sc->state, &sc->pen.fg, &sc->pen.bg);
+	return 1;
+}
+
+static void set_attr_bit(struct screen *sc, uint16_t bit, int on)
+{
+	if (on)
+		sc->pen.attrs |= bit;
+	else
+		sc->pen.attrs &= (uint16_t)~bit;
+}
+
+static int cb_setpenattr(VTermAttr attr, VTermValue *val, void *user)
+{
+	struct screen *sc = user;
+	switch (attr) {
+	case VTERM_ATTR_BOLD: set_attr_bit(sc, A_BOLD, val->boolean); break;
+	case VTERM_ATTR_ITALIC: set_attr_bit(sc, A_ITALIC, val->boolean); break;
+	case VTERM_ATTR_BLINK: set_attr_bit(sc, A_BLINK, val->boolean); break;
+	case VTERM_ATTR_REVERSE: set_attr_bit(sc, A_REVERSE, val->boolean); break;
+	case VTERM_ATTR_STRIKE: set_attr_bit(sc, A_STRIKE, val->boolean); break;
+	case VTERM_ATTR_UNDERLINE:
+		sc->pen.attrs &= (uint16_t)~(3u << A_UNDER_SHIFT);
+		sc->pen.attrs |= (uint16_t)((val->number & 3) << A_UNDER_SHIFT);
+		break;
+	case VTERM_ATTR_FOREGROUND: sc->pen.fg = val->color; break;
+	case VTERM_ATTR_BACKGROUND: sc->pen.bg = val->color; break;
+	default: break;
+	}
+	return 1;
+}
+
+static int cb_settermprop(VTermProp prop, VTermValue *val, void *user)
+{
+	struct screen *sc = user;
+	switch (prop) {
+	case VTERM_PROP_ALTSCREEN: {
+		int alt = val->boolean ? 1 : 0;
+		if (alt && !sc->alt) {
+			sc->alt = 1;
+			for (int r = 0; r < sc->rows; r++)
+				blank_cells(sc, sc->buf[1].row[r], sc->cols);
+		} else {
+			sc->alt = alt;
+		}
+		return 1;
+	}
+	case VTERM_PROP_CURSORVISIBLE:
+		sc->cursor_visible = val->boolean;
+		return 1;
+	case VTERM_PROP_TITLE:
+		/* titles come from shellint's own OSC scan (libvterm 0.1.4 loses
+		 * the first part of an OSC split across reads) */
+		return 1;
+	default:
+		return 1;
+	}
+}
+
+static int cb_resize(int rows, int cols, VTermPos *delta, void *user)
+{
+	struct screen *sc = user;
+	/* keep the cursor's row visible when shrinking: drop rows at the top */
+	int shift = 0;
+	if (rows < sc->rows && sc->cursor.row >= rows)
+		shift = sc->cursor.row - rows + 1;
+	for (int b = 0; b < 2; b++) {
+		struct grid ng;
+		grid_alloc(sc, &ng, rows, cols);
+		for (int r = 0; r < rows; r++) {
+			int orow = r + shift;
+			if (orow >= sc->rows)
+				break;
+			int n = cols < sc->cols ? cols : sc->cols;
+			memcpy(ng.row[r], sc->buf[b].row[orow], (size_t)n * sizeof(struct cell));
+			/* a wide char cut in half at the right edge */
+			if (n > 0 && ng.row[r][n - 1].width == 2 && ng.row[r][n - 1].ch[0] != CELL_CONT)
+				blank_cell(sc, &ng.row[r][n - 1]);
+		}
+		grid_free(&sc->buf[b], sc->rows);
+		sc->buf[b] = ng;
+	}
+	if (delta)
+		delta->row -= shift;
+	sc->rows = rows;
+	sc->cols = cols;
+	return 1;
+}
+
+static const VTermStateCallbacks state_cbs = {
+	.putglyph = cb_putglyph,
+	.movecursor = cb_movecursor,
+	.scrollrect = cb_scrollrect,
+	.moverect = cb_moverect,
+	.erase = cb_erase,
+	.initpen = cb_initpen,
+	.setpenattr = cb_setpenattr,
+	.settermprop = cb_settermprop,
+	.resize = cb_resize,
+};
+
+static void vt_output(const char *s, size_t len, void *user)
+{
+	struct screen *sc = user;
+	if (sc->out_cb)
+		sc->out_cb(s, len, sc->out_user);
+}
+
+struct screen *screen_new(int rows, int cols)
+{
+	struct screen *sc = xcalloc(1, sizeof *sc);
+	sc->rows = rows;
+	sc->cols = cols;
+	sc->cursor_visible = 1;
+	sc->vt = vterm_new(rows, cols);
+	vterm_set_utf8(sc->vt, 1);
+	sc->state = vterm_obtain_state(sc->vt);
+	vterm_state_get_default_colors(sc->state, &sc->pen.fg, &sc->pen.bg);
+	grid_alloc(sc, &sc->buf[0], rows, cols);
+	grid_alloc(sc, &sc->buf[1], rows, cols);
+	vterm_state_set_callbacks(sc->state, &state_cbs, sc);
+	vterm_output_set_callback(sc->vt, vt_output, sc);
+	vterm_state_reset(sc->state, 1);
+	return sc;
+}
+
+void screen_free(struct screen *sc)
+{
+	if (!sc)
+		return;
+	vterm_free(sc->vt);
+	grid_free(&sc->buf[0], sc->rows);
+	grid_free(&sc->buf[1], sc->rows);
+	free(sc->title);
+	free(sc);
+}
+
+void screen_set_output(struct screen *sc, void (*cb)(const char *, size_t, void *), void *user)
+{
+	sc->out_cb = cb;
+	sc->out_user = user;
+}
+
+void screen_feed(struct screen *sc, const char *data, size_t n)
+{
+	vterm_input_write(sc->vt, data, n);
+}
+
+void screen_resize(struct screen *sc, int rows, int cols)
+{
+	if (rows == sc->rows && cols == sc->cols)
+		return;
+	vterm_set_size(sc->vt, rows, cols);
+}
+
+static void put_utf8(buf_t *b, uint32_t cp)
+{
+	char s[4];
+	size_t n;
+	if (cp < 0x80) {
+		s[0] = (char)cp;
+		n = 1;
+	} else if (cp < 0x800) {
+		s[0] = (char)(0xC0 | (cp >> 6));
+		s[1] = (char)(0x80 | (cp & 0x3F));
+		n = 2;
+	} else if (cp < 0x10000) {
+		s[0] = (char)(0xE0 | (cp >> 12));
+		s[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+		s[2] = (char)(0x80 | (cp & 0x3F));
+		n = 3;
+	} else if (cp < 0x110000) {
+		s[0] = (char)(0xF0 | (cp >> 18));
+		s[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+		s[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
+		s[3] = (char)(0x80 | (cp & 0x3F));
+		n = 4;
+	} else {
+		return;
+	}
+	buf_append(b, s, n);
+}
+
+void screen_text(struct screen *sc, buf_t *out)
+{
+	struct grid *g = cur(sc);
+	for (int r = 0; r < sc->rows; r++) {
+		size_t line_start = out->len;
+		for (int c = 0; c < sc->cols; c++) {
+			struct cell *cell = &g->row[r][c];
+			if (cell->ch[0] == CELL_CONT)
+				continue;
+			if (cell->ch[0] == 0) {
+				buf_putc(out, ' ');
+				continue;
+			}
+			for (int i = 0; i < CELL_MAXCH && cell->ch[i]; i++)
+				put_utf8(out, cell->ch[i]);
+		}
+		while (out->len > line_start && out->p[out->len - 1] == ' ')
+			out->len--;
+		out->p[out->len] = 0;
+		if (r + 1 < sc->rows)
+			buf_putc(out, '\n');
+	}
+}
+
+int screen_alt(struct screen *sc)
+{
+	return sc->alt;
+}
+
+void screen_cursor(struct screen *sc, int *row, int *col, int *visible)
+{
+	*row = sc->cursor.row;
+	*col = sc->cursor.col;
+	*visible = sc->cursor_visible;
+}
+
+const char *screen_title(struct screen *sc)
+{
+	return sc->title ? sc->title : "";
+}
+
+void screen_set_title(struct screen *sc, const char *t, size_t n)
+{
+	free(sc->title);
+	sc->title = xstrndup(t, n);
+}
+
+void screen_key(struct screen *sc, int vterm_key, int mod)
+{
+	vterm_keyboard_key(sc->vt, (VTermKey)vterm_key, (VTermModifier)mod);
+}
+
+void screen_unichar(struct screen *sc, uint32_t c, int mod)
+{
+	vterm_keyboard_unichar(sc->vt, c, (VTermModifier)mod);
+}

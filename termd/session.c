@@ -1,0 +1,452 @@
+/* session.c — named pty sessions: spawning the shell (or a session program)
+ * in a new pty, the pty master adopted into the lws event loop, the output
+ * path (screen, shell-integration scan, command output), input queueing,
+ * resizing, child reaping and the end of a session's process. */
+#include "termd.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <unistd.h>
+
+#define PTY_READ_MAX 65536
+#define FINALIZE_GRACE_US 150000   /* after the child is reaped, wait this long for pty EOF */
+
+static char *rc_path;
+
+struct session *session_find(const char *name)
+{
+	for (struct session *s = srv.sessions; s; s = s->next)
+		if (strcmp(s->name, name) == 0)
+			return s;
+	return NULL;
+}
+
+cJSON *session_names_json(void)
+{
+	cJSON *a = cJSON_CreateArray();
+	for (struct session *s = srv.sessions; s; s = s->next)
+		cJSON_AddItemToArray(a, cJSON_CreateString(s->name));
+	return a;
+}
+
+static void vt_answer(const char *data, size_t n, void *user)
+{
+	session_write(user, data, n);
+}
+
+static void si_event(void *user, enum si_event ev, const char *data, size_t len, int code)
+{
+	struct session *s = user;
+	switch (ev) {
+	case SI_TEXT:
+		run_on_output(s, data, len);
+		break;
+	case SI_MARK_START:
+		run_on_mark_start(s);
+		break;
+	case SI_MARK_DONE: {
+		char *cwd = xstrndup(data, len);
+		run_on_mark_done(s, code, cwd);
+		free(cwd);
+		break;
+	}
+	case SI_READY:
+		run_on_ready(s);
+		break;
+	case SI_TITLE:
+		screen_set_title(s->screen, data, len);
+		break;
+	}
+}
+
+static const char *shell_path(void)
+{
+	if (opts.shell)
+		return opts.shell;
+	if (access("/bin/bash", X_OK) == 0)
+		return "/bin/bash";
+	return "/bin/sh";
+}
+
+static void setenv_default(const char *k, const char *v)
+{
+	const char *cur = getenv(k);
+	if (!cur || !*cur)
+		setenv(k, v, 1);
+}
+
+/* In the child: become the session leader with the pty as controlling
+ * terminal, set the environment and exec. Never returns. */
+static void child_exec(struct session *s, const char *slave, const char *cwd, const cJSON *env)
+{
+	setsid();
+	int fd = open(slave, O_RDWR);
+	if (fd < 0)
+		_exit(127);
+	ioctl(fd, TIOCSCTTY, 0);
+	dup2(fd, 0);
+	dup2(fd, 1);
+	dup2(fd, 2);
+	if (fd > 2)
+		close(fd);
+	/* close every other descriptor termd holds */
+	long maxfd = sysconf(_SC_OPEN_MAX);
+	if (maxfd < 0 || maxfd > 65536)
+		maxfd = 65536;
+	for (int i = 3; i < maxfd; i++)
+		close(i);
+	sigset_t none;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	for (int sig = 1; sig < NSIG; sig++)
+		signal(sig, SIG_DFL);
+
+	setenv("TERM", "xterm-256color", 1);
+	setenv_default("PAGER", "cat");
+	setenv_default("GIT_PAGER", "cat");
+	setenv_default("LANG", "C.UTF-8");
+	setenv("TERMD_SESSION", s->name, 1);
+	unsetenv("TERMD_TOKEN");
+	if (env && cJSON_IsObject(env)) {
+		const cJSON *e;
+		cJSON_ArrayForEach(e, env) {
+			if (cJSON_IsString(e) && e->string)
+				setenv(e->string, e->valuestring, 1);
+		}
+	}
+	if (cwd && chdir(cwd) != 0) {
+		fprintf(stderr, "termd: cannot cd to %s: %s\n", cwd, strerror(errno));
+	}
+	const char *sh = shell_path();
+	if (s->is_shell && s->shell_kind == 0) {
+		setenv("TERMD_NONCE", shellint_nonce(s->si), 1);
+		execl(sh, sh, "--noprofile", "--rcfile", rc_path, "-i", (char *)NULL);
+	} else if (s->is_shell) {
+		execl(sh, sh, "-i", (char *)NULL);
+	} else {
+		execl(sh, sh, "-c", s->command, (char *)NULL);
+	}
+	fprintf(stderr, "termd: cannot run %s: %s\n", sh, strerror(errno));
+	_exit(127);
+}
+
+static int spawn(struct session *s, const char *cwd, const cJSON *env, char *err, size_t errlen)
+{
+	if (!rc_path) {
+		rc_path = shellint_write_rc(srv.rundir);
+		if (!rc_path) {
+			snprintf(err, errlen, "cannot write the shell integration file");
+			return -1;
+		}
+	}
+	int m = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+	if (m < 0 || grantpt(m) < 0 || unlockpt(m) < 0 ||
+	    ptsname_r(m, s->slave_name, sizeof s->slave_name) != 0) {
+		snprintf(err, errlen, "cannot allocate a pty: %s", strerror(errno));
+		if (m >= 0)
+			close(m);
+		return -1;
+	}
+	struct winsize ws = {.ws_row = (unsigned short)s->rows, .ws_col = (unsigned short)s->cols};
+	ioctl(m, TIOCSWINSZ, &ws);
+	/* set sane modes on the slave before the child opens it */
+	int sfd = open(s->slave_name, O_RDWR | O_NOCTTY | O_CLOEXEC);
+	if (sfd >= 0) {
+		struct termios t;
+		if (tcgetattr(sfd, &t) == 0) {
+			t.c_iflag |= IUTF8;
+			tcsetattr(sfd, TCSANOW, &t);
+		}
+	}
+	const char *sh = shell_path();
+	const char *base = strrchr(sh, '/');
+	base = base ? base + 1 : sh;
+	s->shell_kind = strcmp(base, "bash") == 0 ? 0 : 1;
+
+	pid_t pid = fork();
+	if (pid < 0) {
+		snprintf(err, errlen, "fork failed: %s", strerror(errno));
+		close(m);
+		if (sfd >= 0)
+			close(sfd);
+		return -1;
+	}
+	if (pid == 0)
+		child_exec(s, s->slave_name, cwd, env);
+	if (sfd >= 0)
+		close(sfd);
+	fcntl(m, F_SETFL, fcntl(m, F_GETFL) | O_NONBLOCK);
+	s->master_fd = m;
+	s->pid = pid;
+	s->alive = 1;
+	s->reaped = 0;
+	s->pty_closed = 0;
+	s->exit_code = -1;
+	s->exit_signal = 0;
+	s->state = s->is_shell ? SH_STARTING : SH_RUNNING;
+	s->ready = 0;
+	s->wsi = NULL;
+	if (server_adopt_fd(m, s) < 0) {
+		snprintf(err, errlen, "cannot watch the pty");
+		kill(pid, SIGKILL);
+		return -1;
+	}
+	log_debug("session %s: pid %d on %s", s->name, (int)pid, s->slave_name);
+	return 0;
+}
+
+struct session *session_open(const char *name, const char *command, const char *cwd,
+			     const cJSON *env, int cols, int rows, char *err, size_t errlen)
+{
+	struct session *s = xcalloc(1, sizeof *s);
+	snprintf(s->name, sizeof s->name, "%s", name);
+	s->command = command ? xstrdup(command) : NULL;
+	s->is_shell = command == NULL;
+	s->cols = cols > 0 ? cols : TD_DEFAULT_COLS;
+	s->rows = rows > 0 ? rows : TD_DEFAULT_ROWS;
+	s->master_fd = -1;
+	s->screen = screen_new(s->rows, s->cols);
+	screen_set_output(s->screen, vt_answer, s);
+	s->si = shellint_new(si_event, s);
+	s->cwd = xstrdup(cwd ? cwd : opts.cwd);
+	if (spawn(s, s->cwd, env, err, errlen) < 0) {
+		screen_free(s->screen);
+		shellint_free(s->si);
+		free(s->cwd);
+		free(s->command);
+		free(s);
+		return NULL;
+	}
+	/* append to keep creation order */
+	struct session **pp = &srv.sessions;
+	while (*pp)
+		pp = &(*pp)->next;
+	*pp = s;
+	srv.nsessions++;
+	return s;
+}
+
+int session_respawn(struct session *s, char *err, size_t errlen)
+{
+	shellint_free(s->si);
+	s->si = shellint_new(si_event, s);
+	buf_reset(&s->inq);
+	free(s->cwd);
+	s->cwd = xstrdup(opts.cwd);
+	s->restart_pending = 0;
+	return spawn(s, s->cwd, NULL, err, errlen);
+}
+
+static void flush_input(struct session *s)
+{
+	while (s->inq.len && s->master_fd >= 0) {
+		ssize_t w = write(s->master_fd, s->inq.p, s->inq.len);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno != EAGAIN)
+				buf_reset(&s->inq);   /* pty gone: input is lost */
+			break;
+		}
+		buf_consume(&s->inq, (size_t)w);
+	}
+	if (s->inq.len && s->wsi)
+		lws_callback_on_writable(s->wsi);
+}
+
+void session_write(struct session *s, const void *data, size_t len)
+{
+	if (!s->alive || s->master_fd < 0 || !len)
+		return;
+	buf_append(&s->inq, data, len);
+	flush_input(s);
+}
+
+void session_resize(struct session *s, int cols, int rows)
+{
+	if (cols < 2 || rows < 1 || cols > 1000 || rows > 1000)
+		return;
+	s->cols = cols;
+	s->rows = rows;
+	screen_resize(s->screen, rows, cols);
+	if (s->master_fd >= 0) {
+		struct winsize ws = {.ws_row = (unsigned short)rows, .ws_col = (unsigned short)cols};
+		ioctl(s->master_fd, TIOCSWINSZ, &ws);
+	}
+}
+
+pid_t session_fg_pid(struct session *s)
+{
+	if (s->master_fd >= 0 && s->alive) {
+		pid_t pg = tcgetpgrp(s->master_fd);
+		if (pg > 0)
+			return pg;
+	}
+	return s->pid;
+}
+
+/* Both the child is reaped and the pty drained (or the grace time passed):
+ * the session's process has ended. */
+static void finalize_exit(struct session *s)
+{
+	if (!s->alive)
+		return;
+	s->alive = 0;
+	s->state = SH_DEAD;
+	lws_sul_cancel(&s->ready_sul);
+	lws_sul_cancel(&s->exit_sul);
+	if (s->wsi) {
+		struct lws *w = s->wsi;
+		s->wsi = NULL;
+		lws_set_opaque_user_data(w, NULL);
+		lws_set_timeout(w, PENDING_TIMEOUT_KILLED_BY_PARENT, LWS_TO_KILL_ASYNC);
+	}
+	s->master_fd = -1;
+	buf_reset(&s->inq);
+	cJSON *ex = cJSON_CreateObject();
+	cJSON_AddStringToObject(ex, "name", s->name);
+	cJSON_AddNumberToObject(ex, "exit_code", s->exit_code);
+	if (s->exit_signal)
+		cJSON_AddNumberToObject(ex, "signal", s->exit_signal);
+	else
+		cJSON_AddNullToObject(ex, "signal");
+	log_debug("session %s: exited (code %d, signal %d)", s->name, s->exit_code, s->exit_signal);
+	run_on_session_exit(s);
+	events_emit(NULL, NULL, "session.exit", "", ex);
+	if (strcmp(s->name, "main") == 0)
+		s->restart_pending = 1;
+}
+
+static void finalize_timer(lws_sorted_usec_list_t *sul)
+{
+	struct session *s = lws_container_of(sul, struct session, exit_sul);
+	finalize_exit(s);
+}
+
+void session_on_sigchld(void)
+{
+	for (;;) {
+		int st;
+		pid_t pid = waitpid(-1, &st, WNOHANG);
+		if (pid <= 0)
+			break;
+		for (struct session *s = srv.sessions; s; s = s->next) {
+			if (s->pid != pid || !s->alive || s->reaped)
+				continue;
+			s->reaped = 1;
+			if (WIFEXITED(st)) {
+				s->exit_code = WEXITSTATUS(st);
+			} else if (WIFSIGNALED(st)) {
+				s->exit_signal = WTERMSIG(st);
+				s->exit_code = 128 + s->exit_signal;
+			}
+			if (s->pty_closed)
+				finalize_exit(s);
+			else
+				server_timer(&s->exit_sul, finalize_timer, FINALIZE_GRACE_US);
+			break;
+		}
+	}
+}
+
+static void on_pty_readable(struct session *s)
+{
+	static char buf[PTY_READ_MAX];
+	ssize_t n = read(s->master_fd, buf, sizeof buf);
+	if (n > 0) {
+		s->last_output_us = mono_us();
+		screen_feed(s->screen, buf, (size_t)n);
+		shellint_feed(s->si, buf, (size_t)n);
+		return;
+	}
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	/* EOF / EIO: every slave fd is closed */
+	s->pty_closed = 1;
+}
+
+int session_raw_callback(struct lws *wsi, enum lws_callback_reasons reason,
+			 void *user, void *in, size_t len)
+{
+	(void)user;
+	(void)in;
+	(void)len;
+	struct session *s = lws_get_opaque_user_data(wsi);
+	switch (reason) {
+	case LWS_CALLBACK_RAW_RX_FILE:
+		if (!s)
+			return -1;
+		on_pty_readable(s);
+		if (s->pty_closed) {
+			s->wsi = NULL;
+			lws_set_opaque_user_data(wsi, NULL);
+			if (s->reaped)
+				finalize_exit(s);
+			s->master_fd = -1;
+			return -1;   /* lws closes the fd */
+		}
+		break;
+	case LWS_CALLBACK_RAW_WRITEABLE_FILE:
+		if (s)
+			flush_input(s);
+		break;
+	case LWS_CALLBACK_RAW_CLOSE_FILE:
+		if (s && s->wsi == wsi) {
+			s->wsi = NULL;
+			s->master_fd = -1;
+			s->pty_closed = 1;
+			if (s->reaped)
+				finalize_exit(s);
+		}
+		break;
+	default:
+		break;
+	}
+	return 0;
+}
+
+void session_stop_all(void)
+{
+	for (struct session *s = srv.sessions; s; s = s->next) {
+		lws_sul_cancel(&s->ready_sul);
+		lws_sul_cancel(&s->exit_sul);
+		run_session_gone(s);
+		if (s->alive && s->pid > 0) {
+			kill(-s->pid, SIGHUP);
+			kill(s->pid, SIGHUP);
+		}
+	}
+	usleep(50000);
+	for (struct session *s = srv.sessions; s; s = s->next) {
+		if (s->alive && s->pid > 0 && !s->reaped) {
+			kill(-s->pid, SIGKILL);
+			kill(s->pid, SIGKILL);
+			waitpid(s->pid, NULL, 0);
+		}
+		s->alive = 0;
+	}
+}
+
+void session_free_all(void)
+{
+	while (srv.sessions) {
+		struct session *s = srv.sessions;
+		srv.sessions = s->next;
+		screen_free(s->screen);
+		shellint_free(s->si);
+		buf_free(&s->inq);
+		free(s->cwd);
+		free(s->command);
+		free(s);
+	}
+	srv.nsessions = 0;
+	free(rc_path);
+	rc_path = NULL;
+}

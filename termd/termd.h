@@ -1,0 +1,250 @@
+/* termd.h — the daemon's internal header: options, the structs shared
+ * between modules (server, connections, sessions, commands, waiters), and
+ * prototypes grouped per file. Structs first, then functions. */
+#ifndef TERMD_H
+#define TERMD_H
+
+#include <stdint.h>
+#include <sys/types.h>
+#include <libwebsockets.h>
+#include <cJSON.h>
+
+#include "proto.h"
+#include "util.h"
+#include "render.h"
+
+struct session;
+struct conn;
+struct screen;
+struct cmd;
+
+/* ---- options (main.c) ---- */
+struct termd_opts {
+	char *listen_host;      /* NULL when unix */
+	int listen_port;
+	char *listen_unix;      /* path, or NULL */
+	char *token;            /* full access token or NULL */
+	char *view_token;       /* read-only token or NULL */
+	char *shell;            /* shell for sessions */
+	char *cwd;              /* start directory */
+	size_t max_frame;
+	int retain;
+	char *event_log;
+	int verbose;
+};
+
+extern struct termd_opts opts;
+
+/* ---- the server (server.c) ---- */
+struct server {
+	struct lws_context *ctx;
+	struct lws_vhost *vhost;
+	char *rundir;             /* private runtime directory */
+	double start_wall;
+	uint64_t start_mono;
+	int stopping;
+	struct conn *conns;       /* all /events connections */
+	struct session *sessions; /* linked list */
+	int nsessions;
+};
+
+extern struct server srv;
+
+/* An /events WebSocket connection. */
+struct conn {
+	struct conn *next;
+	struct lws *wsi;
+	int readonly;
+	int subscribed;
+	buf_t rx;                 /* message being reassembled */
+	int rx_discard;           /* current message is over the limit */
+	size_t rx_total;
+	/* outgoing queue of whole messages */
+	struct outmsg *out_head, *out_tail;
+	size_t out_bytes;
+	int closing;
+};
+
+struct outmsg {
+	struct outmsg *next;
+	size_t len;
+	unsigned char *data;      /* LWS_PRE bytes of headroom, then payload */
+};
+
+/* ---- commands and waiters (run.c) ---- */
+enum waiter_kind { WAIT_RUN, WAIT_KEYS };
+
+/* An action that is waiting for something in a session. */
+struct waiter {
+	enum waiter_kind kind;
+	struct session *s;
+	struct conn *conn;        /* may become NULL if the client leaves */
+	cJSON *id;                /* the action's id (owned) */
+	uint64_t start_us;
+	uint64_t hard_us;         /* absolute deadline or 0 */
+	uint64_t idle_us;         /* idle period or 0 */
+	uint64_t settle_us;       /* keys: quiet period */
+	size_t max_output;
+	int restarted;
+	int typed;                /* run: the text has been typed */
+	char *pending_text;       /* run: text to type when the shell is ready */
+	lws_sorted_usec_list_t sul;
+};
+
+/* One command line in flight in a session (typed by the agent or a viewer). */
+struct cmd {
+	char *text;
+	int by_viewer;
+	int started;              /* shell said it began (C mark) */
+	int finished;
+	int exit_code;
+	uint64_t start_us, end_us;
+	render_t *render;
+	/* rendered output store: memory, spilled to a file when large */
+	buf_t mem;
+	char *file_path;
+	int file_fd;
+	size_t total_bytes;       /* bytes of rendered text stored */
+	size_t total_lines;
+	size_t delivered;         /* bytes already returned to the agent */
+	size_t delivered_lines;
+	char *shown_live;         /* live text returned last time */
+	int final_delivered;
+};
+
+/* ---- sessions (session.c) ---- */
+enum shell_state { SH_STARTING, SH_IDLE, SH_RUNNING, SH_DEAD };
+
+struct session {
+	struct session *next;
+	char name[TD_SESSION_NAME_MAX + 1];
+	char *command;            /* session program (NULL = interactive shell) */
+	int is_shell;             /* has termd's shell integration */
+	int shell_kind;           /* 0 bash, 1 posix sh */
+	int master_fd;
+	char slave_name[64];
+	pid_t pid;
+	struct lws *wsi;          /* adopted pty master */
+	int rows, cols;
+	struct screen *screen;
+	struct shellint *si;
+	enum shell_state state;
+	int ready;                /* line editor is reading (prompt shown) */
+	uint64_t idle_since_us;   /* when the D mark came */
+	char *cwd;
+	int exit_code, exit_signal;
+	int alive;
+	int restart_pending;      /* main died: restart on next action */
+	struct cmd *cmd;          /* current or last undelivered command */
+	struct waiter *waiter;    /* the run waiting on this session */
+	struct waiter *kwaiter;   /* the keys action waiting on it */
+	buf_t inq;                /* bytes waiting to be written to the pty */
+	uint64_t last_output_us;
+	lws_sorted_usec_list_t ready_sul;
+	lws_sorted_usec_list_t exit_sul;
+	int reaped;
+	int pty_closed;
+};
+
+/* ---- events (events.c) ---- */
+void events_init(void);
+void events_shutdown(void);
+uint64_t events_last_seq(void);
+/* Build and deliver an observation. `cause` may be NULL (→ null). Takes
+ * ownership of extras (may be NULL). Delivered to `to` (if not NULL) and to
+ * every subscriber. */
+void events_emit(struct conn *to, const cJSON *cause, const char *observation,
+		 const char *content, cJSON *extras);
+void events_error(struct conn *to, const cJSON *cause, td_err code,
+		  const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+void events_hello(struct conn *c);
+void events_subscribe(struct conn *c, const cJSON *id, const cJSON *args);
+void events_conn_gone(struct conn *c);
+
+/* ---- server (server.c) ---- */
+int server_init(void);
+void server_run(void);
+void server_shutdown(void);
+void conn_send(struct conn *c, const char *data, size_t len);
+int server_adopt_fd(int fd, void *user);
+/* Schedule a timer callback; call with us=0 to cancel. */
+void server_timer(lws_sorted_usec_list_t *sul, sul_cb_t cb, uint64_t delay_us);
+
+/* ---- actions (actions.c) ---- */
+void actions_dispatch(struct conn *c, const char *json, size_t len);
+cJSON *actions_list_json(void);
+/* argument helpers: 0 ok, -1 wrong type (error already sent) */
+int arg_string(struct conn *c, const cJSON *id, const cJSON *args, const char *key,
+	       const char **out, int required);
+int arg_number(struct conn *c, const cJSON *id, const cJSON *args, const char *key,
+	       double *out, int *present);
+int arg_bool(struct conn *c, const cJSON *id, const cJSON *args, const char *key, int *out);
+
+/* ---- sessions (session.c) ---- */
+struct session *session_find(const char *name);
+/* Start a session; command NULL = interactive shell. NULL + msg on error. */
+struct session *session_open(const char *name, const char *command, const char *cwd,
+			     const cJSON *env, int cols, int rows, char *err, size_t errlen);
+int session_respawn(struct session *s, char *err, size_t errlen);
+void session_write(struct session *s, const void *data, size_t len);
+void session_resize(struct session *s, int cols, int rows);
+pid_t session_fg_pid(struct session *s);
+void session_on_sigchld(void);
+void session_stop_all(void);
+void session_free_all(void);
+int session_raw_callback(struct lws *wsi, enum lws_callback_reasons reason,
+			 void *user, void *in, size_t len);
+cJSON *session_names_json(void);
+
+/* ---- shell integration (shellint.c) ---- */
+enum si_event { SI_TEXT, SI_MARK_START, SI_MARK_DONE, SI_READY, SI_TITLE };
+typedef void (*si_cb)(void *user, enum si_event ev, const char *data, size_t len, int code);
+struct shellint *shellint_new(si_cb cb, void *user);
+void shellint_free(struct shellint *si);
+const char *shellint_nonce(struct shellint *si);
+void shellint_feed(struct shellint *si, const char *data, size_t n);
+/* Write the rc file for bash into dir; returns its malloc'd path. */
+char *shellint_write_rc(const char *dir);
+/* The bytes to type so the shell runs `text` as one unit. */
+void shellint_type_command(struct session *s, const char *text, buf_t *out);
+
+/* ---- screen (screen.c) ---- */
+struct screen *screen_new(int rows, int cols);
+void screen_free(struct screen *sc);
+void screen_feed(struct screen *sc, const char *data, size_t n);
+void screen_resize(struct screen *sc, int rows, int cols);
+void screen_text(struct screen *sc, buf_t *out);
+int screen_alt(struct screen *sc);
+void screen_cursor(struct screen *sc, int *row, int *col, int *visible);
+const char *screen_title(struct screen *sc);
+void screen_set_title(struct screen *sc, const char *t, size_t n);
+/* Type a key through libvterm's keyboard layer (honours cursor-key mode). */
+void screen_key(struct screen *sc, int vterm_key, int mod);
+void screen_unichar(struct screen *sc, uint32_t c, int mod);
+/* Terminal answers (DSR, DA) go back to the program through this. */
+void screen_set_output(struct screen *sc, void (*cb)(const char *, size_t, void *), void *user);
+
+/* ---- run, keys, screen actions and command life (run.c) ---- */
+void run_action(struct conn *c, const cJSON *id, const cJSON *args);
+void keys_action(struct conn *c, const cJSON *id, const cJSON *args);
+void screen_action(struct conn *c, const cJSON *id, const cJSON *args);
+void run_on_output(struct session *s, const char *data, size_t n);
+void run_on_mark_start(struct session *s);
+void run_on_mark_done(struct session *s, int exit_code, const char *cwd);
+void run_on_ready(struct session *s);
+void run_on_session_exit(struct session *s);
+void run_on_conn_gone(struct conn *c);
+void run_session_gone(struct session *s);
+void cmd_free(struct cmd *cmd);
+
+/* ---- keys (keys.c) ---- */
+/* Type one key name or literal text into the session. */
+void keys_type(struct session *s, const char *item);
+/* For run is_input: a control-key name (C-c, C-d, C-z, C-\, C-<letter>)? */
+int keys_is_control_name(const char *s, char *byte);
+
+/* ---- waiting for input detection (inputwait.c) ---- */
+/* 1 if the session's foreground processes are blocked reading its tty. */
+int inputwait_blocked_on_tty(struct session *s);
+
+#endif
