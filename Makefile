@@ -40,11 +40,12 @@ deps:
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null || exit 1; \
 	fi
 
-$(BUILD)/gen/termd_bash.inc: share/shell/termd.bash
+# shell integration scripts, embedded in termd as C string literals
+$(BUILD)/gen/%.inc: share/shell/%
 	@mkdir -p $(dir $@)
 	sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' $< > $@
 
-$(BUILD)/obj/termd/shellint.o: $(BUILD)/gen/termd_bash.inc
+$(BUILD)/obj/termd/shellint.o: $(BUILD)/gen/termd.bash.inc $(BUILD)/gen/termd.sh.inc
 
 $(BUILD)/obj/%.o: %.c $(wildcard termd/*.h proto/*.h)
 	@mkdir -p $(dir $@)

@@ -441,6 +441,8 @@ static inline struct line *render_line(const render_t *r, int i)
 	return &r->ring[k];
 }
 
+/* Hand a line to the callback, NUL-terminated. The caller clears the line
+ * afterwards (a narrow line gets its NUL written in place). */
 static inline void render_emit(render_t *r, struct line *l)
 {
 	if (!r->cb)

@@ -223,6 +223,8 @@ static void cmd_collect(struct session *s, struct cmd *cmd, size_t max_output,
 			buf_t *out, int *truncated)
 {
 	*truncated = 0;
+	/* head + marker line + tail stay within max_output characters */
+	size_t budget = max_output > 200 ? max_output - 48 : max_output;
 	if (!cmd->finished)
 		render_commit_above_cursor(cmd->render);
 	buf_t live = {0};
@@ -247,6 +249,12 @@ static void cmd_collect(struct session *s, struct cmd *cmd, size_t max_output,
 			if (all.len >= sl && memcmp(all.p, cmd->shown_live, sl) == 0)
 				skip = sl;
 		}
+		/* the partial line shown last time (a prompt) was trimmed of its
+		 * trailing spaces: drop the space that separated it from what
+		 * followed on the same line */
+		if (skip)
+			while (skip < all.len && all.p[skip] == ' ')
+				skip++;
 		const char *p = all.p ? all.p + skip : "";
 		size_t n = all.len - skip;
 		if (utf8_count(p, n) <= max_output) {
@@ -254,9 +262,9 @@ static void cmd_collect(struct session *s, struct cmd *cmd, size_t max_output,
 		} else {
 			*truncated = 1;
 			size_t total = count_lines(p, n);
-			size_t h = take_head(p, n, max_output / 2, out);
+			size_t h = take_head(p, n, budget / 2, out);
 			buf_t tail = {0};
-			size_t t = take_tail(p, n, max_output - max_output / 2, 0, &tail);
+			size_t t = take_tail(p, n, budget - budget / 2, 0, &tail);
 			size_t omitted = total > h + t ? total - h - t : 0;
 			buf_printf(out, "\n[... %zu lines truncated ...]\n", omitted);
 			buf_append(out, tail.p ? tail.p : "", tail.len);
@@ -266,18 +274,17 @@ static void cmd_collect(struct session *s, struct cmd *cmd, size_t max_output,
 	} else {
 		*truncated = 1;
 		size_t total = cmd->total_lines - cmd->delivered_lines + (live.len ? 1 : 0);
-		size_t window = 4 * (max_output / 2) + 4096;
+		size_t window = 4 * (budget / 2) + 4096;
 		buf_t head = {0}, tailsrc = {0}, tail = {0};
 		store_read(cmd, D, window < seg ? window : seg, &head);
-		size_t h = take_head(head.p, head.len, max_output / 2, out);
+		size_t h = take_head(head.p, head.len, budget / 2, out);
 		size_t from = seg > window ? T - window : D;
 		store_read(cmd, from, T - from, &tailsrc);
 		if (live.len)
 			buf_append(&tailsrc, live.p, live.len);
 		else if (tailsrc.len && tailsrc.p[tailsrc.len - 1] == '\n')
 			tailsrc.len--;
-		size_t t = take_tail(tailsrc.p, tailsrc.len, max_output - max_output / 2,
-				    from > D, &tail);
+		size_t t = take_tail(tailsrc.p, tailsrc.len, budget - budget / 2, from > D, &tail);
 		size_t omitted = total > h + t ? total - h - t : 0;
 		buf_printf(out, "\n[... %zu lines truncated ...]\n", omitted);
 		buf_append(out, tail.p ? tail.p : "", tail.len);
@@ -569,7 +576,10 @@ void run_on_mark_done(struct session *s, int exit_code, const char *cwd)
 	s->state = SH_IDLE;
 	s->ready = 0;
 	s->idle_since_us = mono_us();
-	server_timer(&s->ready_sul, ready_fallback, READY_FALLBACK_US);
+	if (s->shell_kind == 0)
+		server_timer(&s->ready_sul, ready_fallback, READY_FALLBACK_US);
+	else
+		s->ready = 1;   /* no line editor: the shell reads lines as they come */
 	struct cmd *cmd = s->cmd;
 	struct waiter *w = s->waiter;
 	if (cmd && !cmd->finished &&
@@ -580,6 +590,8 @@ void run_on_mark_done(struct session *s, int exit_code, const char *cwd)
 	}
 	if (w && w->typed)
 		run_check(w);
+	else
+		type_pending(s);
 }
 
 void run_on_session_exit(struct session *s)

@@ -18,7 +18,7 @@
 #define PTY_READ_MAX 65536
 #define FINALIZE_GRACE_US 150000   /* after the child is reaped, wait this long for pty EOF */
 
-static char *rc_path;
+static int rc_written;
 
 struct session *session_find(const char *name)
 {
@@ -125,10 +125,18 @@ static void child_exec(struct session *s, const char *slave, const char *cwd, co
 		fprintf(stderr, "termd: cannot cd to %s: %s\n", cwd, strerror(errno));
 	}
 	const char *sh = shell_path();
+	char rc[4200];
 	if (s->is_shell && s->shell_kind == 0) {
 		setenv("TERMD_NONCE", shellint_nonce(s->si), 1);
-		execl(sh, sh, "--noprofile", "--rcfile", rc_path, "-i", (char *)NULL);
+		snprintf(rc, sizeof rc, "%s/termd.bash", srv.rundir);
+		execl(sh, sh, "--noprofile", "--rcfile", rc, "-i", (char *)NULL);
 	} else if (s->is_shell) {
+		setenv("TERMD_NONCE", shellint_nonce(s->si), 1);
+		const char *user_env = getenv("ENV");
+		if (user_env)
+			setenv("TERMD_USER_ENV", user_env, 1);
+		snprintf(rc, sizeof rc, "%s/termd.sh", srv.rundir);
+		setenv("ENV", rc, 1);
 		execl(sh, sh, "-i", (char *)NULL);
 	} else {
 		execl(sh, sh, "-c", s->command, (char *)NULL);
@@ -139,12 +147,12 @@ static void child_exec(struct session *s, const char *slave, const char *cwd, co
 
 static int spawn(struct session *s, const char *cwd, const cJSON *env, char *err, size_t errlen)
 {
-	if (!rc_path) {
-		rc_path = shellint_write_rc(srv.rundir);
-		if (!rc_path) {
-			snprintf(err, errlen, "cannot write the shell integration file");
+	if (!rc_written) {
+		if (shellint_write_rc(srv.rundir) < 0) {
+			snprintf(err, errlen, "cannot write the shell integration files");
 			return -1;
 		}
+		rc_written = 1;
 	}
 	int m = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
 	if (m < 0 || grantpt(m) < 0 || unlockpt(m) < 0 ||
@@ -447,6 +455,5 @@ void session_free_all(void)
 		free(s);
 	}
 	srv.nsessions = 0;
-	free(rc_path);
-	rc_path = NULL;
+	rc_written = 0;
 }

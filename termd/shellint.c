@@ -15,7 +15,10 @@
 #include <unistd.h>
 
 static const char rc_bash[] =
-#include "termd_bash.inc"
+#include "termd.bash.inc"
+	;
+static const char rc_sh[] =
+#include "termd.sh.inc"
 	;
 
 #define OSC_HOLD_MAX 8192   /* an OSC longer than this is passed on unread */
@@ -213,28 +216,40 @@ void shellint_feed(struct shellint *si, const char *data, size_t n)
 	}
 }
 
-char *shellint_write_rc(const char *dir)
+static int write_file(const char *path, const char *data, size_t len)
 {
-	buf_t path = {0};
-	buf_printf(&path, "%s/termd.bash", dir);
-	int fd = open(path.p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0) {
-		log_warn("cannot write %s: %s", path.p, strerror(errno));
-		buf_free(&path);
-		return NULL;
+		log_warn("cannot write %s: %s", path, strerror(errno));
+		return -1;
 	}
-	size_t len = sizeof rc_bash - 1, off = 0;
+	size_t off = 0;
 	while (off < len) {
-		ssize_t w = write(fd, rc_bash + off, len - off);
+		ssize_t w = write(fd, data + off, len - off);
 		if (w < 0) {
 			if (errno == EINTR)
 				continue;
-			break;
+			log_warn("cannot write %s: %s", path, strerror(errno));
+			close(fd);
+			return -1;
 		}
 		off += (size_t)w;
 	}
 	close(fd);
-	return buf_steal(&path);
+	return 0;
+}
+
+int shellint_write_rc(const char *dir)
+{
+	buf_t p = {0};
+	buf_printf(&p, "%s/termd.bash", dir);
+	int r = write_file(p.p, rc_bash, sizeof rc_bash - 1);
+	buf_reset(&p);
+	buf_printf(&p, "%s/termd.sh", dir);
+	if (r == 0)
+		r = write_file(p.p, rc_sh, sizeof rc_sh - 1);
+	buf_free(&p);
+	return r;
 }
 
 /* The text a shell should take as one unit, typed so that the line editor
@@ -243,7 +258,16 @@ char *shellint_write_rc(const char *dir)
  * Enter. ESC bytes would end the paste early, so they are left out. */
 void shellint_type_command(struct session *s, const char *text, buf_t *out)
 {
-	(void)s;
+	if (s->shell_kind != 0) {
+		/* POSIX sh has no line editor to paste into: the text goes to a
+		 * file that the shell sources (see share/shell/termd.sh) */
+		buf_t path = {0};
+		buf_printf(&path, "%s/cmd-%s.sh", srv.rundir, s->name);
+		if (write_file(path.p, text, strlen(text)) == 0)
+			buf_printf(out, "__termd_run '%s'\n", path.p);
+		buf_free(&path);
+		return;
+	}
 	buf_puts(out, "\x1b[200~");
 	for (const char *p = text; *p; p++) {
 		if (*p == 0x1b)

@@ -203,8 +203,8 @@ struct shellint *shellint_new(si_cb cb, void *user);
 void shellint_free(struct shellint *si);
 const char *shellint_nonce(struct shellint *si);
 void shellint_feed(struct shellint *si, const char *data, size_t n);
-/* Write the rc file for bash into dir; returns its malloc'd path. */
-char *shellint_write_rc(const char *dir);
+/* Write the rc files (termd.bash, termd.sh) into dir. 0 or -1. */
+int shellint_write_rc(const char *dir);
 /* The bytes to type so the shell runs `text` as one unit. */
 void shellint_type_command(struct session *s, const char *text, buf_t *out);
 

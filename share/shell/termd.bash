@@ -4,14 +4,34 @@
 # and its end with exit code and cwd (PROMPT_COMMAND) using a private OSC
 # that carries this session's nonce, so output that merely looks like a mark
 # is not taken for one. Written to survive set -u, set -o pipefail, set -x,
-# a new PS1 or PS0 and venv activation.
+# a new PS1, PS0 or PROMPT_COMMAND and venv activation.
 [ -r /etc/bash.bashrc ] && . /etc/bash.bashrc
 [ -n "${HOME-}" ] && [ -r "$HOME/.bashrc" ] && . "$HOME/.bashrc"
 __termd_nonce=${TERMD_NONCE-}
 unset TERMD_NONCE
 __termd_mark_c=$'\e]6973;'"$__termd_nonce"$';C\a'
+# The hook sits in PROMPT_COMMAND[0] (first, so $? is the command's) and in
+# PROMPT_COMMAND[99] (bash >= 5.1 runs every element): a plain
+# PROMPT_COMMAND=... replaces only [0], and a syntax error in another
+# element does not stop ours. Each copy puts the other back.
+__termd_pc0='{ __termd_prompt 0; } 2>/dev/null'
+__termd_pc99='{ __termd_prompt 99; } 2>/dev/null'
 __termd_prompt() {
 	local __termd_ec=$?
+	if [ "$1" = 99 ]; then
+		if [ -n "${__termd_emitted-}" ]; then
+			__termd_emitted=
+			return $__termd_ec
+		fi
+		# [0] was replaced: report (best effort) and put it back in front
+		case "${PROMPT_COMMAND-}" in
+		*"$__termd_pc0"*) ;;
+		*) PROMPT_COMMAND="$__termd_pc0${PROMPT_COMMAND:+;$PROMPT_COMMAND}" ;;
+		esac
+	else
+		__termd_emitted=1
+		[ "${PROMPT_COMMAND[99]-}" = "$__termd_pc99" ] || PROMPT_COMMAND[99]=$__termd_pc99
+	fi
 	printf '\033]6973;%s;D;%s;%s\007' "$__termd_nonce" "$__termd_ec" "$PWD"
 	case "${PS0-}" in
 	*"$__termd_mark_c"*) ;;
@@ -20,6 +40,7 @@ __termd_prompt() {
 	return $__termd_ec
 }
 PS0="$__termd_mark_c${PS0-}"
-PROMPT_COMMAND="{ __termd_prompt; } 2>/dev/null${PROMPT_COMMAND:+;$PROMPT_COMMAND}"
+PROMPT_COMMAND=("$__termd_pc0" "${PROMPT_COMMAND[@]}")
+PROMPT_COMMAND[99]=$__termd_pc99
 bind 'set enable-bracketed-paste on' 2>/dev/null
 bind 'set enable-active-region off' 2>/dev/null
