@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-struct termd_opts opts;
+
 
 static void usage(FILE *f)
 {

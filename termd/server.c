@@ -20,6 +20,7 @@
 #define OUT_QUEUE_MAX (64u * 1024u * 1024u)  /* pending bytes before a slow client is dropped */
 
 struct server srv;
+struct termd_opts opts;
 static int sig_fd = -1;
 static char sig_tag;   /* opaque marker of the signalfd wsi */
 

@@ -1,0 +1,137 @@
+/* client.h — the blocking WebSocket client library that termctl, od-attach
+ * and the tests use to talk to termd: URL parsing, the RFC 6455 client
+ * handshake and framing over plain TCP or unix sockets (no TLS), and the
+ * events-channel helper td_call. Everything is prefixed td_. */
+#ifndef TERMD_CLIENT_H
+#define TERMD_CLIENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <cJSON.h>
+
+typedef struct td_client td_client;
+
+/* ---- URLs and defaults ---- */
+
+/* A parsed base URL: "ws://HOST[:PORT][/PREFIX]" (also "http://", or a bare
+ * "HOST[:PORT]"; IPv6 as "[::1]:8421"), or "unix:/path/to.sock" (also a bare
+ * "/path/to.sock"). PREFIX, if any, is put in front of every request path. */
+typedef struct td_url {
+	int is_unix;
+	char host[256];     /* without brackets; "" for unix */
+	int port;           /* TD_DEFAULT_PORT when omitted; 0 for unix */
+	char sock[108];     /* unix socket path */
+	char prefix[256];   /* path prefix without trailing '/', usually "" */
+} td_url;
+
+/* 0 on success, -1 with a message in err. */
+int td_url_parse(const char *url, td_url *out, char *err, size_t errlen);
+
+/* $TERMD_URL if set and non-empty, else TD_DEFAULT_URL. */
+const char *td_default_url(void);
+/* $TERMD_TOKEN if set and non-empty, else NULL. */
+const char *td_default_token(void);
+/* The first line of file `path`, surrounding whitespace trimmed, malloc'd;
+ * NULL with a message in err if it cannot be read or is empty. */
+char *td_read_token_file(const char *path, char *err, size_t errlen);
+
+/* ---- connection ---- */
+
+/* Opens base_url, sends the upgrade request for `path` (e.g. "/events",
+ * "/tty/main?mode=ro") with the given subprotocol and, when token is
+ * non-empty, "Authorization: Bearer <token>"; checks the 101 answer and its
+ * Sec-WebSocket-Accept. NULL on failure with a message in err such as
+ * "connection refused" or "HTTP 401 Unauthorized". Connecting and the
+ * handshake each give up after 10 seconds. */
+td_client *td_connect(const char *base_url, const char *path, const char *subprotocol,
+		      const char *token, char *err, size_t errlen);
+
+/* Sends one whole message as a single masked frame (text unless binary).
+ * 0 ok, -1 error (see td_error). */
+int td_send(td_client *c, int binary, const void *data, size_t len);
+
+/* Receives one whole message (fragments reassembled): 1 with *data malloc'd
+ * and NUL-terminated (caller frees), *len and *binary set; 0 on timeout
+ * (timeout_ms < 0 waits forever, 0 only looks at what is already buffered
+ * or readable now); -1 on close or error (see td_error, td_close_code).
+ * Pings are answered and close frames acknowledged transparently. */
+int td_recv(td_client *c, char **data, size_t *len, int *binary, int timeout_ms);
+
+/* The socket, for poll(). Before sleeping in poll, check td_pending: bytes
+ * already read into the client's buffer do not make the socket readable. */
+int td_fd(const td_client *c);
+/* 2 if td_recv(c, …, 0) can return a message (or the close) from what is
+ * already buffered, 1 if only part of a message is buffered, 0 if nothing. */
+int td_pending(const td_client *c);
+
+/* Last error text of this connection ("" if none). */
+const char *td_error(const td_client *c);
+/* Status code of the server's close frame (1005 if it had none), or 0 if
+ * the server has not closed. */
+int td_close_code(const td_client *c);
+/* The subprotocol the server accepted ("" if it named none). */
+const char *td_subprotocol(const td_client *c);
+
+/* Sends a close frame (1000) if still open, and frees everything. NULL ok. */
+void td_close(td_client *c);
+
+/* ---- events channel ---- */
+
+/* {"action": name, "args": {}}; *args (if non-NULL) gets the args object to
+ * fill. Caller owns the result. */
+cJSON *td_action_new(const char *name, cJSON **args);
+
+/* Prefix of ids td_call generates (default "td"); copied, at most 31 chars. */
+void td_set_id_prefix(td_client *c, const char *prefix);
+
+/* Sends `action` (an object; an "id" of the form
+ * "<prefix>-<pid>-<random>-<counter>" is added when it has none), then reads
+ * observations until one has "cause" equal to that id and returns it
+ * (caller frees with cJSON_Delete); other observations, hello included, are
+ * skipped. NULL on timeout (timeout_ms < 0 = forever), close or error, with
+ * a message in err. An "error" observation is returned, not turned into
+ * NULL. `action` stays owned by the caller (the id is added to it). */
+cJSON *td_call(td_client *c, cJSON *action, int timeout_ms, char *err, size_t errlen);
+
+/* The hello observation, once a td_call or td_recv_json has seen it
+ * (owned by the client), else NULL. */
+const cJSON *td_hello(const td_client *c);
+
+/* Receives the next text message and parses it as JSON: 1 with *out set
+ * (caller frees), 0 on timeout, -1 on close/error or if the server sent
+ * something that is not JSON (err set). Binary messages are skipped. */
+int td_recv_json(td_client *c, cJSON **out, int timeout_ms, char *err, size_t errlen);
+
+/* ---- pure pieces, exposed for tests ---- */
+
+void td_sha1(const void *data, size_t len, uint8_t out[20]);
+/* Standard base64 with padding; out needs 4*((n+2)/3)+1 bytes. Returns the
+ * length written (excluding the NUL). */
+size_t td_base64_encode(const void *in, size_t n, char *out);
+/* Sec-WebSocket-Accept for a Sec-WebSocket-Key: base64(sha1(key + GUID)). */
+void td_ws_accept(const char *key, char out[29]);
+
+enum {
+	TD_WS_CONT = 0x0, TD_WS_TEXT = 0x1, TD_WS_BINARY = 0x2,
+	TD_WS_CLOSE = 0x8, TD_WS_PING = 0x9, TD_WS_PONG = 0xA,
+};
+
+typedef struct td_ws_frame {
+	int fin, opcode, masked;
+	uint8_t mask[4];
+	uint64_t len;       /* payload length */
+	size_t hdr_len;     /* bytes of header, mask key included */
+} td_ws_frame;
+
+/* Writes a frame header to hdr (at most 14 bytes), masked with `mask` when
+ * non-NULL; returns its length. */
+size_t td_ws_header(uint8_t hdr[14], int fin, int opcode, uint64_t len, const uint8_t *mask);
+/* Parses the frame header at buf[0..n): 1 if complete (f filled), 0 if more
+ * bytes are needed, -1 if it breaks RFC 6455 (reserved bits set, unknown
+ * opcode, fragmented or oversized control frame, 64-bit length with the top
+ * bit set). */
+int td_ws_parse_header(const uint8_t *buf, size_t n, td_ws_frame *f);
+/* XORs data[0..n) with mask, as if data started at payload offset `off`. */
+void td_ws_mask(uint8_t *data, size_t n, const uint8_t mask[4], uint64_t off);
+
+#endif

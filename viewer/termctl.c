@@ -1,0 +1,662 @@
+/* termctl.c — termd's scriptable command-line client: global options, one
+ * connection to /events through proto/client.h, and a table of commands
+ * (run, keys, screen, expect, ping, raw, session, subscribe) that each send
+ * one action and turn its observation into output and an exit status. */
+#include "client.h"
+#include "proto.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <ctype.h>
+#include <strings.h>
+
+/* Exit statuses besides a command's own. */
+#define EXIT_PROTO   2     /* usage, connection, protocol or error observation */
+#define EXIT_RUNNING 124   /* `run` came back with the command still running */
+
+typedef struct ctl {
+	const char *url;
+	const char *token;
+	int wait_ms;        /* --wait: how long to wait for an answer; -1 = forever */
+	td_client *c;
+} ctl_t;
+
+static const char usage_text[] =
+	"usage: termctl [--url URL] [--token T | --token-file F] [--wait S] COMMAND ...\n"
+	"\n"
+	"Talks to a termd daemon over its events channel.\n"
+	"URL defaults to $TERMD_URL, else " TD_DEFAULT_URL " (also unix:/path.sock);\n"
+	"the token defaults to $TERMD_TOKEN. --wait S gives up after S seconds\n"
+	"without an answer (default: ping 10 s, everything else waits).\n"
+	"\n"
+	"commands:\n"
+	"  run [-s SESSION] [--timeout S] [--idle-timeout S] [--input] [--max-output N] COMMAND...\n"
+	"      run COMMAND (words joined by spaces; '-' reads it from stdin) in the\n"
+	"      session's shell and print its output; exit with its exit code, or 124\n"
+	"      if it is still running (timed out or waiting for input). With no\n"
+	"      COMMAND, wait again for the running one. --input types the text into\n"
+	"      the running program instead (C-c, C-d… are sent as control keys).\n"
+	"  keys [-s SESSION] [--settle-ms N] [--timeout S] KEY...\n"
+	"      send keys (tmux names: Enter, Escape, C-c, Up, F1… or literal text)\n"
+	"      and print the screen afterwards\n"
+	"  screen [-s SESSION]            print the visible screen\n"
+	"  expect [-s SESSION] [--timeout S] REGEX\n"
+	"      wait for REGEX in new output; print the text up to the match;\n"
+	"      exit 0 if it matched, 1 if not\n"
+	"  ping                           print \"pong\"\n"
+	"  raw JSON|-                     send one action (an id is added if missing)\n"
+	"                                 and print its observation as one JSON line\n"
+	"  session list                   table of sessions: name pid alive command cwd\n"
+	"  session open NAME [--cmd C] [--cwd D] [--cols N] [--rows N] [--env K=V]...\n"
+	"  session close NAME\n"
+	"  session signal NAME SIG        SIG: INT TERM KILL HUP QUIT STOP CONT USR1 USR2\n"
+	"  subscribe [--since SEQ]        print every event as a JSON line, until closed\n"
+	"\n"
+	"Exit status: the command's own (see above); 2 on usage, connection or\n"
+	"protocol errors and on error observations (\"termctl: CODE: message\" on\n"
+	"stderr; `raw` still prints the observation).\n";
+
+/* ---- helpers ---- */
+
+static void ctl_die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void ctl_die(const char *fmt, ...)
+{
+	va_list ap;
+	fputs("termctl: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(EXIT_PROTO);
+}
+
+static void ctl_usage_die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void ctl_usage_die(const char *fmt, ...)
+{
+	va_list ap;
+	fputs("termctl: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputs("\n(termctl --help for usage)\n", stderr);
+	exit(EXIT_PROTO);
+}
+
+static double ctl_number(const char *s, const char *what)
+{
+	char *end;
+	errno = 0;
+	double v = strtod(s, &end);
+	if (!*s || *end || errno || v < 0)
+		ctl_usage_die("%s: not a number >= 0: '%s'", what, s);
+	return v;
+}
+
+/* Matches argv[*i] against -s / --long / --long=VALUE; takes the value. */
+static int ctl_opt(int argc, char **argv, int *i, const char *shrt, const char *lng,
+		   const char **val)
+{
+	const char *a = argv[*i];
+	size_t ll = strlen(lng);
+	if (!strncmp(a, lng, ll) && a[ll] == '=') {
+		*val = a + ll + 1;
+		return 1;
+	}
+	if (strcmp(a, lng) && (!shrt || strcmp(a, shrt)))
+		return 0;
+	if (*i + 1 >= argc)
+		ctl_usage_die("%s needs a value", a);
+	*val = argv[++*i];
+	return 1;
+}
+
+static int ctl_flag(const char *a, const char *shrt, const char *lng)
+{
+	return !strcmp(a, lng) || (shrt && !strcmp(a, shrt));
+}
+
+static char *ctl_read_stdin(void)
+{
+	size_t cap = 4096, len = 0;
+	char *b = malloc(cap);
+	size_t n;
+	if (!b)
+		ctl_die("out of memory");
+	while ((n = fread(b + len, 1, cap - len - 1, stdin)) > 0) {
+		len += n;
+		if (cap - len < 2) {
+			cap *= 2;
+			b = realloc(b, cap);
+			if (!b)
+				ctl_die("out of memory");
+		}
+	}
+	if (ferror(stdin))
+		ctl_die("reading stdin: %s", strerror(errno));
+	b[len] = '\0';
+	return b;
+}
+
+static char *ctl_join(int argc, char **argv)
+{
+	size_t n = 1;
+	for (int i = 0; i < argc; i++)
+		n += strlen(argv[i]) + 1;
+	char *s = malloc(n);
+	if (!s)
+		ctl_die("out of memory");
+	s[0] = '\0';
+	for (int i = 0; i < argc; i++) {
+		if (i)
+			strcat(s, " ");
+		strcat(s, argv[i]);
+	}
+	return s;
+}
+
+static td_client *ctl_conn(ctl_t *x)
+{
+	if (x->c)
+		return x->c;
+	char err[512];
+	x->c = td_connect(x->url, TD_PATH_EVENTS, TD_SUBPROTO_EVENTS, x->token, err, sizeof err);
+	if (!x->c)
+		ctl_die("cannot connect to %s: %s", x->url, err);
+	td_set_id_prefix(x->c, "termctl");
+	return x->c;
+}
+
+/* Sends action, returns its observation (never NULL: dies instead). */
+static cJSON *ctl_call(ctl_t *x, cJSON *action, int default_wait_ms)
+{
+	td_client *c = ctl_conn(x);
+	char err[512];
+	int wait = x->wait_ms >= 0 ? x->wait_ms : default_wait_ms;
+	cJSON *obs = td_call(c, action, wait, err, sizeof err);
+	cJSON_Delete(action);
+	if (!obs)
+		ctl_die("%s: %s", x->url, err);
+	return obs;
+}
+
+static const char *ctl_str(const cJSON *o, const char *k)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+	return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static const cJSON *ctl_extras(const cJSON *obs)
+{
+	return cJSON_GetObjectItemCaseSensitive(obs, "extras");
+}
+
+/* If obs is an error observation: message on stderr, returns 1. */
+static int ctl_is_error(const cJSON *obs, int quiet)
+{
+	const char *o = ctl_str(obs, "observation");
+	if (!o || strcmp(o, "error"))
+		return 0;
+	if (!quiet) {
+		const char *code = ctl_str(ctl_extras(obs), "code");
+		const char *msg = ctl_str(obs, "content");
+		fprintf(stderr, "termctl: %s: %s\n", code ? code : "error", msg ? msg : "");
+	}
+	return 1;
+}
+
+/* Prints content, with a final newline if it is non-empty and has none. */
+static void ctl_print_content(const cJSON *obs)
+{
+	const char *s = ctl_str(obs, "content");
+	if (!s || !*s)
+		return;
+	size_t n = strlen(s);
+	fwrite(s, 1, n, stdout);
+	if (s[n - 1] != '\n')
+		putchar('\n');
+}
+
+/* Adds "session" to args when given. */
+static void ctl_add_session(cJSON *args, const char *session)
+{
+	if (session)
+		cJSON_AddStringToObject(args, "session", session);
+}
+
+static int ctl_finish(cJSON *obs, int rc)
+{
+	cJSON_Delete(obs);
+	return rc;
+}
+
+/* ---- commands ---- */
+
+static int cmd_run(ctl_t *x, int argc, char **argv)
+{
+	const char *session = NULL, *v;
+	double timeout = -1, idle = -1, maxout = -1;
+	int input = 0, i;
+	for (i = 0; i < argc; i++) {
+		const char *a = argv[i];
+		if (!strcmp(a, "--")) {
+			i++;
+			break;
+		}
+		if (a[0] != '-' || !strcmp(a, "-"))
+			break;
+		if (ctl_opt(argc, argv, &i, "-s", "--session", &session))
+			continue;
+		if (ctl_opt(argc, argv, &i, NULL, "--timeout", &v))
+			timeout = ctl_number(v, "--timeout");
+		else if (ctl_opt(argc, argv, &i, NULL, "--idle-timeout", &v))
+			idle = ctl_number(v, "--idle-timeout");
+		else if (ctl_opt(argc, argv, &i, NULL, "--max-output", &v))
+			maxout = ctl_number(v, "--max-output");
+		else if (ctl_flag(a, "-i", "--input"))
+			input = 1;
+		else
+			ctl_usage_die("run: unknown option %s", a);
+	}
+	char *command;
+	if (argc - i == 1 && !strcmp(argv[i], "-")) {
+		command = ctl_read_stdin();
+		size_t n = strlen(command);
+		while (n && (command[n - 1] == '\n' || command[n - 1] == '\r'))
+			command[--n] = '\0';
+	} else {
+		command = ctl_join(argc - i, argv + i);
+	}
+
+	cJSON *args, *act = td_action_new("run", &args);
+	cJSON_AddStringToObject(args, "command", command);
+	free(command);
+	ctl_add_session(args, session);
+	if (input)
+		cJSON_AddBoolToObject(args, "is_input", 1);
+	if (timeout >= 0)
+		cJSON_AddNumberToObject(args, "timeout", timeout);
+	if (idle >= 0)
+		cJSON_AddNumberToObject(args, "idle_timeout", idle);
+	if (maxout >= 0)
+		cJSON_AddNumberToObject(args, "max_output", maxout);
+
+	cJSON *obs = ctl_call(x, act, -1);
+	if (ctl_is_error(obs, 0))
+		return ctl_finish(obs, EXIT_PROTO);
+	ctl_print_content(obs);
+	fflush(stdout);
+
+	const cJSON *ex = ctl_extras(obs);
+	const char *sess = ctl_str(ex, "session");
+	if (!sess)
+		sess = session ? session : "main";
+	if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ex, "restarted")))
+		fprintf(stderr, "termd: the shell of session %s was restarted\n", sess);
+	if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ex, "truncated"))) {
+		const char *f = ctl_str(ex, "output_file");
+		fprintf(stderr, "termd: output truncated%s%s\n", f ? "; full output in " : "",
+			f ? f : "");
+	}
+	if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ex, "running"))) {
+		const char *to = ctl_str(ex, "timed_out");
+		if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ex, "waiting_for_input")))
+			fprintf(stderr, "termd: still running (waiting for input)\n");
+		else if (to)
+			fprintf(stderr, "termd: still running (timed_out=%s)\n", to);
+		else
+			fprintf(stderr, "termd: still running\n");
+		return ctl_finish(obs, EXIT_RUNNING);
+	}
+	const cJSON *ec = cJSON_GetObjectItemCaseSensitive(ex, "exit_code");
+	int rc = 1;
+	if (cJSON_IsNumber(ec) && ec->valuedouble >= 0 && ec->valuedouble <= 255)
+		rc = (int)ec->valuedouble;
+	return ctl_finish(obs, rc);
+}
+
+static int cmd_keys(ctl_t *x, int argc, char **argv)
+{
+	const char *session = NULL, *v;
+	double settle = -1, timeout = -1;
+	int i;
+	for (i = 0; i < argc; i++) {
+		const char *a = argv[i];
+		if (!strcmp(a, "--")) {
+			i++;
+			break;
+		}
+		if (a[0] != '-' || !a[1])
+			break;
+		if (ctl_opt(argc, argv, &i, "-s", "--session", &session))
+			continue;
+		if (ctl_opt(argc, argv, &i, NULL, "--settle-ms", &v))
+			settle = ctl_number(v, "--settle-ms");
+		else if (ctl_opt(argc, argv, &i, NULL, "--timeout", &v))
+			timeout = ctl_number(v, "--timeout");
+		else
+			break;   /* a literal key text starting with '-' */
+	}
+	if (i >= argc)
+		ctl_usage_die("keys: no keys given");
+	cJSON *args, *act = td_action_new("keys", &args);
+	ctl_add_session(args, session);
+	cJSON *keys = cJSON_AddArrayToObject(args, "keys");
+	for (; i < argc; i++)
+		cJSON_AddItemToArray(keys, cJSON_CreateString(argv[i]));
+	if (settle >= 0)
+		cJSON_AddNumberToObject(args, "settle_ms", settle);
+	if (timeout >= 0)
+		cJSON_AddNumberToObject(args, "timeout", timeout);
+	cJSON *obs = ctl_call(x, act, -1);
+	if (ctl_is_error(obs, 0))
+		return ctl_finish(obs, EXIT_PROTO);
+	ctl_print_content(obs);
+	return ctl_finish(obs, 0);
+}
+
+static int cmd_screen(ctl_t *x, int argc, char **argv)
+{
+	const char *session = NULL;
+	for (int i = 0; i < argc; i++) {
+		if (!ctl_opt(argc, argv, &i, "-s", "--session", &session))
+			ctl_usage_die("screen: unexpected argument %s", argv[i]);
+	}
+	cJSON *args, *act = td_action_new("screen", &args);
+	ctl_add_session(args, session);
+	cJSON *obs = ctl_call(x, act, -1);
+	if (ctl_is_error(obs, 0))
+		return ctl_finish(obs, EXIT_PROTO);
+	ctl_print_content(obs);
+	return ctl_finish(obs, 0);
+}
+
+static int cmd_expect(ctl_t *x, int argc, char **argv)
+{
+	const char *session = NULL, *v, *pattern = NULL;
+	double timeout = -1;
+	for (int i = 0; i < argc; i++) {
+		if (!strcmp(argv[i], "--") && i + 1 < argc && !pattern) {
+			pattern = argv[++i];
+		} else if (ctl_opt(argc, argv, &i, "-s", "--session", &session)) {
+		} else if (ctl_opt(argc, argv, &i, NULL, "--timeout", &v)) {
+			timeout = ctl_number(v, "--timeout");
+		} else if (!pattern) {
+			pattern = argv[i];
+		} else {
+			ctl_usage_die("expect: unexpected argument %s", argv[i]);
+		}
+	}
+	if (!pattern)
+		ctl_usage_die("expect: no pattern given");
+	cJSON *args, *act = td_action_new("expect", &args);
+	ctl_add_session(args, session);
+	cJSON_AddStringToObject(args, "pattern", pattern);
+	if (timeout >= 0)
+		cJSON_AddNumberToObject(args, "timeout", timeout);
+	cJSON *obs = ctl_call(x, act, -1);
+	if (ctl_is_error(obs, 0))
+		return ctl_finish(obs, EXIT_PROTO);
+	ctl_print_content(obs);
+	int matched = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ctl_extras(obs), "matched"));
+	return ctl_finish(obs, matched ? 0 : 1);
+}
+
+static int cmd_ping(ctl_t *x, int argc, char **argv)
+{
+	if (argc)
+		ctl_usage_die("ping: unexpected argument %s", argv[0]);
+	cJSON *obs = ctl_call(x, td_action_new("ping", NULL), 10000);
+	if (ctl_is_error(obs, 0))
+		return ctl_finish(obs, EXIT_PROTO);
+	puts("pong");
+	return ctl_finish(obs, 0);
+}
+
+static int cmd_raw(ctl_t *x, int argc, char **argv)
+{
+	if (argc != 1)
+		ctl_usage_die("raw: give one JSON action, or - to read it from stdin");
+	char *text = !strcmp(argv[0], "-") ? ctl_read_stdin() : strdup(argv[0]);
+	cJSON *act = cJSON_Parse(text);
+	free(text);
+	if (!act)
+		ctl_usage_die("raw: not valid JSON");
+	if (!cJSON_IsObject(act))
+		ctl_usage_die("raw: the action must be a JSON object");
+	cJSON *obs = ctl_call(x, act, -1);
+	char *out = cJSON_PrintUnformatted(obs);
+	puts(out ? out : "null");
+	free(out);
+	return ctl_finish(obs, ctl_is_error(obs, 1) ? EXIT_PROTO : 0);
+}
+
+static const char *ctl_signal_name(const char *s)
+{
+	static char buf[16];
+	static const struct { int num; const char *name; } sigs[] = {
+		{ 1, "HUP" }, { 2, "INT" }, { 3, "QUIT" }, { 9, "KILL" }, { 10, "USR1" },
+		{ 12, "USR2" }, { 15, "TERM" }, { 18, "CONT" }, { 19, "STOP" },
+	};
+	if (isdigit((unsigned char)s[0])) {
+		int n = atoi(s);
+		for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+			if (sigs[i].num == n)
+				return sigs[i].name;
+		return s;
+	}
+	if (!strncasecmp(s, "SIG", 3))
+		s += 3;
+	snprintf(buf, sizeof buf, "%s", s);
+	for (char *p = buf; *p; p++)
+		*p = (char)toupper((unsigned char)*p);
+	return buf;
+}
+
+static int ctl_print_sessions(const cJSON *obs)
+{
+	const cJSON *list = cJSON_GetObjectItemCaseSensitive(ctl_extras(obs), "sessions");
+	if (!cJSON_IsArray(list))
+		ctl_die("session.list: no sessions array in the answer");
+	int wname = 4, wpid = 3;
+	const cJSON *s;
+	cJSON_ArrayForEach(s, list) {
+		const char *n = ctl_str(s, "name");
+		if (n && (int)strlen(n) > wname)
+			wname = (int)strlen(n);
+		const cJSON *pid = cJSON_GetObjectItemCaseSensitive(s, "pid");
+		char b[32];
+		if (cJSON_IsNumber(pid) && snprintf(b, sizeof b, "%.0f", pid->valuedouble) > wpid)
+			wpid = (int)strlen(b);
+	}
+	printf("%-*s  %*s  %-5s  %-20s  %s\n", wname, "NAME", wpid, "PID", "ALIVE", "COMMAND", "CWD");
+	cJSON_ArrayForEach(s, list) {
+		const char *n = ctl_str(s, "name"), *cmd = ctl_str(s, "command"), *cwd = ctl_str(s, "cwd");
+		const cJSON *pid = cJSON_GetObjectItemCaseSensitive(s, "pid");
+		char pb[32] = "-";
+		if (cJSON_IsNumber(pid))
+			snprintf(pb, sizeof pb, "%.0f", pid->valuedouble);
+		const char *alive = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(s, "alive")) ? "yes" : "no";
+		printf("%-*s  %*s  %-5s  %-20s  %s\n", wname, n ? n : "?", wpid, pb, alive,
+		       cmd && *cmd ? cmd : "-", cwd ? cwd : "-");
+	}
+	return 0;
+}
+
+static int cmd_session(ctl_t *x, int argc, char **argv)
+{
+	if (argc < 1)
+		ctl_usage_die("session: list, open, close or signal?");
+	const char *sub = argv[0];
+	cJSON *args, *act;
+	if (!strcmp(sub, "list")) {
+		if (argc != 1)
+			ctl_usage_die("session list: unexpected argument %s", argv[1]);
+		cJSON *obs = ctl_call(x, td_action_new("session.list", NULL), -1);
+		if (ctl_is_error(obs, 0))
+			return ctl_finish(obs, EXIT_PROTO);
+		ctl_print_sessions(obs);
+		return ctl_finish(obs, 0);
+	} else if (!strcmp(sub, "open")) {
+		const char *name = NULL, *v;
+		act = td_action_new("session.open", &args);
+		cJSON *env = NULL;
+		for (int i = 1; i < argc; i++) {
+			if (ctl_opt(argc, argv, &i, NULL, "--cmd", &v)) {
+				cJSON_AddStringToObject(args, "command", v);
+			} else if (ctl_opt(argc, argv, &i, NULL, "--cwd", &v)) {
+				cJSON_AddStringToObject(args, "cwd", v);
+			} else if (ctl_opt(argc, argv, &i, NULL, "--cols", &v)) {
+				cJSON_AddNumberToObject(args, "cols", ctl_number(v, "--cols"));
+			} else if (ctl_opt(argc, argv, &i, NULL, "--rows", &v)) {
+				cJSON_AddNumberToObject(args, "rows", ctl_number(v, "--rows"));
+			} else if (ctl_opt(argc, argv, &i, NULL, "--env", &v)) {
+				const char *eq = strchr(v, '=');
+				if (!eq || eq == v)
+					ctl_usage_die("--env wants NAME=VALUE, not '%s'", v);
+				if (!env)
+					env = cJSON_AddObjectToObject(args, "env");
+				char *k = strndup(v, (size_t)(eq - v));
+				cJSON_DeleteItemFromObjectCaseSensitive(env, k);
+				cJSON_AddStringToObject(env, k, eq + 1);
+				free(k);
+			} else if (argv[i][0] == '-') {
+				ctl_usage_die("session open: unknown option %s", argv[i]);
+			} else if (!name) {
+				name = argv[i];
+			} else {
+				ctl_usage_die("session open: unexpected argument %s", argv[i]);
+			}
+		}
+		if (!name)
+			ctl_usage_die("session open: NAME missing");
+		cJSON_AddStringToObject(args, "name", name);
+	} else if (!strcmp(sub, "close")) {
+		if (argc != 2)
+			ctl_usage_die("usage: termctl session close NAME");
+		act = td_action_new("session.close", &args);
+		cJSON_AddStringToObject(args, "name", argv[1]);
+	} else if (!strcmp(sub, "signal")) {
+		if (argc != 3)
+			ctl_usage_die("usage: termctl session signal NAME SIG");
+		act = td_action_new("session.signal", &args);
+		cJSON_AddStringToObject(args, "session", argv[1]);
+		cJSON_AddStringToObject(args, "signal", ctl_signal_name(argv[2]));
+	} else {
+		ctl_usage_die("session: unknown subcommand %s (list, open, close, signal)", sub);
+	}
+	cJSON *obs = ctl_call(x, act, -1);
+	if (ctl_is_error(obs, 0))
+		return ctl_finish(obs, EXIT_PROTO);
+	ctl_print_content(obs);
+	return ctl_finish(obs, 0);
+}
+
+static int cmd_subscribe(ctl_t *x, int argc, char **argv)
+{
+	const char *since = NULL;
+	for (int i = 0; i < argc; i++)
+		if (!ctl_opt(argc, argv, &i, NULL, "--since", &since))
+			ctl_usage_die("subscribe: unexpected argument %s", argv[i]);
+	cJSON *args, *act = td_action_new("subscribe", &args);
+	if (since)
+		cJSON_AddNumberToObject(args, "since", ctl_number(since, "--since"));
+	td_client *c = ctl_conn(x);
+	char *txt = cJSON_PrintUnformatted(act);
+	cJSON_Delete(act);
+	if (td_send(c, 0, txt, strlen(txt)) < 0)
+		ctl_die("%s: %s", x->url, td_error(c));
+	free(txt);
+	char err[512];
+	for (;;) {
+		cJSON *obs;
+		int r = td_recv_json(c, &obs, -1, err, sizeof err);
+		if (r <= 0)
+			ctl_die("%s: %s", x->url, err);
+		const char *o = ctl_str(obs, "observation");
+		if (!o || strcmp(o, "hello")) {
+			char *out = cJSON_PrintUnformatted(obs);
+			puts(out);
+			fflush(stdout);
+			free(out);
+		}
+		cJSON_Delete(obs);
+	}
+}
+
+static const struct ctl_cmd {
+	const char *name;
+	int (*fn)(ctl_t *x, int argc, char **argv);
+} ctl_cmds[] = {
+	{ "run", cmd_run },
+	{ "keys", cmd_keys },
+	{ "screen", cmd_screen },
+	{ "expect", cmd_expect },
+	{ "ping", cmd_ping },
+	{ "raw", cmd_raw },
+	{ "session", cmd_session },
+	{ "subscribe", cmd_subscribe },
+};
+
+int main(int argc, char **argv)
+{
+	ctl_t x = { .url = td_default_url(), .token = td_default_token(), .wait_ms = -1 };
+	const char *token = NULL, *token_file = NULL, *v;
+	int i;
+	for (i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (a[0] != '-')
+			break;
+		if (ctl_flag(a, "-h", "--help")) {
+			fputs(usage_text, stdout);
+			return 0;
+		}
+		if (ctl_flag(a, "-V", "--version")) {
+			printf("termctl %s (protocol %d)\n", TERMD_VERSION, PROTOCOL_VERSION);
+			return 0;
+		}
+		if (ctl_opt(argc, argv, &i, NULL, "--url", &v))
+			x.url = v;
+		else if (ctl_opt(argc, argv, &i, NULL, "--token", &v))
+			token = v;
+		else if (ctl_opt(argc, argv, &i, NULL, "--token-file", &v))
+			token_file = v;
+		else if (ctl_opt(argc, argv, &i, NULL, "--wait", &v))
+			x.wait_ms = (int)(ctl_number(v, "--wait") * 1000);
+		else
+			ctl_usage_die("unknown option %s", a);
+	}
+	if (i >= argc) {
+		fputs(usage_text, stderr);
+		return EXIT_PROTO;
+	}
+	char *file_token = NULL;
+	if (token) {
+		x.token = token;
+	} else if (token_file) {
+		char err[512];
+		file_token = td_read_token_file(token_file, err, sizeof err);
+		if (!file_token)
+			ctl_die("%s", err);
+		x.token = file_token;
+	}
+	/* Check the URL before anything else so the message names it. */
+	td_url u;
+	char err[512];
+	if (td_url_parse(x.url, &u, err, sizeof err) < 0)
+		ctl_die("bad URL: %s", err);
+
+	const char *name = argv[i];
+	for (size_t k = 0; k < sizeof ctl_cmds / sizeof ctl_cmds[0]; k++) {
+		if (!strcmp(ctl_cmds[k].name, name)) {
+			int rc = ctl_cmds[k].fn(&x, argc - i - 1, argv + i + 1);
+			fflush(stdout);
+			td_close(x.c);
+			free(file_token);
+			return rc;
+		}
+	}
+	ctl_usage_die("unknown command '%s'", name);
+}
