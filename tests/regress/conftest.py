@@ -1,0 +1,227 @@
+"""Fixtures for the regress suite: a fresh termd per test on a private unix
+socket, its log, and a way to run termctl against it.
+
+Environment: TERMD_BIN and TERMCTL_BIN (absolute paths; default build/ in
+the repository), TERMD_TEST_VERBOSE=1 to start termd with -v.
+
+Teardown stops termd with SIGTERM and fails the test if termd did not exit
+with status 0 (a crash, a sanitizer report, a hang past 5 s)."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+import wsclient
+
+REPO = Path(__file__).resolve().parents[2]
+TERMD_BIN = os.environ.get("TERMD_BIN") or str(REPO / "build" / "termd")
+TERMCTL_BIN = os.environ.get("TERMCTL_BIN") or str(REPO / "build" / "termctl")
+# The startup wait is generous: under AddressSanitizer on a busy CI machine
+# termd and the shell in `main` start several times slower.
+STARTUP_TIMEOUT = float(os.environ.get("TERMD_TEST_STARTUP_TIMEOUT", "30"))
+STOP_TIMEOUT = 5.0
+LOG_TAIL = 60
+
+# Environment variables that must not leak from the developer's shell into
+# termd or termctl under test.
+_SCRUB = ("TERMD_TOKEN", "TERMD_URL", "PROMPT_COMMAND", "PS1", "BASH_ENV", "ENV",
+          "VIRTUAL_ENV", "TMUX", "HISTFILE")
+
+
+def base_env(home):
+    env = {k: v for k, v in os.environ.items() if k not in _SCRUB}
+    env["HOME"] = str(home)
+    # pyenv shims need the real HOME; tests call /usr/bin/python3 explicitly.
+    return env
+
+
+def log_tail(path, n=LOG_TAIL):
+    try:
+        lines = Path(path).read_text(errors="replace").splitlines()
+    except OSError as e:
+        return "(no log: %s)" % e
+    return "\n".join(lines[-n:])
+
+
+class Termd:
+    """One running termd on a private unix socket."""
+
+    def __init__(self, tmp_path, args=(), env=None, token=None, name="termd"):
+        self.dir = Path(tmp_path)
+        self.home = self.dir / "home"
+        self.home.mkdir(parents=True, exist_ok=True)
+        # unix socket paths are limited to ~107 bytes; tmp_path can be long.
+        self.sockdir = tempfile.mkdtemp(prefix="td-", dir="/tmp")
+        self.sock = os.path.join(self.sockdir, "termd.sock")
+        self.url = "unix:" + self.sock
+        self.token = token
+        self.log = self.dir / ("%s.log" % name)
+        self.env = base_env(self.home)
+        if token is not None:
+            self.env["TERMD_TOKEN"] = token
+        if env:
+            self.env.update(env)
+        self.argv = [TERMD_BIN, "--listen", self.url, "--cwd", str(self.home)]
+        if os.environ.get("TERMD_TEST_VERBOSE"):
+            self.argv.append("-v")
+        self.argv += list(args)
+        self.clients = []
+        self.proc = None
+        self.returncode = None
+
+    def start(self):
+        if not os.access(TERMD_BIN, os.X_OK):
+            pytest.fail("termd binary not found at %s (set TERMD_BIN or run `make`)" % TERMD_BIN)
+        self._logf = open(self.log, "wb")
+        self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=self._logf,
+                                     stderr=subprocess.STDOUT, env=self.env, cwd=str(self.home),
+                                     start_new_session=True)
+        deadline = time.monotonic() + STARTUP_TIMEOUT
+        last = None
+        while time.monotonic() < deadline:
+            rc = self.proc.poll()
+            if rc is not None:
+                self.returncode = rc
+                pytest.fail("termd exited during start-up with status %s\n%s\n--- log ---\n%s"
+                            % (rc, " ".join(self.argv), log_tail(self.log)))
+            if os.path.exists(self.sock):
+                try:
+                    status, _, body = wsclient.http_request(self.url, "/healthz", timeout=5)
+                    if status == 200:
+                        json.loads(body)
+                        return self
+                    last = "healthz status %s" % status
+                except Exception as e:  # not ready yet
+                    last = repr(e)
+            time.sleep(0.05)
+        pytest.fail("termd did not answer /healthz within %.0fs (last: %s)\n--- log ---\n%s"
+                    % (STARTUP_TIMEOUT, last, log_tail(self.log)))
+
+    # -- clients ----------------------------------------------------------
+
+    def events(self, token="default", **kw):
+        """A new /events connection (hello already read). token='default'
+        uses the token termd was started with."""
+        if token == "default":
+            token = self.token
+        ev = wsclient.Events(self.url, token=token, **kw)
+        self.clients.append(ev)
+        return ev
+
+    def healthz(self):
+        status, headers, body = wsclient.http_request(self.url, "/healthz")
+        return status, headers, body
+
+    def termctl(self, *args, env=None, timeout=90, url=True, input=None):
+        """Run termctl with TERMD_URL pointing at this termd; returns the
+        CompletedProcess (text mode)."""
+        if not os.access(TERMCTL_BIN, os.X_OK):
+            pytest.fail("termctl binary not found at %s (set TERMCTL_BIN)" % TERMCTL_BIN)
+        e = base_env(self.home)
+        if url:
+            e["TERMD_URL"] = self.url
+        if env:
+            e.update(env)
+        return subprocess.run([TERMCTL_BIN] + [str(a) for a in args], env=e, capture_output=True,
+                              text=True, timeout=timeout, input=input,
+                              stdin=None if input is not None else subprocess.DEVNULL)
+
+    # -- shutdown ---------------------------------------------------------
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self):
+        """SIGTERM, wait up to 5 s, then SIGKILL. Returns a problem
+        description, or None when termd exited with status 0."""
+        for c in self.clients:
+            try:
+                c.ws.abort()
+            except Exception:
+                pass
+        self.clients = []
+        if self.proc is None:
+            return None
+        problem = None
+        rc = self.proc.poll()
+        if rc is not None:
+            problem = "termd had already exited with status %s before the test ended" % rc
+        else:
+            try:
+                self.proc.send_signal(signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            try:
+                rc = self.proc.wait(STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                rc = self.proc.wait(10)
+                problem = "termd did not exit within %.0fs of SIGTERM (killed)" % STOP_TIMEOUT
+            else:
+                if rc < 0:
+                    problem = "termd was killed by signal %d after SIGTERM" % -rc
+                elif rc != 0:
+                    problem = "termd exited with status %d after SIGTERM" % rc
+        # Anything left in termd's process group (its shells) goes too.
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        self.returncode = rc
+        self._logf.close()
+        shutil.rmtree(self.sockdir, ignore_errors=True)
+        if problem:
+            problem += "\n%s\n--- log (%s) ---\n%s" % (" ".join(self.argv), self.log, log_tail(self.log))
+        return problem
+
+
+@pytest.hookimpl(tryfirst=True, hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    setattr(item, "rep_" + rep.when, rep)
+
+
+@pytest.fixture
+def termd_factory(request, tmp_path):
+    """start(args=(), env=None, token=None) -> a started Termd; every one is
+    stopped (and checked) when the test ends."""
+    started = []
+
+    def start(args=(), env=None, token=None):
+        t = Termd(tmp_path / ("t%d" % len(started)), args, env, token, name="termd")
+        started.append(t)
+        return t.start()
+
+    yield start
+
+    problems = []
+    for t in started:
+        p = t.stop()
+        if p:
+            problems.append(p)
+    rep = getattr(request.node, "rep_call", None)
+    if rep is not None and rep.failed and not problems:
+        for t in started:
+            print("\n--- termd log tail (%s) ---\n%s" % (t.log, log_tail(t.log)))
+    if problems:
+        pytest.fail("\n\n".join(problems), pytrace=False)
+
+
+@pytest.fixture
+def termd(termd_factory):
+    """A fresh termd with default options."""
+    return termd_factory()
+
+
+@pytest.fixture
+def ev(termd):
+    """An /events connection to the fresh termd."""
+    return termd.events()

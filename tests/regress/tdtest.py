@@ -1,0 +1,103 @@
+"""Small helpers shared by the regress tests: running commands through the
+events channel and checking observations."""
+
+import os
+import shutil
+import sys
+import time
+
+# The python inside termd's shell: Debian's, not whatever `python3` is first
+# on PATH (a pyenv shim would look for its config under the test's HOME).
+PY = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+
+# How long a test waits for any single observation. Commands in these tests
+# finish in seconds; the default idle_timeout is 30 s, so 90 s only matters
+# when termd is stuck.
+CALL_TIMEOUT = 90.0
+
+
+def fmt(obs):
+    """An observation for an assertion message, content shortened."""
+    o = dict(obs)
+    c = o.get("content")
+    if isinstance(c, str) and len(c) > 1500:
+        o["content"] = c[:700] + " [...%d chars...] " % (len(c) - 1400) + c[-700:]
+    return repr(o)
+
+
+def run(ev, command, **args):
+    """Send `run`, return its observation (whatever kind)."""
+    a = {"command": command}
+    a.update(args)
+    return ev.call("run", a, timeout=CALL_TIMEOUT)
+
+
+def run_obs(ev, command, **args):
+    """Send `run`, assert the answer is a `run` observation, return it."""
+    obs = run(ev, command, **args)
+    assert obs.get("observation") == "run", "expected a run observation for %r, got %s" % (command, fmt(obs))
+    return obs
+
+
+def run_done(ev, command, exit_code=0, **args):
+    """Run a command that must finish with exit_code; return the observation."""
+    obs = run_obs(ev, command, **args)
+    x = obs.get("extras") or {}
+    assert x.get("running") is False, "command %r still running: %s" % (command, fmt(obs))
+    if exit_code is not None:
+        assert x.get("exit_code") == exit_code, "command %r: exit_code %r, wanted %r: %s" % (
+            command, x.get("exit_code"), exit_code, fmt(obs))
+    return obs
+
+
+def content(obs):
+    c = obs.get("content")
+    assert isinstance(c, str), "content is not a string: %s" % fmt(obs)
+    return c
+
+
+def lines(obs):
+    c = content(obs)
+    return c.split("\n") if c else []
+
+
+def assert_error(obs, *codes, cause="any"):
+    assert obs.get("observation") == "error", "expected error %s, got %s" % ("/".join(codes), fmt(obs))
+    code = (obs.get("extras") or {}).get("code")
+    assert code in codes, "expected error code %s, got %r: %s" % ("/".join(codes), code, fmt(obs))
+    assert isinstance(obs.get("content"), str) and obs["content"], "error without a message: %s" % fmt(obs)
+    if cause != "any":
+        assert "cause" in obs and obs["cause"] == cause, "error cause %r, wanted %r: %s" % (
+            obs.get("cause"), cause, fmt(obs))
+    return code
+
+
+def finish(ev, obs, max_calls=30, **args):
+    """Given a run observation of a still-running command, call `run ""`
+    until it has finished. Returns the list of observations (first one
+    included)."""
+    got = [obs]
+    while (obs.get("extras") or {}).get("running"):
+        assert len(got) <= max_calls, "command still running after %d calls: %s" % (max_calls, fmt(obs))
+        obs = run_obs(ev, "", **args)
+        got.append(obs)
+    return got
+
+
+def wait_until(pred, timeout=20.0, interval=0.1, what="condition"):
+    deadline = time.monotonic() + timeout
+    while True:
+        v = pred()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out after %.0fs waiting for %s" % (timeout, what))
+        time.sleep(interval)
+
+
+def find_vim():
+    for name in ("vim", "vim.tiny", "vi"):
+        p = shutil.which(name)
+        if p:
+            return p
+    return None

@@ -1,0 +1,124 @@
+"""termctl, the scriptable client (issue 2): exit codes follow the command,
+2 on protocol or connection errors with a message on stderr."""
+
+import json
+import time
+
+from tdtest import content, run_done
+
+
+def _json_out(stdout):
+    s = stdout.strip()
+    try:
+        return json.loads(s)
+    except ValueError:
+        return json.loads(s.splitlines()[-1])
+
+
+def test_run_prints_output(termd):
+    p = termd.termctl("run", "echo hi")
+    assert p.returncode == 0, (p.returncode, p.stdout, p.stderr)
+    assert p.stdout.strip() == "hi", p.stdout
+
+
+def test_run_exit_code(termd):
+    p = termd.termctl("run", "false")
+    assert p.returncode == 1, (p.returncode, p.stdout, p.stderr)
+    p = termd.termctl("run", "(exit 5)")
+    assert p.returncode == 5, (p.returncode, p.stdout, p.stderr)
+    p = termd.termctl("run", "true")
+    assert p.returncode == 0, (p.returncode, p.stdout, p.stderr)
+
+
+def test_run_state_persists_between_invocations(termd):
+    assert termd.termctl("run", "cd /tmp && export TC=7").returncode == 0
+    p = termd.termctl("run", "echo $TC $PWD")
+    assert p.stdout.strip() == "7 /tmp", p.stdout
+
+
+def test_run_multiline_output(termd):
+    p = termd.termctl("run", "printf 'a\\nb\\nc\\n'")
+    assert p.returncode == 0 and p.stdout.splitlines() == ["a", "b", "c"], p.stdout
+
+
+def test_url_option(termd):
+    p = termd.termctl("--url", termd.url, "run", "echo via-url", url=False)
+    assert p.returncode == 0 and p.stdout.strip() == "via-url", (p.returncode, p.stdout, p.stderr)
+
+
+def test_ping(termd):
+    p = termd.termctl("ping")
+    assert p.returncode == 0, (p.returncode, p.stdout, p.stderr)
+    assert "pong" in p.stdout, p.stdout
+
+
+def test_raw(termd):
+    p = termd.termctl("raw", '{"action":"ping"}')
+    assert p.returncode == 0, (p.returncode, p.stdout, p.stderr)
+    obs = _json_out(p.stdout)
+    assert obs.get("observation") == "pong", p.stdout
+    p = termd.termctl("raw", '{"id":"raw-run-1","action":"run","args":{"command":"echo raw-ok"}}')
+    obs = _json_out(p.stdout)
+    assert obs.get("observation") == "run" and obs.get("cause") == "raw-run-1", p.stdout
+    assert obs["content"] == "raw-ok" and obs["extras"]["exit_code"] == 0, p.stdout
+
+
+def test_raw_error_observation(termd):
+    p = termd.termctl("raw", '{"action":"no.such.action"}')
+    obs = _json_out(p.stdout)
+    assert obs.get("observation") == "error", p.stdout
+    assert obs["extras"]["code"] == "unknown_action", p.stdout
+
+
+def test_screen(termd):
+    ev = termd.events()
+    run_done(ev, "echo on-the-screen")
+    p = termd.termctl("screen")
+    assert p.returncode == 0, (p.returncode, p.stdout, p.stderr)
+    assert "on-the-screen" in p.stdout.splitlines(), p.stdout
+
+
+def test_keys(termd):
+    p = termd.termctl("keys", "echo via-keys", "Enter")
+    assert p.returncode == 0, (p.returncode, p.stdout, p.stderr)
+    ev = termd.events()
+    deadline = time.monotonic() + 15
+    while True:
+        obs = ev.call("screen", {})
+        if "via-keys" in content(obs).split("\n"):
+            break
+        assert time.monotonic() < deadline, "keys did not reach the shell: %r" % obs
+        time.sleep(0.2)
+
+
+def test_input_option(termd):
+    p = termd.termctl("run", "--timeout", "1", "sleep 30")
+    # still running: termctl's documented exit status for that is 124
+    assert p.returncode == 124, (p.returncode, p.stdout, p.stderr)
+    p = termd.termctl("run", "--input", "C-c")
+    assert p.returncode == 130, (p.returncode, p.stdout, p.stderr)
+
+
+def test_no_such_socket(tmp_path, termd):
+    p = termd.termctl("ping", env={"TERMD_URL": "unix:%s" % (tmp_path / "nope.sock")})
+    assert p.returncode == 2, (p.returncode, p.stdout, p.stderr)
+    assert p.stderr.strip(), "no message on stderr"
+    p = termd.termctl("run", "echo x", env={"TERMD_URL": "unix:%s" % (tmp_path / "nope.sock")})
+    assert p.returncode == 2, (p.returncode, p.stdout, p.stderr)
+    assert p.stderr.strip()
+
+
+def test_protocol_error_exits_2(termd):
+    p = termd.termctl("run", "-s", "bad/name", "echo x")
+    assert p.returncode == 2, (p.returncode, p.stdout, p.stderr)
+    assert p.stderr.strip(), "no message on stderr"
+
+
+def test_token(termd_factory):
+    t = termd_factory(token="tctoken")
+    p = t.termctl("ping")
+    assert p.returncode == 2 and p.stderr.strip(), (p.returncode, p.stdout, p.stderr)
+    p = t.termctl("--token", "tctoken", "ping")
+    assert p.returncode == 0 and "pong" in p.stdout, (p.returncode, p.stdout, p.stderr)
+    p = t.termctl("run", "echo tok-env", env={"TERMD_TOKEN": "tctoken"})
+    assert p.returncode == 0 and p.stdout.strip() == "tok-env", (p.returncode, p.stdout, p.stderr)
