@@ -4,7 +4,8 @@
 CC      ?= cc
 PKGS    := libwebsockets vterm libcjson
 CFLAGS  ?= -O2 -g
-CFLAGS  += -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -Iproto -Itermd -I$(BUILD)/gen
+# always on, whatever CFLAGS says (e.g. the sanitizer build)
+TD_CFLAGS = $(CFLAGS) -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -Iproto -Itermd -I$(BUILD)/gen
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 PY      := /usr/bin/python3
@@ -49,17 +50,17 @@ $(BUILD)/obj/termd/shellint.o: $(BUILD)/gen/termd.bash.inc $(BUILD)/gen/termd.sh
 
 $(BUILD)/obj/%.o: %.c $(wildcard termd/*.h proto/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(PKG_CFLAGS) -c $< -o $@
+	$(CC) $(TD_CFLAGS) $(PKG_CFLAGS) -c $< -o $@
 
 $(BUILD)/termd: $(TERMD_OBJ) $(PROTO_OBJ)
-	$(CC) $(CFLAGS) -o $@ $^ $(PKG_LIBS) -lutil -lm
+	$(CC) $(TD_CFLAGS) -o $@ $^ $(PKG_LIBS) -lutil -lm
 
 $(BUILD)/termctl: $(BUILD)/obj/viewer/termctl.o $(PROTO_OBJ)
-	$(CC) $(CFLAGS) -o $@ $^ $(PKG_LIBS) -lm
+	$(CC) $(TD_CFLAGS) -o $@ $^ $(PKG_LIBS) -lm
 
 $(BUILD)/tests/%: tests/unit/%.c $(TERMD_LIB_OBJ) $(PROTO_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(PKG_CFLAGS) -o $@ $^ $(PKG_LIBS) -lcmocka -lutil -lm
+	$(CC) $(TD_CFLAGS) $(PKG_CFLAGS) -o $@ $^ $(PKG_LIBS) -lcmocka -lutil -lm
 
 run: deps all
 	@echo "termd: listening on 127.0.0.1:8421 — try: $(BUILD)/termctl run 'echo hello'   (Ctrl-C stops termd)"
@@ -81,8 +82,12 @@ test: deps
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  $(MAKE) test-asan
 
-bench: deps all
-	TERMD_BIN=$(abspath $(BUILD)/termd) $(PY) tests/bench/bench.py
+bench: deps all $(BUILD)/bench-rtt
+	TERMD_BIN=$(abspath $(BUILD)/termd) BENCH_RTT_BIN=$(abspath $(BUILD)/bench-rtt) $(PY) tests/bench/bench.py
+
+# the C round-trip client the bench drives
+$(BUILD)/bench-rtt: tests/bench/rtt.c $(PROTO_OBJ)
+	$(CC) $(TD_CFLAGS) $(PKG_CFLAGS) -o $@ $^ $(PKG_LIBS) -lm
 
 clean:
 	rm -rf build build-asan
