@@ -50,7 +50,8 @@ $(BUILD)/obj/termd/shellint.o: $(BUILD)/gen/termd.bash.inc $(BUILD)/gen/termd.sh
 
 $(BUILD)/obj/%.o: %.c $(wildcard termd/*.h proto/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(TD_CFLAGS) $(PKG_CFLAGS) -c $< -o $@
+	@echo "  CC      $<"
+	@$(CC) $(TD_CFLAGS) $(PKG_CFLAGS) -c $< -o $@
 
 $(BUILD)/termd: $(TERMD_OBJ) $(PROTO_OBJ)
 	$(CC) $(TD_CFLAGS) -o $@ $^ $(PKG_LIBS) -lutil -lm

@@ -25,8 +25,16 @@ static const struct action_entry action_table[] = {
 	{"run", run_action, 0},
 	{"keys", keys_action, 0},
 	{"screen", screen_action, 1},
+	{"expect", expect_action, 0},
+	{"session.open", session_open_action, 0},
+	{"session.list", session_list_action, 1},
+	{"session.signal", session_signal_action, 0},
+	{"session.close", session_close_action, 0},
 	{"subscribe", events_subscribe, 1},
 	{"ping", ping_action, 1},
+	{"read", files_read_action, 0},
+	{"write", files_write_action, 0},
+	{"edit", files_edit_action, 0},
 };
 
 cJSON *actions_list_json(void)
@@ -119,6 +127,11 @@ void actions_dispatch(struct conn *c, const char *json, size_t len)
 		args = NULL;
 	if (args && !cJSON_IsObject(args)) {
 		events_error(c, id, TD_ERR_BAD_REQUEST, "'args' must be an object");
+		cJSON_Delete(root);
+		return;
+	}
+	/* idempotency: an id already answered is not run again */
+	if (id && (events_replay(c, id) || run_rebind(id, c))) {
 		cJSON_Delete(root);
 		return;
 	}

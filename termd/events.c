@@ -14,7 +14,82 @@ struct retained {
 	uint64_t seq;
 	char *json;
 	size_t len;
+	char *key;          /* cause id as a key, or NULL */
 };
+
+/* id key -> seq of the retained answer, for idempotent replays */
+struct idnode {
+	struct idnode *next;
+	char *key;
+	uint64_t seq;
+};
+#define ID_BUCKETS 16384
+static struct idnode *idmap[ID_BUCKETS];
+
+static unsigned id_hash(const char *k)
+{
+	unsigned h = 2166136261u;
+	for (; *k; k++)
+		h = (h ^ (unsigned char)*k) * 16777619u;
+	return h % ID_BUCKETS;
+}
+
+static void id_put(const char *key, uint64_t seq)
+{
+	unsigned h = id_hash(key);
+	for (struct idnode *n = idmap[h]; n; n = n->next) {
+		if (strcmp(n->key, key) == 0) {
+			n->seq = seq;
+			return;
+		}
+	}
+	struct idnode *n = xmalloc(sizeof *n);
+	n->key = xstrdup(key);
+	n->seq = seq;
+	n->next = idmap[h];
+	idmap[h] = n;
+}
+
+static void id_del(const char *key, uint64_t seq)
+{
+	for (struct idnode **pp = &idmap[id_hash(key)]; *pp; pp = &(*pp)->next) {
+		if (strcmp((*pp)->key, key) == 0) {
+			struct idnode *n = *pp;
+			if (n->seq != seq)
+				return;
+			*pp = n->next;
+			free(n->key);
+			free(n);
+			return;
+		}
+	}
+}
+
+static int id_get(const char *key, uint64_t *seq)
+{
+	for (struct idnode *n = idmap[id_hash(key)]; n; n = n->next) {
+		if (strcmp(n->key, key) == 0) {
+			*seq = n->seq;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* "s:<string>" or "n:<integer>"; NULL for no id. Caller frees. */
+static char *id_key(const cJSON *id)
+{
+	if (!id)
+		return NULL;
+	buf_t b = {0};
+	if (cJSON_IsString(id))
+		buf_printf(&b, "s:%s", id->valuestring);
+	else if (cJSON_IsNumber(id))
+		buf_printf(&b, "n:%.0f", id->valuedouble);
+	else
+		return NULL;
+	return buf_steal(&b);
+}
 
 static uint64_t last_seq;
 static struct retained *ring;
@@ -34,8 +109,18 @@ void events_init(void)
 
 void events_shutdown(void)
 {
-	for (size_t i = 0; i < ring_len; i++)
+	for (size_t i = 0; i < ring_len; i++) {
 		free(ring[(ring_head + i) % ring_cap].json);
+		free(ring[(ring_head + i) % ring_cap].key);
+	}
+	for (int b = 0; b < ID_BUCKETS; b++) {
+		while (idmap[b]) {
+			struct idnode *n = idmap[b];
+			idmap[b] = n->next;
+			free(n->key);
+			free(n);
+		}
+	}
 	free(ring);
 	ring = NULL;
 	ring_len = ring_head = 0;
@@ -49,11 +134,16 @@ uint64_t events_last_seq(void)
 	return last_seq;
 }
 
-static void retain(uint64_t seq, char *json, size_t len)
+static void retain(uint64_t seq, char *json, size_t len, char *key)
 {
 	if (ring_len == ring_cap) {
-		free(ring[ring_head].json);
-		ring[ring_head].json = NULL;
+		struct retained *old = &ring[ring_head];
+		if (old->key)
+			id_del(old->key, old->seq);
+		free(old->key);
+		old->key = NULL;
+		free(old->json);
+		old->json = NULL;
 		ring_head = (ring_head + 1) % ring_cap;
 		ring_len--;
 	}
@@ -61,6 +151,9 @@ static void retain(uint64_t seq, char *json, size_t len)
 	r->seq = seq;
 	r->json = json;
 	r->len = len;
+	r->key = key;
+	if (key)
+		id_put(key, seq);
 	ring_len++;
 }
 
@@ -97,7 +190,48 @@ void events_emit(struct conn *to, const cJSON *cause, const char *observation,
 			clearerr(event_log);
 		}
 	}
-	retain(seq, json, len);
+	retain(seq, json, len, id_key(cause));
+}
+
+static struct retained *find_retained(uint64_t seq)
+{
+	if (!ring_len || seq < ring[ring_head].seq)
+		return NULL;
+	uint64_t i = seq - ring[ring_head].seq;
+	if (i >= ring_len)
+		return NULL;
+	struct retained *r = &ring[(ring_head + i) % ring_cap];
+	return r->seq == seq ? r : NULL;
+}
+
+int events_replay(struct conn *c, const cJSON *id)
+{
+	char *key = id_key(id);
+	uint64_t seq;
+	int found = key && id_get(key, &seq);
+	free(key);
+	if (!found)
+		return 0;
+	struct retained *r = find_retained(seq);
+	if (!r)
+		return 0;
+	cJSON *o = cJSON_ParseWithLength(r->json, r->len);
+	if (!o)
+		return 0;
+	cJSON *ex = cJSON_GetObjectItemCaseSensitive(o, "extras");
+	if (!cJSON_IsObject(ex)) {
+		cJSON_DeleteItemFromObject(o, "extras");
+		ex = cJSON_AddObjectToObject(o, "extras");
+	}
+	cJSON_DeleteItemFromObject(ex, "replayed");
+	cJSON_AddBoolToObject(ex, "replayed", 1);
+	char *json = cJSON_PrintUnformatted(o);
+	cJSON_Delete(o);
+	if (json) {
+		conn_send(c, json, strlen(json));
+		free(json);
+	}
+	return 1;
 }
 
 void events_error(struct conn *to, const cJSON *cause, td_err code, const char *fmt, ...)

@@ -121,7 +121,15 @@ void keys_type(struct session *s, const char *item)
 	if (kn && !kn->key) {
 		if (mod & VTERM_MOD_ALT)
 			session_write(s, "\x1b", 1);
-		session_write(s, kn->bytes, strlen(kn->bytes));
+		int b = -1;
+		if ((mod & VTERM_MOD_CTRL) && strlen(kn->bytes) == 1)
+			b = ctrl_byte((unsigned char)kn->bytes[0]);
+		if (b >= 0) {
+			char cb = (char)b;
+			session_write(s, &cb, 1);
+		} else {
+			session_write(s, kn->bytes, strlen(kn->bytes));
+		}
 	} else if (kn) {
 		screen_key(s->screen, kn->key, mod);
 	} else if (fkey) {

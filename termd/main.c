@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -201,6 +202,9 @@ int main(int argc, char **argv)
 
 	setlocale(LC_CTYPE, "C.UTF-8");
 	signal(SIGPIPE, SIG_IGN);
+	/* orphaned descendants of sessions are reparented to termd and reaped
+	 * here, so no zombie is left behind */
+	prctl(PR_SET_CHILD_SUBREAPER, 1);
 
 	if (server_init() < 0) {
 		server_shutdown();

@@ -315,6 +315,7 @@ static void waiter_free(struct waiter *w)
 	if (w->s && w->s->kwaiter == w)
 		w->s->kwaiter = NULL;
 	cJSON_Delete(w->id);
+	cJSON_Delete(w->pending_keys);
 	free(w->pending_text);
 	free(w);
 }
@@ -431,6 +432,10 @@ static void run_check(struct waiter *w)
 	uint64_t last = s->last_output_us > w->start_us ? s->last_output_us : w->start_us;
 
 	if (w->kind == WAIT_KEYS) {
+		if (w->pending_keys && !(w->hard_us && now >= w->hard_us) && s->alive) {
+			schedule_at(w, w->hard_us);
+			return;
+		}
 		if (now - last >= w->settle_us || (w->hard_us && now >= w->hard_us) || !s->alive) {
 			emit_screen(s, w->conn, w->id, w->restarted);
 			waiter_free(w);
@@ -477,8 +482,32 @@ static void run_check(struct waiter *w)
 
 /* ------------------------------------------------------- typing commands */
 
+static void type_keys(struct session *s, const cJSON *keys)
+{
+	const cJSON *k;
+	cJSON_ArrayForEach(k, keys)
+		keys_type(s, k->valuestring);
+}
+
+/* Keys and commands wait for the shell's line editor: typed earlier they
+ * would reach a terminal still in cooked mode (echoed, not edited). */
+static int shell_not_ready(struct session *s)
+{
+	return s->is_shell && s->alive &&
+	       (s->state == SH_STARTING || (s->state == SH_IDLE && !s->ready));
+}
+
 static void type_pending(struct session *s)
 {
+	struct waiter *kw = s->kwaiter;
+	if (kw && kw->pending_keys && !shell_not_ready(s)) {
+		cJSON *keys = kw->pending_keys;
+		kw->pending_keys = NULL;
+		kw->start_us = mono_us();
+		type_keys(s, keys);
+		cJSON_Delete(keys);
+		run_check(kw);
+	}
 	struct waiter *w = s->waiter;
 	if (!w || !w->pending_text || s->state != SH_IDLE || !s->ready)
 		return;
@@ -519,6 +548,8 @@ void run_on_output(struct session *s, const char *data, size_t n)
 	struct cmd *cmd = s->cmd;
 	if (cmd && cmd->started && !cmd->finished)
 		render_feed(cmd->render, data, n);
+	if (s->expect)
+		expect_on_output(s, data, n);
 }
 
 static void emit_command_start(struct session *s, struct cmd *cmd)
@@ -610,22 +641,56 @@ void run_on_session_exit(struct session *s)
 	}
 	if (s->kwaiter)
 		run_check(s->kwaiter);
+	expect_on_session_exit(s);
 }
 
 void run_on_conn_gone(struct conn *c)
 {
-	for (struct session *s = srv.sessions; s; s = s->next) {
-		if (s->waiter && s->waiter->conn == c)
-			s->waiter->conn = NULL;
-		if (s->kwaiter && s->kwaiter->conn == c)
-			s->kwaiter->conn = NULL;
+	struct session *lists[2] = {srv.sessions, srv.closing};
+	for (int l = 0; l < 2; l++) {
+		for (struct session *s = lists[l]; s; s = s->next) {
+			if (s->waiter && s->waiter->conn == c)
+				s->waiter->conn = NULL;
+			if (s->kwaiter && s->kwaiter->conn == c)
+				s->kwaiter->conn = NULL;
+			expect_on_conn_gone(s, c);
+		}
 	}
+}
+
+int run_rebind(const cJSON *id, struct conn *c)
+{
+	if (!id)
+		return 0;
+	struct session *lists[2] = {srv.sessions, srv.closing};
+	for (int l = 0; l < 2; l++) {
+		for (struct session *s = lists[l]; s; s = s->next) {
+			struct waiter *ws[2] = {s->waiter, s->kwaiter};
+			for (int k = 0; k < 2; k++) {
+				if (ws[k] && ws[k]->id && cJSON_Compare(ws[k]->id, id, 1)) {
+					ws[k]->conn = c;
+					return 1;
+				}
+			}
+		}
+	}
+	return 0;
+}
+
+/* A session.open program: it is the session's one command, by the agent. */
+void run_program_started(struct session *s)
+{
+	struct cmd *cmd = cmd_new(s, s->command, 0);
+	cmd->started = 1;
+	session_set_cmd(s, cmd);
+	emit_command_start(s, cmd);
 }
 
 void run_session_gone(struct session *s)
 {
 	waiter_free(s->waiter);
 	waiter_free(s->kwaiter);
+	expect_session_gone(s);
 	cmd_free(s->cmd);
 	s->cmd = NULL;
 }
@@ -792,8 +857,12 @@ void keys_action(struct conn *c, const cJSON *id, const cJSON *args)
 	w->restarted = restarted;
 	w->settle_us = (uint64_t)(settle * 1000.0);
 	w->hard_us = w->start_us + (uint64_t)(timeout * 1e6);
-	cJSON_ArrayForEach(k, keys)
-		keys_type(s, k->valuestring);
+	if (shell_not_ready(s)) {
+		w->pending_keys = cJSON_Duplicate(keys, 1);
+		run_check(w);   /* arms the timeout */
+		return;
+	}
+	type_keys(s, keys);
 	run_check(w);
 }
 

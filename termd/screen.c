@@ -4,7 +4,8 @@
  * grid on every scroll (12 s for 15 MB of `seq` output at 160x48); here
  * rows are pointers, so a full-width scroll is a rotation of row pointers
  * (0.3 s for the same output). Also: primary/alternate buffers, title,
- * cursor, and text extraction for `screen` and full-screen `run`. */
+ * cursor, and text extraction for `screen` and full-screen `run`. Rows
+ * also remember how much of them was written, so clearing one is O(1). */
 #include "termd.h"
 
 #include <string.h>
@@ -25,8 +26,17 @@ enum {
 	A_UNDER_SHIFT = 5,        /* 2 bits of underline style */
 };
 
+/* A row stores cells [0, len); every cell past len equals `fill`, so
+ * blanking a row (each line feed at the bottom) is O(1), not a rewrite of
+ * every cell. */
+struct row {
+	int len;
+	struct cell fill;
+	struct cell c[];
+};
+
 struct grid {
-	struct cell **row;        /* rows pointers */
+	struct row **row;         /* row pointers, rotated on scroll */
 };
 
 struct screen {
@@ -50,26 +60,71 @@ static struct grid *cur(struct screen *sc)
 
 static void blank_cell(struct screen *sc, struct cell *c)
 {
-	memset(c->ch, 0, sizeof c->ch);
+	memset(c, 0, sizeof *c);
 	c->fg = sc->pen.fg;
 	c->bg = sc->pen.bg;
-	c->attrs = 0;
 	c->width = 1;
 }
 
-static void blank_cells(struct screen *sc, struct cell *c, int n)
+static int cell_same(const struct cell *a, const struct cell *b)
 {
-	for (int i = 0; i < n; i++)
-		blank_cell(sc, &c[i]);
+	return a->ch[0] == b->ch[0] && a->attrs == b->attrs && a->width == b->width &&
+	       memcmp(&a->fg, &b->fg, sizeof a->fg) == 0 && memcmp(&a->bg, &b->bg, sizeof a->bg) == 0;
+}
+
+static struct row *row_new(struct screen *sc, int cols)
+{
+	struct row *r = xmalloc(sizeof *r + (size_t)cols * sizeof(struct cell));
+	r->len = 0;
+	blank_cell(sc, &r->fill);
+	return r;
+}
+
+/* Make cells [len, upto) real copies of fill. */
+static void row_materialize(struct row *r, int upto)
+{
+	for (int i = r->len; i < upto; i++)
+		r->c[i] = r->fill;
+	if (upto > r->len)
+		r->len = upto;
+}
+
+static const struct cell *row_get(const struct row *r, int col)
+{
+	return col < r->len ? &r->c[col] : &r->fill;
+}
+
+static void row_blank(struct screen *sc, struct row *r)
+{
+	r->len = 0;
+	blank_cell(sc, &r->fill);
+}
+
+/* Blank cells [c0, c1) of a row with the current pen. */
+static void row_erase(struct screen *sc, struct row *r, int c0, int c1)
+{
+	struct cell b;
+	blank_cell(sc, &b);
+	if (c1 >= sc->cols) {
+		if (c0 >= r->len) {
+			if (cell_same(&r->fill, &b))
+				return;
+			row_materialize(r, c0);
+		}
+		r->len = c0;
+		r->fill = b;
+		return;
+	}
+	row_materialize(r, c1);
+	for (int i = c0; i < c1; i++)
+		r->c[i] = b;
 }
 
 static void grid_alloc(struct screen *sc, struct grid *g, int rows, int cols)
 {
 	g->row = xcalloc((size_t)rows, sizeof *g->row);
-	for (int r = 0; r < rows; r++) {
-		g->row[r] = xmalloc((size_t)cols * sizeof(struct cell));
-		blank_cells(sc, g->row[r], cols);
-	}
+	for (int r = 0; r < rows; r++)
+		g->row[r] = row_new(sc, cols);
 }
 
 static void grid_free(struct grid *g, int rows)
@@ -87,15 +142,20 @@ static int cb_putglyph(VTermGlyphInfo *info, VTermPos pos, void *user)
 	struct screen *sc = user;
 	if (pos.row < 0 || pos.row >= sc->rows || pos.col < 0 || pos.col >= sc->cols)
 		return 1;
-	struct cell *c = &cur(sc)->row[pos.row][pos.col];
-	memset(c->ch, 0, sizeof c->ch);
-	for (int i = 0; i < CELL_MAXCH && info->chars[i]; i++)
-		c->ch[i] = info->chars[i];
+	struct row *row = cur(sc)->row[pos.row];
+	int w = info->width > 1 ? info->width : 1;
+	int end = pos.col + w < sc->cols ? pos.col + w : sc->cols;
+	if (end > row->len)
+		row_materialize(row, end);
+	struct cell *c = &row->c[pos.col];
+	c->ch[0] = info->chars[0];
+	c->ch[1] = c->ch[0] ? info->chars[1] : 0;
+	c->ch[2] = c->ch[1] ? info->chars[2] : 0;
 	c->fg = sc->pen.fg;
 	c->bg = sc->pen.bg;
 	c->attrs = sc->pen.attrs;
-	c->width = (uint8_t)(info->width > 0 ? info->width : 1);
-	for (int i = 1; i < info->width && pos.col + i < sc->cols; i++) {
+	c->width = (uint8_t)w;
+	for (int i = 1; i < w && pos.col + i < sc->cols; i++) {
 		struct cell *n = c + i;
 		*n = *c;
 		n->ch[0] = CELL_CONT;
@@ -124,7 +184,7 @@ static int cb_erase(VTermRect rect, int selective, void *user)
 		int c0 = rect.start_col < 0 ? 0 : rect.start_col;
 		int c1 = rect.end_col > sc->cols ? sc->cols : rect.end_col;
 		if (c1 > c0)
-			blank_cells(sc, g->row[r] + c0, c1 - c0);
+			row_erase(sc, g->row[r], c0, c1);
 	}
 	return 1;
 }
@@ -143,7 +203,12 @@ static int cb_moverect(VTermRect dest, VTermRect src, void *user)
 		int sr = src.start_row + k, dr = dest.start_row + k;
 		if (sr < 0 || sr >= sc->rows || dr < 0 || dr >= sc->rows)
 			continue;
-		memmove(g->row[dr] + dest.start_col, g->row[sr] + src.start_col,
+		if (src.start_col < 0 || dest.start_col < 0 || src.start_col + ncols > sc->cols ||
+		    dest.start_col + ncols > sc->cols)
+			continue;
+		row_materialize(g->row[sr], src.start_col + ncols);
+		row_materialize(g->row[dr], dest.start_col + ncols);
+		memmove(g->row[dr]->c + dest.start_col, g->row[sr]->c + src.start_col,
 			(size_t)ncols * sizeof(struct cell));
 	}
 	return 1;
@@ -161,26 +226,26 @@ static int cb_scrollrect(VTermRect rect, int downward, int rightward, void *user
 	int h = rect.end_row - rect.start_row;
 	int n = downward < 0 ? -downward : downward;
 	struct grid *g = cur(sc);
-	struct cell **rows = g->row + rect.start_row;
+	struct row **rows = g->row + rect.start_row;
 	if (n >= h) {
 		for (int r = 0; r < h; r++)
-			blank_cells(sc, rows[r], sc->cols);
+			row_blank(sc, rows[r]);
 		return 1;
 	}
-	struct cell *tmp[n];
+	struct row *tmp[n];
 	if (downward > 0) {
 		/* content moves up: the top n rows leave, reused at the bottom */
 		memcpy(tmp, rows, (size_t)n * sizeof *rows);
 		memmove(rows, rows + n, (size_t)(h - n) * sizeof *rows);
 		memcpy(rows + h - n, tmp, (size_t)n * sizeof *rows);
 		for (int r = h - n; r < h; r++)
-			blank_cells(sc, rows[r], sc->cols);
+			row_blank(sc, rows[r]);
 	} else if (downward < 0) {
 		memcpy(tmp, rows + h - n, (size_t)n * sizeof *rows);
 		memmove(rows + n, rows, (size_t)(h - n) * sizeof *rows);
 		memcpy(rows, tmp, (size_t)n * sizeof *rows);
 		for (int r = 0; r < n; r++)
-			blank_cells(sc, rows[r], sc->cols);
+			row_blank(sc, rows[r]);
 	}
 	return 1;
 }
@@ -230,7 +295,7 @@ static int cb_settermprop(VTermProp prop, VTermValue *val, void *user)
 		if (alt && !sc->alt) {
 			sc->alt = 1;
 			for (int r = 0; r < sc->rows; r++)
-				blank_cells(sc, sc->buf[1].row[r], sc->cols);
+				row_blank(sc, sc->buf[1].row[r]);
 		} else {
 			sc->alt = alt;
 		}
@@ -262,11 +327,14 @@ static int cb_resize(int rows, int cols, VTermPos *delta, void *user)
 			int orow = r + shift;
 			if (orow >= sc->rows)
 				break;
-			int n = cols < sc->cols ? cols : sc->cols;
-			memcpy(ng.row[r], sc->buf[b].row[orow], (size_t)n * sizeof(struct cell));
+			struct row *o = sc->buf[b].row[orow], *nr = ng.row[r];
+			int n = o->len < cols ? o->len : cols;
+			memcpy(nr->c, o->c, (size_t)n * sizeof(struct cell));
+			nr->len = n;
+			nr->fill = o->fill;
 			/* a wide char cut in half at the right edge */
-			if (n > 0 && ng.row[r][n - 1].width == 2 && ng.row[r][n - 1].ch[0] != CELL_CONT)
-				blank_cell(sc, &ng.row[r][n - 1]);
+			if (n > 0 && n == cols && nr->c[n - 1].width == 2 && nr->c[n - 1].ch[0] != CELL_CONT)
+				blank_cell(sc, &nr->c[n - 1]);
 		}
 		grid_free(&sc->buf[b], sc->rows);
 		sc->buf[b] = ng;
@@ -375,10 +443,13 @@ static void put_utf8(buf_t *b, uint32_t cp)
 void screen_text(struct screen *sc, buf_t *out)
 {
 	struct grid *g = cur(sc);
+	buf_reserve(out, (size_t)sc->rows);   /* out->p exists even if all is blank */
 	for (int r = 0; r < sc->rows; r++) {
 		size_t line_start = out->len;
-		for (int c = 0; c < sc->cols; c++) {
-			struct cell *cell = &g->row[r][c];
+		const struct row *row = g->row[r];
+		int ncols = row->fill.ch[0] == 0 ? row->len : sc->cols;
+		for (int c = 0; c < ncols; c++) {
+			const struct cell *cell = row_get(row, c);
 			if (cell->ch[0] == CELL_CONT)
 				continue;
 			if (cell->ch[0] == 0) {

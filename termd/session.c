@@ -328,7 +328,9 @@ static void finalize_exit(struct session *s)
 	log_debug("session %s: exited (code %d, signal %d)", s->name, s->exit_code, s->exit_signal);
 	run_on_session_exit(s);
 	events_emit(NULL, NULL, "session.exit", "", ex);
-	if (strcmp(s->name, "main") == 0)
+	if (s->closing)
+		session_destroy(s);
+	else if (strcmp(s->name, "main") == 0)
 		s->restart_pending = 1;
 }
 
@@ -345,7 +347,10 @@ void session_on_sigchld(void)
 		pid_t pid = waitpid(-1, &st, WNOHANG);
 		if (pid <= 0)
 			break;
-		for (struct session *s = srv.sessions; s; s = s->next) {
+		struct session *lists[2] = {srv.sessions, srv.closing};
+		for (int l = 0; l < 2; l++)
+		for (struct session *s = lists[l], *next; s; s = next) {
+			next = s->next;
 			if (s->pid != pid || !s->alive || s->reaped)
 				continue;
 			s->reaped = 1;
@@ -355,29 +360,39 @@ void session_on_sigchld(void)
 				s->exit_signal = WTERMSIG(st);
 				s->exit_code = 128 + s->exit_signal;
 			}
-			if (s->pty_closed)
+			if (s->pty_closed || s->closing)
 				finalize_exit(s);
 			else
 				server_timer(&s->exit_sul, finalize_timer, FINALIZE_GRACE_US);
+			l = 2;
 			break;
 		}
 	}
 }
 
+/* Drain what the pty has (up to a budget, so one busy session cannot
+ * starve the others): fewer trips through poll for a fast producer. */
 static void on_pty_readable(struct session *s)
 {
 	static char buf[PTY_READ_MAX];
-	ssize_t n = read(s->master_fd, buf, sizeof buf);
-	if (n > 0) {
-		s->last_output_us = mono_us();
-		screen_feed(s->screen, buf, (size_t)n);
-		shellint_feed(s->si, buf, (size_t)n);
+	size_t budget = 4 * PTY_READ_MAX;
+	while (budget && s->master_fd >= 0) {
+		ssize_t n = read(s->master_fd, buf, sizeof buf);
+		if (n > 0) {
+			s->last_output_us = mono_us();
+			screen_feed(s->screen, buf, (size_t)n);
+			shellint_feed(s->si, buf, (size_t)n);
+			budget = (size_t)n >= budget ? 0 : budget - (size_t)n;
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			return;
+		/* EOF / EIO: every slave fd is closed */
+		s->pty_closed = 1;
 		return;
 	}
-	if (n < 0 && (errno == EAGAIN || errno == EINTR))
-		return;
-	/* EOF / EIO: every slave fd is closed */
-	s->pty_closed = 1;
 }
 
 int session_raw_callback(struct lws *wsi, enum lws_callback_reasons reason,
@@ -420,39 +435,78 @@ int session_raw_callback(struct lws *wsi, enum lws_callback_reasons reason,
 	return 0;
 }
 
+static void session_free(struct session *s)
+{
+	lws_sul_cancel(&s->ready_sul);
+	lws_sul_cancel(&s->exit_sul);
+	lws_sul_cancel(&s->close_sul);
+	run_session_gone(s);
+	if (s->wsi) {
+		lws_set_opaque_user_data(s->wsi, NULL);
+		lws_set_timeout(s->wsi, PENDING_TIMEOUT_KILLED_BY_PARENT, LWS_TO_KILL_ASYNC);
+		s->wsi = NULL;
+	}
+	screen_free(s->screen);
+	shellint_free(s->si);
+	buf_free(&s->inq);
+	free(s->cwd);
+	free(s->command);
+	free(s);
+}
+
+void session_destroy(struct session *s)
+{
+	for (struct session **pp = &srv.closing; *pp; pp = &(*pp)->next) {
+		if (*pp == s) {
+			*pp = s->next;
+			break;
+		}
+	}
+	session_free(s);
+}
+
 void session_stop_all(void)
 {
-	for (struct session *s = srv.sessions; s; s = s->next) {
-		lws_sul_cancel(&s->ready_sul);
-		lws_sul_cancel(&s->exit_sul);
-		run_session_gone(s);
-		if (s->alive && s->pid > 0) {
-			kill(-s->pid, SIGHUP);
-			kill(s->pid, SIGHUP);
+	struct session *lists[2] = {srv.sessions, srv.closing};
+	for (int l = 0; l < 2; l++) {
+		for (struct session *s = lists[l]; s; s = s->next) {
+			lws_sul_cancel(&s->ready_sul);
+			lws_sul_cancel(&s->exit_sul);
+			lws_sul_cancel(&s->close_sul);
+			run_session_gone(s);
+			if (s->alive && s->pid > 0) {
+				kill(-s->pid, SIGHUP);
+				kill(s->pid, SIGHUP);
+			}
 		}
 	}
 	usleep(50000);
-	for (struct session *s = srv.sessions; s; s = s->next) {
-		if (s->alive && s->pid > 0 && !s->reaped) {
-			kill(-s->pid, SIGKILL);
-			kill(s->pid, SIGKILL);
-			waitpid(s->pid, NULL, 0);
+	for (int l = 0; l < 2; l++) {
+		for (struct session *s = lists[l]; s; s = s->next) {
+			if (s->alive && s->pid > 0 && !s->reaped) {
+				kill(-s->pid, SIGKILL);
+				kill(s->pid, SIGKILL);
+				waitpid(s->pid, NULL, 0);
+			}
+			s->alive = 0;
+			/* the loop closes the pty fds as it goes away */
+			if (s->wsi)
+				lws_set_opaque_user_data(s->wsi, NULL);
+			s->wsi = NULL;
 		}
-		s->alive = 0;
 	}
 }
 
 void session_free_all(void)
 {
-	while (srv.sessions) {
-		struct session *s = srv.sessions;
-		srv.sessions = s->next;
-		screen_free(s->screen);
-		shellint_free(s->si);
-		buf_free(&s->inq);
-		free(s->cwd);
-		free(s->command);
-		free(s);
+	struct session *lists[2] = {srv.sessions, srv.closing};
+	srv.sessions = srv.closing = NULL;
+	for (int l = 0; l < 2; l++) {
+		while (lists[l]) {
+			struct session *s = lists[l];
+			lists[l] = s->next;
+			session_free(s);
+		}
 	}
 	srv.nsessions = 0;
 	rc_written = 0;

@@ -200,6 +200,12 @@ void shellint_feed(struct shellint *si, const char *data, size_t n)
 			}
 			break;
 		case S_CSI:
+			if (c == 0x1b) {
+				/* ESC cuts an unfinished CSI short, as in terminals */
+				si->st = S_ESC;
+				i++;
+				break;
+			}
 			emit_text(si, &c, 1);
 			i++;
 			if ((unsigned char)c >= 0x40 && (unsigned char)c <= 0x7e) {

@@ -17,6 +17,7 @@ struct session;
 struct conn;
 struct screen;
 struct cmd;
+struct expect;
 
 /* ---- options (main.c) ---- */
 struct termd_opts {
@@ -45,6 +46,7 @@ struct server {
 	int stopping;
 	struct conn *conns;       /* all /events connections */
 	struct session *sessions; /* linked list */
+	struct session *closing;  /* closed by session.close, ending */
 	int nsessions;
 };
 
@@ -88,6 +90,7 @@ struct waiter {
 	int restarted;
 	int typed;                /* run: the text has been typed */
 	char *pending_text;       /* run: text to type when the shell is ready */
+	cJSON *pending_keys;      /* keys: typed when the shell is ready */
 	lws_sorted_usec_list_t sul;
 };
 
@@ -138,10 +141,14 @@ struct session {
 	struct cmd *cmd;          /* current or last undelivered command */
 	struct waiter *waiter;    /* the run waiting on this session */
 	struct waiter *kwaiter;   /* the keys action waiting on it */
+	struct expect *expect;    /* the expect action waiting on it */
 	buf_t inq;                /* bytes waiting to be written to the pty */
 	uint64_t last_output_us;
 	lws_sorted_usec_list_t ready_sul;
 	lws_sorted_usec_list_t exit_sul;
+	lws_sorted_usec_list_t close_sul;
+	int closing;              /* session.close: freed once its process ends */
+	int nviewers;
 	int reaped;
 	int pty_closed;
 };
@@ -160,6 +167,9 @@ void events_error(struct conn *to, const cJSON *cause, td_err code,
 void events_hello(struct conn *c);
 void events_subscribe(struct conn *c, const cJSON *id, const cJSON *args);
 void events_conn_gone(struct conn *c);
+/* An action id already answered and still retained: send that answer
+ * again with extras.replayed and return 1. */
+int events_replay(struct conn *c, const cJSON *id);
 
 /* ---- server (server.c) ---- */
 int server_init(void);
@@ -191,10 +201,18 @@ void session_resize(struct session *s, int cols, int rows);
 pid_t session_fg_pid(struct session *s);
 void session_on_sigchld(void);
 void session_stop_all(void);
+/* Free a session that is off the lists (closing, process gone). */
+void session_destroy(struct session *s);
 void session_free_all(void);
 int session_raw_callback(struct lws *wsi, enum lws_callback_reasons reason,
 			 void *user, void *in, size_t len);
 cJSON *session_names_json(void);
+
+/* ---- session management actions (sessionctl.c) ---- */
+void session_open_action(struct conn *c, const cJSON *id, const cJSON *args);
+void session_list_action(struct conn *c, const cJSON *id, const cJSON *args);
+void session_signal_action(struct conn *c, const cJSON *id, const cJSON *args);
+void session_close_action(struct conn *c, const cJSON *id, const cJSON *args);
 
 /* ---- shell integration (shellint.c) ---- */
 enum si_event { SI_TEXT, SI_MARK_START, SI_MARK_DONE, SI_READY, SI_TITLE };
@@ -233,9 +251,25 @@ void run_on_mark_start(struct session *s);
 void run_on_mark_done(struct session *s, int exit_code, const char *cwd);
 void run_on_ready(struct session *s);
 void run_on_session_exit(struct session *s);
+/* A session.open program began: it is the session's command. */
+void run_program_started(struct session *s);
 void run_on_conn_gone(struct conn *c);
+/* An action with this id is still waiting: its answer goes to c now. */
+int run_rebind(const cJSON *id, struct conn *c);
 void run_session_gone(struct session *s);
 void cmd_free(struct cmd *cmd);
+
+/* ---- files (files.c) ---- */
+void files_read_action(struct conn *c, const cJSON *id, const cJSON *args);
+void files_write_action(struct conn *c, const cJSON *id, const cJSON *args);
+void files_edit_action(struct conn *c, const cJSON *id, const cJSON *args);
+
+/* ---- expect (expect.c) ---- */
+void expect_action(struct conn *c, const cJSON *id, const cJSON *args);
+void expect_on_output(struct session *s, const char *data, size_t n);
+void expect_on_session_exit(struct session *s);
+void expect_on_conn_gone(struct session *s, struct conn *c);
+void expect_session_gone(struct session *s);
 
 /* ---- keys (keys.c) ---- */
 /* Type one key name or literal text into the session. */

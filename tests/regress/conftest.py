@@ -50,6 +50,16 @@ def log_tail(path, n=LOG_TAIL):
     return "\n".join(lines[-n:])
 
 
+def describe_exit(rc):
+    if rc < 0:
+        try:
+            name = signal.Signals(-rc).name
+        except ValueError:
+            name = "?"
+        return "died of signal %d (%s)" % (-rc, name)
+    return "exited with status %d" % rc
+
+
 class Termd:
     """One running termd on a private unix socket."""
 
@@ -89,8 +99,8 @@ class Termd:
             rc = self.proc.poll()
             if rc is not None:
                 self.returncode = rc
-                pytest.fail("termd exited during start-up with status %s\n%s\n--- log ---\n%s"
-                            % (rc, " ".join(self.argv), log_tail(self.log)))
+                pytest.fail("termd %s during start-up\n%s\n--- log ---\n%s"
+                            % (describe_exit(rc), " ".join(self.argv), log_tail(self.log)))
             if os.path.exists(self.sock):
                 try:
                     status, _, body = wsclient.http_request(self.url, "/healthz", timeout=5)
@@ -152,7 +162,7 @@ class Termd:
         problem = None
         rc = self.proc.poll()
         if rc is not None:
-            problem = "termd had already exited with status %s before the test ended" % rc
+            problem = "termd had already %s before the test ended" % describe_exit(rc)
         else:
             try:
                 self.proc.send_signal(signal.SIGTERM)
@@ -165,10 +175,8 @@ class Termd:
                 rc = self.proc.wait(10)
                 problem = "termd did not exit within %.0fs of SIGTERM (killed)" % STOP_TIMEOUT
             else:
-                if rc < 0:
-                    problem = "termd was killed by signal %d after SIGTERM" % -rc
-                elif rc != 0:
-                    problem = "termd exited with status %d after SIGTERM" % rc
+                if rc != 0:
+                    problem = "termd %s after SIGTERM (it should exit with status 0)" % describe_exit(rc)
         # Anything left in termd's process group (its shells) goes too.
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)

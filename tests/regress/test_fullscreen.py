@@ -74,6 +74,7 @@ def test_keys_at_prompt(ev):
 
 
 def test_keys_named_keys_edit_the_line(ev):
+    run_done(ev, "true")  # at the prompt
     # type "echo abd", Left (before d), BSpace (drops b), Right, C-a, End,
     # Enter: runs "echo ad"
     keys(ev, "echo abd", "Left", "BSpace", "Right", "C-a", "End", "Enter")
@@ -82,6 +83,30 @@ def test_keys_named_keys_edit_the_line(ev):
         return "ad" in lines(screen(ev))
 
     wait_until(shows, 15, 0.2, "'ad' on the screen")
+
+
+def test_keys_right_after_run_reach_the_line_editor(ev):
+    # Once a run observation says the command is over, the shell is back at
+    # its prompt: keys sent right then are edited by the shell's line
+    # editor, not by the tty's cooked mode (where Left arrives as "^[[D"
+    # and BSpace erases a byte of it). Repeated because it is a race.
+    for n in range(12):
+        run_done(ev, "true")
+        keys(ev, "echo k%dZd" % n, "Left", "BSpace", "Enter")
+        want = "k%dd" % n
+
+        def shows():
+            return want in lines(screen(ev))
+
+        try:
+            wait_until(shows, 10, 0.1, "%r on the screen" % want)
+        except AssertionError:
+            tail = [ln for ln in lines(screen(ev)) if ln][-6:]
+            raise AssertionError("round %d: keys were not handled by the line editor; screen ends:\n%s"
+                                 % (n, "\n".join(tail)))
+        # let the keys-typed command finish before the next run
+        obs = run_when_idle(ev, "true")
+        assert obs.get("observation") == "run", fmt(obs)
 
 
 def test_vim_edit_and_quit(ev, tmp_path):

@@ -95,6 +95,29 @@ def test_seq_increases_across_connections(termd):
     assert obs["seq"] > seqs[-1]
 
 
+def test_a_running_command_does_not_block_other_clients(termd):
+    a = termd.events()
+    b = termd.events()
+    rid = a.send_action("run", {"command": "sleep 3; echo done-a"})
+    obs = b.ping()
+    assert obs["observation"] == "pong", fmt(obs)
+    # If termd had blocked on A's command, A's answer would already be
+    # waiting in A's socket before B's pong was sent.
+    try:
+        early = a.ws.recv(0.05)
+    except TimeoutError:
+        early = None
+    assert early is None, "A's run was answered before B's ping: termd blocks on commands (%r)" % (early,)
+    obs = a.wait_for(lambda o: o.get("cause") == rid, 60)
+    assert content(obs) == "done-a", fmt(obs)
+    # B, not subscribed, received nothing of A's
+    try:
+        stray = b.recv_obs(0.5)
+    except TimeoutError:
+        stray = None
+    assert stray is None, "observation for another client delivered to B: %s" % fmt(stray)
+
+
 # ---------------------------------------------------------------- errors
 
 def test_bad_json(ev):

@@ -1,0 +1,184 @@
+/* expect.c — the `expect` action: wait until a POSIX extended regex matches
+ * a session's current screen or the rendered output that appears after the
+ * action arrives, or until its timeout. */
+#include "termd.h"
+
+#include <regex.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define EXPECT_TEXT_MAX   (1u << 20)   /* rendered text kept while waiting */
+#define EXPECT_SCAN_MAX   (256u * 1024u) /* tail searched on each new output */
+#define EXPECT_GROUPS     10
+
+struct expect {
+	struct session *s;
+	struct conn *conn;
+	cJSON *id;
+	regex_t re;
+	render_t *render;
+	buf_t text;            /* finished lines, newline-terminated */
+	lws_sorted_usec_list_t sul;
+};
+
+static void exp_line(void *user, const char *line, size_t len)
+{
+	struct expect *e = user;
+	buf_append(&e->text, line, len);
+	buf_putc(&e->text, '\n');
+	if (e->text.len > EXPECT_TEXT_MAX)
+		buf_consume(&e->text, e->text.len - EXPECT_TEXT_MAX / 2);
+}
+
+static void exp_free(struct expect *e)
+{
+	lws_sul_cancel(&e->sul);
+	if (e->s && e->s->expect == e)
+		e->s->expect = NULL;
+	regfree(&e->re);
+	render_free(e->render);
+	buf_free(&e->text);
+	cJSON_Delete(e->id);
+	free(e);
+}
+
+/* Try the regex on text; on a match, answer and return 1. */
+static int try_match(struct conn *c, const cJSON *id, regex_t *re, const char *text,
+		     size_t len, const char *session)
+{
+	size_t off = len > EXPECT_SCAN_MAX ? len - EXPECT_SCAN_MAX : 0;
+	regmatch_t m[EXPECT_GROUPS];
+	if (regexec(re, text + off, EXPECT_GROUPS, m, 0) != 0)
+		return 0;
+	cJSON *ex = cJSON_CreateObject();
+	cJSON_AddStringToObject(ex, "session", session);
+	cJSON_AddBoolToObject(ex, "matched", 1);
+	const char *base = text + off;
+	char *match = xstrndup(base + m[0].rm_so, (size_t)(m[0].rm_eo - m[0].rm_so));
+	cJSON_AddStringToObject(ex, "match", match);
+	free(match);
+	cJSON *groups = cJSON_AddArrayToObject(ex, "groups");
+	for (size_t i = 1; i < EXPECT_GROUPS && i <= re->re_nsub; i++) {
+		if (m[i].rm_so < 0) {
+			cJSON_AddItemToArray(groups, cJSON_CreateNull());
+		} else {
+			char *g = xstrndup(base + m[i].rm_so, (size_t)(m[i].rm_eo - m[i].rm_so));
+			cJSON_AddItemToArray(groups, cJSON_CreateString(g));
+			free(g);
+		}
+	}
+	char *content = xstrndup(base, (size_t)m[0].rm_eo);
+	events_emit(c, id, "expect", content, ex);
+	free(content);
+	return 1;
+}
+
+static void exp_check(struct expect *e)
+{
+	buf_t all = {0};
+	buf_append(&all, e->text.p ? e->text.p : "", e->text.len);
+	render_live(e->render, &all);
+	int done = try_match(e->conn, e->id, &e->re, all.p ? all.p : "", all.len, e->s->name);
+	buf_free(&all);
+	if (done)
+		exp_free(e);
+}
+
+static void exp_timeout(lws_sorted_usec_list_t *sul)
+{
+	struct expect *e = lws_container_of(sul, struct expect, sul);
+	buf_t all = {0};
+	buf_append(&all, e->text.p ? e->text.p : "", e->text.len);
+	render_live(e->render, &all);
+	cJSON *ex = cJSON_CreateObject();
+	cJSON_AddStringToObject(ex, "session", e->s->name);
+	cJSON_AddBoolToObject(ex, "matched", 0);
+	cJSON_AddNullToObject(ex, "match");
+	cJSON_AddArrayToObject(ex, "groups");
+	cJSON_AddBoolToObject(ex, "timed_out", 1);
+	events_emit(e->conn, e->id, "expect", all.p ? all.p : "", ex);
+	buf_free(&all);
+	exp_free(e);
+}
+
+void expect_on_output(struct session *s, const char *data, size_t n)
+{
+	struct expect *e = s->expect;
+	render_feed(e->render, data, n);
+	exp_check(e);
+}
+
+void expect_on_session_exit(struct session *s)
+{
+	struct expect *e = s->expect;
+	if (!e)
+		return;
+	render_finish(e->render);
+	lws_sul_cancel(&e->sul);
+	exp_timeout(&e->sul);
+}
+
+void expect_on_conn_gone(struct session *s, struct conn *c)
+{
+	if (s->expect && s->expect->conn == c)
+		s->expect->conn = NULL;
+}
+
+void expect_session_gone(struct session *s)
+{
+	if (s->expect)
+		exp_free(s->expect);
+}
+
+void expect_action(struct conn *c, const cJSON *id, const cJSON *args)
+{
+	const char *name = "main", *pattern = NULL;
+	double timeout = 30;
+	int has;
+	if (arg_string(c, id, args, "session", &name, 0) < 0 ||
+	    arg_string(c, id, args, "pattern", &pattern, 1) < 0 ||
+	    arg_number(c, id, args, "timeout", &timeout, &has) < 0)
+		return;
+	if (timeout < 0 || timeout > 86400) {
+		events_error(c, id, TD_ERR_BAD_REQUEST, "timeout must be 0-86400 seconds");
+		return;
+	}
+	struct session *s = session_find(name);
+	if (!s) {
+		events_error(c, id, TD_ERR_NO_SUCH_SESSION, "no session named '%.64s'", name);
+		return;
+	}
+	if (s->expect) {
+		events_error(c, id, TD_ERR_BUSY, "another expect is waiting on '%s'", s->name);
+		return;
+	}
+	struct expect *e = xcalloc(1, sizeof *e);
+	int rc = regcomp(&e->re, pattern, REG_EXTENDED | REG_NEWLINE);
+	if (rc != 0) {
+		char msg[256];
+		regerror(rc, &e->re, msg, sizeof msg);
+		free(e);
+		events_error(c, id, TD_ERR_BAD_REQUEST, "bad pattern: %s", msg);
+		return;
+	}
+	/* the current screen first */
+	buf_t scr = {0};
+	screen_text(s->screen, &scr);
+	int done = try_match(c, id, &e->re, scr.p ? scr.p : "", scr.len, s->name);
+	buf_free(&scr);
+	if (done) {
+		regfree(&e->re);
+		free(e);
+		return;
+	}
+	e->s = s;
+	e->conn = c;
+	e->id = id ? cJSON_Duplicate(id, 1) : NULL;
+	e->render = render_new(200, exp_line, e);
+	s->expect = e;
+	if (!s->alive) {
+		exp_timeout(&e->sul);
+		return;
+	}
+	server_timer(&e->sul, exp_timeout, timeout > 0 ? (uint64_t)(timeout * 1e6) : 1);
+}
