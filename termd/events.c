@@ -91,7 +91,12 @@ static char *id_key(const cJSON *id)
 	return buf_steal(&b);
 }
 
+/* Retention is bounded by count (--retain) and by bytes, so a few huge
+ * observations (a 20 MB base64 read) cannot pin gigabytes. */
+#define RETAIN_BYTES_MAX (128u * 1024u * 1024u)
+
 static uint64_t last_seq;
+static size_t ring_bytes;
 static struct retained *ring;
 static size_t ring_cap, ring_len, ring_head; /* head = index of oldest */
 static FILE *event_log;
@@ -124,6 +129,7 @@ void events_shutdown(void)
 	free(ring);
 	ring = NULL;
 	ring_len = ring_head = 0;
+	ring_bytes = 0;
 	if (event_log)
 		fclose(event_log);
 	event_log = NULL;
@@ -134,19 +140,26 @@ uint64_t events_last_seq(void)
 	return last_seq;
 }
 
+static void drop_oldest(void)
+{
+	struct retained *old = &ring[ring_head];
+	if (old->key)
+		id_del(old->key, old->seq);
+	free(old->key);
+	old->key = NULL;
+	free(old->json);
+	old->json = NULL;
+	ring_bytes -= old->len;
+	ring_head = (ring_head + 1) % ring_cap;
+	ring_len--;
+}
+
 static void retain(uint64_t seq, char *json, size_t len, char *key)
 {
-	if (ring_len == ring_cap) {
-		struct retained *old = &ring[ring_head];
-		if (old->key)
-			id_del(old->key, old->seq);
-		free(old->key);
-		old->key = NULL;
-		free(old->json);
-		old->json = NULL;
-		ring_head = (ring_head + 1) % ring_cap;
-		ring_len--;
-	}
+	if (ring_len == ring_cap)
+		drop_oldest();
+	while (ring_len && ring_bytes + len > RETAIN_BYTES_MAX)
+		drop_oldest();
 	struct retained *r = &ring[(ring_head + ring_len) % ring_cap];
 	r->seq = seq;
 	r->json = json;
@@ -154,6 +167,7 @@ static void retain(uint64_t seq, char *json, size_t len, char *key)
 	r->key = key;
 	if (key)
 		id_put(key, seq);
+	ring_bytes += len;
 	ring_len++;
 }
 
