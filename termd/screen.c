@@ -499,3 +499,95 @@ void screen_unichar(struct screen *sc, uint32_t c, int mod)
 {
 	vterm_keyboard_unichar(sc->vt, c, (VTermModifier)mod);
 }
+
+/* SGR parameters for one colour (fg: base 30, bg: base 40). */
+static void sgr_color(buf_t *b, const VTermColor *c, int bg)
+{
+	if (bg ? VTERM_COLOR_IS_DEFAULT_BG(c) : VTERM_COLOR_IS_DEFAULT_FG(c)) {
+		buf_puts(b, bg ? ";49" : ";39");
+	} else if (VTERM_COLOR_IS_INDEXED(c)) {
+		int i = c->indexed.idx;
+		if (i < 8)
+			buf_printf(b, ";%d", (bg ? 40 : 30) + i);
+		else if (i < 16)
+			buf_printf(b, ";%d", (bg ? 100 : 90) + i - 8);
+		else
+			buf_printf(b, ";%d;5;%d", bg ? 48 : 38, i);
+	} else {
+		buf_printf(b, ";%d;2;%d;%d;%d", bg ? 48 : 38, c->rgb.red, c->rgb.green, c->rgb.blue);
+	}
+}
+
+static void sgr_for(buf_t *b, const struct cell *c)
+{
+	buf_puts(b, "\x1b[0");
+	if (c->attrs & A_BOLD)
+		buf_puts(b, ";1");
+	if (c->attrs & A_ITALIC)
+		buf_puts(b, ";3");
+	int ul = (c->attrs >> A_UNDER_SHIFT) & 3;
+	if (ul == 1)
+		buf_puts(b, ";4");
+	else if (ul == 2)
+		buf_puts(b, ";21");
+	else if (ul == 3)
+		buf_puts(b, ";4");
+	if (c->attrs & A_BLINK)
+		buf_puts(b, ";5");
+	if (c->attrs & A_REVERSE)
+		buf_puts(b, ";7");
+	if (c->attrs & A_STRIKE)
+		buf_puts(b, ";9");
+	sgr_color(b, &c->fg, 0);
+	sgr_color(b, &c->bg, 1);
+	buf_putc(b, 'm');
+}
+
+static int pen_same(const struct cell *a, const struct cell *b)
+{
+	return a->attrs == b->attrs && memcmp(&a->fg, &b->fg, sizeof a->fg) == 0 &&
+	       memcmp(&a->bg, &b->bg, sizeof a->bg) == 0;
+}
+
+/* Bytes that, written to a blank terminal of this size, reproduce the
+ * visible screen: alternate screen on or off, every cell with its colours
+ * and attributes, then the cursor's position and visibility. */
+void screen_snapshot(struct screen *sc, buf_t *out)
+{
+	struct grid *g = cur(sc);
+	buf_puts(out, sc->alt ? "\x1b[?1049h" : "\x1b[?1049l");
+	buf_puts(out, "\x1b[0m\x1b[H\x1b[2J");
+	struct cell pen;
+	int have_pen = 0;
+	for (int r = 0; r < sc->rows; r++) {
+		const struct row *row = g->row[r];
+		/* cells past the written part that are plain blanks need no bytes */
+		int last = sc->cols;
+		if (row->fill.ch[0] == 0 && VTERM_COLOR_IS_DEFAULT_BG(&row->fill.bg) &&
+		    !(row->fill.attrs & A_REVERSE))
+			last = row->len;
+		if (last == 0)
+			continue;
+		buf_printf(out, "\x1b[%d;1H", r + 1);
+		for (int c = 0; c < last; c++) {
+			const struct cell *cell = row_get(row, c);
+			if (cell->ch[0] == CELL_CONT)
+				continue;
+			if (!have_pen || !pen_same(&pen, cell)) {
+				sgr_for(out, cell);
+				pen = *cell;
+				have_pen = 1;
+			}
+			if (cell->ch[0] == 0) {
+				buf_putc(out, ' ');
+				continue;
+			}
+			for (int i = 0; i < CELL_MAXCH && cell->ch[i]; i++)
+				put_utf8(out, cell->ch[i]);
+		}
+	}
+	/* the pen the program had set, then cursor */
+	sgr_for(out, &sc->pen);
+	buf_printf(out, "\x1b[%d;%dH", sc->cursor.row + 1, sc->cursor.col + 1);
+	buf_puts(out, sc->cursor_visible ? "\x1b[?25h" : "\x1b[?25l");
+}

@@ -36,6 +36,13 @@ static int token_eq(const char *got, const char *want)
 	return diff == 0;
 }
 
+static enum auth_level auth_check(struct lws *wsi);
+
+int server_auth_level(struct lws *wsi)
+{
+	return (int)auth_check(wsi);
+}
+
 static enum auth_level auth_check(struct lws *wsi)
 {
 	if (!opts.token && !opts.view_token)
@@ -179,12 +186,32 @@ static int cb_main(struct lws *wsi, enum lws_callback_reasons reason, void *user
 	switch (reason) {
 	case LWS_CALLBACK_HTTP:
 		return on_http(wsi, in ? (const char *)in : "");
-	case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE:
-		if (auth_check(wsi) == AUTH_NONE) {
+	case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE: {
+		/* answer with a status before any upgrade: 401, 404, 403 */
+		enum auth_level a = auth_check(wsi);
+		if (a == AUTH_NONE) {
 			http_reply(wsi, 401, "text/plain", "unauthorized\n");
 			return -1;
 		}
+		uri_path(wsi, path, sizeof path);
+		size_t tl = strlen(TD_PATH_TTY);
+		if (strncmp(path, TD_PATH_TTY, tl) == 0) {
+			if (!td_valid_session_name(path + tl) || !session_find(path + tl)) {
+				http_reply(wsi, 404, "text/plain", "no such session\n");
+				return -1;
+			}
+			char mode[16];
+			const char *m = lws_get_urlarg_by_name(wsi, "mode=", mode, sizeof mode);
+			if (m && strcmp(m, "rw") == 0 && a != AUTH_FULL) {
+				http_reply(wsi, 403, "text/plain", "mode=rw needs the full token\n");
+				return -1;
+			}
+		} else if (strcmp(path, TD_PATH_EVENTS) != 0 && strcmp(path, TD_PATH_EVENTS "/") != 0) {
+			http_reply(wsi, 404, "text/plain", "not found\n");
+			return -1;
+		}
 		return 0;
+	}
 	case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION: {
 		uri_path(wsi, path, sizeof path);
 		if (strcmp(path, TD_PATH_EVENTS) != 0 && strcmp(path, TD_PATH_EVENTS "/") != 0)
@@ -263,6 +290,7 @@ static int cb_raw(struct lws *wsi, enum lws_callback_reasons reason, void *user,
 
 static const struct lws_protocols protocols[] = {
 	{TD_SUBPROTO_EVENTS, cb_main, sizeof(struct conn), 65536, 0, NULL, 0},
+	{TD_SUBPROTO_TTY, tty_callback, sizeof(struct viewer), 65536, 0, NULL, 0},
 	{"termd-raw", cb_raw, 0, 0, 0, NULL, 0},
 	{NULL, NULL, 0, 0, 0, NULL, 0},
 };

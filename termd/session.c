@@ -62,6 +62,7 @@ static void si_event(void *user, enum si_event ev, const char *data, size_t len,
 		break;
 	case SI_TITLE:
 		screen_set_title(s->screen, data, len);
+		tty_on_title(s, data, len);
 		break;
 	}
 }
@@ -281,6 +282,8 @@ void session_resize(struct session *s, int cols, int rows)
 {
 	if (cols < 2 || rows < 1 || cols > 1000 || rows > 1000)
 		return;
+	if (cols == s->cols && rows == s->rows)
+		return;
 	s->cols = cols;
 	s->rows = rows;
 	screen_resize(s->screen, rows, cols);
@@ -288,6 +291,7 @@ void session_resize(struct session *s, int cols, int rows)
 		struct winsize ws = {.ws_row = (unsigned short)rows, .ws_col = (unsigned short)cols};
 		ioctl(s->master_fd, TIOCSWINSZ, &ws);
 	}
+	tty_on_resize(s);
 }
 
 pid_t session_fg_pid(struct session *s)
@@ -327,6 +331,7 @@ static void finalize_exit(struct session *s)
 		cJSON_AddNullToObject(ex, "signal");
 	log_debug("session %s: exited (code %d, signal %d)", s->name, s->exit_code, s->exit_signal);
 	run_on_session_exit(s);
+	tty_on_exit(s);
 	events_emit(NULL, NULL, "session.exit", "", ex);
 	if (s->closing)
 		session_destroy(s);
@@ -382,6 +387,8 @@ static void on_pty_readable(struct session *s)
 			s->last_output_us = mono_us();
 			screen_feed(s->screen, buf, (size_t)n);
 			shellint_feed(s->si, buf, (size_t)n);
+			if (s->viewers)
+				tty_on_output(s, buf, (size_t)n);
 			budget = (size_t)n >= budget ? 0 : budget - (size_t)n;
 			continue;
 		}
@@ -441,6 +448,7 @@ static void session_free(struct session *s)
 	lws_sul_cancel(&s->exit_sul);
 	lws_sul_cancel(&s->close_sul);
 	run_session_gone(s);
+	tty_session_gone(s);
 	if (s->wsi) {
 		lws_set_opaque_user_data(s->wsi, NULL);
 		lws_set_timeout(s->wsi, PENDING_TIMEOUT_KILLED_BY_PARENT, LWS_TO_KILL_ASYNC);
@@ -474,6 +482,7 @@ void session_stop_all(void)
 			lws_sul_cancel(&s->exit_sul);
 			lws_sul_cancel(&s->close_sul);
 			run_session_gone(s);
+			tty_session_gone(s);
 			if (s->alive && s->pid > 0) {
 				kill(-s->pid, SIGHUP);
 				kill(s->pid, SIGHUP);

@@ -18,6 +18,7 @@ struct conn;
 struct screen;
 struct cmd;
 struct expect;
+struct viewer;
 
 /* ---- options (main.c) ---- */
 struct termd_opts {
@@ -142,6 +143,7 @@ struct session {
 	struct waiter *waiter;    /* the run waiting on this session */
 	struct waiter *kwaiter;   /* the keys action waiting on it */
 	struct expect *expect;    /* the expect action waiting on it */
+	struct viewer *viewers;   /* /tty connections */
 	buf_t inq;                /* bytes waiting to be written to the pty */
 	uint64_t last_output_us;
 	lws_sorted_usec_list_t ready_sul;
@@ -176,6 +178,8 @@ int server_init(void);
 void server_run(void);
 void server_shutdown(void);
 void conn_send(struct conn *c, const char *data, size_t len);
+/* 0 no access, 1 view token, 2 full access */
+int server_auth_level(struct lws *wsi);
 int server_adopt_fd(int fd, void *user);
 /* Schedule a timer callback; call with us=0 to cancel. */
 void server_timer(lws_sorted_usec_list_t *sul, sul_cb_t cb, uint64_t delay_us);
@@ -236,6 +240,8 @@ int screen_alt(struct screen *sc);
 void screen_cursor(struct screen *sc, int *row, int *col, int *visible);
 const char *screen_title(struct screen *sc);
 void screen_set_title(struct screen *sc, const char *t, size_t n);
+/* Bytes reproducing the visible screen on a blank terminal (tty 'S'). */
+void screen_snapshot(struct screen *sc, buf_t *out);
 /* Type a key through libvterm's keyboard layer (honours cursor-key mode). */
 void screen_key(struct screen *sc, int vterm_key, int mod);
 void screen_unichar(struct screen *sc, uint32_t c, int mod);
@@ -270,6 +276,29 @@ void expect_on_output(struct session *s, const char *data, size_t n);
 void expect_on_session_exit(struct session *s);
 void expect_on_conn_gone(struct session *s, struct conn *c);
 void expect_session_gone(struct session *s);
+
+/* ---- live terminal channel (tty.c) ---- */
+struct vframe;
+struct viewer {
+	struct viewer *next;      /* in the session's list */
+	struct lws *wsi;
+	struct session *s;
+	char name[TD_SESSION_NAME_MAX + 1];
+	int rw;
+	int attached;
+	int resync;               /* backlog dropped: snapshot next */
+	struct vframe *head, *tail;
+	size_t queued;
+	buf_t rx;
+	int closing;
+};
+int tty_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user,
+		 void *in, size_t len);
+void tty_on_output(struct session *s, const char *data, size_t n);
+void tty_on_title(struct session *s, const char *t, size_t n);
+void tty_on_resize(struct session *s);
+void tty_on_exit(struct session *s);
+void tty_session_gone(struct session *s);
 
 /* ---- keys (keys.c) ---- */
 /* Type one key name or literal text into the session. */

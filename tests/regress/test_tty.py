@@ -1,0 +1,202 @@
+"""The live terminal channel /tty/<session> (PROTOCOL.md section 6): size and
+snapshot on attach, output after it, read-only vs read-write, input and
+resize from a writer, the events they cause, and refusals before upgrade."""
+import json
+import time
+
+import pytest
+
+import tdtest
+import wsclient
+
+TTY = "termd.tty.v1"
+
+
+def attach(termd, session="main", mode=None, token=None):
+    path = "/tty/" + session + ("?mode=" + mode if mode else "")
+    return wsclient.connect(termd.url, path, TTY, token=token)
+
+
+def frame(ws, timeout=10.0):
+    op, payload = ws.recv(timeout)
+    assert op == 2, "tty frames are binary"
+    return chr(payload[0]), payload[1:]
+
+
+def frames_until(ws, pred, timeout=15.0):
+    """Collect frames until pred(list) is true."""
+    got = []
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            got.append(frame(ws, max(0.1, deadline - time.time())))
+        except wsclient.WSError:
+            break
+        except TimeoutError:
+            break
+        if pred(got):
+            return got
+    raise AssertionError("condition not met; frames: %r" % [(t, p[:80]) for t, p in got])
+
+
+def subscribed(termd):
+    ev = termd.events()
+    obs = ev.call("subscribe", {})
+    assert obs["observation"] == "subscribe"
+    return ev
+
+
+def events_until(ev, pred, timeout=15.0):
+    got = []
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            o = ev.recv_obs(max(0.1, deadline - time.time()))
+        except Exception:
+            break
+        got.append(o)
+        if pred(o):
+            return got
+    raise AssertionError("event not seen; got %r" % [(o["observation"], o["extras"]) for o in got])
+
+
+def test_size_then_snapshot_with_colours(termd, ev):
+    tdtest.run_done(ev, "printf '\\033[31mred\\033[0m plain\\n'")
+    ws = attach(termd)
+    t, p = frame(ws)
+    assert t == "Z"
+    assert json.loads(p) == {"cols": 160, "rows": 48}
+    t, p = frame(ws)
+    assert t == "S"
+    snap = p.decode()
+    assert "\x1b[0;31;49mred" in snap, snap        # red kept as a colour
+    assert "plain" in snap
+    assert snap.startswith("\x1b[?1049l")           # primary screen
+    assert "\x1b[?25h" in snap                     # cursor visible
+
+
+def test_output_follows_snapshot_in_order(termd, ev):
+    ws = attach(termd)
+    frame(ws), frame(ws)
+    tdtest.run_done(ev, "for i in 1 2 3; do echo line$i; done")
+    got = frames_until(ws, lambda fs: b"line3" in b"".join(p for t, p in fs if t == "O"))
+    out = b"".join(p for t, p in got if t == "O")
+    assert out.index(b"line1") < out.index(b"line2") < out.index(b"line3")
+
+
+def test_snapshot_shows_full_screen_program(termd, ev):
+    vim = tdtest.find_vim()
+    if not vim:
+        pytest.skip("no vim")
+    obs = tdtest.run(ev, "%s -u NONE" % vim, timeout=3)
+    assert obs["extras"]["alt_screen"] is True
+    ws = attach(termd)
+    frame(ws)
+    t, p = frame(ws)
+    assert t == "S"
+    assert p.startswith(b"\x1b[?1049h")             # the alternate screen is on
+    assert b"~" in p
+    ev.call("keys", {"keys": ["Escape", ":q!", "Enter"]})
+
+
+def test_read_only_cannot_type_or_resize(termd, ev):
+    ws = attach(termd, mode="ro")
+    frame(ws), frame(ws)
+    ws.send_binary(b"Itouch /tmp/termd-ro-should-not-exist\r")
+    t, p = frame(ws)
+    assert t == "E" and b"read-only" in p
+    ws.send_binary(b'R{"cols":80,"rows":20}')
+    t, p = frame(ws)
+    assert t == "E"
+    obs = ev.call("screen", {})
+    assert obs["extras"]["cols"] == 160
+    assert "termd-ro-should-not-exist" not in obs["content"]
+
+
+def test_writer_input_runs_and_is_reported(termd, ev):
+    tdtest.run_done(ev, "true")
+    sub = subscribed(termd)
+    ws = attach(termd, mode="rw")
+    frame(ws), frame(ws)
+    ws.send_binary(b"Iecho from-viewer\r")
+    got = events_until(sub, lambda o: o["observation"] == "command.end")
+    kinds = [o["observation"] for o in got]
+    assert "viewer.attach" in kinds
+    ui = [o for o in got if o["observation"] == "user.input"]
+    assert ui and ui[0]["extras"]["text"] == "echo from-viewer\r"
+    start = [o for o in got if o["observation"] == "command.start"]
+    assert start and start[0]["extras"]["by"] == "viewer"
+    end = [o for o in got if o["observation"] == "command.end"][0]
+    assert end["extras"]["exit_code"] == 0
+    out = frames_until(ws, lambda fs: b"from-viewer\r\n" in b"".join(p for t, p in fs if t == "O"))
+    assert out
+
+
+def test_writer_resize(termd, ev):
+    sub = subscribed(termd)
+    ws = attach(termd, mode="rw")
+    frame(ws), frame(ws)
+    ws.send_binary(b'R{"cols":100,"rows":30}')
+    t, p = frame(ws)
+    assert t == "Z" and json.loads(p) == {"cols": 100, "rows": 30}
+    got = events_until(sub, lambda o: o["observation"] == "session.resize")
+    assert got[-1]["extras"] == {"session": "main", "cols": 100, "rows": 30}
+    assert tdtest.content(tdtest.run_done(ev, "stty size")) == "30 100"
+    ws.send_binary(b'R{"cols":"x"}')
+    frames_until(ws, lambda fs: any(t == "E" for t, _ in fs))
+
+
+def test_exit_frame_when_session_ends(termd, ev):
+    ev.call("session.open", {"name": "short", "command": "sleep 1; exit 7"})
+    ws = attach(termd, "short")
+    got = frames_until(ws, lambda fs: any(t == "X" for t, _ in fs))
+    x = [p for t, p in got if t == "X"][0]
+    assert json.loads(x) == {"exit_code": 7}
+
+
+def test_detach_event(termd, ev):
+    sub = subscribed(termd)
+    ws = attach(termd)
+    frame(ws), frame(ws)
+    ws.close()
+    got = events_until(sub, lambda o: o["observation"] == "viewer.detach")
+    assert got[-1]["extras"] == {"session": "main", "mode": "ro"}
+
+
+def test_unknown_session_and_path_refused(termd):
+    with pytest.raises(wsclient.HandshakeError) as e:
+        attach(termd, "nosuch")
+    assert e.value.status == 404
+    with pytest.raises(wsclient.HandshakeError) as e:
+        wsclient.connect(termd.url, "/elsewhere", TTY)
+    assert e.value.status == 404
+
+
+def test_view_token_is_read_only(termd_factory, tmp_path):
+    vt = tmp_path / "view"
+    vt.write_text("viewsecret\n")
+    t = termd_factory(args=("--view-token-file", str(vt)), token="fullsecret")
+    with pytest.raises(wsclient.HandshakeError) as e:
+        attach(t, mode="ro")
+    assert e.value.status == 401
+    with pytest.raises(wsclient.HandshakeError) as e:
+        attach(t, mode="rw", token="viewsecret")
+    assert e.value.status == 403
+    ws = attach(t, mode="ro", token="viewsecret")
+    assert frame(ws)[0] == "Z"
+    ws = attach(t, mode="rw", token="fullsecret")
+    assert frame(ws)[0] == "Z"
+
+
+def test_many_viewers_and_a_stalled_one(termd, ev):
+    viewers = [attach(termd) for _ in range(5)]
+    for v in viewers:
+        frame(v), frame(v)
+    stalled = attach(termd)          # never read
+    tdtest.run_done(ev, "seq 1 300000 > /dev/null; seq 1 200000", timeout=120)
+    obs = tdtest.run_done(ev, "echo after-flood")
+    assert tdtest.content(obs) == "after-flood"
+    for v in viewers:
+        frames_until(v, lambda fs: b"after-flood" in b"".join(p for t, p in fs if t in "OS"),
+                     timeout=60)
+    stalled.abort()
