@@ -110,13 +110,13 @@ static int parse_key(const char *item, int *mod, const struct keyname **kn,
 	return 0;
 }
 
-void keys_type(struct session *s, const char *item)
+int keys_type(struct session *s, const char *item)
 {
 	int mod, fkey, ch;
 	const struct keyname *kn;
 	if (!parse_key(item, &mod, &kn, &fkey, &ch)) {
 		session_write(s, item, strlen(item));
-		return;
+		return 0;
 	}
 	if (kn && !kn->key) {
 		if (mod & VTERM_MOD_ALT)
@@ -149,4 +149,5 @@ void keys_type(struct session *s, const char *item)
 		}
 		session_write(s, out, n);
 	}
+	return 1;
 }

@@ -484,9 +484,21 @@ static void run_check(struct waiter *w)
 
 static void type_keys(struct session *s, const cJSON *keys)
 {
+	static const struct { const char *name, *bytes; } noted[] = {
+		{"Enter", "\r"}, {"BSpace", "\x7f"}, {"Space", " "}, {"C-u", "\x15"},
+	};
 	const cJSON *k;
-	cJSON_ArrayForEach(k, keys)
-		keys_type(s, k->valuestring);
+	cJSON_ArrayForEach(k, keys) {
+		const char *v = k->valuestring;
+		if (!keys_type(s, v)) {
+			run_note_typed(s, v, strlen(v));   /* literal text */
+			continue;
+		}
+		/* the named keys that matter for naming a typed command */
+		for (size_t i = 0; i < sizeof noted / sizeof noted[0]; i++)
+			if (strcmp(v, noted[i].name) == 0)
+				run_note_typed(s, noted[i].bytes, strlen(noted[i].bytes));
+	}
 }
 
 /* Keys and commands wait for the shell's line editor: typed earlier they
@@ -552,6 +564,53 @@ void run_on_output(struct session *s, const char *data, size_t n)
 		expect_on_output(s, data, n);
 }
 
+#define TYPED_MAX 8192
+
+void run_note_typed(struct session *s, const char *data, size_t n)
+{
+	if (!s->is_shell || s->typed.len + n > TYPED_MAX)
+		return;
+	buf_append(&s->typed, data, n);
+}
+
+/* The command line as typed: backspaces applied, escape sequences and
+ * other control bytes left out, up to the first Enter. */
+static char *typed_command(const buf_t *raw)
+{
+	buf_t out = {0};
+	buf_reserve(&out, 1);
+	for (size_t i = 0; i < raw->len; i++) {
+		unsigned char c = (unsigned char)raw->p[i];
+		if (c == '\r' || c == '\n')
+			break;
+		if (c == 0x7f || c == 0x08) {
+			while (out.len && ((unsigned char)out.p[out.len - 1] & 0xC0) == 0x80)
+				out.len--;
+			if (out.len)
+				out.len--;
+		} else if (c == 0x15) {          /* C-u */
+			out.len = 0;
+		} else if (c == 0x1b) {          /* skip an escape sequence */
+			if (i + 1 < raw->len && (raw->p[i + 1] == '[' || raw->p[i + 1] == 'O')) {
+				i += 2;
+				while (i < raw->len && !((unsigned char)raw->p[i] >= 0x40 &&
+							 (unsigned char)raw->p[i] <= 0x7e))
+					i++;
+			} else {
+				i++;
+			}
+		} else if (c >= 0x20) {
+			buf_putc(&out, (char)c);
+		}
+	}
+	out.p[out.len] = 0;
+	if (!out.len) {
+		buf_free(&out);
+		return NULL;
+	}
+	return buf_steal(&out);
+}
+
 static void emit_command_start(struct session *s, struct cmd *cmd)
 {
 	cJSON *ex = cJSON_CreateObject();
@@ -575,8 +634,10 @@ void run_on_mark_start(struct session *s)
 	if (!cmd || cmd->started || cmd->finished || !s->waiter || !s->waiter->typed) {
 		/* not typed by a `run`: a person at a viewer, or agent `keys` */
 		cmd = cmd_new(s, NULL, s->kwaiter == NULL);
+		cmd->text = typed_command(&s->typed);
 		session_set_cmd(s, cmd);
 	}
+	buf_reset(&s->typed);
 	cmd->started = 1;
 	emit_command_start(s, cmd);
 }
@@ -607,6 +668,7 @@ void run_on_mark_done(struct session *s, int exit_code, const char *cwd)
 	s->state = SH_IDLE;
 	s->ready = 0;
 	s->idle_since_us = mono_us();
+	buf_reset(&s->typed);
 	if (s->shell_kind == 0)
 		server_timer(&s->ready_sul, ready_fallback, READY_FALLBACK_US);
 	else

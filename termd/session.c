@@ -457,6 +457,7 @@ static void session_free(struct session *s)
 	screen_free(s->screen);
 	shellint_free(s->si);
 	buf_free(&s->inq);
+	buf_free(&s->typed);
 	free(s->cwd);
 	free(s->command);
 	free(s);

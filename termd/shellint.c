@@ -170,15 +170,31 @@ void shellint_feed(struct shellint *si, const char *data, size_t n)
 			}
 			break;
 		case S_OSC:
+			if (c != 0x07 && c != 0x1b) {
+				/* the body up to its terminator, as one run */
+				size_t j = i;
+				while (j < n && data[j] != 0x07 && data[j] != 0x1b)
+					j++;
+				if (si->osc_pass) {
+					emit_text(si, data + i, j - i);
+				} else {
+					buf_append(&si->hold, data + i, j - i);
+					if (si->hold.len > OSC_HOLD_MAX) {
+						emit_text(si, si->hold.p, si->hold.len);
+						buf_reset(&si->hold);
+						si->osc_pass = 1;
+					}
+				}
+				i = j;
+				break;
+			}
 			if (c == 0x07) {
 				hold_byte(si, c);
 				osc_end(si, 1);
 				si->st = S_TEXT;
-			} else if (c == 0x1b) {
-				hold_byte(si, c);
-				si->st = S_OSC_ESC;
 			} else {
 				hold_byte(si, c);
+				si->st = S_OSC_ESC;
 			}
 			i++;
 			break;
@@ -199,23 +215,32 @@ void shellint_feed(struct shellint *si, const char *data, size_t n)
 				si->st = S_ESC;
 			}
 			break;
-		case S_CSI:
+		case S_CSI: {
 			if (c == 0x1b) {
 				/* ESC cuts an unfinished CSI short, as in terminals */
 				si->st = S_ESC;
 				i++;
 				break;
 			}
-			emit_text(si, &c, 1);
-			i++;
-			if ((unsigned char)c >= 0x40 && (unsigned char)c <= 0x7e) {
-				if (c == 'h' && si->csi_len == 5 && memcmp(si->csi, "?2004", 5) == 0)
+			/* parameters and intermediates up to the final byte, as one run */
+			size_t j = i;
+			while (j < n && data[j] != 0x1b &&
+			       !((unsigned char)data[j] >= 0x40 && (unsigned char)data[j] <= 0x7e)) {
+				if (si->csi_len < sizeof si->csi)
+					si->csi[si->csi_len++] = data[j];
+				j++;
+			}
+			int final = j < n && data[j] != 0x1b;
+			emit_text(si, data + i, j - i + (size_t)final);
+			if (final) {
+				if (data[j] == 'h' && si->csi_len == 5 && memcmp(si->csi, "?2004", 5) == 0)
 					si->cb(si->user, SI_READY, NULL, 0, 0);
 				si->st = S_TEXT;
-			} else if (si->csi_len < sizeof si->csi) {
-				si->csi[si->csi_len++] = c;
+				j++;
 			}
+			i = j;
 			break;
+		}
 		case S_TEXT:
 			break;
 		}

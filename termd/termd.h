@@ -145,6 +145,7 @@ struct session {
 	struct expect *expect;    /* the expect action waiting on it */
 	struct viewer *viewers;   /* /tty connections */
 	buf_t inq;                /* bytes waiting to be written to the pty */
+	buf_t typed;              /* keys/viewer bytes since the last prompt */
 	uint64_t last_output_us;
 	lws_sorted_usec_list_t ready_sul;
 	lws_sorted_usec_list_t exit_sul;
@@ -260,6 +261,8 @@ void run_on_session_exit(struct session *s);
 /* A session.open program began: it is the session's command. */
 void run_program_started(struct session *s);
 void run_on_conn_gone(struct conn *c);
+/* A person (viewer) or keys typed these bytes at the session's prompt. */
+void run_note_typed(struct session *s, const char *data, size_t n);
 /* An action with this id is still waiting: its answer goes to c now. */
 int run_rebind(const cJSON *id, struct conn *c);
 void run_session_gone(struct session *s);
@@ -301,8 +304,9 @@ void tty_on_exit(struct session *s);
 void tty_session_gone(struct session *s);
 
 /* ---- keys (keys.c) ---- */
-/* Type one key name or literal text into the session. */
-void keys_type(struct session *s, const char *item);
+/* Type one key name or literal text into the session; 1 if it was a
+ * key name. */
+int keys_type(struct session *s, const char *item);
 /* For run is_input: a control-key name (C-c, C-d, C-z, C-\, C-<letter>)? */
 int keys_is_control_name(const char *s, char *byte);
 
