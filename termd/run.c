@@ -28,12 +28,12 @@ static unsigned out_counter;
 
 /* ---------------------------------------------------------------- store */
 
-static int store_spill(struct cmd *cmd, struct session *s)
+static int store_spill(struct cmd *cmd)
 {
 	if (cmd->file_fd >= 0)
 		return 0;
 	buf_t p = {0};
-	buf_printf(&p, "%s/output-%s-%u.txt", srv.rundir, s ? s->name : "x", ++out_counter);
+	buf_printf(&p, "%s/output-%s-%u.txt", srv.rundir, cmd->sname, ++out_counter);
 	int fd = open(p.p, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0) {
 		log_warn("cannot create output file %s: %s", p.p, strerror(errno));
@@ -64,8 +64,6 @@ static void store_flush(struct cmd *cmd)
 	buf_reset(&cmd->mem);
 }
 
-static struct session *store_session;  /* for naming a spill file */
-
 static void store_line(void *user, const char *line, size_t len)
 {
 	struct cmd *cmd = user;
@@ -77,7 +75,7 @@ static void store_line(void *user, const char *line, size_t len)
 		if (cmd->mem.len >= STORE_WRITE_CHUNK)
 			store_flush(cmd);
 	} else if (cmd->mem.len > STORE_MEM_CAP) {
-		if (store_spill(cmd, store_session) == 0)
+		if (store_spill(cmd) == 0)
 			store_flush(cmd);
 	}
 }
@@ -117,7 +115,7 @@ static struct cmd *cmd_new(struct session *s, const char *text, int by_viewer)
 	cmd->exit_code = -1;
 	cmd->start_us = mono_us();
 	cmd->render = render_new(RENDER_WINDOW, store_line, cmd);
-	(void)s;
+	snprintf(cmd->sname, sizeof cmd->sname, "%s", s->name);
 	return cmd;
 }
 
@@ -219,7 +217,7 @@ static size_t count_lines(const char *p, size_t n)
 
 /* What the command printed since the last observation, as content; sets
  * *truncated and makes sure the output file exists when it is. */
-static void cmd_collect(struct session *s, struct cmd *cmd, size_t max_output,
+static void cmd_collect(struct cmd *cmd, size_t max_output,
 			buf_t *out, int *truncated)
 {
 	*truncated = 0;
@@ -230,6 +228,7 @@ static void cmd_collect(struct session *s, struct cmd *cmd, size_t max_output,
 	buf_t live = {0};
 	if (!cmd->finished)
 		render_live(cmd->render, &live);
+	buf_reserve(&live, 0);
 
 	size_t D = cmd->delivered, T = cmd->total_bytes;
 	size_t seg = T - D;
@@ -292,7 +291,7 @@ static void cmd_collect(struct session *s, struct cmd *cmd, size_t max_output,
 		buf_free(&tailsrc);
 		buf_free(&tail);
 	}
-	if (*truncated && cmd->file_fd < 0 && store_spill(cmd, s) == 0)
+	if (*truncated && cmd->file_fd < 0 && store_spill(cmd) == 0)
 		store_flush(cmd);
 	if (*truncated)
 		store_flush(cmd);
@@ -374,8 +373,7 @@ static void run_answer(struct waiter *w, const char *timed_out, int waiting_inpu
 	int truncated = 0;
 	buf_t content = {0};
 	if (cmd) {
-		store_session = s;
-		cmd_collect(s, cmd, w->max_output, &content, &truncated);
+		cmd_collect(cmd, w->max_output, &content, &truncated);
 		if (alt && !finished) {
 			buf_reset(&content);
 			truncated = 0;
@@ -408,6 +406,11 @@ static void run_answer(struct waiter *w, const char *timed_out, int waiting_inpu
 	events_emit(w->conn, w->id, "run", content.p ? content.p : "", ex);
 	buf_free(&content);
 	waiter_free(w);
+	if (cmd && finished && s->cmd == cmd) {
+		/* nothing more to say about it: an idle session holds no output */
+		cmd_free(cmd);
+		s->cmd = NULL;
+	}
 }
 
 static void run_check(struct waiter *w);
@@ -647,8 +650,9 @@ static void cmd_finish(struct session *s, struct cmd *cmd, int code)
 	cmd->finished = 1;
 	cmd->exit_code = code;
 	cmd->end_us = mono_us();
-	store_session = s;
 	render_finish(cmd->render);
+	render_free(cmd->render);   /* an idle session keeps no renderer */
+	cmd->render = NULL;
 	cJSON *ex = cJSON_CreateObject();
 	cJSON_AddStringToObject(ex, "session", s->name);
 	cJSON_AddNumberToObject(ex, "exit_code", code);

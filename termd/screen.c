@@ -30,9 +30,9 @@ enum {
  * blanking a row (each line feed at the bottom) is O(1), not a rewrite of
  * every cell. */
 struct row {
-	int len;
+	int len, cap;             /* cells stored / allocated */
 	struct cell fill;
-	struct cell c[];
+	struct cell *c;           /* grown as the row is written: blank rows cost no cells */
 };
 
 struct grid {
@@ -74,15 +74,28 @@ static int cell_same(const struct cell *a, const struct cell *b)
 
 static struct row *row_new(struct screen *sc, int cols)
 {
-	struct row *r = xmalloc(sizeof *r + (size_t)cols * sizeof(struct cell));
-	r->len = 0;
+	(void)cols;
+	struct row *r = xcalloc(1, sizeof *r);
 	blank_cell(sc, &r->fill);
 	return r;
+}
+
+static void row_free(struct row *r)
+{
+	free(r->c);
+	free(r);
 }
 
 /* Make cells [len, upto) real copies of fill. */
 static void row_materialize(struct row *r, int upto)
 {
+	if (upto > r->cap) {
+		int cap = r->cap ? r->cap : 16;
+		while (cap < upto)
+			cap *= 2;
+		r->c = xrealloc(r->c, (size_t)cap * sizeof(struct cell));
+		r->cap = cap;
+	}
 	for (int i = r->len; i < upto; i++)
 		r->c[i] = r->fill;
 	if (upto > r->len)
@@ -132,7 +145,7 @@ static void grid_free(struct grid *g, int rows)
 	if (!g->row)
 		return;
 	for (int r = 0; r < rows; r++)
-		free(g->row[r]);
+		row_free(g->row[r]);
 	free(g->row);
 	g->row = NULL;
 }
@@ -329,9 +342,10 @@ static int cb_resize(int rows, int cols, VTermPos *delta, void *user)
 				break;
 			struct row *o = sc->buf[b].row[orow], *nr = ng.row[r];
 			int n = o->len < cols ? o->len : cols;
-			memcpy(nr->c, o->c, (size_t)n * sizeof(struct cell));
-			nr->len = n;
 			nr->fill = o->fill;
+			row_materialize(nr, n);
+			if (n)
+				memcpy(nr->c, o->c, (size_t)n * sizeof(struct cell));
 			/* a wide char cut in half at the right edge */
 			if (n > 0 && n == cols && nr->c[n - 1].width == 2 && nr->c[n - 1].ch[0] != CELL_CONT)
 				blank_cell(sc, &nr->c[n - 1]);

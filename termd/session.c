@@ -16,6 +16,9 @@
 #include <unistd.h>
 
 #define PTY_READ_MAX 65536
+/* bytes taken from one pty per wakeup: a flooding session must not keep
+ * the loop from the other sessions and clients for long */
+#define PTY_READ_BUDGET 16384
 #define FINALIZE_GRACE_US 150000   /* after the child is reaped, wait this long for pty EOF */
 
 static int rc_written;
@@ -380,7 +383,7 @@ void session_on_sigchld(void)
 static void on_pty_readable(struct session *s)
 {
 	static char buf[PTY_READ_MAX];
-	size_t budget = 4 * PTY_READ_MAX;
+	size_t budget = PTY_READ_BUDGET;
 	while (budget && s->master_fd >= 0) {
 		ssize_t n = read(s->master_fd, buf, sizeof buf);
 		if (n > 0) {

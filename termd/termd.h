@@ -98,6 +98,7 @@ struct waiter {
 /* One command line in flight in a session (typed by the agent or a viewer). */
 struct cmd {
 	char *text;
+	char sname[TD_SESSION_NAME_MAX + 1]; /* its session, for naming the output file */
 	int by_viewer;
 	int started;              /* shell said it began (C mark) */
 	int finished;

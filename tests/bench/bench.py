@@ -1,10 +1,18 @@
 """bench.py — owns `make bench`: starts a private termd, measures it next to
-baselines taken in the same run (pexpect-driven bash, a bare pty), prints one
-table of figures, ratios and targets. Informational only: the exit status is 0
-whenever the measurements could be taken, met targets or not.
+baselines taken in the same run (pexpect-driven bash, a bare pty, a private
+tmux server), prints one table of figures, ratios and targets. Informational
+only: the exit status is 0 whenever the measurements could be taken, met
+targets or not. Everything started here (termd and its sessions, tmux, `yes`)
+is ended in finally blocks.
+
+Figures: `run true` round trips; `seq` through `run` vs a bare pty; termd's
+own RSS with 1 and with BENCH_SESSIONS idle sessions vs a tmux server's;
+`run true` in session B while session A floods with `yes`, vs A idle, and
+termd's peak RSS meanwhile.
 
 Environment: TERMD_BIN (required), BENCH_RTT_BIN (the C round-trip client,
-default build/bench-rtt), BENCH_N (timed round trips, default 2000)."""
+default build/bench-rtt), BENCH_N (timed round trips, default 2000),
+BENCH_SESSIONS (idle sessions, default 200)."""
 
 import base64
 import json
@@ -18,6 +26,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 import pexpect
@@ -31,6 +40,16 @@ SEQ_CMD = "seq 1 2000000"
 SEQ_REPS = 3
 RTT_TARGET_MS = 1.0
 SEQ_TARGET_RATIO = 1.15
+IDLE_SESSIONS = int(os.environ.get("BENCH_SESSIONS", "200"))
+IDLE_TARGET_KB = 100.0      # termd's own RSS per idle session beyond the first
+TERM_COLS, TERM_ROWS = 160, 48  # termd's default size; tmux sessions get the same
+FLOOD_S = 10                # `yes` in session A runs this long (run's hard timeout)
+FLOOD_RAMP_S = 0.5          # let `yes` get going before timing session B
+FLOOD_RTT_S = 8.5           # timed window in B (A flooding, and A idle); ends before A's run
+FLOOD_RTT_CAP = 200000      # round trips at most per window
+FLOOD_P99_TARGET = 2.0      # B's p99 with A flooding <= 2x B's p99 with A idle
+FLOOD_RSS_TARGET_MIB = 64.0
+TMUX_SHELL = "bash --norc --noprofile"
 
 # Never leak the caller's shell setup into termd or the baseline bash.
 _SCRUB = ("TERMD_TOKEN", "TERMD_URL", "PROMPT_COMMAND", "PS1", "PS2", "BASH_ENV", "ENV",
@@ -69,6 +88,9 @@ class WS:
             raise RuntimeError("handshake refused: %r" % head[:200])
         self.buf = bytearray(rest)
         self.counter = 0
+        # ids must be unique per termd instance (an id already answered is
+        # replayed, not run again), across all of this process's connections
+        self.tag = base64.b32encode(os.urandom(5)).decode().lower()
 
     def send_text(self, text):
         data = text.encode()
@@ -124,20 +146,132 @@ class WS:
         self.s.sendall(struct.pack("!BB", 0x80 | op, 0x80 | len(payload)) + key +
                        bytes(b ^ key[i % 4] for i, b in enumerate(payload)))
 
-    def call(self, action, args):
+    def send_action(self, action, args):
+        """Send one action without waiting; returns its id."""
         self.counter += 1
-        aid = "bench-py-%d-%d" % (os.getpid(), self.counter)
+        aid = "bench-py-%d-%s-%d" % (os.getpid(), self.tag, self.counter)
         self.send_text(json.dumps({"id": aid, "action": action, "args": args}))
-        while True:
+        return aid
+
+    def wait(self, aids):
+        """The observations answering the ids in aids (any order), as a dict."""
+        want, got = set(aids), {}
+        while want:
             obs = json.loads(self.recv_msg())
-            if obs.get("cause") == aid:
-                return obs
+            c = obs.get("cause")
+            if c in want:
+                want.discard(c)
+                got[c] = obs
+        return got
+
+    def call(self, action, args):
+        aid = self.send_action(action, args)
+        obs = self.wait([aid])[aid]
+        if (obs.get("extras") or {}).get("replayed"):
+            raise RuntimeError("termd replayed an answer instead of running %s: %.300s"
+                               % (action, json.dumps(obs)))
+        return obs
 
     def close(self):
         try:
             self.s.close()
         except OSError:
             pass
+
+
+# ---------------------------------------------------------------- processes
+
+def proc_status(pid, field):
+    """A kB field (VmRSS, VmHWM) of /proc/<pid>/status; None if pid is gone."""
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def proc_ids(pid):
+    """(ppid, pgrp, sid) of pid, or None if it is gone (or a zombie)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        if fields[0] in ("Z", "X"):
+            return None
+        return int(fields[1]), int(fields[2]), int(fields[3])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def all_pids():
+    return [int(d) for d in os.listdir("/proc") if d.isdigit()]
+
+
+def kill_sids(sids, grace_s=1.0):
+    """End every process left in the given sessions (ids of processes this
+    bench started, recorded while their parent was alive): wait up to grace_s
+    for them to go after their hang-up, then SIGKILL each by pid. Returns how
+    many had to be killed. Never touches this process's own session."""
+    sids = set(sids) - {os.getsid(0), 0, 1}
+    if not sids:
+        return 0
+    deadline = time.monotonic() + grace_s
+    while True:
+        left = [p for p in all_pids() if (proc_ids(p) or (0, 0, 0))[2] in sids]
+        if not left or time.monotonic() >= deadline:
+            break
+        time.sleep(0.05)
+    for p in left:
+        try:
+            os.kill(p, signal.SIGKILL)
+        except OSError:
+            pass
+    return len(left)
+
+
+def settle_rss(pid, max_s=5.0, every_s=0.25):
+    """VmRSS of pid once two readings every_s apart agree (or after max_s)."""
+    prev, deadline = None, time.monotonic() + max_s
+    while True:
+        time.sleep(every_s)
+        cur = proc_status(pid, "VmRSS")
+        if cur is None or cur == prev or time.monotonic() >= deadline:
+            return cur
+        prev = cur
+
+
+def rss_parts(pid):
+    """Resident kB of pid by kind of mapping, from /proc/<pid>/smaps:
+    heap (brk), anon (other anonymous, e.g. malloc's mmap arenas), file, other."""
+    out = {"heap": 0, "anon": 0, "file": 0, "other": 0}
+    kind = "other"
+    try:
+        with open("/proc/%d/smaps" % pid) as f:
+            for line in f:
+                parts = line.split()
+                if not parts:
+                    continue
+                if not parts[0].endswith(":"):  # a mapping's header line
+                    name = parts[5] if len(parts) > 5 else ""
+                    kind = ("heap" if name == "[heap]" else "anon" if name == "" else
+                            "file" if name.startswith("/") else "other")
+                elif parts[0] == "Rss:":
+                    out[kind] += int(parts[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return out
+
+
+def reset_hwm(pid):
+    """Reset pid's VmHWM to its current RSS (clear_refs 5); False if refused."""
+    try:
+        with open("/proc/%d/clear_refs" % pid, "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
 
 
 # ---------------------------------------------------------------- termd
@@ -184,11 +318,7 @@ class Termd:
             return ""
 
     def status(self, field):
-        with open("/proc/%d/status" % self.proc.pid) as f:
-            for line in f:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1])  # kB
-        return None
+        return proc_status(self.proc.pid, field)  # kB
 
     def cpu_s(self):
         """utime + stime of termd so far, in seconds (clock-tick resolution)."""
@@ -197,14 +327,25 @@ class Termd:
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def stop(self):
+        """SIGTERM termd (SIGKILL after 5 s), then end whatever is left of its
+        sessions (shells, `yes`); returns how many leftovers were killed."""
         if self.proc is None or self.proc.poll() is not None:
-            return
+            return 0
+        me = self.proc.pid
+        # each session's shell leads its own session (setsid on its pty);
+        # record them now, while they are still termd's children
+        sids = {me}
+        for p in all_pids():
+            ids = proc_ids(p)
+            if ids and ids[0] == me:
+                sids.add(ids[2])
         self.proc.send_signal(signal.SIGTERM)
         try:
             self.proc.wait(5)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(5)
+        return kill_sids(sids)
 
 
 # ---------------------------------------------------------------- measurements
@@ -220,9 +361,22 @@ def summary_us(samples_s):
             "max_us": v[-1], "mean_us": sum(v) / len(v)}
 
 
-def rtt_c(td):
-    out = subprocess.run([RTT_BIN, td.url, str(N), str(WARMUP), "true"], capture_output=True,
-                         text=True, timeout=150, env=clean_env(td.home))
+def pooled(*results):
+    """One summary over the samples of several rtt_c(..., samples=True) results."""
+    v = [x / 1e6 for r in results for x in r["samples_us"]]
+    s = summary_us(v)
+    s["p90_us"] = pctl(sorted(x * 1e6 for x in v), 90)
+    return s
+
+
+def rtt_c(td, session=None, seconds=None, n=None, warmup=WARMUP, samples=False):
+    argv = [RTT_BIN, td.url, str(n or N), str(warmup), "true"]
+    if session or seconds:
+        argv += [session or "", str(seconds or 0)]
+    env = clean_env(td.home)
+    if samples:
+        env["BENCH_RTT_SAMPLES"] = "1"
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=150, env=env)
     if out.returncode != 0:
         raise RuntimeError("bench-rtt failed (%d): %s" % (out.returncode, out.stderr.strip()))
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -265,6 +419,74 @@ def rtt_pexpect(home):
         return summary_us(t)
     finally:
         child.close(force=True)
+
+
+# `yes` writing into a bare pty that this reader drains as fast as it can, for
+# argv[1] seconds; prints yes's pid first, then "bytes seconds".
+FLOOD_READER = r"""
+import os, pty, subprocess, sys, time
+m, s = pty.openpty()
+p = subprocess.Popen(["yes"], stdin=s, stdout=s, stderr=s, close_fds=True, start_new_session=True)
+os.close(s)
+print(p.pid, flush=True)
+n, t0 = 0, time.monotonic()
+end = t0 + float(sys.argv[1])
+try:
+    while time.monotonic() < end:
+        n += len(os.read(m, 65536))
+finally:
+    p.kill()
+    p.wait()
+print(n, time.monotonic() - t0, flush=True)
+"""
+
+
+def flood_bare(home):
+    """No-termd reference for the flood figure: `true` round trips in a
+    pexpect-driven bash with nothing else going on, then while another
+    process drains `yes` from a bare pty (separate processes, no GIL shared)."""
+    prompt = "@@bench-%d@@$ " % os.getpid()
+    env = clean_env(home, PS1=prompt, TERM="xterm-256color", LANG="C.UTF-8")
+    child = pexpect.spawn("bash", ["--norc", "--noprofile"], env=env, cwd=home,
+                          encoding="utf-8", dimensions=(TERM_ROWS, TERM_COLS), timeout=30)
+    child.delaybeforesend = None
+    reader, sids, r = None, set(), {}
+
+    def window(seconds):
+        t, end = [], time.perf_counter() + seconds
+        while True:
+            t0 = time.perf_counter()
+            child.sendline("true")
+            child.expect_exact(prompt)
+            t1 = time.perf_counter()
+            t.append(t1 - t0)
+            if t1 >= end:
+                return t
+
+    try:
+        child.expect_exact(prompt)
+        for _ in range(50):
+            child.sendline("true")
+            child.expect_exact(prompt)
+        win = FLOOD_RTT_S - FLOOD_RAMP_S
+        idle = window(win / 2)  # idle: half before the flood, half after, as for termd
+        reader = subprocess.Popen([sys.executable, "-c", FLOOD_READER, str(FLOOD_S)],
+                                  stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True,
+                                  env=clean_env(home), cwd=home, start_new_session=True)
+        sids.add(reader.pid)
+        sids.add(int(reader.stdout.readline()))
+        time.sleep(FLOOD_RAMP_S)
+        r["flood"] = summary_us(window(win))
+        out = reader.communicate(timeout=FLOOD_S + 30)[0].split()
+        r["bytes"], r["secs"] = int(out[0]), float(out[1])
+        r["idle"] = summary_us(idle + window(win / 2))
+        return r
+    finally:
+        child.close(force=True)
+        if reader is not None and reader.poll() is None:
+            reader.kill()
+            reader.wait()
+        kill_sids(sids, grace_s=0.2)
 
 
 def seq_termd(td, ws):
@@ -316,6 +538,239 @@ def seq_pty():
         os.close(master)
 
 
+def expect_obs(obs, kind, what):
+    if obs.get("observation") != kind:
+        raise RuntimeError("%s: expected a %s observation, got %.300s" % (what, kind, json.dumps(obs)))
+    return obs.get("extras") or {}
+
+
+def idle_sessions_termd(tmp, n):
+    """A fresh termd's own VmRSS with its main session, then with n sessions
+    (n - 1 opened with session.open, no command: an interactive bash each),
+    all idle (a `run true` answered in each, then RSS left to settle)."""
+    td = Termd(os.path.join(tmp, "idle"))
+    ws = None
+    r = {}
+    try:
+        td.start()
+        ws = WS(td.sock)
+        x = expect_obs(ws.call("run", {"command": "true"}), "run", "run true in main")
+        if x.get("exit_code") != 0:
+            raise RuntimeError("run true in main: exit %s" % x.get("exit_code"))
+        r["rss1"] = settle_rss(td.proc.pid)
+        r["parts1"] = rss_parts(td.proc.pid)
+        names = ["s%d" % i for i in range(1, n)]
+        t0 = time.monotonic()
+        got = ws.wait([ws.send_action("session.open", {"name": nm}) for nm in names])
+        for obs in got.values():
+            expect_obs(obs, "session.open", "session.open")
+        got = ws.wait([ws.send_action("run", {"session": nm, "command": "true"}) for nm in names])
+        for obs in got.values():
+            x = expect_obs(obs, "run", "run true in a new session")
+            if x.get("exit_code") != 0 or x.get("running"):
+                raise RuntimeError("run true in %s: %.300s" % (x.get("session"), json.dumps(obs)))
+        r["open_s"] = time.monotonic() - t0
+        time.sleep(1.0)
+        r["rssn"] = settle_rss(td.proc.pid)
+        r["partsn"] = rss_parts(td.proc.pid)
+        r["hwm"] = td.status("VmHWM")
+        sessions = expect_obs(ws.call("session.list", {}), "session.list", "session.list")["sessions"]
+        alive = [x for x in sessions if x.get("alive")]
+        r["alive"] = len(alive)
+        shells = [proc_status(x["pid"], "VmRSS") for x in alive if x.get("pid")]
+        shells = [v for v in shells if v]
+        r["shell_rss"] = statistics.median(shells) if shells else None
+        return r
+    finally:
+        if ws is not None:
+            ws.close()
+        r["leftovers"] = td.stop()
+
+
+class Tmux:
+    """A tmux server of our own: private socket (-L) in our own TMUX_TMPDIR,
+    no config; kill-server (then pids) on stop."""
+
+    def __init__(self, tmp):
+        self.home = os.path.join(tmp, "tmux-home")
+        os.makedirs(self.home)
+        self.label = "bench%d" % os.getpid()
+        self.env = clean_env(self.home, TMUX_TMPDIR=tmp, TERM="xterm-256color", LANG="C.UTF-8")
+        self.base = ["tmux", "-L", self.label, "-f", "/dev/null"]
+        self.server_pid = None
+        self.pane_pids = set()
+
+    def cmd(self, *args):
+        out = subprocess.run(self.base + list(args), env=self.env, cwd=self.home, text=True,
+                             capture_output=True, stdin=subprocess.DEVNULL, timeout=60)
+        if out.returncode != 0:
+            raise RuntimeError("tmux %s: %s" % (" ".join(args[:3]), out.stderr.strip()))
+        return out.stdout
+
+    def new_sessions(self, names, batch=50):
+        """new-session -d for each name, several per tmux invocation."""
+        for i in range(0, len(names), batch):
+            argv = []
+            for nm in names[i:i + batch]:
+                if argv:
+                    argv.append(";")
+                argv += ["new-session", "-d", "-s", nm, "-x", str(TERM_COLS), "-y", str(TERM_ROWS),
+                         TMUX_SHELL]
+            self.cmd(*argv)
+        if self.server_pid is None:
+            self.server_pid = int(self.cmd("display-message", "-p", "#{pid}").strip())
+
+    def wait_prompts(self, n, timeout_s=60):
+        """Until n panes exist and each shell has drawn its prompt (cursor_x > 0)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            rows = [ln.split() for ln in self.cmd("list-panes", "-a", "-F",
+                                                  "#{pane_pid} #{cursor_x}").splitlines()]
+            self.pane_pids.update(int(r[0]) for r in rows if r)
+            ready = sum(1 for r in rows if len(r) == 2 and r[1] != "0")
+            if ready >= n:
+                return
+            if time.monotonic() >= deadline:
+                raise RuntimeError("tmux: only %d of %d shells showed a prompt" % (ready, n))
+            time.sleep(0.1)
+
+    def stop(self):
+        """kill-server; then SIGKILL the server and panes if any is left.
+        Returns how many leftovers had to be killed."""
+        try:
+            subprocess.run(self.base + ["kill-server"], env=self.env, cwd=self.home,
+                           capture_output=True, stdin=subprocess.DEVNULL, timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        sids = set(self.pane_pids)  # each pane's shell leads its own session
+        if self.server_pid:
+            deadline = time.monotonic() + 2
+            while proc_ids(self.server_pid) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            sids.add(self.server_pid)  # the server is a session leader too (daemon)
+        return kill_sids(sids)
+
+
+def idle_sessions_tmux(tmp, n):
+    """The tmux server's VmRSS with 1, then n sessions of `bash --norc`, idle."""
+    tm = Tmux(tmp)
+    r = {}
+    try:
+        tm.new_sessions(["s0"])
+        tm.wait_prompts(1)
+        r["rss1"] = settle_rss(tm.server_pid)
+        t0 = time.monotonic()
+        tm.new_sessions(["s%d" % i for i in range(1, n)])
+        tm.wait_prompts(n)
+        r["open_s"] = time.monotonic() - t0
+        time.sleep(1.0)
+        r["rssn"] = settle_rss(tm.server_pid)
+        r["alive"] = len([p for p in tm.pane_pids if proc_ids(p)])
+        shells = [v for v in (proc_status(p, "VmRSS") for p in tm.pane_pids) if v]
+        r["shell_rss"] = statistics.median(shells) if shells else None
+        return r
+    finally:
+        r["leftovers"] = tm.stop()
+
+
+class RssPoller:
+    """Polls a pid's VmRSS every 100 ms in a thread; .peak is the max seen."""
+
+    def __init__(self, pid, every_s=0.1):
+        self.pid, self.every_s, self.peak, self.samples = pid, every_s, 0, 0
+        self.stop_ev = threading.Event()
+        self.th = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self.stop_ev.is_set():
+            v = proc_status(self.pid, "VmRSS")
+            if v:
+                self.peak = max(self.peak, v)
+                self.samples += 1
+            self.stop_ev.wait(self.every_s)
+
+    def __enter__(self):
+        self.th.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop_ev.set()
+        self.th.join()
+
+
+def flood(td):
+    """Session B's `run true` round trips (C client) with session A idle, then
+    while A runs `yes` for FLOOD_S s (a `run` with that hard timeout); termd's
+    RSS polled meanwhile and its VmHWM reset just before. Then INT to A, and
+    how long A takes to be back at its prompt."""
+    ctl = WS(td.sock)
+    r = {}
+    a_open = False
+    try:
+        expect_obs(ctl.call("session.open", {"name": "A"}), "session.open", "session.open A")
+        a_open = True
+        for sess in ("A", "B"):  # B is opened by run naming it
+            x = expect_obs(ctl.call("run", {"session": sess, "command": "true"}), "run",
+                           "run true in " + sess)
+            if x.get("exit_code") != 0:
+                raise RuntimeError("run true in %s: exit %s" % (sess, x.get("exit_code")))
+        # A-idle figures: half the window before the flood, half after (pooled),
+        # so a change in the machine's load during the run weighs on both sides
+        idle1 = rtt_c(td, session="B", seconds=FLOOD_RTT_S / 2, n=FLOOD_RTT_CAP, warmup=50,
+                      samples=True)
+        time.sleep(0.5)
+        r["rss_before"] = settle_rss(td.proc.pid, max_s=2)
+        r["hwm_reset"] = reset_hwm(td.proc.pid)
+        cpu0 = td.cpu_s()
+        t0 = time.monotonic()
+        with RssPoller(td.proc.pid) as poll:
+            aid = ctl.send_action("run", {"session": "A", "command": "yes", "timeout": FLOOD_S})
+            time.sleep(FLOOD_RAMP_S)
+            r["flood"] = rtt_c(td, session="B", seconds=FLOOD_RTT_S, n=FLOOD_RTT_CAP, warmup=20)
+            r["rtt_end_s"] = time.monotonic() - t0
+            obs = ctl.wait([aid])[aid]
+            r["flood_s"] = time.monotonic() - t0
+            r["cpu"] = td.cpu_s() - cpu0
+            x = expect_obs(obs, "run", "run yes in A")
+            r["yes_extras"] = {k: x.get(k) for k in ("running", "timed_out", "truncated", "exit_code")}
+            try:
+                r["yes_bytes"] = os.path.getsize(x["output_file"]) if x.get("output_file") else None
+            except OSError:
+                r["yes_bytes"] = None
+            t1 = time.monotonic()
+            expect_obs(ctl.call("session.signal", {"session": "A", "signal": "INT"}), "session.signal",
+                       "session.signal INT A")
+            # until A takes a command again (`busy` while yes's output drains)
+            r["a_back_s"] = None
+            while time.monotonic() - t1 < 30:
+                obs = ctl.call("run", {"session": "A", "command": "true", "timeout": 30})
+                if obs.get("observation") == "error" and (obs.get("extras") or {}).get("code") == "busy":
+                    time.sleep(0.02)
+                    continue
+                x = expect_obs(obs, "run", "run true in A after INT")
+                if not x.get("running"):
+                    r["a_back_s"] = time.monotonic() - t1
+                break
+        r["poll_peak"], r["poll_n"] = poll.peak, poll.samples
+        r["hwm"] = td.status("VmHWM")
+        r["rss_after"] = td.status("VmRSS")
+        idle2 = rtt_c(td, session="B", seconds=FLOOD_RTT_S / 2, n=FLOOD_RTT_CAP, warmup=50,
+                      samples=True)
+        r["idle"] = pooled(idle1, idle2)
+        r["idle_p99s"] = (idle1["p99_us"], idle2["p99_us"])
+        expect_obs(ctl.call("session.close", {"name": "A"}), "session.close", "session.close A")
+        a_open = False
+        return r
+    finally:
+        if a_open:  # stop `yes` if anything above failed; termd's stop reaps the rest
+            try:
+                ctl.s.settimeout(10)
+                ctl.call("session.close", {"name": "A"})
+            except (OSError, RuntimeError, ValueError):
+                pass
+        ctl.close()
+
+
 # ---------------------------------------------------------------- output
 
 def ms(us):
@@ -341,6 +796,8 @@ def main():
         if not os.access(b, os.X_OK):
             print("bench: %s not found or not executable (run `make bench`)" % b, file=sys.stderr)
             return 2
+    # a SIGTERM (e.g. from a CI timeout) unwinds through the finally blocks below
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     started = time.monotonic()
     tmp = tempfile.mkdtemp(prefix="tdbench-", dir="/tmp")  # short: unix socket path limit
     td = Termd(tmp)
@@ -353,18 +810,18 @@ def main():
                  " ".join("%.2f" % x for x in os.getloadavg()), N, WARMUP))
         print("(baselines measured in this same run; the machine is shared, so read the ratios)\n")
 
-        sys.stdout.write("1/4 round trip, C client ... ")
+        sys.stdout.write("1/8 round trip, C client ... ")
         sys.stdout.flush()
         c = rtt_c(td)
-        sys.stdout.write("done\n2/4 round trip, Python client ... ")
+        sys.stdout.write("done\n2/8 round trip, Python client ... ")
         sys.stdout.flush()
         py = rtt_py(td)
-        sys.stdout.write("done\n3/4 round trip, pexpect bash ... ")
+        sys.stdout.write("done\n3/8 round trip, pexpect bash ... ")
         sys.stdout.flush()
         pexp_home = os.path.join(tmp, "pexpect-home")
         os.makedirs(pexp_home)
         px = rtt_pexpect(pexp_home)
-        sys.stdout.write("done\n4/4 %s x%d, alternating termd / bare pty ... " % (SEQ_CMD, SEQ_REPS))
+        sys.stdout.write("done\n4/8 %s x%d, alternating termd / bare pty ... " % (SEQ_CMD, SEQ_REPS))
         sys.stdout.flush()
         ws = WS(td.sock)
         ws.call("run", {"command": "true"})
@@ -378,6 +835,25 @@ def main():
             c_pty.append(cpu)
         rss_after = td.status("VmRSS")
         hwm_after = td.status("VmHWM")
+        ws.close()
+        ws = None
+        sys.stdout.write("done\n5/8 run `true` in session B, A idle then A running `yes` (%d s) ... "
+                         % FLOOD_S)
+        sys.stdout.flush()
+        fl = flood(td)
+        sys.stdout.write("done\n6/8 termd RSS, 1 then %d idle sessions (fresh termd) ... "
+                         % IDLE_SESSIONS)
+        sys.stdout.flush()
+        it = idle_sessions_termd(tmp, IDLE_SESSIONS)
+        sys.stdout.write("done\n7/8 tmux server RSS, 1 then %d idle sessions ... " % IDLE_SESSIONS)
+        sys.stdout.flush()
+        ix = idle_sessions_tmux(tmp, IDLE_SESSIONS)
+        sys.stdout.write("done\n8/8 reference without termd: pexpect bash `true`, idle then with "
+                         "`yes` into a bare pty ... ")
+        sys.stdout.flush()
+        ref_home = os.path.join(tmp, "flood-home")
+        os.makedirs(ref_home)
+        fb = flood_bare(ref_home)
         print("done\n")
 
         med_td, med_pty = statistics.median(t_td), statistics.median(t_pty)
@@ -402,6 +878,31 @@ def main():
              "%.1f MiB at start" % (rss_start / 1024.0), ratio(rss_after, rss_start), "-", "-"),
             ("termd peak RSS (VmHWM)", "%.1f MiB" % (hwm_after / 1024.0), "-", "-", "-", "-"),
         ]
+        k = IDLE_SESSIONS - 1
+        per_td = (it["rssn"] - it["rss1"]) / k
+        per_tx = (ix["rssn"] - ix["rss1"]) / k
+        rows += [
+            ("RSS, 1 idle session", "%.1f MiB" % (it["rss1"] / 1024.0),
+             "%.1f MiB (tmux server)" % (ix["rss1"] / 1024.0), ratio(it["rss1"], ix["rss1"]), "-", "-"),
+            ("RSS, %d idle sessions" % IDLE_SESSIONS, "%.1f MiB" % (it["rssn"] / 1024.0),
+             "%.1f MiB (tmux server)" % (ix["rssn"] / 1024.0), ratio(it["rssn"], ix["rssn"]), "-", "-"),
+            ("  RSS per idle session beyond the first", "%.1f kB" % per_td,
+             "%.1f kB (tmux server)" % per_tx, ratio(per_td, per_tx),
+             "termd < %.0f kB" % IDLE_TARGET_KB, "yes" if per_td < IDLE_TARGET_KB else "NO"),
+        ]
+        fi, ff = fl["idle"], fl["flood"]
+        f_ratio = ff["p99_us"] / fi["p99_us"]
+        peak = max(fl["hwm"] if fl["hwm_reset"] else 0, fl["poll_peak"])
+        rows += [
+            ("run `true` in B p50, A running `yes`", ms(ff["p50_us"]), ms(fi["p50_us"]) + " (A idle)",
+             ratio(ff["p50_us"], fi["p50_us"]), "-", "-"),
+            ("run `true` in B p99, A running `yes`", ms(ff["p99_us"]), ms(fi["p99_us"]) + " (A idle)",
+             "%.2fx" % f_ratio, "<= %.0fx A idle" % FLOOD_P99_TARGET,
+             "yes" if f_ratio <= FLOOD_P99_TARGET else "NO"),
+            ("termd peak RSS during `yes`", "%.1f MiB" % (peak / 1024.0),
+             "%.1f MiB before" % (fl["rss_before"] / 1024.0), ratio(peak, fl["rss_before"]),
+             "< %.0f MiB" % FLOOD_RSS_TARGET_MIB, "yes" if peak / 1024.0 < FLOOD_RSS_TARGET_MIB else "NO"),
+        ]
         table(rows)
         print()
         print("RTT detail (us)  C: min %.0f p50 %.0f p90 %.0f p99 %.0f max %.0f | "
@@ -416,12 +917,56 @@ def main():
               "output_file %s bytes, extras.duration_ms %s"
               % (pty_bytes, info["truncated"], info["content_chars"], info["output_file_bytes"],
                  info["duration_ms"]))
+        print("B while A idle   %d round trips in 2 x %.2f s (before / after the flood: p99 %.0f / %.0f), "
+              "us: min %.0f p50 %.0f p90 %.0f p99 %.0f max %.0f"
+              % (fi["n"], FLOOD_RTT_S / 2, fl["idle_p99s"][0], fl["idle_p99s"][1], fi["min_us"],
+                 fi["p50_us"], fi["p90_us"], fi["p99_us"], fi["max_us"]))
+        print("B while A `yes`  %d round trips in %.1f s, us: min %.0f p50 %.0f p90 %.0f p99 %.0f max %.0f"
+              % (ff["n"], FLOOD_RTT_S, ff["min_us"], ff["p50_us"], ff["p90_us"], ff["p99_us"],
+                 ff["max_us"]))
+        bi, bf = fb["idle"], fb["flood"]
+        print("no-termd ref.    pexpect bash `true` p99 %.0f us idle (%d), %.0f us with `yes` into a bare "
+              "pty (%d; p50 %.0f, max %.0f) = %.2fx; the reader drained %.1f MB/s"
+              % (bi["p99_us"], bi["n"], bf["p99_us"], bf["n"], bf["p50_us"], bf["max_us"],
+                 bf["p99_us"] / bi["p99_us"], fb["bytes"] / 1e6 / fb["secs"]))
+        yb = fl["yes_bytes"]
+        print("`yes` in A       run answered after %.1f s (%s); B's window ended at %.1f s; "
+              "rendered output %s; termd CPU %.1f s over the flood (%.0f%% of a core); "
+              "A back at its prompt %s after INT"
+              % (fl["flood_s"], ", ".join("%s=%s" % kv for kv in fl["yes_extras"].items()),
+                 fl["rtt_end_s"],
+                 "%.1f MB (%.1f MB/s)" % (yb / 1e6, yb / 1e6 / fl["flood_s"]) if yb else "?",
+                 fl["cpu"], 100.0 * fl["cpu"] / fl["flood_s"],
+                 "%.2f s" % fl["a_back_s"] if fl["a_back_s"] is not None else "not"))
+        print("termd RSS, flood VmHWM %s (reset before the flood: %s), max of %d polls every 100 ms "
+              "%.1f MiB, %.1f MiB once A was back at its prompt"
+              % ("%.1f MiB" % (fl["hwm"] / 1024.0) if fl["hwm_reset"] else "-",
+                 "yes" if fl["hwm_reset"] else "refused", fl["poll_n"], fl["poll_peak"] / 1024.0,
+                 fl["rss_after"] / 1024.0))
+        p1, pn = it["parts1"], it["partsn"]
+        print("termd idle RSS   1 -> %d sessions (%d alive), opened + `run true` in %.1f s; growth by "
+              "mapping kind, kB: heap %+d, anon mmap %+d, file %+d, other %+d; VmHWM %.1f MiB"
+              % (IDLE_SESSIONS, it["alive"], it["open_s"], pn["heap"] - p1["heap"],
+                 pn["anon"] - p1["anon"], pn["file"] - p1["file"], pn["other"] - p1["other"],
+                 it["hwm"] / 1024.0))
+        print("tmux idle RSS    1 -> %d sessions (%d alive, %dx%d, `%s`), opened in %.1f s"
+              % (IDLE_SESSIONS, ix["alive"], TERM_COLS, TERM_ROWS, TMUX_SHELL, ix["open_s"]))
+        print("shell processes  median VmRSS of one: %s kB under termd (with its shell integration), "
+              "%s kB under tmux (not counted above)"
+              % tuple("%.0f" % v if v is not None else "?" for v in (it["shell_rss"], ix["shell_rss"])))
+        for what, n_left in (("termd (idle sessions)", it["leftovers"]),
+                             ("tmux", ix["leftovers"])):
+            if n_left:
+                print("cleanup          %d process(es) of %s outlived their server and were killed"
+                      % (n_left, what))
         print("bench took %.0f s" % (time.monotonic() - started))
         return 0
     finally:
         if ws is not None:
             ws.close()
-        td.stop()
+        left = td.stop()
+        if left:
+            print("cleanup: %d process(es) of termd's sessions outlived it and were killed" % left)
         shutil.rmtree(tmp, ignore_errors=True)
 
 

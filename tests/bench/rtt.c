@@ -1,6 +1,8 @@
 /* rtt.c — owns the C side of `make bench`: times `run` round trips over one
  * persistent /events connection with proto/client.c and prints the figures
- * as one JSON line for tests/bench/bench.py. */
+ * as one JSON line for tests/bench/bench.py. Optionally in a named session,
+ * and within a fixed wall-clock window of SECONDS from connecting (then N is
+ * only a cap and "n" says how many ran). */
 #include "client.h"
 
 #include <stdio.h>
@@ -33,11 +35,13 @@ static double pct(const double *v, int n, double p)
 }
 
 /* One `run` of cmd; its duration in microseconds, or -1 on any failure. */
-static double one_run(td_client *c, const char *cmd)
+static double one_run(td_client *c, const char *cmd, const char *session)
 {
 	cJSON *args;
 	cJSON *act = td_action_new("run", &args);
 	cJSON_AddStringToObject(args, "command", cmd);
+	if (session && *session)
+		cJSON_AddStringToObject(args, "session", session);
 	char err[256];
 	double t0 = now_us();
 	cJSON *obs = td_call(c, act, 60000, err, sizeof err);
@@ -64,15 +68,20 @@ static double one_run(td_client *c, const char *cmd)
 int main(int argc, char **argv)
 {
 	if (argc < 4) {
-		fprintf(stderr, "usage: bench-rtt URL N WARMUP [COMMAND]\n"
-				"  times N runs of COMMAND (default `true`) after WARMUP untimed ones;\n"
-				"  prints {\"n\":..,\"p50_us\":..,\"p99_us\":..,...} on one line\n");
+		fprintf(stderr, "usage: bench-rtt URL N WARMUP [COMMAND [SESSION [SECONDS]]]\n"
+				"  times N runs of COMMAND (default `true`) in SESSION (default: termd's\n"
+				"  default) after WARMUP untimed ones, stopping early once SECONDS (> 0)\n"
+				"  have passed since it connected (warm-up included; at least one timed run);\n"
+				"  prints {\"n\":..,\"p50_us\":..,\"p99_us\":..,...} on one line\n"
+				"  (with every sample as \"samples_us\" when BENCH_RTT_SAMPLES is set)\n");
 		return 2;
 	}
 	const char *url = argv[1];
 	int n = atoi(argv[2]), warm = atoi(argv[3]);
 	const char *cmd = argc > 4 ? argv[4] : "true";
-	if (n < 1 || warm < 0) {
+	const char *session = argc > 5 ? argv[5] : NULL;
+	double secs = argc > 6 ? atof(argv[6]) : 0;
+	if (n < 1 || warm < 0 || secs < 0) {
 		fprintf(stderr, "bench-rtt: bad N or WARMUP\n");
 		return 2;
 	}
@@ -83,8 +92,9 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	td_set_id_prefix(c, "bench");
-	for (int i = 0; i < warm; i++) {
-		if (one_run(c, cmd) < 0) {
+	double t_end = secs > 0 ? now_us() + secs * 1e6 : 0;
+	for (int i = 0; i < warm && !(t_end > 0 && now_us() >= t_end); i++) {
+		if (one_run(c, cmd, session) < 0) {
 			td_close(c);
 			return 1;
 		}
@@ -95,20 +105,31 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	double sum = 0;
-	for (int i = 0; i < n; i++) {
-		v[i] = one_run(c, cmd);
-		if (v[i] < 0) {
+	int done = 0;
+	while (done < n) {
+		v[done] = one_run(c, cmd, session);
+		if (v[done] < 0) {
 			free(v);
 			td_close(c);
 			return 1;
 		}
-		sum += v[i];
+		sum += v[done++];
+		if (t_end > 0 && now_us() >= t_end)
+			break;
 	}
+	n = done;
 	td_close(c);
 	qsort(v, (size_t)n, sizeof *v, cmp_double);
 	printf("{\"n\":%d,\"min_us\":%.1f,\"p50_us\":%.1f,\"p90_us\":%.1f,\"p99_us\":%.1f,"
-	       "\"max_us\":%.1f,\"mean_us\":%.1f}\n",
+	       "\"max_us\":%.1f,\"mean_us\":%.1f",
 	       n, v[0], pct(v, n, 50), pct(v, n, 90), pct(v, n, 99), v[n - 1], sum / n);
+	if (getenv("BENCH_RTT_SAMPLES")) {  /* every sample too, sorted, for pooling */
+		fputs(",\"samples_us\":[", stdout);
+		for (int i = 0; i < n; i++)
+			printf("%s%.1f", i ? "," : "", v[i]);
+		putchar(']');
+	}
+	puts("}");
 	free(v);
 	return 0;
 }
