@@ -26,7 +26,7 @@ TERMD_LIB_OBJ := $(filter-out $(BUILD)/obj/termd/main.o,$(TERMD_OBJ))
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)
 UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-BINS := $(BUILD)/termd $(BUILD)/termctl
+BINS := $(BUILD)/termd $(BUILD)/termctl $(BUILD)/od-attach
 
 .PHONY: all deps run test unit regress test-asan bench clean
 all: $(BINS)
@@ -59,6 +59,10 @@ $(BUILD)/termd: $(TERMD_OBJ) $(PROTO_OBJ)
 $(BUILD)/termctl: $(BUILD)/obj/viewer/termctl.o $(PROTO_OBJ)
 	$(CC) $(TD_CFLAGS) -o $@ $^ $(PKG_LIBS) -lm
 
+$(BUILD)/obj/viewer/od-attach.o: PKG_CFLAGS += $(shell pkg-config --cflags ncursesw)
+$(BUILD)/od-attach: $(BUILD)/obj/viewer/od-attach.o $(PROTO_OBJ)
+	$(CC) $(TD_CFLAGS) -o $@ $^ $(shell pkg-config --libs ncursesw vterm libcjson) -lm
+
 $(BUILD)/tests/%: tests/unit/%.c $(TERMD_LIB_OBJ) $(PROTO_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(TD_CFLAGS) $(PKG_CFLAGS) -o $@ $^ $(PKG_LIBS) -lcmocka -lutil -lm
@@ -72,6 +76,7 @@ unit: $(UNIT_BIN)
 
 regress: all
 	TERMD_BIN=$(abspath $(BUILD)/termd) TERMCTL_BIN=$(abspath $(BUILD)/termctl) \
+	  OD_ATTACH_BIN=$(abspath $(BUILD)/od-attach) \
 	  $(PY) -m pytest -q -p no:cacheprovider tests/regress
 
 # The whole suite again, built with AddressSanitizer + UBSan into build-asan/.
@@ -85,6 +90,7 @@ test: deps
 
 bench: deps all $(BUILD)/bench-rtt
 	TERMD_BIN=$(abspath $(BUILD)/termd) BENCH_RTT_BIN=$(abspath $(BUILD)/bench-rtt) $(PY) tests/bench/bench.py
+	TERMD_BIN=$(abspath $(BUILD)/termd) $(PY) tests/bench/bench_tty.py
 
 # the C round-trip client the bench drives
 $(BUILD)/bench-rtt: tests/bench/rtt.c $(PROTO_OBJ)
