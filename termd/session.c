@@ -328,7 +328,10 @@ static void finalize_exit(struct session *s)
 	cJSON *ex = cJSON_CreateObject();
 	cJSON_AddStringToObject(ex, "name", s->name);
 	cJSON_AddNumberToObject(ex, "exit_code", s->exit_code);
-	if (s->exit_signal)
+	const char *signame = s->exit_signal ? sigabbrev_np(s->exit_signal) : NULL;
+	if (signame)
+		cJSON_AddStringToObject(ex, "signal", signame);   /* "KILL", as session.signal names it */
+	else if (s->exit_signal)
 		cJSON_AddNumberToObject(ex, "signal", s->exit_signal);
 	else
 		cJSON_AddNullToObject(ex, "signal");
@@ -336,8 +339,8 @@ static void finalize_exit(struct session *s)
 	run_on_session_exit(s);
 	tty_on_exit(s);
 	events_emit(NULL, NULL, "session.exit", "", ex);
-	if (s->closing)
-		session_destroy(s);
+	if (s->closing && s->close_killed)
+		session_destroy(s);   /* else the KILL timer still has to run, then frees it */
 	else if (strcmp(s->name, "main") == 0)
 		s->restart_pending = 1;
 }

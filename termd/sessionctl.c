@@ -164,7 +164,8 @@ static void signal_tree(struct session *s, int sig)
 {
 	if (s->pid <= 0)
 		return;
-	kill(-s->pid, sig);
+	if (s->alive)   /* once reaped, its pid may belong to someone else */
+		kill(-s->pid, sig);
 	DIR *d = opendir("/proc");
 	if (!d)
 		return;
@@ -197,7 +198,11 @@ static void signal_tree(struct session *s, int sig)
 static void close_kill_timer(lws_sorted_usec_list_t *sul)
 {
 	struct session *s = lws_container_of(sul, struct session, close_sul);
+	/* the leader may be gone already; its session id still names the rest */
 	signal_tree(s, SIGKILL);
+	s->close_killed = 1;
+	if (!s->alive)
+		session_destroy(s);
 }
 
 void session_close_action(struct conn *c, const cJSON *id, const cJSON *args)
@@ -237,6 +242,7 @@ void session_close_action(struct conn *c, const cJSON *id, const cJSON *args)
 		signal_tree(s, SIGHUP);
 		server_timer(&s->close_sul, close_kill_timer, CLOSE_KILL_DELAY_US);
 	} else {
+		s->close_killed = 1;
 		session_destroy(s);
 	}
 }

@@ -152,6 +152,7 @@ struct session {
 	lws_sorted_usec_list_t exit_sul;
 	lws_sorted_usec_list_t close_sul;
 	int closing;              /* session.close: freed once its process ends */
+	int close_killed;         /* ... and the KILL after the grace time was sent */
 	int nviewers;
 	int reaped;
 	int pty_closed;
