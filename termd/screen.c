@@ -158,8 +158,15 @@ static int cb_putglyph(VTermGlyphInfo *info, VTermPos pos, void *user)
 	struct row *row = cur(sc)->row[pos.row];
 	int w = info->width > 1 ? info->width : 1;
 	int end = pos.col + w < sc->cols ? pos.col + w : sc->cols;
-	if (end > row->len)
-		row_materialize(row, end);
+	if (end + 1 > row->len)
+		row_materialize(row, end + 1 < sc->cols ? end + 1 : sc->cols);
+	/* over the right half of a wide char: blank its left half; over the
+	 * left half of one: blank its right half (as xterm and tmux do) */
+	if (row->c[pos.col].ch[0] == CELL_CONT && pos.col > 0 &&
+	    row->c[pos.col - 1].width == 2 && row->c[pos.col - 1].ch[0] != CELL_CONT)
+		blank_cell(sc, &row->c[pos.col - 1]);
+	if (end < sc->cols && row->c[end].ch[0] == CELL_CONT)
+		blank_cell(sc, &row->c[end]);
 	struct cell *c = &row->c[pos.col];
 	c->ch[0] = info->chars[0];
 	c->ch[1] = c->ch[0] ? info->chars[1] : 0;
@@ -337,7 +344,7 @@ static int cb_resize(int rows, int cols, VTermPos *delta, void *user)
 		struct grid ng;
 		grid_alloc(sc, &ng, rows, cols);
 		for (int r = 0; r < rows; r++) {
-			int orow = r + shift;
+			int orow = r + (b == sc->alt ? shift : 0);   /* only the shown buffer follows the cursor */
 			if (orow >= sc->rows)
 				break;
 			struct row *o = sc->buf[b].row[orow], *nr = ng.row[r];
@@ -394,6 +401,9 @@ struct screen *screen_new(int rows, int cols)
 	vterm_state_set_callbacks(sc->state, &state_cbs, sc);
 	vterm_output_set_callback(sc->vt, vt_output, sc);
 	vterm_state_reset(sc->state, 1);
+	/* libvterm 0.1.4 loops forever on REP (CSI b) before any character
+	 * was printed: print one and erase it */
+	vterm_input_write(sc->vt, " \r\x1b[K", 5);
 	return sc;
 }
 
@@ -423,6 +433,10 @@ void screen_resize(struct screen *sc, int rows, int cols)
 {
 	if (rows == sc->rows && cols == sc->cols)
 		return;
+	/* as xterm: no scroll region across a resize (libvterm 0.1.4 clamps
+	 * only its bottom, and a top below the new last row corrupts memory) */
+	static const char reset[] = "\x1b" "7\x1b[r\x1b" "8";
+	vterm_input_write(sc->vt, reset, sizeof reset - 1);
 	vterm_set_size(sc->vt, rows, cols);
 }
 
@@ -488,8 +502,12 @@ int screen_alt(struct screen *sc)
 
 void screen_cursor(struct screen *sc, int *row, int *col, int *visible)
 {
-	*row = sc->cursor.row;
-	*col = sc->cursor.col;
+	/* libvterm moves its cursor without a callback at times (origin mode,
+	 * alt screen restore): ask it, and clamp to the screen */
+	VTermPos p;
+	vterm_state_get_cursorpos(sc->state, &p);
+	*row = p.row < 0 ? 0 : p.row >= sc->rows ? sc->rows - 1 : p.row;
+	*col = p.col < 0 ? 0 : p.col >= sc->cols ? sc->cols - 1 : p.col;
 	*visible = sc->cursor_visible;
 }
 
@@ -602,6 +620,8 @@ void screen_snapshot(struct screen *sc, buf_t *out)
 	}
 	/* the pen the program had set, then cursor */
 	sgr_for(out, &sc->pen);
-	buf_printf(out, "\x1b[%d;%dH", sc->cursor.row + 1, sc->cursor.col + 1);
+	int crow, ccol, cvis;
+	screen_cursor(sc, &crow, &ccol, &cvis);
+	buf_printf(out, "\x1b[%d;%dH", crow + 1, ccol + 1);
 	buf_puts(out, sc->cursor_visible ? "\x1b[?25h" : "\x1b[?25l");
 }

@@ -130,10 +130,11 @@ static const char *typed(struct fx *f, size_t *len)
 	return out;
 }
 
-/* keys_type(item) writes exactly `want` (wn bytes). */
-static void check_key(struct fx *f, const char *item, const char *want, size_t wn)
+/* keys_type(item) writes exactly `want` (wn bytes) and says whether item
+ * was a key name (is_key) or literal text. */
+static void check_key(struct fx *f, const char *item, const char *want, size_t wn, int is_key)
 {
-	keys_type(&f->s, item);
+	int k = keys_type(&f->s, item);
 	size_t n;
 	const char *got = typed(f, &n);
 	if (n != wn || memcmp(got, want, n) != 0) {
@@ -144,9 +145,13 @@ static void check_key(struct fx *f, const char *item, const char *want, size_t w
 			snprintf(w + strlen(w), sizeof w - strlen(w), "%02x ", (unsigned char)want[i]);
 		fail_msg("keys_type(\"%s\"): got [%s] want [%s]", item, g, w);
 	}
+	if (k != is_key)
+		fail_msg("keys_type(\"%s\") returned %d, wanted %d", item, k, is_key);
 }
 
-#define CHECK(f, item, lit) check_key((f), (item), (lit), sizeof(lit) - 1)
+/* a key name, and literal text */
+#define CHECK(f, item, lit) check_key((f), (item), (lit), sizeof(lit) - 1, 1)
+#define TEXT(f, item, lit) check_key((f), (item), (lit), sizeof(lit) - 1, 0)
 
 static void test_basic_keys(void **state)
 {
@@ -187,10 +192,10 @@ static void test_function_keys(void **state)
 	CHECK(f, "F10", "\x1b[21~");
 	CHECK(f, "F12", "\x1b[24~");
 	/* not function keys: typed as text */
-	CHECK(f, "F0", "F0");
-	CHECK(f, "F13", "F13");
-	CHECK(f, "F1x", "F1x");
-	CHECK(f, "F", "F");
+	TEXT(f, "F0", "F0");
+	TEXT(f, "F13", "F13");
+	TEXT(f, "F1x", "F1x");
+	TEXT(f, "F", "F");
 }
 
 static void test_cursor_key_mode(void **state)
@@ -235,28 +240,28 @@ static void test_ctrl_meta_shift(void **state)
 	CHECK(f, "C-F5", "\x1b[15;5~");
 	CHECK(f, "S-Tab", "\x1b[Z");
 	/* a modifier key with no key after it is text */
-	CHECK(f, "C-", "C-");
-	CHECK(f, "M-", "M-");
+	TEXT(f, "C-", "C-");
+	TEXT(f, "M-", "M-");
 	/* a modifier on something that is not a key: all of it is text */
-	CHECK(f, "C-hello", "C-hello");
+	TEXT(f, "C-hello", "C-hello");
 }
 
 static void test_literal_text(void **state)
 {
 	struct fx *f = *state;
-	CHECK(f, "hello", "hello");
-	CHECK(f, "echo hi; ls -l\n", "echo hi; ls -l\n");
-	CHECK(f, "日本語", "日本語");
-	CHECK(f, "c-c", "c-c");
-	CHECK(f, "x", "x");
-	CHECK(f, "C", "C");
+	TEXT(f, "hello", "hello");
+	TEXT(f, "echo hi; ls -l\n", "echo hi; ls -l\n");
+	TEXT(f, "日本語", "日本語");
+	TEXT(f, "c-c", "c-c");
+	TEXT(f, "x", "x");
+	TEXT(f, "C", "C");
 	/* an empty item types nothing */
-	CHECK(f, "", "");
+	TEXT(f, "", "");
 	/* a long literal goes through whole */
 	char big[3000];
 	memset(big, 'k', sizeof big - 1);
 	big[sizeof big - 1] = 0;
-	keys_type(&f->s, big);
+	assert_int_equal(keys_type(&f->s, big), 0);
 	size_t n;
 	const char *got = typed(f, &n);
 	assert_int_equal(n, sizeof big - 1);
@@ -272,7 +277,7 @@ static void test_dead_session(void **state)
 	keys_type(&f->s, "Up");
 	keys_type(&f->s, "C-c");
 	f->s.alive = 1;
-	CHECK(f, "", "");
+	TEXT(f, "", "");
 }
 
 /* C-Space is NUL in tmux and in every terminal (ctrl_byte(' ') already
@@ -280,7 +285,8 @@ static void test_dead_session(void **state)
 static void test_ctrl_space(void **state)
 {
 	struct fx *f = *state;
-	check_key(f, "C-Space", "\0", 1);
+	check_key(f, "C-Space", "\0", 1, 1);
+	check_key(f, "C-M-Space", "\x1b\0", 2, 1);
 }
 
 int main(void)
