@@ -141,8 +141,9 @@ static int task_waits_on_tty(pid_t pid, const char *task_dir, const char *slave)
 	return yes;
 }
 
-/* Reads pgrp and state of a process from /proc/PID/stat. */
-static int proc_stat(pid_t pid, char *state, pid_t *pgrp, pid_t *sid)
+/* Reads state, process group and session id of a process from
+ * /proc/PID/stat. 0 or -1. */
+int proc_stat(pid_t pid, char *state, pid_t *pgrp, pid_t *sid)
 {
 	char p[64], buf[1024];
 	snprintf(p, sizeof p, "/proc/%d/stat", (int)pid);

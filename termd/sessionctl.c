@@ -170,27 +170,16 @@ static void signal_tree(struct session *s, int sig)
 	if (!d)
 		return;
 	struct dirent *e;
-	char path[64], buf[512];
 	while ((e = readdir(d))) {
 		char *end;
 		long pid = strtol(e->d_name, &end, 10);
-		if (*end || pid <= 0)
-			continue;
-		snprintf(path, sizeof path, "/proc/%ld/stat", pid);
-		FILE *f = fopen(path, "re");
-		if (!f)
-			continue;
-		size_t n = fread(buf, 1, sizeof buf - 1, f);
-		fclose(f);
-		buf[n] = 0;
-		char *rp = strrchr(buf, ')');
-		int ppid, pg, sid;
 		char st;
-		if (rp && sscanf(rp + 2, "%c %d %d %d", &st, &ppid, &pg, &sid) == 4 && sid == s->pid) {
-			kill((pid_t)pid, sig);
-			if (sig == SIGHUP)
-				kill((pid_t)pid, SIGCONT);
-		}
+		pid_t pg, sid;
+		if (*end || pid <= 0 || proc_stat((pid_t)pid, &st, &pg, &sid) < 0 || sid != s->pid)
+			continue;
+		kill((pid_t)pid, sig);
+		if (sig == SIGHUP)
+			kill((pid_t)pid, SIGCONT);
 	}
 	closedir(d);
 }

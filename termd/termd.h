@@ -315,5 +315,7 @@ int keys_is_control_name(const char *s, char *byte);
 /* ---- waiting for input detection (inputwait.c) ---- */
 /* 1 if the session's foreground processes are blocked reading its tty. */
 int inputwait_blocked_on_tty(struct session *s);
+/* State, process group and session id of a process (/proc/PID/stat). */
+int proc_stat(pid_t pid, char *state, pid_t *pgrp, pid_t *sid);
 
 #endif
