@@ -766,7 +766,7 @@ void run_session_gone(struct session *s)
 /* The session an action names (default main), started again if its shell
  * ended. NULL when an error was sent. */
 static struct session *action_session(struct conn *c, const cJSON *id, const cJSON *args,
-				      int create, int *restarted)
+				      int create, int allow_dead, int *restarted)
 {
 	const char *name = "main";
 	*restarted = 0;
@@ -797,7 +797,9 @@ static struct session *action_session(struct conn *c, const cJSON *id, const cJS
 		events_emit(NULL, NULL, "session.open", "", ex);
 	}
 	if (!s->alive) {
-		if (!s->is_shell) {
+		if (!s->is_shell && !create && allow_dead) {
+			return s;   /* an ended program's last screen can still be read */
+		} else if (!s->is_shell) {
 			events_error(c, id, TD_ERR_NO_COMMAND, "session '%s' has ended (exit code %d)",
 				     s->name, s->exit_code);
 			return NULL;
@@ -829,7 +831,7 @@ void run_action(struct conn *c, const cJSON *id, const cJSON *args)
 		return;
 	}
 	int restarted;
-	struct session *s = action_session(c, id, args, 1, &restarted);
+	struct session *s = action_session(c, id, args, 1, 0, &restarted);
 	if (!s)
 		return;
 	if (s->waiter) {
@@ -912,7 +914,7 @@ void keys_action(struct conn *c, const cJSON *id, const cJSON *args)
 		return;
 	}
 	int restarted;
-	struct session *s = action_session(c, id, args, 0, &restarted);
+	struct session *s = action_session(c, id, args, 0, 0, &restarted);
 	if (!s)
 		return;
 	if (s->kwaiter) {
@@ -935,7 +937,7 @@ void keys_action(struct conn *c, const cJSON *id, const cJSON *args)
 void screen_action(struct conn *c, const cJSON *id, const cJSON *args)
 {
 	int restarted;
-	struct session *s = action_session(c, id, args, 0, &restarted);
+	struct session *s = action_session(c, id, args, 0, 1, &restarted);
 	if (!s)
 		return;
 	emit_screen(s, c, id, restarted);

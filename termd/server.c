@@ -76,14 +76,20 @@ static void uri_path(struct lws *wsi, char *out, size_t n)
 		*q = 0;
 }
 
+static void conn_free_queue(struct conn *c);
+
 void conn_send(struct conn *c, const char *data, size_t len)
 {
 	if (c->closing)
 		return;
 	if (c->out_bytes + len > OUT_QUEUE_MAX) {
+		/* it is not reading: drop it now (it can reconnect and subscribe
+		 * from the last seq it saw); waiting for the queue to drain would
+		 * pin the memory for as long as it stalls */
 		log_warn("client not reading: %zu bytes pending, disconnecting it", c->out_bytes);
 		c->closing = 1;
-		lws_callback_on_writable(c->wsi);
+		conn_free_queue(c);
+		lws_set_timeout(c->wsi, PENDING_TIMEOUT_KILLED_BY_PARENT, LWS_TO_KILL_ASYNC);
 		return;
 	}
 	struct outmsg *m = xmalloc(sizeof *m);
