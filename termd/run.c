@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #define QUIET_FOR_INPUT_US   1000000u  /* "nothing new for about a second" */
@@ -415,6 +416,14 @@ static void run_answer(struct waiter *w, const char *timed_out, int waiting_inpu
 
 static void run_check(struct waiter *w);
 
+/* Output the pty holds that termd has not read yet: the program was not
+ * quiet, whatever last_output_us says (the loop will read it next). */
+static int pty_unread(struct session *s)
+{
+	int n = 0;
+	return s->master_fd >= 0 && ioctl(s->master_fd, FIONREAD, &n) == 0 && n > 0;
+}
+
 static void waiter_timer(lws_sorted_usec_list_t *sul)
 {
 	struct waiter *w = lws_container_of(sul, struct waiter, sul);
@@ -459,14 +468,29 @@ static void run_check(struct waiter *w)
 		run_answer(w, "hard", 0);
 		return;
 	}
+	int quiet_check = (w->idle_us && now - last >= w->idle_us) ||
+			  (w->typed && now - last >= QUIET_FOR_INPUT_US);
+	if (quiet_check && pty_unread(s)) {
+		/* e.g. the command just ended: its done mark is still unread */
+		schedule_at(w, now + 5000);
+		return;
+	}
 	if (w->idle_us && now - last >= w->idle_us) {
 		run_answer(w, "idle", 0);
 		return;
 	}
 	if (w->typed && now - last >= QUIET_FOR_INPUT_US && inputwait_blocked_on_tty(s)) {
-		run_answer(w, NULL, 1);
+		/* seen twice, 30 ms apart, with no output between: a shell that
+		 * just finished sits in readline too, its last bytes in flight */
+		if (w->input_seen_us && w->input_seen_us > last) {
+			run_answer(w, NULL, 1);
+			return;
+		}
+		w->input_seen_us = now;
+		schedule_at(w, now + 30000);
 		return;
 	}
+	w->input_seen_us = 0;
 	uint64_t next = UINT64_MAX;
 	if (w->hard_us)
 		next = w->hard_us;

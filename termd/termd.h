@@ -90,6 +90,7 @@ struct waiter {
 	size_t max_output;
 	int restarted;
 	int typed;                /* run: the text has been typed */
+	uint64_t input_seen_us;   /* run: first time it looked blocked on input */
 	char *pending_text;       /* run: text to type when the shell is ready */
 	cJSON *pending_keys;      /* keys: typed when the shell is ready */
 	lws_sorted_usec_list_t sul;
