@@ -316,7 +316,3 @@ void events_subscribe(struct conn *c, const cJSON *id, const cJSON *args)
 	cJSON_AddNumberToObject(ex, "since", (double)from);
 	events_emit(c, id, "subscribe", "", ex);
 }
-void events_conn_gone(struct conn *c)
-{
-	(void)c;
-}

@@ -73,11 +73,20 @@ static int try_match(struct conn *c, const cJSON *id, regex_t *re, const char *t
 	return 1;
 }
 
+/* Finished lines (only the tail try_match searches) + the live lines. */
+static void exp_text(struct expect *e, size_t keep, buf_t *all)
+{
+	size_t off = e->text.len > keep ? e->text.len - keep : 0;
+	buf_append(all, e->text.p ? e->text.p + off : "", e->text.len - off);
+	render_live(e->render, all);
+}
+
 static void exp_check(struct expect *e)
 {
+	/* this runs on every output chunk while expect waits: copy no more
+	 * than the tail that is searched */
 	buf_t all = {0};
-	buf_append(&all, e->text.p ? e->text.p : "", e->text.len);
-	render_live(e->render, &all);
+	exp_text(e, EXPECT_SCAN_MAX, &all);
 	int done = try_match(e->conn, e->id, &e->re, all.p ? all.p : "", all.len, e->s->name);
 	buf_free(&all);
 	if (done)
@@ -88,8 +97,7 @@ static void exp_timeout(lws_sorted_usec_list_t *sul)
 {
 	struct expect *e = lws_container_of(sul, struct expect, sul);
 	buf_t all = {0};
-	buf_append(&all, e->text.p ? e->text.p : "", e->text.len);
-	render_live(e->render, &all);
+	exp_text(e, EXPECT_TEXT_MAX, &all);
 	cJSON *ex = cJSON_CreateObject();
 	cJSON_AddStringToObject(ex, "session", e->s->name);
 	cJSON_AddBoolToObject(ex, "matched", 0);

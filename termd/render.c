@@ -361,29 +361,6 @@ static void line_combine(struct line *l, size_t col, uint32_t cp)
 	c[pos] = CELL_COMB | (uint32_t)off;
 }
 
-static size_t utf8_put(char *o, uint32_t cp)
-{
-	if (cp < 0x80) {
-		o[0] = (char)cp;
-		return 1;
-	}
-	if (cp < 0x800) {
-		o[0] = (char)(0xC0 | cp >> 6);
-		o[1] = (char)(0x80 | (cp & 0x3F));
-		return 2;
-	}
-	if (cp < 0x10000) {
-		o[0] = (char)(0xE0 | cp >> 12);
-		o[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-		o[2] = (char)(0x80 | (cp & 0x3F));
-		return 3;
-	}
-	o[0] = (char)(0xF0 | cp >> 18);
-	o[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-	o[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-	o[3] = (char)(0x80 | (cp & 0x3F));
-	return 4;
-}
 
 /* Columns left after trimming trailing spaces. */
 static inline size_t line_trimmed(const struct line *l)
@@ -422,9 +399,9 @@ static void line_append_text(const struct line *l, buf_t *out)
 			const uint32_t *e = l->pool + (v & ~CELL_COMB);
 			buf_reserve(out, (e[0] + n - i) * 4);
 			for (uint32_t k = 1; k <= e[0]; k++)
-				out->len += utf8_put(out->p + out->len, e[k]);
+				out->len += utf8_encode(e[k], out->p + out->len);
 		} else {
-			out->len += utf8_put(out->p + out->len, v);
+			out->len += utf8_encode(v, out->p + out->len);
 		}
 	}
 	out->p[out->len] = 0;

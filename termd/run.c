@@ -402,8 +402,6 @@ static void run_answer(struct waiter *w, const char *timed_out, int waiting_inpu
 		cJSON_AddStringToObject(ex, "output_file", cmd->file_path);
 	if (w->restarted)
 		cJSON_AddBoolToObject(ex, "restarted", 1);
-	if (cmd && finished)
-		cmd->final_delivered = 1;
 	events_emit(w->conn, w->id, "run", content.p ? content.p : "", ex);
 	buf_free(&content);
 	waiter_free(w);
@@ -695,7 +693,6 @@ void run_on_mark_done(struct session *s, int exit_code, const char *cwd)
 	}
 	s->state = SH_IDLE;
 	s->ready = 0;
-	s->idle_since_us = mono_us();
 	buf_reset(&s->typed);
 	if (s->shell_kind == 0)
 		server_timer(&s->ready_sul, ready_fallback, READY_FALLBACK_US);
@@ -864,10 +861,10 @@ void run_action(struct conn *c, const cJSON *id, const cJSON *args)
 	}
 	int running = s->state == SH_RUNNING || !s->is_shell ||
 		      (s->cmd && !s->cmd->finished && s->cmd->started);
-	int has_cmd = s->cmd && !(s->cmd->finished && s->cmd->final_delivered);
+	int has_cmd = s->cmd != NULL;   /* freed once its final answer is out */
 
 	if (!is_input && command[0] && s->is_shell) {
-		if (running || s->state == SH_RUNNING) {
+		if (running) {
 			events_error(c, id, TD_ERR_BUSY, "a command is still running in '%s'", s->name);
 			return;
 		}

@@ -443,29 +443,7 @@ void screen_resize(struct screen *sc, int rows, int cols)
 static void put_utf8(buf_t *b, uint32_t cp)
 {
 	char s[4];
-	size_t n;
-	if (cp < 0x80) {
-		s[0] = (char)cp;
-		n = 1;
-	} else if (cp < 0x800) {
-		s[0] = (char)(0xC0 | (cp >> 6));
-		s[1] = (char)(0x80 | (cp & 0x3F));
-		n = 2;
-	} else if (cp < 0x10000) {
-		s[0] = (char)(0xE0 | (cp >> 12));
-		s[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-		s[2] = (char)(0x80 | (cp & 0x3F));
-		n = 3;
-	} else if (cp < 0x110000) {
-		s[0] = (char)(0xF0 | (cp >> 18));
-		s[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-		s[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-		s[3] = (char)(0x80 | (cp & 0x3F));
-		n = 4;
-	} else {
-		return;
-	}
-	buf_append(b, s, n);
+	buf_append(b, s, utf8_encode(cp, s));
 }
 
 void screen_text(struct screen *sc, buf_t *out)

@@ -265,7 +265,6 @@ static int cb_main(struct lws *wsi, enum lws_callback_reasons reason, void *user
 		}
 		c->closing = 1;
 		run_on_conn_gone(c);
-		events_conn_gone(c);
 		conn_free_queue(c);
 		break;
 	default:
@@ -337,7 +336,6 @@ static void lws_log(int level, const char *line)
 
 int server_init(void)
 {
-	srv.start_wall = wall_s();
 	srv.start_mono = mono_us();
 	char tmpl[] = "/tmp/termd-XXXXXX";
 	const char *base = getenv("TMPDIR");

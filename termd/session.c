@@ -252,7 +252,6 @@ int session_respawn(struct session *s, char *err, size_t errlen)
 	buf_reset(&s->inq);
 	free(s->cwd);
 	s->cwd = xstrdup(opts.cwd);
-	s->restart_pending = 0;
 	return spawn(s, s->cwd, NULL, err, errlen);
 }
 
@@ -339,10 +338,10 @@ static void finalize_exit(struct session *s)
 	run_on_session_exit(s);
 	tty_on_exit(s);
 	events_emit(NULL, NULL, "session.exit", "", ex);
+	/* a closed one is freed here, or by its KILL timer if that is still to
+	 * run; a shell (main included) starts again on the next action */
 	if (s->closing && s->close_killed)
-		session_destroy(s);   /* else the KILL timer still has to run, then frees it */
-	else if (strcmp(s->name, "main") == 0)
-		s->restart_pending = 1;
+		session_destroy(s);
 }
 
 static void finalize_timer(lws_sorted_usec_list_t *sul)

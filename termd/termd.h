@@ -42,7 +42,6 @@ struct server {
 	struct lws_context *ctx;
 	struct lws_vhost *vhost;
 	char *rundir;             /* private runtime directory */
-	double start_wall;
 	uint64_t start_mono;
 	int stopping;
 	struct conn *conns;       /* all /events connections */
@@ -115,7 +114,6 @@ struct cmd {
 	size_t delivered;         /* bytes already returned to the agent */
 	size_t delivered_lines;
 	char *shown_live;         /* live text returned last time */
-	int final_delivered;
 };
 
 /* ---- sessions (session.c) ---- */
@@ -136,11 +134,9 @@ struct session {
 	struct shellint *si;
 	enum shell_state state;
 	int ready;                /* line editor is reading (prompt shown) */
-	uint64_t idle_since_us;   /* when the D mark came */
 	char *cwd;
 	int exit_code, exit_signal;
 	int alive;
-	int restart_pending;      /* main died: restart on next action */
 	struct cmd *cmd;          /* current or last undelivered command */
 	struct waiter *waiter;    /* the run waiting on this session */
 	struct waiter *kwaiter;   /* the keys action waiting on it */
@@ -172,7 +168,6 @@ void events_error(struct conn *to, const cJSON *cause, td_err code,
 		  const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 void events_hello(struct conn *c);
 void events_subscribe(struct conn *c, const cJSON *id, const cJSON *args);
-void events_conn_gone(struct conn *c);
 /* An action id already answered and still retained: send that answer
  * again with extras.replayed and return 1. */
 int events_replay(struct conn *c, const cJSON *id);

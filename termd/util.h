@@ -33,6 +33,8 @@ char *buf_steal(buf_t *b);              /* returns p (never NULL), resets b */
 uint64_t mono_us(void);                 /* monotonic clock, microseconds */
 double wall_s(void);                    /* Unix time, seconds */
 
+/* Encode a code point (U+FFFD if invalid) into out; returns 1-4. */
+size_t utf8_encode(uint32_t cp, char out[4]);
 /* Number of UTF-8 characters (code points) in s[0..n). */
 size_t utf8_count(const char *s, size_t n);
 /* Byte offset of the start of character number `chars` in s (clamped to n). */

@@ -99,6 +99,19 @@ def test_snapshot_shows_full_screen_program(termd, ev):
     ev.call("keys", {"keys": ["Escape", ":q!", "Enter"]})
 
 
+def test_title_frames(termd, ev):
+    ws = attach(termd)
+    frame(ws), frame(ws)
+    tdtest.run_done(ev, "printf '\\033]2;my-title\\007'")
+    got = frames_until(ws, lambda fs: any(t == "T" for t, _ in fs))
+    assert [p for t, p in got if t == "T"][-1] == b"my-title"
+    assert ev.call("screen", {})["extras"]["title"] == "my-title"
+    # a viewer attaching later gets the title after its snapshot
+    late = attach(termd)
+    kinds = [frame(late)[0] for _ in range(3)]
+    assert kinds == ["Z", "S", "T"]
+
+
 def test_read_only_cannot_type_or_resize(termd, ev):
     ws = attach(termd, mode="ro")
     frame(ws), frame(ws)
