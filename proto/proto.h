@@ -20,6 +20,11 @@
 #define TD_DEFAULT_ROWS      48
 #define TD_DEFAULT_MAX_FRAME (8u * 1024u * 1024u)
 #define TD_DEFAULT_RETAIN    10000
+#define TD_DEFAULT_MAX_SESSIONS 64
+#define TD_DEFAULT_MAX_VIEWERS  64
+#define TD_DEFAULT_MAX_PENDING  (64u * 1024u * 1024u)
+#define TD_DEFAULT_SCROLLBACK   2000
+#define TD_DEFAULT_OUTPUT_MEM   (1u * 1024u * 1024u)
 #define TD_SESSION_NAME_MAX  64
 
 /* Error codes of PROTOCOL.md §2, in order. */

@@ -16,6 +16,30 @@
 
 
 
+/* Numeric limits: option name, where it goes, bounds, what it counts. */
+static const struct limit_opt {
+	const char *name;
+	size_t *dst;
+	size_t def, min, max;
+	const char *help;
+} limits[] = {
+	{"max-frame", &opts.max_frame, TD_DEFAULT_MAX_FRAME, 1024, (size_t)1 << 31,
+	 "largest accepted /events frame, bytes"},
+	{"retain", &opts.retain, TD_DEFAULT_RETAIN, 1, 10000000,
+	 "events kept for subscribe"},
+	{"max-sessions", &opts.max_sessions, TD_DEFAULT_MAX_SESSIONS, 1, 100000,
+	 "sessions open at once, main included"},
+	{"max-viewers", &opts.max_viewers, TD_DEFAULT_MAX_VIEWERS, 1, 100000,
+	 "/tty viewers per session"},
+	{"max-pending", &opts.max_pending, TD_DEFAULT_MAX_PENDING, 65536, (size_t)1 << 34,
+	 "unsent bytes before an /events client that does not read is dropped"},
+	{"scrollback", &opts.scrollback, TD_DEFAULT_SCROLLBACK, 0, 1000000,
+	 "lines kept above each session's screen"},
+	{"output-mem", &opts.output_mem, TD_DEFAULT_OUTPUT_MEM, 4096, (size_t)1 << 31,
+	 "bytes of a command's output kept in memory; beyond, its output file only"},
+};
+#define NLIMITS (sizeof limits / sizeof limits[0])
+
 static void usage(FILE *f)
 {
 	fprintf(f,
@@ -23,14 +47,30 @@ static void usage(FILE *f)
 		"  --listen HOST:PORT | unix:PATH   where to listen (default %s:%d)\n"
 		"  --token-file F          full-access token (also env TERMD_TOKEN)\n"
 		"  --view-token-file F     read-only token\n"
+		"  --tls-cert F --tls-key F   serve wss:// and https:// with this PEM pair\n"
 		"  --shell PATH            shell for sessions (default bash, else sh)\n"
 		"  --cwd DIR               start directory of sessions (default: current)\n"
-		"  --max-frame BYTES       largest accepted frame (default %u)\n"
-		"  --retain N              events kept for subscribe (default %d)\n"
 		"  --event-log FILE        append every event as a JSON line\n"
 		"  -v, --verbose           log more\n"
-		"  --help, --version\n",
-		TD_DEFAULT_HOST, TD_DEFAULT_PORT, TD_DEFAULT_MAX_FRAME, TD_DEFAULT_RETAIN);
+		"  --help, --version\n"
+		"limits:\n",
+		TD_DEFAULT_HOST, TD_DEFAULT_PORT);
+	for (size_t i = 0; i < NLIMITS; i++)
+		fprintf(f, "  --%-14s N      %s (default %zu)\n", limits[i].name, limits[i].help,
+			limits[i].def);
+}
+
+static int parse_limit(const struct limit_opt *l, const char *v)
+{
+	char *end;
+	errno = 0;
+	unsigned long long n = strtoull(v, &end, 10);
+	if (errno || end == v || *end || v[0] == '-' || n < l->min || n > l->max) {
+		fprintf(stderr, "termd: --%s wants a number from %zu to %zu\n", l->name, l->min, l->max);
+		return -1;
+	}
+	*l->dst = (size_t)n;
+	return 0;
 }
 
 static char *read_token_file(const char *path)
@@ -90,27 +130,31 @@ static int is_loopback(const char *h)
 
 int main(int argc, char **argv)
 {
-	enum { O_LISTEN = 256, O_TOKEN, O_VIEW, O_SHELL, O_CWD, O_MAXFRAME, O_RETAIN, O_LOG,
-	       O_HELP, O_VERSION };
-	static const struct option lo[] = {
+	enum { O_LISTEN = 256, O_TOKEN, O_VIEW, O_SHELL, O_CWD, O_LOG, O_TLS_CERT, O_TLS_KEY,
+	       O_HELP, O_VERSION, O_LIMIT /* + index into limits[] */ };
+	static const struct option fixed[] = {
 		{"listen", required_argument, NULL, O_LISTEN},
 		{"token-file", required_argument, NULL, O_TOKEN},
 		{"view-token-file", required_argument, NULL, O_VIEW},
 		{"shell", required_argument, NULL, O_SHELL},
 		{"cwd", required_argument, NULL, O_CWD},
-		{"max-frame", required_argument, NULL, O_MAXFRAME},
-		{"retain", required_argument, NULL, O_RETAIN},
 		{"event-log", required_argument, NULL, O_LOG},
+		{"tls-cert", required_argument, NULL, O_TLS_CERT},
+		{"tls-key", required_argument, NULL, O_TLS_KEY},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, O_HELP},
 		{"version", no_argument, NULL, O_VERSION},
-		{NULL, 0, NULL, 0},
 	};
-	opts.max_frame = TD_DEFAULT_MAX_FRAME;
-	opts.retain = TD_DEFAULT_RETAIN;
+	const size_t nfixed = sizeof fixed / sizeof fixed[0];
+	struct option lo[sizeof fixed / sizeof fixed[0] + NLIMITS + 1];
+	memcpy(lo, fixed, sizeof fixed);
+	for (size_t i = 0; i < NLIMITS; i++) {
+		lo[nfixed + i] = (struct option){limits[i].name, required_argument, NULL, O_LIMIT + (int)i};
+		*limits[i].dst = limits[i].def;
+	}
+	lo[nfixed + NLIMITS] = (struct option){NULL, 0, NULL, 0};
 	int c;
 	while ((c = getopt_long(argc, argv, "v", lo, NULL)) != -1) {
-		char *end;
 		switch (c) {
 		case O_LISTEN:
 			if (parse_listen(optarg) < 0)
@@ -130,26 +174,16 @@ int main(int argc, char **argv)
 		case O_CWD:
 			opts.cwd = xstrdup(optarg);
 			break;
-		case O_MAXFRAME: {
-			unsigned long long v = strtoull(optarg, &end, 10);
-			if (*end || v < 1024) {
-				fprintf(stderr, "termd: --max-frame wants a number of bytes >= 1024\n");
-				return 2;
-			}
-			opts.max_frame = (size_t)v;
-			break;
-		}
-		case O_RETAIN: {
-			long v = strtol(optarg, &end, 10);
-			if (*end || v < 1 || v > 10000000) {
-				fprintf(stderr, "termd: --retain wants a number from 1 to 10000000\n");
-				return 2;
-			}
-			opts.retain = (int)v;
-			break;
-		}
 		case O_LOG:
 			opts.event_log = xstrdup(optarg);
+			break;
+		case O_TLS_CERT:
+			free(opts.tls_cert);
+			opts.tls_cert = xstrdup(optarg);
+			break;
+		case O_TLS_KEY:
+			free(opts.tls_key);
+			opts.tls_key = xstrdup(optarg);
 			break;
 		case 'v':
 			opts.verbose = log_verbose = 1;
@@ -161,6 +195,11 @@ int main(int argc, char **argv)
 			printf("termd %s (protocol %d)\n", TERMD_VERSION, PROTOCOL_VERSION);
 			return 0;
 		default:
+			if (c >= O_LIMIT && c < O_LIMIT + (int)NLIMITS) {
+				if (parse_limit(&limits[c - O_LIMIT], optarg) < 0)
+					return 2;
+				break;
+			}
 			usage(stderr);
 			return 2;
 		}
@@ -185,6 +224,16 @@ int main(int argc, char **argv)
 				"would get a shell. Use --token-file F (or env TERMD_TOKEN), or listen on "
 				"127.0.0.1 or a unix socket.\n", opts.listen_host);
 		return 2;
+	}
+	if (!opts.tls_cert != !opts.tls_key) {
+		fprintf(stderr, "termd: --tls-cert and --tls-key go together\n");
+		return 2;
+	}
+	for (const char *f = opts.tls_cert; f; f = f == opts.tls_cert ? opts.tls_key : NULL) {
+		if (access(f, R_OK) != 0) {
+			fprintf(stderr, "termd: cannot read %s: %s\n", f, strerror(errno));
+			return 2;
+		}
 	}
 	if (!opts.cwd) {
 		char buf[4096];
@@ -232,5 +281,7 @@ int main(int argc, char **argv)
 	free(opts.shell);
 	free(opts.cwd);
 	free(opts.event_log);
+	free(opts.tls_cert);
+	free(opts.tls_key);
 	return 0;
 }

@@ -1,7 +1,7 @@
 /* run.c — the `run`, `keys` and `screen` actions and the life of a command
  * in a session: typing it when the shell is ready, following the shell's
  * marks (start, done with exit code and cwd), rendering its output into a
- * store (memory, spilled to a file past 1 MiB), answering with what is new
+ * store (memory, spilled to a file past --output-mem), answering with what is new
  * since the last observation (head + tail when over max_output), hard and
  * idle timeouts, and noticing a program waiting for terminal input. */
 #include "termd.h"
@@ -18,7 +18,6 @@
 #define QUIET_FOR_INPUT_US   1000000u  /* "nothing new for about a second" */
 #define INPUT_RECHECK_US      250000u
 #define READY_FALLBACK_US     300000u  /* no readline ready signal: type anyway */
-#define STORE_MEM_CAP        (1u << 20)
 #define STORE_WRITE_CHUNK    (64u * 1024u)
 #define RENDER_WINDOW        200
 #define DEFAULT_IDLE_S       30.0
@@ -75,7 +74,7 @@ static void store_line(void *user, const char *line, size_t len)
 	if (cmd->file_fd >= 0) {
 		if (cmd->mem.len >= STORE_WRITE_CHUNK)
 			store_flush(cmd);
-	} else if (cmd->mem.len > STORE_MEM_CAP) {
+	} else if (cmd->mem.len > opts.output_mem) {
 		if (store_spill(cmd) == 0)
 			store_flush(cmd);
 	}
@@ -353,11 +352,16 @@ static cJSON *screen_extras(struct session *s)
 	return ex;
 }
 
-static void emit_screen(struct session *s, struct conn *c, const cJSON *id, int restarted)
+/* scrollback: lines of history to show above the screen */
+static void emit_screen(struct session *s, struct conn *c, const cJSON *id, int restarted,
+			size_t scrollback)
 {
 	buf_t text = {0};
+	if (scrollback && !screen_alt(s->screen))
+		screen_scrollback_text(s->screen, scrollback, &text);
 	screen_text(s->screen, &text);
 	cJSON *ex = screen_extras(s);
+	cJSON_AddNumberToObject(ex, "scrollback_lines", (double)screen_scrollback_lines(s->screen));
 	if (restarted)
 		cJSON_AddBoolToObject(ex, "restarted", 1);
 	events_emit(c, id, "screen", text.p ? text.p : "", ex);
@@ -447,7 +451,7 @@ static void run_check(struct waiter *w)
 			return;
 		}
 		if (now - last >= w->settle_us || (w->hard_us && now >= w->hard_us) || !s->alive) {
-			emit_screen(s, w->conn, w->id, w->restarted);
+			emit_screen(s, w->conn, w->id, w->restarted, 0);
 			waiter_free(w);
 			return;
 		}
@@ -807,7 +811,8 @@ static struct session *action_session(struct conn *c, const cJSON *id, const cJS
 		}
 		s = session_open(name, NULL, NULL, NULL, 0, 0, err, sizeof err);
 		if (!s) {
-			events_error(c, id, TD_ERR_INTERNAL, "cannot start a shell: %s", err);
+			events_error(c, id, (size_t)srv.nsessions >= opts.max_sessions ? TD_ERR_TOO_LARGE
+				     : TD_ERR_INTERNAL, "cannot start a shell: %s", err);
 			return NULL;
 		}
 		cJSON *ex = cJSON_CreateObject();
@@ -958,8 +963,20 @@ void keys_action(struct conn *c, const cJSON *id, const cJSON *args)
 void screen_action(struct conn *c, const cJSON *id, const cJSON *args)
 {
 	int restarted;
+	double sb = 0;
+	int has_sb = 0;
+	const cJSON *sbj = cJSON_GetObjectItemCaseSensitive(args, "scrollback");
+	if (cJSON_IsBool(sbj)) {
+		sb = cJSON_IsTrue(sbj) ? (double)opts.scrollback : 0;
+	} else if (arg_number(c, id, args, "scrollback", &sb, &has_sb) < 0) {
+		return;
+	} else if (has_sb && (sb < 0 || sb != floor(sb))) {
+		events_error(c, id, TD_ERR_BAD_REQUEST,
+			     "scrollback is a number of lines (0 or more) or a boolean");
+		return;
+	}
 	struct session *s = action_session(c, id, args, 0, 1, &restarted);
 	if (!s)
 		return;
-	emit_screen(s, c, id, restarted);
+	emit_screen(s, c, id, restarted, sb > 1e9 ? (size_t)1e9 : (size_t)sb);
 }

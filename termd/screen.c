@@ -5,7 +5,9 @@
  * rows are pointers, so a full-width scroll is a rotation of row pointers
  * (0.3 s for the same output). Also: primary/alternate buffers, title,
  * cursor, and text extraction for `screen` and full-screen `run`. Rows
- * also remember how much of them was written, so clearing one is O(1). */
+ * also remember how much of them was written, so clearing one is O(1).
+ * Scrollback: rows scrolled off the top of the primary screen are kept as
+ * text lines in a bounded ring (--scrollback). */
 #include "termd.h"
 
 #include <string.h>
@@ -49,6 +51,9 @@ struct screen {
 	VTermPos cursor;
 	int cursor_visible;
 	char *title;
+	/* scrollback ring: sb_len lines, oldest at sb_head */
+	char **sb;
+	size_t sb_cap, sb_len, sb_head;
 	void (*out_cb)(const char *, size_t, void *);
 	void *out_user;
 };
@@ -150,6 +155,85 @@ static void grid_free(struct grid *g, int rows)
 	g->row = NULL;
 }
 
+static void put_utf8(buf_t *b, uint32_t cp)
+{
+	char s[4];
+	buf_append(b, s, utf8_encode(cp, s));
+}
+
+/* A row's characters, trailing blanks trimmed. */
+static void row_text(const struct screen *sc, const struct row *row, buf_t *out)
+{
+	size_t line_start = out->len;
+	int ncols = row->fill.ch[0] == 0 ? row->len : sc->cols;
+	for (int c = 0; c < ncols; c++) {
+		const struct cell *cell = row_get(row, c);
+		if (cell->ch[0] == CELL_CONT)
+			continue;
+		if (cell->ch[0] == 0) {
+			buf_putc(out, ' ');
+			continue;
+		}
+		if (cell->ch[0] < 0x80 && !cell->ch[1]) {
+			buf_putc(out, (char)cell->ch[0]);
+			continue;
+		}
+		for (int i = 0; i < CELL_MAXCH && cell->ch[i]; i++)
+			put_utf8(out, cell->ch[i]);
+	}
+	while (out->len > line_start && out->p[out->len - 1] == ' ')
+		out->len--;
+	if (out->p)
+		out->p[out->len] = 0;
+}
+
+/* A row leaves the top of the primary screen: into the scrollback ring. */
+static void sb_push(struct screen *sc, const struct row *row)
+{
+	if (!sc->sb_cap)
+		return;
+	buf_t t = {0};
+	row_text(sc, row, &t);
+	char *line = buf_steal(&t);
+	if (sc->sb_len == sc->sb_cap) {
+		free(sc->sb[sc->sb_head]);
+		sc->sb[sc->sb_head] = line;
+		sc->sb_head = (sc->sb_head + 1) % sc->sb_cap;
+	} else {
+		sc->sb[(sc->sb_head + sc->sb_len) % sc->sb_cap] = line;
+		sc->sb_len++;
+	}
+}
+
+static void sb_clear(struct screen *sc)
+{
+	for (size_t i = 0; i < sc->sb_len; i++)
+		free(sc->sb[(sc->sb_head + i) % sc->sb_cap]);
+	sc->sb_len = sc->sb_head = 0;
+}
+
+void screen_set_scrollback(struct screen *sc, size_t lines)
+{
+	sb_clear(sc);
+	free(sc->sb);
+	sc->sb = lines ? xcalloc(lines, sizeof *sc->sb) : NULL;
+	sc->sb_cap = lines;
+}
+
+size_t screen_scrollback_lines(struct screen *sc)
+{
+	return sc->sb_len;
+}
+
+void screen_scrollback_text(struct screen *sc, size_t max_lines, buf_t *out)
+{
+	size_t n = max_lines < sc->sb_len ? max_lines : sc->sb_len;
+	for (size_t i = sc->sb_len - n; i < sc->sb_len; i++) {
+		buf_puts(out, sc->sb[(sc->sb_head + i) % sc->sb_cap]);
+		buf_putc(out, '\n');
+	}
+}
+
 static int cb_putglyph(VTermGlyphInfo *info, VTermPos pos, void *user)
 {
 	struct screen *sc = user;
@@ -247,14 +331,21 @@ static int cb_scrollrect(VTermRect rect, int downward, int rightward, void *user
 	int n = downward < 0 ? -downward : downward;
 	struct grid *g = cur(sc);
 	struct row **rows = g->row + rect.start_row;
+	/* as xterm: what leaves the top of the primary screen is history */
+	int to_history = downward > 0 && rect.start_row == 0 && !sc->alt;
 	if (n >= h) {
-		for (int r = 0; r < h; r++)
+		for (int r = 0; r < h; r++) {
+			if (to_history)
+				sb_push(sc, rows[r]);
 			row_blank(sc, rows[r]);
+		}
 		return 1;
 	}
 	struct row *tmp[n];
 	if (downward > 0) {
 		/* content moves up: the top n rows leave, reused at the bottom */
+		for (int r = 0; to_history && r < n; r++)
+			sb_push(sc, rows[r]);
 		memcpy(tmp, rows, (size_t)n * sizeof *rows);
 		memmove(rows, rows + n, (size_t)(h - n) * sizeof *rows);
 		memcpy(rows + h - n, tmp, (size_t)n * sizeof *rows);
@@ -340,6 +431,8 @@ static int cb_resize(int rows, int cols, VTermPos *delta, void *user)
 	int shift = 0;
 	if (rows < sc->rows && sc->cursor.row >= rows)
 		shift = sc->cursor.row - rows + 1;
+	for (int r = 0; !sc->alt && r < shift; r++)
+		sb_push(sc, sc->buf[0].row[r]);
 	for (int b = 0; b < 2; b++) {
 		struct grid ng;
 		grid_alloc(sc, &ng, rows, cols);
@@ -414,6 +507,8 @@ void screen_free(struct screen *sc)
 	vterm_free(sc->vt);
 	grid_free(&sc->buf[0], sc->rows);
 	grid_free(&sc->buf[1], sc->rows);
+	sb_clear(sc);
+	free(sc->sb);
 	free(sc->title);
 	free(sc);
 }
@@ -440,34 +535,12 @@ void screen_resize(struct screen *sc, int rows, int cols)
 	vterm_set_size(sc->vt, rows, cols);
 }
 
-static void put_utf8(buf_t *b, uint32_t cp)
-{
-	char s[4];
-	buf_append(b, s, utf8_encode(cp, s));
-}
-
 void screen_text(struct screen *sc, buf_t *out)
 {
 	struct grid *g = cur(sc);
 	buf_reserve(out, (size_t)sc->rows);   /* out->p exists even if all is blank */
 	for (int r = 0; r < sc->rows; r++) {
-		size_t line_start = out->len;
-		const struct row *row = g->row[r];
-		int ncols = row->fill.ch[0] == 0 ? row->len : sc->cols;
-		for (int c = 0; c < ncols; c++) {
-			const struct cell *cell = row_get(row, c);
-			if (cell->ch[0] == CELL_CONT)
-				continue;
-			if (cell->ch[0] == 0) {
-				buf_putc(out, ' ');
-				continue;
-			}
-			for (int i = 0; i < CELL_MAXCH && cell->ch[i]; i++)
-				put_utf8(out, cell->ch[i]);
-		}
-		while (out->len > line_start && out->p[out->len - 1] == ' ')
-			out->len--;
-		out->p[out->len] = 0;
+		row_text(sc, g->row[r], out);
 		if (r + 1 < sc->rows)
 			buf_putc(out, '\n');
 	}

@@ -17,7 +17,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define OUT_QUEUE_MAX (64u * 1024u * 1024u)  /* pending bytes before a slow client is dropped */
 
 struct server srv;
 struct termd_opts opts;
@@ -82,7 +81,10 @@ void conn_send(struct conn *c, const char *data, size_t len)
 {
 	if (c->closing)
 		return;
-	if (c->out_bytes + len > OUT_QUEUE_MAX) {
+	/* one message is always taken, however large: the limit is on a
+	 * backlog, and an answer bigger than it must still reach a client
+	 * that reads */
+	if (c->out_bytes && c->out_bytes + len > opts.max_pending) {
 		/* it is not reading: drop it now (it can reconnect and subscribe
 		 * from the last seq it saw); waiting for the queue to drain would
 		 * pin the memory for as long as it stalls */
@@ -202,8 +204,14 @@ static int cb_main(struct lws *wsi, enum lws_callback_reasons reason, void *user
 		uri_path(wsi, path, sizeof path);
 		size_t tl = strlen(TD_PATH_TTY);
 		if (strncmp(path, TD_PATH_TTY, tl) == 0) {
-			if (!td_valid_session_name(path + tl) || !session_find(path + tl)) {
+			struct session *s = td_valid_session_name(path + tl) ? session_find(path + tl) : NULL;
+			if (!s) {
 				http_reply(wsi, 404, "text/plain", "no such session\n");
+				return -1;
+			}
+			if ((size_t)s->nviewers >= opts.max_viewers) {
+				http_reply(wsi, 503, "text/plain",
+					   "this session has as many viewers as termd allows (--max-viewers)\n");
 				return -1;
 			}
 			char mode[16];
@@ -366,17 +374,32 @@ int server_init(void)
 		info.options |= LWS_SERVER_OPTION_UNIX_SOCK;
 		info.iface = opts.listen_unix;
 		info.port = 0;
-		unlink(opts.listen_unix);
+		/* a stale socket from an earlier run is replaced; anything else at
+		 * that path is left alone */
+		struct stat st;
+		if (lstat(opts.listen_unix, &st) == 0) {
+			if (!S_ISSOCK(st.st_mode)) {
+				log_warn("%s exists and is not a socket: not replacing it", opts.listen_unix);
+				return -1;
+			}
+			unlink(opts.listen_unix);
+		}
 		old_umask = umask(077);
 	} else {
 		info.iface = opts.listen_host;
 		info.port = opts.listen_port;
 	}
+	if (opts.tls_cert) {
+		info.options |= LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
+		info.ssl_cert_filepath = opts.tls_cert;
+		info.ssl_private_key_filepath = opts.tls_key;
+	}
 	srv.ctx = lws_create_context(&info);
 	if (opts.listen_unix)
 		umask(old_umask);
 	if (!srv.ctx) {
-		log_warn("cannot listen on %s", opts.listen_unix ? opts.listen_unix : opts.listen_host);
+		log_warn("cannot listen on %s%s", opts.listen_unix ? opts.listen_unix : opts.listen_host,
+			 opts.tls_cert ? " (or the TLS certificate and key were not accepted)" : "");
 		return -1;
 	}
 	srv.vhost = lws_get_vhost_by_name(srv.ctx, "default");
@@ -384,8 +407,10 @@ int server_init(void)
 		log_warn("no default vhost");
 		return -1;
 	}
-	if (opts.listen_unix)
+	if (opts.listen_unix) {
 		chmod(opts.listen_unix, 0600);
+		srv.unix_bound = 1;   /* ours to remove at exit */
+	}
 
 	sigset_t set;
 	sigemptyset(&set);
@@ -439,7 +464,7 @@ void server_shutdown(void)
 		lws_context_destroy(srv.ctx);
 	srv.ctx = NULL;
 	session_free_all();
-	if (opts.listen_unix)
+	if (srv.unix_bound)
 		unlink(opts.listen_unix);
 	if (srv.rundir) {
 		rm_rf(srv.rundir);

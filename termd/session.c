@@ -217,6 +217,11 @@ static int spawn(struct session *s, const char *cwd, const cJSON *env, char *err
 struct session *session_open(const char *name, const char *command, const char *cwd,
 			     const cJSON *env, int cols, int rows, char *err, size_t errlen)
 {
+	if ((size_t)srv.nsessions >= opts.max_sessions) {
+		snprintf(err, errlen, "termd already has %d sessions, its limit (--max-sessions); "
+			 "close one first", srv.nsessions);
+		return NULL;
+	}
 	struct session *s = xcalloc(1, sizeof *s);
 	snprintf(s->name, sizeof s->name, "%s", name);
 	s->command = command ? xstrdup(command) : NULL;
@@ -225,6 +230,7 @@ struct session *session_open(const char *name, const char *command, const char *
 	s->rows = rows > 0 ? rows : TD_DEFAULT_ROWS;
 	s->master_fd = -1;
 	s->screen = screen_new(s->rows, s->cols);
+	screen_set_scrollback(s->screen, opts.scrollback);
 	screen_set_output(s->screen, vt_answer, s);
 	s->si = shellint_new(si_event, s);
 	s->cwd = xstrdup(cwd ? cwd : opts.cwd);

@@ -106,7 +106,8 @@ void session_open_action(struct conn *c, const cJSON *id, const cJSON *args)
 	char err[256];
 	struct session *s = session_open(name, command, cwd, env, (int)cols, (int)rows, err, sizeof err);
 	if (!s) {
-		events_error(c, id, TD_ERR_INTERNAL, "cannot open session '%s': %s", name, err);
+		events_error(c, id, (size_t)srv.nsessions >= opts.max_sessions ? TD_ERR_TOO_LARGE
+			     : TD_ERR_INTERNAL, "cannot open session '%s': %s", name, err);
 		return;
 	}
 	if (command)

@@ -29,10 +29,17 @@ struct termd_opts {
 	char *view_token;       /* read-only token or NULL */
 	char *shell;            /* shell for sessions */
 	char *cwd;              /* start directory */
-	size_t max_frame;
-	int retain;
 	char *event_log;
+	char *tls_cert, *tls_key; /* both or neither: serve wss:// and https:// */
 	int verbose;
+	/* limits (--max-frame, --retain, ...; defaults in proto.h) */
+	size_t max_frame;         /* largest accepted /events frame */
+	size_t retain;            /* events kept for subscribe */
+	size_t max_sessions;      /* sessions open at once, main included */
+	size_t max_viewers;       /* /tty viewers per session */
+	size_t max_pending;       /* unsent bytes before an /events client is dropped */
+	size_t scrollback;        /* lines kept above each session's screen */
+	size_t output_mem;        /* a command's output kept in memory, then file only */
 };
 
 extern struct termd_opts opts;
@@ -44,6 +51,7 @@ struct server {
 	char *rundir;             /* private runtime directory */
 	uint64_t start_mono;
 	int stopping;
+	int unix_bound;           /* the --listen unix: socket is ours */
 	struct conn *conns;       /* all /events connections */
 	struct session *sessions; /* linked list */
 	struct session *closing;  /* closed by session.close, ending */
@@ -235,6 +243,11 @@ void screen_free(struct screen *sc);
 void screen_feed(struct screen *sc, const char *data, size_t n);
 void screen_resize(struct screen *sc, int rows, int cols);
 void screen_text(struct screen *sc, buf_t *out);
+/* Scrollback: keep up to `lines` lines scrolled off the primary screen
+ * (0 = none, the default); the last max_lines of them, one per line. */
+void screen_set_scrollback(struct screen *sc, size_t lines);
+size_t screen_scrollback_lines(struct screen *sc);
+void screen_scrollback_text(struct screen *sc, size_t max_lines, buf_t *out);
 int screen_alt(struct screen *sc);
 void screen_cursor(struct screen *sc, int *row, int *col, int *visible);
 const char *screen_title(struct screen *sc);

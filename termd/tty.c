@@ -249,6 +249,13 @@ int tty_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user,
 			lws_callback_on_writable(wsi);
 			break;
 		}
+		if ((size_t)s->nviewers >= opts.max_viewers) {
+			/* admitted together with others past the limit */
+			static const char msg[] = "too many viewers on this session (--max-viewers)";
+			vq_push(v, TD_TTY_ERROR, msg, sizeof msg - 1);
+			v->closing = 1;
+			break;
+		}
 		v->s = s;
 		v->next = s->viewers;
 		s->viewers = v;

@@ -63,14 +63,16 @@ def describe_exit(rc):
 class Termd:
     """One running termd on a private unix socket."""
 
-    def __init__(self, tmp_path, args=(), env=None, token=None, name="termd"):
+    def __init__(self, tmp_path, args=(), env=None, token=None, name="termd", listen=None,
+                 scheme="ws"):
         self.dir = Path(tmp_path)
         self.home = self.dir / "home"
         self.home.mkdir(parents=True, exist_ok=True)
         # unix socket paths are limited to ~107 bytes; tmp_path can be long.
         self.sockdir = tempfile.mkdtemp(prefix="td-", dir="/tmp")
         self.sock = os.path.join(self.sockdir, "termd.sock")
-        self.url = "unix:" + self.sock
+        # listen: "HOST:PORT" for TCP (scheme "ws" or "wss"); default a unix socket
+        self.url = "%s://%s" % (scheme, listen) if listen else "unix:" + self.sock
         self.token = token
         self.log = self.dir / ("%s.log" % name)
         self.env = base_env(self.home)
@@ -78,7 +80,7 @@ class Termd:
             self.env["TERMD_TOKEN"] = token
         if env:
             self.env.update(env)
-        self.argv = [TERMD_BIN, "--listen", self.url, "--cwd", str(self.home)]
+        self.argv = [TERMD_BIN, "--listen", listen or self.url, "--cwd", str(self.home)]
         if os.environ.get("TERMD_TEST_VERBOSE"):
             self.argv.append("-v")
         self.argv += list(args)
@@ -101,7 +103,7 @@ class Termd:
                 self.returncode = rc
                 pytest.fail("termd %s during start-up\n%s\n--- log ---\n%s"
                             % (describe_exit(rc), " ".join(self.argv), log_tail(self.log)))
-            if os.path.exists(self.sock):
+            if not self.url.startswith("unix:") or os.path.exists(self.sock):
                 try:
                     status, _, body = wsclient.http_request(self.url, "/healthz", timeout=5)
                     if status == 200:
@@ -199,12 +201,14 @@ def pytest_runtest_makereport(item, call):
 
 @pytest.fixture
 def termd_factory(request, tmp_path):
-    """start(args=(), env=None, token=None) -> a started Termd; every one is
+    """start(args=(), env=None, token=None, listen=None, scheme="ws") -> a
+    started Termd (listen "HOST:PORT" for TCP, else a unix socket); every one is
     stopped (and checked) when the test ends."""
     started = []
 
-    def start(args=(), env=None, token=None):
-        t = Termd(tmp_path / ("t%d" % len(started)), args, env, token, name="termd")
+    def start(args=(), env=None, token=None, listen=None, scheme="ws"):
+        t = Termd(tmp_path / ("t%d" % len(started)), args, env, token, name="termd",
+                  listen=listen, scheme=scheme)
         started.append(t)
         return t.start()
 

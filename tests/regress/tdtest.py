@@ -3,6 +3,7 @@ events channel and checking observations."""
 
 import os
 import shutil
+import socket
 import sys
 import time
 
@@ -101,3 +102,12 @@ def find_vim():
         if p:
             return p
     return None
+
+
+def free_port():
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port

@@ -1,9 +1,15 @@
-"""The read-only view token on /events (PROTOCOL.md section 1): it admits
-subscribe, session.list, screen and ping only; every other action is
-answered `forbidden` and nothing is carried out."""
+"""Access: the read-only view token on /events (PROTOCOL.md section 1)
+admits subscribe, session.list, screen and ping only; every other action is
+answered `forbidden` and nothing is carried out. The unix socket is private
+(0600), and --listen unix: replaces a stale socket but never a file."""
 import os
+import socket
+import stat
+import subprocess
 
 import tdtest
+import wsclient
+from conftest import TERMD_BIN, base_env
 from tdtest import assert_error
 
 
@@ -35,11 +41,72 @@ def test_view_token_cannot_act(termd_factory, tmp_path):
         ("session.open", {"name": "ro-opened"}),
         ("session.signal", {"signal": "INT"}),
         ("session.close", {"name": "main"}),
+        ("write", {"path": str(marker), "content": "x"}),
+        ("edit", {"command": "create", "path": str(marker), "file_text": "x"}),
+        ("read", {"path": "/etc/hostname"}),
     ]
     for action, args in forbidden:
         assert_error(ro.call(action, args), "forbidden")
+    # every action termd offers is either allowed to a viewer or tested here
+    offered = set(ro.hello["extras"]["actions"])
+    allowed = {"ping", "screen", "subscribe", "session.list"}
+    assert offered - allowed == {a for a, _ in forbidden}, offered
     full = t.events(token="fullsecret")
     tdtest.run_done(full, "true")   # anything typed would have run by now
     assert not os.path.exists(marker)
     names = [s["name"] for s in full.call("session.list", {})["extras"]["sessions"]]
     assert names == ["main"]        # neither "other" nor "ro-opened" appeared
+
+
+def test_unix_socket_is_private(termd_factory):
+    # created 0600 whatever the umask termd inherited
+    old = os.umask(0)
+    try:
+        t = termd_factory()
+    finally:
+        os.umask(old)
+    st = os.stat(t.sock)
+    assert stat.S_ISSOCK(st.st_mode)
+    assert stat.S_IMODE(st.st_mode) == 0o600, oct(st.st_mode)
+
+
+def test_unix_listen_never_replaces_a_file(tmp_path):
+    victim = tmp_path / "important.txt"
+    victim.write_text("keep me\n")
+    home = tmp_path / "home"
+    home.mkdir()
+    p = subprocess.run([TERMD_BIN, "--listen", "unix:%s" % victim, "--cwd", str(home)],
+                       env=base_env(home), capture_output=True, text=True, timeout=30,
+                       stdin=subprocess.DEVNULL)
+    assert p.returncode > 0, (p.returncode, p.stderr)
+    assert "not a socket" in p.stderr
+    assert victim.read_text() == "keep me\n"
+
+
+def test_unix_listen_replaces_a_stale_socket(tmp_path):
+    # a socket file left by a termd that was killed
+    path = "/tmp/td-stale-%d.sock" % os.getpid()
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.bind(path)
+    s.close()
+    home = tmp_path / "home"
+    home.mkdir()
+    p = subprocess.Popen([TERMD_BIN, "--listen", "unix:" + path, "--cwd", str(home)],
+                         env=base_env(home), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        def healthy():
+            try:
+                return wsclient.http_request("unix:" + path, "/healthz", timeout=2)[0] == 200
+            except OSError:
+                return False
+        tdtest.wait_until(healthy, timeout=30, what="termd on the stale socket's path")
+    finally:
+        p.terminate()
+        rc = p.wait(15)
+        try:
+            os.killpg(p.pid, 9)
+        except OSError:
+            pass
+    assert rc == 0
+    assert not os.path.exists(path), "termd left its socket behind"

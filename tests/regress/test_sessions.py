@@ -6,12 +6,11 @@ exit, and `expect`."""
 import os
 import random
 import re
-import socket
 import time
 
 import pytest
 
-from tdtest import PY, assert_error, content, finish, fmt, run, run_done, run_obs, wait_until
+from tdtest import PY, assert_error, content, finish, fmt, free_port, run, run_done, run_obs, wait_until
 
 # Generous: the suite also runs under AddressSanitizer (~3x slower).
 T = 90.0
@@ -48,13 +47,6 @@ def sessions(ev):
     assert isinstance(lst, list), fmt(obs)
     return {s["name"]: s for s in lst}
 
-
-def free_port():
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def proc_stat(pid):

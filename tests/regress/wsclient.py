@@ -1,5 +1,7 @@
 """wsclient.py — a small RFC 6455 WebSocket client on the Python stdlib only,
-over TCP (ws://host:port) or a unix socket (unix:/path.sock), plus plain HTTP
+over TCP (ws://host:port), TLS (wss://host:port, https://host:port; the
+certificate is checked against `tls_cafile` when set) or a unix socket
+(unix:/path.sock), plus plain HTTP
 requests on the same kind of URL and `Events`, a helper for termd's /events
 channel (subprotocol termd.events.v1, PROTOCOL.md section 2).
 
@@ -11,6 +13,7 @@ import hashlib
 import json
 import os
 import socket
+import ssl
 import struct
 import time
 import uuid
@@ -26,6 +29,9 @@ OP_PONG = 0xA
 
 EVENTS_SUBPROTOCOL = "termd.events.v1"
 TTY_SUBPROTOCOL = "termd.tty.v1"
+
+# CA file that TLS connections must verify against; None = do not verify.
+tls_cafile = None
 
 
 class WSError(Exception):
@@ -57,23 +63,26 @@ class HandshakeError(Exception):
 
 def parse_url(url):
     """'unix:/p.sock' -> ('unix', '/p.sock'); 'ws://h:p[/x]' or 'http://h:p'
-    or 'h:p' -> ('tcp', (host, port))."""
+    or 'h:p' -> ('tcp', (host, port)); 'wss://h:p' or 'https://h:p' ->
+    ('tls', (host, port))."""
     if url.startswith("unix:"):
         path = url[len("unix:"):]
         if path.startswith("//"):
             path = path[2:]
         return "unix", path
     rest = url
-    for scheme in ("ws://", "http://"):
+    kind = "tcp"
+    for scheme in ("ws://", "http://", "wss://", "https://"):
         if rest.startswith(scheme):
             rest = rest[len(scheme):]
+            kind = "tls" if scheme in ("wss://", "https://") else "tcp"
             break
     rest = rest.split("/", 1)[0]
     if rest.startswith("["):
         host, _, port = rest[1:].partition("]:")
     else:
         host, _, port = rest.rpartition(":")
-    return "tcp", (host or "127.0.0.1", int(port or 80))
+    return kind, (host or "127.0.0.1", int(port or (443 if kind == "tls" else 80)))
 
 
 def open_socket(url, timeout=10.0):
@@ -88,8 +97,20 @@ def open_socket(url, timeout=10.0):
     except BaseException:
         s.close()
         raise
-    if kind == "tcp":
+    if kind != "unix":
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    if kind == "tls":
+        if tls_cafile:
+            ctx = ssl.create_default_context(cafile=tls_cafile)
+        else:
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+        try:
+            s = ctx.wrap_socket(s, server_hostname=addr[0])
+        except BaseException:
+            s.close()
+            raise
     return s
 
 

@@ -724,6 +724,61 @@ static uint32_t rnd(void)
 	return (uint32_t)(rng_state >> 33);
 }
 
+/* The history kept above the screen: last N lines, in order. */
+static char *history(struct screen *sc, size_t n)
+{
+	buf_t b = {0};
+	screen_scrollback_text(sc, n, &b);
+	return b.p ? buf_steal(&b) : strdup("");
+}
+
+static void test_scrollback(void **state)
+{
+	(void)state;
+	struct screen *sc = screen_new(3, 10);
+	/* none kept until asked for */
+	feed(sc, "a\r\nb\r\nc\r\nd\r\n");
+	assert_int_equal(screen_scrollback_lines(sc), 0);
+	screen_set_scrollback(sc, 4);
+	feed(sc, "\x1b[H\x1b[2J");
+	for (int i = 1; i <= 9; i++) {
+		char l[16];
+		snprintf(l, sizeof l, "l%d\r\n", i);
+		feed(sc, l);
+	}
+	/* 9 lines + the empty last row on 3 rows: 7 scrolled off, the ring
+	 * keeps the last 4 */
+	assert_int_equal(screen_scrollback_lines(sc), 4);
+	char *h = history(sc, 100);
+	assert_string_equal(h, "l4\nl5\nl6\nl7\n");
+	free(h);
+	h = history(sc, 2);
+	assert_string_equal(h, "l6\nl7\n");
+	free(h);
+	ROWS(sc, 3, "l8", "l9", "");
+	/* a scroll region not at the top, and the alternate screen, keep no
+	 * history */
+	feed(sc, "\x1b[2;3r\x1b[3;1Hx\n\n\x1b[r");
+	feed(sc, "\x1b[?1049h\x1b[3;1Hy\n\n\n\x1b[?1049l");
+	h = history(sc, 100);
+	assert_string_equal(h, "l4\nl5\nl6\nl7\n");
+	free(h);
+	/* wide and combining characters come back as UTF-8; trailing
+	 * blanks trimmed */
+	feed(sc, "\x1b[3;1H\xe6\x97\xa5" "e\xcc\x81  \r\n\n\n");
+	h = history(sc, 1);
+	assert_string_equal(h, "\xe6\x97\xa5" "e\xcc\x81\n");
+	free(h);
+	/* shrinking the screen under the cursor moves the top rows to history */
+	screen_set_scrollback(sc, 10);
+	feed(sc, "\x1b[H\x1b[2Jr1\r\nr2\r\nr3");
+	screen_resize(sc, 1, 10);
+	h = history(sc, 10);
+	assert_string_equal(h, "r1\nr2\n");
+	free(h);
+	screen_free(sc);
+}
+
 static void test_random_bytes(void **state)
 {
 	(void)state;
@@ -1169,6 +1224,7 @@ int main(void)
 		cmocka_unit_test(test_text_full_width_wrap),
 		cmocka_unit_test(test_scroll_many_lines),
 		cmocka_unit_test(test_scroll_region),
+		cmocka_unit_test(test_scrollback),
 		cmocka_unit_test(test_scroll_region_one_row_and_bottom),
 		cmocka_unit_test(test_reverse_index),
 		cmocka_unit_test(test_insert_delete_lines),
