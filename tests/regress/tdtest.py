@@ -111,3 +111,24 @@ def free_port():
     port = s.getsockname()[1]
     s.close()
     return port
+
+
+def rss_mb(pid):
+    """Resident memory of a process, in MiB."""
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024.0
+    return 0.0
+
+
+def socket_fds(pid):
+    """How many sockets a process holds open."""
+    n = 0
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        try:
+            if os.readlink("/proc/%d/fd/%s" % (pid, fd)).startswith("socket:"):
+                n += 1
+        except OSError:
+            pass
+    return n

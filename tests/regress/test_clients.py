@@ -6,28 +6,9 @@ without bound — it is disconnected past a limit and can resubscribe."""
 import os
 import time
 
-from tdtest import content, fmt, run_done
+from tdtest import content, fmt, rss_mb, run_done, socket_fds
 
 T = 90.0
-
-
-def rss_mb(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024.0
-    return 0.0
-
-
-def socket_fds(pid):
-    n = 0
-    for fd in os.listdir("/proc/%d/fd" % pid):
-        try:
-            if os.readlink("/proc/%d/fd/%s" % (pid, fd)).startswith("socket:"):
-                n += 1
-        except OSError:
-            pass
-    return n
 
 
 def drain(ev, secs):

@@ -3,16 +3,14 @@ instance, viewers per session, pending bytes per /events connection,
 scrollback lines, a command's in-memory output; bad limit values refused at
 start-up. (--max-frame and --retain have their own tests in
 test_health_events.py and test_events_stream.py.)"""
-import os
 import subprocess
-import time
 
 import pytest
 
 import tdtest
 import wsclient
 from conftest import TERMD_BIN, base_env
-from tdtest import assert_error, content, fmt, run_done, wait_until
+from tdtest import assert_error, content, fmt, run_done, socket_fds, wait_until
 
 TTY = wsclient.TTY_SUBPROTOCOL
 
@@ -93,17 +91,6 @@ def test_max_viewers_per_session(termd_factory):
 
 
 # ------------------------------------------------------ pending bytes
-
-def socket_fds(pid):
-    n = 0
-    for fd in os.listdir("/proc/%d/fd" % pid):
-        try:
-            if os.readlink("/proc/%d/fd/%s" % (pid, fd)).startswith("socket:"):
-                n += 1
-        except OSError:
-            pass
-    return n
-
 
 def test_max_pending_drops_a_client_that_does_not_read(termd_factory, tmp_path):
     t = termd_factory(args=["--max-pending", "65536", "--retain", "50"])
