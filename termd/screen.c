@@ -51,8 +51,9 @@ struct screen {
 	VTermPos cursor;
 	int cursor_visible;
 	char *title;
-	/* scrollback ring: sb_len lines, oldest at sb_head */
-	char **sb;
+	/* scrollback ring: sb_len lines, oldest at sb_head; a slot's buffer
+	 * is reused when the ring wraps (no malloc per line scrolled off) */
+	buf_t *sb;
 	size_t sb_cap, sb_len, sb_head;
 	void (*out_cb)(const char *, size_t, void *);
 	void *out_user;
@@ -192,23 +193,30 @@ static void sb_push(struct screen *sc, const struct row *row)
 {
 	if (!sc->sb_cap)
 		return;
-	buf_t t = {0};
-	row_text(sc, row, &t);
-	char *line = buf_steal(&t);
+	buf_t *slot;
 	if (sc->sb_len == sc->sb_cap) {
-		free(sc->sb[sc->sb_head]);
-		sc->sb[sc->sb_head] = line;
+		slot = &sc->sb[sc->sb_head];
 		sc->sb_head = (sc->sb_head + 1) % sc->sb_cap;
 	} else {
-		sc->sb[(sc->sb_head + sc->sb_len) % sc->sb_cap] = line;
+		slot = &sc->sb[(sc->sb_head + sc->sb_len) % sc->sb_cap];
 		sc->sb_len++;
+	}
+	buf_reset(slot);
+	row_text(sc, row, slot);
+	/* a long line once must not pin its buffer for good */
+	if (slot->cap > 4096 && slot->len < 1024) {
+		buf_t t = {0};
+		if (slot->len)
+			buf_append(&t, slot->p, slot->len);
+		buf_free(slot);
+		*slot = t;
 	}
 }
 
 static void sb_clear(struct screen *sc)
 {
-	for (size_t i = 0; i < sc->sb_len; i++)
-		free(sc->sb[(sc->sb_head + i) % sc->sb_cap]);
+	for (size_t i = 0; i < sc->sb_cap; i++)
+		buf_free(&sc->sb[i]);
 	sc->sb_len = sc->sb_head = 0;
 }
 
@@ -229,7 +237,9 @@ void screen_scrollback_text(struct screen *sc, size_t max_lines, buf_t *out)
 {
 	size_t n = max_lines < sc->sb_len ? max_lines : sc->sb_len;
 	for (size_t i = sc->sb_len - n; i < sc->sb_len; i++) {
-		buf_puts(out, sc->sb[(sc->sb_head + i) % sc->sb_cap]);
+		const buf_t *l = &sc->sb[(sc->sb_head + i) % sc->sb_cap];
+		if (l->len)
+			buf_append(out, l->p, l->len);
 		buf_putc(out, '\n');
 	}
 }
