@@ -110,3 +110,16 @@ def test_unix_listen_replaces_a_stale_socket(tmp_path):
             pass
     assert rc == 0
     assert not os.path.exists(path), "termd left its socket behind"
+
+
+def test_token_not_in_session_environment(termd_factory):
+    t = termd_factory(token="envsecret")
+    ev = t.events(token="envsecret")
+    obs = tdtest.run_done(ev, 'echo "[${TERMD_TOKEN-unset}]"; env | grep -c envsecret')
+    assert tdtest.content(obs) == "[unset]\n0", tdtest.fmt(obs)
+    # nor in a session opened later, with a program of its own
+    o = ev.call("session.open", {"name": "job", "command": "env > %s/job-env; sleep 60" % t.home})
+    assert o["observation"] == "session.open"
+    tdtest.wait_until(lambda: (t.home / "job-env").exists() and (t.home / "job-env").stat().st_size,
+                      what="the job's environment dump")
+    assert "envsecret" not in (t.home / "job-env").read_text()
