@@ -115,7 +115,7 @@ def test_unix_listen_replaces_a_stale_socket(tmp_path):
 def test_token_not_in_session_environment(termd_factory):
     t = termd_factory(token="envsecret")
     ev = t.events(token="envsecret")
-    obs = tdtest.run_done(ev, 'echo "[${TERMD_TOKEN-unset}]"; env | grep -c envsecret')
+    obs = tdtest.run_done(ev, 'echo "[${TERMD_TOKEN-unset}]"; env | grep -c envsecret', exit_code=1)
     assert tdtest.content(obs) == "[unset]\n0", tdtest.fmt(obs)
     # nor in a session opened later, with a program of its own
     o = ev.call("session.open", {"name": "job", "command": "env > %s/job-env; sleep 60" % t.home})
