@@ -394,7 +394,10 @@ static void vt_write(struct screen *sc, const char *data, size_t n)
 			if (b == '[') {
 				sc->vtp = VTP_CSI;
 				sc->csi_seps = 0;
-			} else if (b != 0x1b) {
+			} else if (b >= 0x30 && b != 0x7f) {
+				/* C0 controls act inside an escape without ending it
+				 * (ESC ^A [ is still a CSI for libvterm); intermediates
+				 * are kept too: cutting more is harmless */
 				sc->vtp = VTP_GROUND;
 			}
 			break;

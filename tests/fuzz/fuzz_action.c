@@ -38,7 +38,7 @@ static const cJSON *expected_cause(const char *frame, size_t len, cJSON **root, 
 	const cJSON *id = cJSON_GetObjectItemCaseSensitive(*root, "id");
 	if (cJSON_IsString(id))
 		return id;
-	if (cJSON_IsNumber(id) && id->valuedouble == floor(id->valuedouble))
+	if (cJSON_IsNumber(id) && isfinite(id->valuedouble) && id->valuedouble == floor(id->valuedouble))
 		return id;
 	return NULL;
 }
