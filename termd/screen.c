@@ -394,8 +394,9 @@ static void vt_write(struct screen *sc, const char *data, size_t n)
 			if (b == '[') {
 				sc->vtp = VTP_CSI;
 				sc->csi_seps = 0;
-			} else if (b >= 0x30 && b != 0x7f) {
-				/* C0 controls act inside an escape without ending it
+			} else if (b >= 0x30 && b < 0x7f) {
+				/* C0 controls (and bytes past ASCII, which libvterm
+				 * decodes as UTF-8 first) do not end an escape
 				 * (ESC ^A [ is still a CSI for libvterm); intermediates
 				 * are kept too: cutting more is harmless */
 				sc->vtp = VTP_GROUND;
