@@ -1,4 +1,4 @@
-# termd — top-level build: deps, all, run, test, bench, clean.
+# termd — top-level build: deps, all, run, test, bench, fuzz, clean.
 # Feature macros live here only (pkg-config ncursesw already sets some).
 
 CC      ?= cc
@@ -15,7 +15,7 @@ SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-
 # Debian packages needed to build, test and benchmark.
 DEB_PKGS := build-essential pkg-config libvterm-dev libwebsockets-dev libcjson-dev \
             libncurses-dev libcmocka-dev python3 python3-pytest python3-pexpect \
-            tmux vim-tiny procps curl
+            tmux vim-tiny procps curl clang libclang-rt-14-dev
 
 TERMD_SRC := $(wildcard termd/*.c)
 PROTO_SRC := $(wildcard proto/*.c)
@@ -85,6 +85,7 @@ test-asan:
 
 test: deps
 	$(MAKE) all unit regress
+	$(MAKE) fuzz-short
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  $(MAKE) test-asan
 
@@ -98,3 +99,6 @@ $(BUILD)/bench-rtt: tests/bench/rtt.c $(PROTO_OBJ)
 
 clean:
 	rm -rf build build-asan
+
+# libFuzzer targets: make fuzz, make fuzz-short (tests/fuzz/)
+include tests/fuzz/fuzz.mk

@@ -110,8 +110,12 @@ void actions_dispatch(struct conn *c, const char *json, size_t len)
 	const cJSON *id = cJSON_GetObjectItemCaseSensitive(root, "id");
 	if (id && cJSON_IsNull(id))
 		id = NULL;
+	/* a number too large for a double (1e999) is not an integer id: its
+	 * answer could not carry it (cJSON prints it as null; found by
+	 * tests/fuzz/fuzz_action) */
 	if (id && !cJSON_IsString(id) &&
-	    !(cJSON_IsNumber(id) && id->valuedouble == floor(id->valuedouble))) {
+	    !(cJSON_IsNumber(id) && isfinite(id->valuedouble) &&
+	      id->valuedouble == floor(id->valuedouble))) {
 		events_error(c, NULL, TD_ERR_BAD_REQUEST, "'id' must be a string or an integer");
 		cJSON_Delete(root);
 		return;
@@ -140,7 +144,17 @@ void actions_dispatch(struct conn *c, const char *json, size_t len)
 		if (strcmp(action_table[i].name, action->valuestring) == 0)
 			e = &action_table[i];
 	if (!e) {
-		events_error(c, id, TD_ERR_UNKNOWN_ACTION, "unknown action '%.100s'", action->valuestring);
+		/* at most 100 bytes of the name, cut at a character boundary:
+		 * "%.100s" could cut a UTF-8 character in two and make the
+		 * answer invalid UTF-8 (found by tests/fuzz/fuzz_action) */
+		const char *name = action->valuestring;
+		int n = (int)strnlen(name, 101);
+		if (n > 100) {
+			n = 100;
+			while (n > 0 && ((unsigned char)name[n] & 0xC0) == 0x80)
+				n--;
+		}
+		events_error(c, id, TD_ERR_UNKNOWN_ACTION, "unknown action '%.*s'", n, name);
 	} else if (c->readonly && !e->readonly_ok) {
 		events_error(c, id, TD_ERR_FORBIDDEN, "action '%s' needs the full token", e->name);
 	} else {

@@ -57,6 +57,9 @@ struct screen {
 	size_t sb_cap, sb_len, sb_head;
 	void (*out_cb)(const char *, size_t, void *);
 	void *out_user;
+	/* where the bytes given to libvterm are, for vt_write */
+	enum { VTP_GROUND, VTP_ESC, VTP_CSI } vtp;
+	int csi_seps;             /* separators in this CSI so far */
 };
 
 static struct grid *cur(struct screen *sc)
@@ -470,6 +473,58 @@ static int cb_resize(int rows, int cols, VTermPos *delta, void *user)
 	return 1;
 }
 
+/* libvterm 0.1.4 stores a CSI argument one past its args[CSI_ARGS_MAX]
+ * (16) array for every ';' or ':' after the 15th, overwriting the VTerm
+ * behind it: "ESC [" + 20 ';' + "m" from any program made vterm_free free
+ * a wild pointer (found by tests/fuzz/fuzz_render). So all bytes go to
+ * libvterm through here, which drops a CSI's separators past the 15th and
+ * the digits after them (arguments libvterm would have ignored), keeping
+ * track of the CSI across feeds. In UTF-8 mode libvterm takes only ESC [
+ * as a CSI; ESC and a final byte end one, CAN and SUB are kept in it here
+ * (cutting more is harmless, cutting less is not). */
+#define VT_MAX_SEPS 15
+static void vt_write(struct screen *sc, const char *data, size_t n)
+{
+	size_t start = 0;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char b = (unsigned char)data[i];
+		switch (sc->vtp) {
+		case VTP_GROUND:
+			if (b == 0x1b)
+				sc->vtp = VTP_ESC;
+			break;
+		case VTP_ESC:
+			if (b == '[') {
+				sc->vtp = VTP_CSI;
+				sc->csi_seps = 0;
+			} else if (b >= 0x30 && b < 0x7f) {
+				/* C0 controls (and bytes past ASCII, which libvterm
+				 * decodes as UTF-8 first) do not end an escape
+				 * (ESC ^A [ is still a CSI for libvterm); intermediates
+				 * are kept too: cutting more is harmless */
+				sc->vtp = VTP_GROUND;
+			}
+			break;
+		case VTP_CSI:
+			if (b == 0x1b) {
+				sc->vtp = VTP_ESC;
+			} else if (b >= 0x40 && b <= 0x7e) {
+				sc->vtp = VTP_GROUND;
+			} else if ((b == ';' || b == ':') && sc->csi_seps < VT_MAX_SEPS) {
+				sc->csi_seps++;
+			} else if (b == ';' || b == ':' || (b >= '0' && b <= '9' && sc->csi_seps > VT_MAX_SEPS)) {
+				sc->csi_seps = VT_MAX_SEPS + 1;   /* over: drop this byte */
+				if (i > start)
+					vterm_input_write(sc->vt, data + start, i - start);
+				start = i + 1;
+			}
+			break;
+		}
+	}
+	if (n > start)
+		vterm_input_write(sc->vt, data + start, n - start);
+}
+
 static const VTermStateCallbacks state_cbs = {
 	.putglyph = cb_putglyph,
 	.movecursor = cb_movecursor,
@@ -506,7 +561,7 @@ struct screen *screen_new(int rows, int cols)
 	vterm_state_reset(sc->state, 1);
 	/* libvterm 0.1.4 loops forever on REP (CSI b) before any character
 	 * was printed: print one and erase it */
-	vterm_input_write(sc->vt, " \r\x1b[K", 5);
+	vt_write(sc, " \r\x1b[K", 5);
 	return sc;
 }
 
@@ -531,7 +586,7 @@ void screen_set_output(struct screen *sc, void (*cb)(const char *, size_t, void 
 
 void screen_feed(struct screen *sc, const char *data, size_t n)
 {
-	vterm_input_write(sc->vt, data, n);
+	vt_write(sc, data, n);
 }
 
 void screen_resize(struct screen *sc, int rows, int cols)
@@ -541,7 +596,7 @@ void screen_resize(struct screen *sc, int rows, int cols)
 	/* as xterm: no scroll region across a resize (libvterm 0.1.4 clamps
 	 * only its bottom, and a top below the new last row corrupts memory) */
 	static const char reset[] = "\x1b" "7\x1b[r\x1b" "8";
-	vterm_input_write(sc->vt, reset, sizeof reset - 1);
+	vt_write(sc, reset, sizeof reset - 1);
 	vterm_set_size(sc->vt, rows, cols);
 }
 

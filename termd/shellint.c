@@ -193,13 +193,17 @@ void shellint_feed(struct shellint *si, const char *data, size_t n)
 				osc_end(si, 1);
 				si->st = S_TEXT;
 			} else {
-				hold_byte(si, c);
+				/* the ESC is held or passed on once the next byte says
+				 * whether it ends the OSC (passing it on here made an
+				 * over-long OSC cut short by ESC x come out with the ESC
+				 * twice; found by tests/fuzz/fuzz_shellint) */
 				si->st = S_OSC_ESC;
 			}
 			i++;
 			break;
 		case S_OSC_ESC:
 			if (c == '\\') {
+				hold_byte(si, 0x1b);
 				hold_byte(si, c);
 				osc_end(si, 2);
 				si->st = S_TEXT;
@@ -207,9 +211,8 @@ void shellint_feed(struct shellint *si, const char *data, size_t n)
 			} else {
 				/* ESC not followed by '\': the OSC was cut short. Pass
 				 * what we held on and restart at this ESC. */
-				if (!si->osc_pass && si->hold.len > 1) {
-					emit_text(si, si->hold.p, si->hold.len - 1);
-				}
+				if (!si->osc_pass)
+					emit_text(si, si->hold.p, si->hold.len);
 				buf_reset(&si->hold);
 				si->osc_pass = 0;
 				si->st = S_ESC;

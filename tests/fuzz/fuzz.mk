@@ -1,0 +1,72 @@
+# tests/fuzz/fuzz.mk — libFuzzer targets (clang, ASan + UBSan), built into
+# build-fuzz/ from their own clang objects of termd (never mixed with gcc's).
+#   make fuzz          each target for FUZZ_TIME seconds (default 60)
+#   make fuzz-short    each target for FUZZ_SHORT_TIME seconds (part of make test)
+# The checked-in seeds (tests/fuzz/corpus/<target>/) are copied to
+# build-fuzz/corpus/<target>/, which is the working corpus the fuzzer grows.
+# Crashes land in build-fuzz/artifacts/.
+
+FUZZ_CC         ?= clang
+FUZZ_BUILD      := build-fuzz
+FUZZ_TIME       ?= 60
+FUZZ_SHORT_TIME ?= 8
+FUZZ_TARGETS    := action tty shellint render
+FUZZ_SAN        := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+FUZZ_CFLAGS     := -O1 -g $(FUZZ_SAN) -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE \
+                   -Iproto -Itermd -Itests/fuzz -I$(FUZZ_BUILD)/gen
+FUZZ_LIBS       := $(shell pkg-config --libs vterm libcjson 2>/dev/null) -lm
+# the termd files the targets use; fake.c stands in for the rest
+FUZZ_TERMD      := termd/actions.c termd/events.c termd/tty.c termd/screen.c \
+                   termd/shellint.c termd/render.c termd/util.c proto/proto.c
+FUZZ_OBJ        := $(FUZZ_TERMD:%.c=$(FUZZ_BUILD)/obj/%.o) $(FUZZ_BUILD)/obj/tests/fuzz/fake.o
+FUZZ_BINS       := $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
+# longest input per target (shellint: past its 8 KiB OSC hold limit)
+FUZZ_MAXLEN_action   := 8192
+FUZZ_MAXLEN_tty      := 4096
+FUZZ_MAXLEN_shellint := 20000
+FUZZ_MAXLEN_render   := 8192
+
+.PHONY: fuzz fuzz-short fuzz-build fuzz-clean
+.SECONDARY: $(FUZZ_OBJ)
+fuzz-build: $(FUZZ_BINS)
+
+$(FUZZ_BUILD)/gen/%.inc: share/shell/%
+	@mkdir -p $(dir $@)
+	sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' $< > $@
+
+$(FUZZ_BUILD)/obj/termd/shellint.o: $(FUZZ_BUILD)/gen/termd.bash.inc $(FUZZ_BUILD)/gen/termd.sh.inc
+
+$(FUZZ_BUILD)/obj/%.o: %.c $(wildcard termd/*.h proto/*.h tests/fuzz/*.h)
+	@mkdir -p $(dir $@)
+	@echo "  CLANG   $<"
+	@$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link $(PKG_CFLAGS) -c $< -o $@
+
+$(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_OBJ) $(wildcard tests/fuzz/*.h)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $(PKG_CFLAGS) -o $@ $< $(FUZZ_OBJ) $(FUZZ_LIBS)
+
+# $(1) = seconds per target
+define fuzz_run
+	@set -e; for t in $(FUZZ_TARGETS); do \
+	  mkdir -p $(FUZZ_BUILD)/corpus/$$t $(FUZZ_BUILD)/artifacts; \
+	  cp -n tests/fuzz/corpus/$$t/* $(FUZZ_BUILD)/corpus/$$t/ 2>/dev/null || true; \
+	  log=$(FUZZ_BUILD)/fuzz_$$t.log; \
+	  echo "== fuzz_$$t for $(1) s (log: $$log)"; \
+	  if ! $(FUZZ_BUILD)/fuzz_$$t -max_total_time=$(1) -max_len=$(FUZZ_MAXLEN_$$t) \
+	    -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+	    -artifact_prefix=$(FUZZ_BUILD)/artifacts/$$t- \
+	    $(FUZZ_BUILD)/corpus/$$t >$$log 2>&1; then \
+	    tail -n 60 $$log; echo "fuzz_$$t FAILED: the input is in $(FUZZ_BUILD)/artifacts/"; exit 1; \
+	  fi; \
+	  grep -E '^Done|stat::number_of_executed_units|stat::peak_rss' $$log; \
+	done
+endef
+
+fuzz: deps $(FUZZ_BINS)
+	$(call fuzz_run,$(FUZZ_TIME))
+
+fuzz-short: $(FUZZ_BINS)
+	$(call fuzz_run,$(FUZZ_SHORT_TIME))
+
+fuzz-clean:
+	rm -rf $(FUZZ_BUILD)
+clean: fuzz-clean
