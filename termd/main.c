@@ -11,6 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -110,7 +114,7 @@ static int parse_listen(const char *v)
 	}
 	char *end;
 	long port = strtol(colon + 1, &end, 10);
-	if (*end || port < 0 || port > 65535) {
+	if (*end || port < 1 || port > 65535) {
 		fprintf(stderr, "termd: bad port in --listen %s\n", v);
 		return -1;
 	}
@@ -123,9 +127,38 @@ static int parse_listen(const char *v)
 	return 0;
 }
 
-static int is_loopback(const char *h)
+/* The listen host as a numeric address (a name such as localhost is
+ * resolved here: libwebsockets takes only addresses and interface names),
+ * and whether it is loopback. -1 with a message if it does not resolve. */
+static int resolve_listen_host(int *loopback)
 {
-	return strncmp(h, "127.", 4) == 0 || strcmp(h, "localhost") == 0 || strcmp(h, "::1") == 0;
+	struct addrinfo hints = {0}, *ai = NULL;
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	int r = getaddrinfo(opts.listen_host, NULL, &hints, &ai);
+	if (r != 0 || !ai) {
+		fprintf(stderr, "termd: cannot resolve --listen host %s: %s\n", opts.listen_host,
+			gai_strerror(r));
+		return -1;
+	}
+	char num[INET6_ADDRSTRLEN];
+	r = getnameinfo(ai->ai_addr, ai->ai_addrlen, num, sizeof num, NULL, 0, NI_NUMERICHOST);
+	if (ai->ai_family == AF_INET) {
+		const struct sockaddr_in *a = (const struct sockaddr_in *)ai->ai_addr;
+		*loopback = (ntohl(a->sin_addr.s_addr) >> 24) == 127;
+	} else {
+		const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)ai->ai_addr;
+		*loopback = IN6_IS_ADDR_LOOPBACK(&a->sin6_addr) ||
+			    (IN6_IS_ADDR_V4MAPPED(&a->sin6_addr) && a->sin6_addr.s6_addr[12] == 127);
+	}
+	freeaddrinfo(ai);
+	if (r != 0) {
+		fprintf(stderr, "termd: cannot use --listen host %s\n", opts.listen_host);
+		return -1;
+	}
+	free(opts.listen_host);
+	opts.listen_host = xstrdup(num);
+	return 0;
 }
 
 int main(int argc, char **argv)
@@ -219,7 +252,10 @@ int main(int argc, char **argv)
 			opts.token = xstrdup(t);
 	}
 	unsetenv("TERMD_TOKEN");
-	if (opts.listen_host && !is_loopback(opts.listen_host) && !opts.token) {
+	int loopback = 1;
+	if (opts.listen_host && resolve_listen_host(&loopback) < 0)
+		return 2;
+	if (!loopback && !opts.token) {
 		fprintf(stderr, "termd: refusing to listen on %s without a token: anyone who can reach it "
 				"would get a shell. Use --token-file F (or env TERMD_TOKEN), or listen on "
 				"127.0.0.1 or a unix socket.\n", opts.listen_host);

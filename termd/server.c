@@ -13,7 +13,10 @@
 #include <string.h>
 #include <strings.h>
 #include <dirent.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -342,6 +345,44 @@ static void lws_log(int level, const char *line)
 		fprintf(stderr, "termd: lws: %s", line);
 }
 
+/* Can host:port (numeric) be bound? Logs why not. */
+static int probe_bind(const char *host, int port)
+{
+	struct sockaddr_storage ss;
+	memset(&ss, 0, sizeof ss);
+	socklen_t len;
+	int fam;
+	struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
+	struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
+	if (inet_pton(AF_INET, host, &a4->sin_addr) == 1) {
+		fam = a4->sin_family = AF_INET;
+		a4->sin_port = htons((uint16_t)port);
+		len = sizeof *a4;
+	} else if (inet_pton(AF_INET6, host, &a6->sin6_addr) == 1) {
+		fam = a6->sin6_family = AF_INET6;
+		a6->sin6_port = htons((uint16_t)port);
+		len = sizeof *a6;
+	} else {
+		log_warn("cannot listen on %s: not an address", host);
+		return -1;
+	}
+	int fd = socket(fam, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		log_warn("cannot listen on %s:%d: %s", host, port, strerror(errno));
+		return -1;
+	}
+	int one = 1;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+	int r = bind(fd, (struct sockaddr *)&ss, len);
+	int e = errno;
+	close(fd);
+	if (r < 0) {
+		log_warn("cannot listen on %s:%d: %s", host, port, strerror(e));
+		return -1;
+	}
+	return 0;
+}
+
 int server_init(void)
 {
 	srv.start_mono = mono_us();
@@ -388,6 +429,15 @@ int server_init(void)
 	} else {
 		info.iface = opts.listen_host;
 		info.port = opts.listen_port;
+		/* lws opens an IPv6 (dual-stack) socket by default and cannot bind
+		 * one to an IPv4 address: it then listened on every interface,
+		 * 127.0.0.1 included. An IPv4 address gets an IPv4 socket. */
+		if (!strchr(opts.listen_host, ':'))
+			info.options |= LWS_SERVER_OPTION_DISABLE_IPV6;
+		/* and when lws cannot bind an address it says so in its log and
+		 * serves nothing: try the address first, to fail clearly */
+		if (probe_bind(opts.listen_host, opts.listen_port) < 0)
+			return -1;
 	}
 	if (opts.tls_cert) {
 		info.options |= LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;

@@ -1,11 +1,14 @@
 """Access: the read-only view token on /events (PROTOCOL.md section 1)
 admits subscribe, session.list, screen and ping only; every other action is
 answered `forbidden` and nothing is carried out. The unix socket is private
-(0600), and --listen unix: replaces a stale socket but never a file."""
+(0600), and --listen unix: replaces a stale socket but never a file. A
+loopback TCP listener is bound to loopback only."""
 import os
 import socket
 import stat
 import subprocess
+
+import pytest
 
 import tdtest
 import wsclient
@@ -123,3 +126,47 @@ def test_token_not_in_session_environment(termd_factory):
     tdtest.wait_until(lambda: (t.home / "job-env").exists() and (t.home / "job-env").stat().st_size,
                       what="the job's environment dump")
     assert "envsecret" not in (t.home / "job-env").read_text()
+
+
+def _listeners(port):
+    """Local addresses (hex, as in /proc/net/tcp*) listening on port."""
+    found = []
+    for f in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            rows = open(f).read().splitlines()[1:]
+        except OSError:
+            continue
+        for r in rows:
+            cols = r.split()
+            addr, p = cols[1].split(":")
+            if int(p, 16) == port and cols[3] == "0A":
+                found.append(addr)
+    return found
+
+
+@pytest.mark.parametrize("host,want", [("127.0.0.1", ["0100007F"]), ("localhost", ["0100007F"]),
+                                       ("[::1]", ["00000000000000000000000001000000"])])
+def test_loopback_listen_binds_loopback_only(termd_factory, host, want):
+    # lws, given an IPv4 address, used to open a dual-stack socket on every
+    # interface: termd "on 127.0.0.1" answered from the network
+    port = tdtest.free_port()
+    t = termd_factory(listen="%s:%d" % (host, port))
+    assert t.events().ping()["observation"] == "pong"
+    assert _listeners(port) == want
+
+
+def test_listen_port_in_use_is_refused(tmp_path):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind(("127.0.0.1", 0))
+    s.listen(1)
+    port = s.getsockname()[1]
+    home = tmp_path / "home"
+    home.mkdir()
+    try:
+        p = subprocess.run([TERMD_BIN, "--listen", "127.0.0.1:%d" % port, "--cwd", str(home)],
+                           env=base_env(home), capture_output=True, text=True, timeout=30,
+                           stdin=subprocess.DEVNULL)
+    finally:
+        s.close()
+    assert p.returncode > 0, (p.returncode, p.stderr)
+    assert "cannot listen" in p.stderr and str(port) in p.stderr, p.stderr
