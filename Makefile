@@ -2,7 +2,7 @@
 # Feature macros live here only (pkg-config ncursesw already sets some).
 
 CC      ?= cc
-PKGS    := libwebsockets vterm libcjson
+PKGS    := libwebsockets vterm libcjson openssl
 CFLAGS  ?= -O2 -g
 # always on, whatever CFLAGS says (e.g. the sanitizer build)
 TD_CFLAGS = $(CFLAGS) -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -Iproto -Itermd -I$(BUILD)/gen
@@ -14,8 +14,8 @@ SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-
 
 # Debian packages needed to build, test and benchmark.
 DEB_PKGS := build-essential pkg-config libvterm-dev libwebsockets-dev libcjson-dev \
-            libncurses-dev libcmocka-dev python3 python3-pytest python3-pexpect \
-            tmux vim-tiny procps curl clang libclang-rt-14-dev
+            libssl-dev libncurses-dev libcmocka-dev python3 python3-pytest python3-pexpect \
+            tmux vim-tiny procps curl clang libclang-rt-14-dev openssl
 
 TERMD_SRC := $(wildcard termd/*.c)
 PROTO_SRC := $(wildcard proto/*.c)
@@ -61,7 +61,7 @@ $(BUILD)/termctl: $(BUILD)/obj/viewer/termctl.o $(PROTO_OBJ)
 
 $(BUILD)/obj/viewer/od-attach.o: PKG_CFLAGS += $(shell pkg-config --cflags ncursesw)
 $(BUILD)/od-attach: $(BUILD)/obj/viewer/od-attach.o $(PROTO_OBJ)
-	$(CC) $(TD_CFLAGS) -o $@ $^ $(shell pkg-config --libs ncursesw vterm libcjson) -lm
+	$(CC) $(TD_CFLAGS) -o $@ $^ $(shell pkg-config --libs ncursesw vterm libcjson openssl) -lm
 
 $(BUILD)/tests/%: tests/unit/%.c $(TERMD_LIB_OBJ) $(PROTO_OBJ)
 	@mkdir -p $(dir $@)

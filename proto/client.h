@@ -1,7 +1,8 @@
 /* client.h — the blocking WebSocket client library that termctl, od-attach
  * and the tests use to talk to termd: URL parsing, the RFC 6455 client
- * handshake and framing over plain TCP or unix sockets (no TLS), and the
- * events-channel helper td_call. Everything is prefixed td_. */
+ * handshake and framing over plain TCP, TLS (wss://, OpenSSL, certificate
+ * verified) or unix sockets, and the events-channel helper td_call.
+ * Everything is prefixed td_. */
 #ifndef TERMD_CLIENT_H
 #define TERMD_CLIENT_H
 
@@ -14,12 +15,14 @@ typedef struct td_client td_client;
 /* ---- URLs and defaults ---- */
 
 /* A parsed base URL: "ws://HOST[:PORT][/PREFIX]" (also "http://", or a bare
- * "HOST[:PORT]"; IPv6 as "[::1]:8421"), or "unix:/path/to.sock" (also a bare
- * "/path/to.sock"). PREFIX, if any, is put in front of every request path. */
+ * "HOST[:PORT]"; IPv6 as "[::1]:8421"), "wss://HOST[:PORT][/PREFIX]" (also
+ * "https://") for TLS, or "unix:/path/to.sock" (also a bare "/path/to.sock").
+ * PREFIX, if any, is put in front of every request path. */
 typedef struct td_url {
 	int is_unix;
+	int tls;            /* wss:// or https:// */
 	char host[256];     /* without brackets; "" for unix */
-	int port;           /* TD_DEFAULT_PORT when omitted; 0 for unix */
+	int port;           /* when omitted: 443 for TLS, else TD_DEFAULT_PORT; 0 for unix */
 	char sock[108];     /* unix socket path */
 	char prefix[256];   /* path prefix without trailing '/', usually "" */
 } td_url;
@@ -35,14 +38,26 @@ const char *td_default_token(void);
  * NULL with a message in err if it cannot be read or is empty. */
 char *td_read_token_file(const char *path, char *err, size_t errlen);
 
+/* ---- TLS ---- */
+
+/* wss:// verifies termd's certificate (chain, and the URL's host name or IP
+ * address; SNI is sent for names) against the system's CA certificates, or,
+ * when a CA file is given, against the certificates in that file only. The
+ * CA file is the last td_tls_set_cafile(path) if path was non-empty, else
+ * $TERMD_CACERT if set and non-empty. $TERMD_TLS_INSECURE=1 turns
+ * verification off — for testing only: anyone on the path can then read and
+ * change the traffic, token included. `path` is copied. */
+void td_tls_set_cafile(const char *path);
+
 /* ---- connection ---- */
 
-/* Opens base_url, sends the upgrade request for `path` (e.g. "/events",
+/* Opens base_url (over TLS for wss://, see above), sends the upgrade request for `path` (e.g. "/events",
  * "/tty/main?mode=ro") with the given subprotocol and, when token is
  * non-empty, "Authorization: Bearer <token>"; checks the 101 answer and its
  * Sec-WebSocket-Accept. NULL on failure with a message in err such as
- * "connection refused" or "HTTP 401 Unauthorized". Connecting and the
- * handshake each give up after 10 seconds. */
+ * "connection refused", "HTTP 401 Unauthorized" or "TLS: certificate verify
+ * failed: self-signed certificate". Connecting, the TLS handshake and the
+ * WebSocket handshake each give up after 10 seconds. */
 td_client *td_connect(const char *base_url, const char *path, const char *subprotocol,
 		      const char *token, char *err, size_t errlen);
 
@@ -58,10 +73,13 @@ int td_send(td_client *c, int binary, const void *data, size_t len);
 int td_recv(td_client *c, char **data, size_t *len, int *binary, int timeout_ms);
 
 /* The socket, for poll(). Before sleeping in poll, check td_pending: bytes
- * already read into the client's buffer do not make the socket readable. */
+ * already read into the client's buffer (or, over TLS, decrypted and held
+ * by OpenSSL) do not make the socket readable. */
 int td_fd(const td_client *c);
 /* 2 if td_recv(c, …, 0) can return a message (or the close) from what is
- * already buffered, 1 if only part of a message is buffered, 0 if nothing. */
+ * already buffered, 1 if only part of a message is buffered, 0 if nothing.
+ * Over TLS it is also 2 while OpenSSL holds decrypted bytes the client has
+ * not taken yet: call td_recv(c, …, 0) then, whatever the socket says. */
 int td_pending(const td_client *c);
 
 /* Last error text of this connection ("" if none). */

@@ -1,9 +1,9 @@
 /* od-attach.c — the viewer people use to watch a termd session and take the
- * keyboard. One /tty/<session> connection (read-only, or read-write while
- * typing) feeds the viewer's own libvterm screen, drawn with ncursesw in
- * colour; a second connection to /events (subscribe + session.list) keeps
- * the status line: session, size, mode, running command, last exit code,
- * viewers. A prefix key (C-] by default) gives the commands. The viewer's
+ * keyboard, over ws://, wss:// (--cacert) or unix:. One /tty/<session>
+ * connection (read-only, or read-write while typing) feeds the viewer's own
+ * libvterm screen, drawn with ncursesw in colour; a second connection to
+ * /events (subscribe + session.list) keeps the status line: session, size,
+ * mode, running command, last exit code, viewers. A prefix key (C-] by default) gives the commands. The viewer's
  * libvterm never writes anything back to termd. */
 #include "client.h"
 #include "proto.h"
@@ -114,11 +114,15 @@ static int sig_pipe[2] = { -1, -1 };
 static volatile sig_atomic_t got_winch, got_quit;
 
 static const char usage_text[] =
-	"usage: od-attach [--url URL] [--token T | --token-file F] [--prefix KEY] [SESSION]\n"
+	"usage: od-attach [--url URL] [--token T | --token-file F] [--cacert F]\n"
+	"                 [--prefix KEY] [SESSION]\n"
 	"\n"
 	"Watch a termd session live (default: main) and take the keyboard when you\n"
 	"want to. URL defaults to $TERMD_URL, else " TD_DEFAULT_URL " (also\n"
-	"unix:/path.sock); the token defaults to $TERMD_TOKEN. It attaches\n"
+	"wss://HOST:PORT for TLS, unix:/path.sock); the token defaults to\n"
+	"$TERMD_TOKEN. wss:// checks termd's certificate against the system's CAs,\n"
+	"or against the certificates in --cacert F (default $TERMD_CACERT);\n"
+	"TERMD_TLS_INSECURE=1 skips the check (for testing only). It attaches\n"
 	"read-only; typing needs the full token.\n"
 	"\n"
 	"Keys, after the prefix (C-] unless --prefix says otherwise, e.g. C-b):\n"
@@ -1588,6 +1592,7 @@ static int run(void)
 int main(int argc, char **argv)
 {
 	const char *token = NULL, *token_file = NULL, *prefix = "C-]", *session = "main";
+	const char *cacert = NULL;
 	A.url = td_default_url();
 	A.token = td_default_token();
 	int i, have_session = 0;
@@ -1605,13 +1610,15 @@ int main(int argc, char **argv)
 		}
 		static const struct { const char *name; int which; } opts[] = {
 			{ "--url", 0 }, { "--token", 1 }, { "--token-file", 2 }, { "--prefix", 3 },
+			{ "--cacert", 4 },
 		};
 		for (size_t k = 0; k < sizeof opts / sizeof opts[0]; k++) {
 			size_t l = strlen(opts[k].name);
 			if (!strncmp(a, opts[k].name, l) && (a[l] == '\0' || a[l] == '=')) {
 				opt = opts[k].name;
 				dst = opts[k].which == 0 ? &A.url : opts[k].which == 1 ? &token
-				    : opts[k].which == 2 ? &token_file : &prefix;
+				    : opts[k].which == 2 ? &token_file : opts[k].which == 3 ? &prefix
+				    : &cacert;
 				if (a[l] == '=') {
 					*dst = a + l + 1;
 				} else {
@@ -1647,6 +1654,8 @@ int main(int argc, char **argv)
 			usage_die("%s", err);
 		A.token = file_token;
 	}
+	if (cacert)
+		td_tls_set_cafile(cacert);
 	td_url u;
 	if (td_url_parse(A.url, &u, err, sizeof err) < 0)
 		usage_die("bad URL: %s", err);

@@ -1,5 +1,6 @@
 /* termctl.c — termd's scriptable command-line client: global options, one
- * connection to /events through proto/client.h, and a table of commands
+ * connection to /events through proto/client.h (ws://, wss:// with
+ * --cacert, or unix:), and a table of commands
  * (run, keys, screen, expect, ping, raw, session, subscribe) that each send
  * one action and turn its observation into output and an exit status. */
 #include "client.h"
@@ -25,12 +26,16 @@ typedef struct ctl {
 } ctl_t;
 
 static const char usage_text[] =
-	"usage: termctl [--url URL] [--token T | --token-file F] [--wait S] COMMAND ...\n"
+	"usage: termctl [--url URL] [--token T | --token-file F] [--cacert F] [--wait S]\n"
+	"               COMMAND ...\n"
 	"\n"
 	"Talks to a termd daemon over its events channel.\n"
-	"URL defaults to $TERMD_URL, else " TD_DEFAULT_URL " (also unix:/path.sock);\n"
-	"the token defaults to $TERMD_TOKEN. --wait S gives up after S seconds\n"
-	"without an answer (default: ping 10 s, everything else waits).\n"
+	"URL defaults to $TERMD_URL, else " TD_DEFAULT_URL " (also wss://HOST:PORT\n"
+	"for TLS, unix:/path.sock); the token defaults to $TERMD_TOKEN. wss:// checks\n"
+	"termd's certificate against the system's CAs, or against the certificates\n"
+	"in --cacert F (default $TERMD_CACERT); TERMD_TLS_INSECURE=1 skips the check\n"
+	"(for testing only). --wait S gives up after S seconds without an answer\n"
+	"(default: ping 10 s, everything else waits).\n"
 	"\n"
 	"commands:\n"
 	"  run [-s SESSION] [--timeout S] [--idle-timeout S] [--input] [--max-output N] COMMAND...\n"
@@ -623,6 +628,8 @@ int main(int argc, char **argv)
 			token = v;
 		else if (ctl_opt(argc, argv, &i, NULL, "--token-file", &v))
 			token_file = v;
+		else if (ctl_opt(argc, argv, &i, NULL, "--cacert", &v))
+			td_tls_set_cafile(v);
 		else if (ctl_opt(argc, argv, &i, NULL, "--wait", &v))
 			x.wait_ms = (int)(ctl_number(v, "--wait") * 1000);
 		else

@@ -31,8 +31,8 @@ LOG_TAIL = 60
 
 # Environment variables that must not leak from the developer's shell into
 # termd or termctl under test.
-_SCRUB = ("TERMD_TOKEN", "TERMD_URL", "PROMPT_COMMAND", "PS1", "BASH_ENV", "ENV",
-          "VIRTUAL_ENV", "TMUX", "HISTFILE")
+_SCRUB = ("TERMD_TOKEN", "TERMD_URL", "TERMD_CACERT", "TERMD_TLS_INSECURE", "PROMPT_COMMAND",
+          "PS1", "BASH_ENV", "ENV", "VIRTUAL_ENV", "TMUX", "HISTFILE")
 
 
 def base_env(home):

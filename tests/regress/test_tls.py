@@ -3,6 +3,7 @@ self-signed certificate made here with the openssl command; the token rules
 hold over TLS; plain text is not served on a TLS listener; bad certificate
 options are refused at start-up."""
 import json
+import os
 import shutil
 import subprocess
 
@@ -106,3 +107,81 @@ def test_garbage_cert_is_refused(tmp_path):
     bad.write_text("not a certificate\n")
     err = _start_fails(tmp_path, "--tls-cert", bad, "--tls-key", bad, lws_leaks=True)
     assert "TLS" in err or "certificate" in err
+
+
+# ------------------------------------------------- the C clients over wss://
+
+def _tls_env(**extra):
+    env = {"TERMD_TOKEN": "tlssecret"}
+    env.update(extra)
+    return env
+
+
+def test_termctl_run_over_wss_with_cacert(tls_termd, tmp_path):
+    cert = str(tmp_path / "cert.pem")
+    p = tls_termd.termctl("run", "echo termctl-over-wss && (exit 3)",
+                          env=_tls_env(TERMD_CACERT=cert))
+    assert p.returncode == 3, (p.returncode, p.stdout, p.stderr)
+    assert p.stdout.strip() == "termctl-over-wss", p.stdout
+    # --cacert does the same; and the host name "localhost" is checked too
+    url = tls_termd.url.replace("127.0.0.1", "localhost")
+    p = tls_termd.termctl("--url", url, "--cacert", cert, "run", "seq 1 20000 | tail -n 1",
+                          env=_tls_env())
+    assert p.returncode == 0, (p.returncode, p.stdout, p.stderr)
+    assert p.stdout.strip() == "20000", p.stdout
+
+
+def test_termctl_refuses_an_unverified_certificate(tls_termd, tmp_path):
+    p = tls_termd.termctl("run", "echo must-not-run", env=_tls_env())
+    assert p.returncode == 2, (p.returncode, p.stdout, p.stderr)
+    assert "certificate verify failed" in p.stderr, p.stderr
+    assert "self-signed" in p.stderr or "self signed" in p.stderr, p.stderr
+    assert "must-not-run" not in p.stdout
+    # a CA file that does not exist is an error, not a fallback to no check
+    p = tls_termd.termctl("ping", env=_tls_env(TERMD_CACERT=str(tmp_path / "nope.pem")))
+    assert p.returncode == 2 and "nope.pem" in p.stderr, (p.returncode, p.stderr)
+
+
+def test_termctl_checks_the_certificate_names_the_address(termd_factory, tmp_path, monkeypatch):
+    # a certificate for another name, trusted, but not for 127.0.0.1
+    cert, key = tmp_path / "other.pem", tmp_path / "other.key"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+                    "-subj", "/CN=other.example", "-addext", "subjectAltName=DNS:other.example",
+                    "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True, timeout=60)
+    monkeypatch.setattr(wsclient, "tls_cafile", None)   # the start-up probe does not verify
+    t = termd_factory(args=["--tls-cert", str(cert), "--tls-key", str(key)], token="tlssecret",
+                      listen="127.0.0.1:%d" % free_port(), scheme="wss")
+    p = t.termctl("ping", env=_tls_env(TERMD_CACERT=str(cert)))
+    assert p.returncode == 2, (p.returncode, p.stdout, p.stderr)
+    assert "certificate verify failed" in p.stderr and "mismatch" in p.stderr, p.stderr
+
+
+def test_termctl_insecure_skips_verification(tls_termd, tmp_path):
+    p = tls_termd.termctl("run", "echo insecure-ok", env=_tls_env(TERMD_TLS_INSECURE="1"))
+    assert p.returncode == 0, (p.returncode, p.stdout, p.stderr)
+    assert p.stdout.strip() == "insecure-ok", p.stdout
+
+
+def test_od_attach_over_wss(tls_termd, tmp_path):
+    if shutil.which("tmux") is None:
+        pytest.skip("tmux is not installed")
+    from test_od_attach import OD_ATTACH_BIN, Viewer, attached, output_line
+    if not os.access(OD_ATTACH_BIN, os.X_OK):
+        pytest.fail("od-attach not found at %s (set OD_ATTACH_BIN)" % OD_ATTACH_BIN)
+    cert = str(tmp_path / "cert.pem")
+    v = Viewer(tls_termd.url, ("--cacert", cert), env={"TERMD_TOKEN": "tlssecret"})
+    reports = ""
+    try:
+        attached(v)
+        # a burst larger than one TLS record, then a last line: all of it
+        # must be drawn without more bytes arriving to wake the viewer
+        p = tls_termd.termctl("run", "seq 1 30000; echo wss-last-line",
+                              env=_tls_env(TERMD_CACERT=cert))
+        assert p.returncode == 0, (p.returncode, p.stderr)
+        v.wait(lambda t: output_line(t, "wss-last-line"), what="the last line")
+        # the status line comes over the second (events) connection
+        v.wait(lambda t: "last exit 0" in t, what="the last exit code")
+    finally:
+        reports = v.kill()
+    assert not reports, reports
