@@ -57,9 +57,8 @@ struct screen {
 	size_t sb_cap, sb_len, sb_head;
 	void (*out_cb)(const char *, size_t, void *);
 	void *out_user;
-	/* where the bytes given to libvterm are, for vt_write */
-	enum { VTP_GROUND, VTP_ESC, VTP_CSI } vtp;
-	int csi_seps;             /* separators in this CSI so far */
+	struct vtfilter vf;       /* what libvterm may see (vtcompat.c) */
+	buf_t vtbuf;              /* filtered bytes of one feed */
 };
 
 static struct grid *cur(struct screen *sc)
@@ -473,56 +472,15 @@ static int cb_resize(int rows, int cols, VTermPos *delta, void *user)
 	return 1;
 }
 
-/* libvterm 0.1.4 stores a CSI argument one past its args[CSI_ARGS_MAX]
- * (16) array for every ';' or ':' after the 15th, overwriting the VTerm
- * behind it: "ESC [" + 20 ';' + "m" from any program made vterm_free free
- * a wild pointer (found by tests/fuzz/fuzz_render). So all bytes go to
- * libvterm through here, which drops a CSI's separators past the 15th and
- * the digits after them (arguments libvterm would have ignored), keeping
- * track of the CSI across feeds. In UTF-8 mode libvterm takes only ESC [
- * as a CSI; ESC and a final byte end one, CAN and SUB are kept in it here
- * (cutting more is harmless, cutting less is not). */
-#define VT_MAX_SEPS 15
+/* Every byte for libvterm goes through vtcompat.c's filter first. */
 static void vt_write(struct screen *sc, const char *data, size_t n)
 {
-	size_t start = 0;
-	for (size_t i = 0; i < n; i++) {
-		unsigned char b = (unsigned char)data[i];
-		switch (sc->vtp) {
-		case VTP_GROUND:
-			if (b == 0x1b)
-				sc->vtp = VTP_ESC;
-			break;
-		case VTP_ESC:
-			if (b == '[') {
-				sc->vtp = VTP_CSI;
-				sc->csi_seps = 0;
-			} else if (b >= 0x30 && b < 0x7f) {
-				/* C0 controls (and bytes past ASCII, which libvterm
-				 * decodes as UTF-8 first) do not end an escape
-				 * (ESC ^A [ is still a CSI for libvterm); intermediates
-				 * are kept too: cutting more is harmless */
-				sc->vtp = VTP_GROUND;
-			}
-			break;
-		case VTP_CSI:
-			if (b == 0x1b) {
-				sc->vtp = VTP_ESC;
-			} else if (b >= 0x40 && b <= 0x7e) {
-				sc->vtp = VTP_GROUND;
-			} else if ((b == ';' || b == ':') && sc->csi_seps < VT_MAX_SEPS) {
-				sc->csi_seps++;
-			} else if (b == ';' || b == ':' || (b >= '0' && b <= '9' && sc->csi_seps > VT_MAX_SEPS)) {
-				sc->csi_seps = VT_MAX_SEPS + 1;   /* over: drop this byte */
-				if (i > start)
-					vterm_input_write(sc->vt, data + start, i - start);
-				start = i + 1;
-			}
-			break;
-		}
-	}
-	if (n > start)
-		vterm_input_write(sc->vt, data + start, n - start);
+	buf_reset(&sc->vtbuf);
+	vtfilter_feed(&sc->vf, data, n, &sc->vtbuf);
+	if (sc->vtbuf.len)
+		vterm_input_write(sc->vt, sc->vtbuf.p, sc->vtbuf.len);
+	if (sc->vtbuf.cap > 256 * 1024)
+		buf_free(&sc->vtbuf);   /* a rare big feed does not pin its copy */
 }
 
 static const VTermStateCallbacks state_cbs = {
@@ -574,6 +532,7 @@ void screen_free(struct screen *sc)
 	grid_free(&sc->buf[1], sc->rows);
 	sb_clear(sc);
 	free(sc->sb);
+	buf_free(&sc->vtbuf);
 	free(sc->title);
 	free(sc);
 }
