@@ -60,7 +60,7 @@ $(BUILD)/termctl: $(BUILD)/obj/viewer/termctl.o $(PROTO_OBJ)
 	$(CC) $(TD_CFLAGS) -o $@ $^ $(PKG_LIBS) -lm
 
 $(BUILD)/obj/viewer/od-attach.o: PKG_CFLAGS += $(shell pkg-config --cflags ncursesw)
-$(BUILD)/od-attach: $(BUILD)/obj/viewer/od-attach.o $(PROTO_OBJ)
+$(BUILD)/od-attach: $(BUILD)/obj/viewer/od-attach.o $(BUILD)/obj/termd/vtcompat.o $(BUILD)/obj/termd/util.o $(PROTO_OBJ)
 	$(CC) $(TD_CFLAGS) -o $@ $^ $(shell pkg-config --libs ncursesw vterm libcjson openssl) -lm
 
 $(BUILD)/tests/%: tests/unit/%.c $(TERMD_LIB_OBJ) $(PROTO_OBJ)

@@ -12,6 +12,7 @@
 #include "proto.h"
 #include "util.h"
 #include "render.h"
+#include "vtcompat.h"
 
 struct session;
 struct conn;
@@ -236,16 +237,6 @@ void shellint_feed(struct shellint *si, const char *data, size_t n);
 int shellint_write_rc(const char *dir);
 /* The bytes to type so the shell runs `text` as one unit. */
 void shellint_type_command(struct session *s, const char *text, buf_t *out);
-
-/* ---- what libvterm may see (vtcompat.c) ---- */
-struct vtfilter {
-	int state, bad, nsep, ndig, ninter;
-	size_t seqlen;
-	unsigned char seq[64];    /* the escape sequence being read */
-};
-void vtfilter_reset(struct vtfilter *f);
-/* Append to out the part of data that libvterm may be given. */
-void vtfilter_feed(struct vtfilter *f, const char *data, size_t n, buf_t *out);
 
 /* ---- screen (screen.c) ---- */
 struct screen *screen_new(int rows, int cols);

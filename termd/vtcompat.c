@@ -21,7 +21,7 @@
  *     libvterm would act on some of them, and they are never text.
  * The state survives across feeds, so a sequence split between two reads
  * is handled as if it came whole. */
-#include "termd.h"
+#include "vtcompat.h"
 
 #include <string.h>
 

@@ -4,9 +4,11 @@
  * libvterm screen, drawn with ncursesw in colour; a second connection to
  * /events (subscribe + session.list) keeps the status line: session, size,
  * mode, running command, last exit code, viewers. A prefix key (C-] by default) gives the commands. The viewer's
- * libvterm never writes anything back to termd. */
+ * libvterm never writes anything back to termd, and sees the output only
+ * through termd/vtcompat.c's filter. */
 #include "client.h"
 #include "proto.h"
+#include "vtcompat.h"
 
 #include <curses.h>
 #include <vterm.h>
@@ -75,6 +77,8 @@ typedef struct app {
 	/* our copy of the session's screen */
 	VTerm *vt;
 	VTermScreen *vs;
+	struct vtfilter vf;      /* what this libvterm 0.1.4 may see (vtcompat.c) */
+	buf_t vfbuf;
 	int srows, scols;
 	int cursor_visible;
 	int capture;            /* keyboard-layer output goes to keybuf */
@@ -110,6 +114,16 @@ typedef struct app {
 } app_t;
 
 static app_t A;
+
+/* Session output into our screen, through the same filter termd uses:
+ * this libvterm has the same parser bugs as termd's. */
+static void vt_feed(const char *p, size_t n)
+{
+	buf_reset(&A.vfbuf);
+	vtfilter_feed(&A.vf, p, n, &A.vfbuf);
+	if (A.vfbuf.len)
+		vterm_input_write(A.vt, A.vfbuf.p, A.vfbuf.len);
+}
 static int sig_pipe[2] = { -1, -1 };
 static volatile sig_atomic_t got_winch, got_quit;
 
@@ -146,13 +160,6 @@ static int64_t now_ms(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static double wall_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
 /* Copies a session name (at most TD_SESSION_NAME_MAX bytes). */
@@ -456,11 +463,12 @@ static void tty_frame(const unsigned char *p, size_t n)
 	}
 	case TD_TTY_SNAPSHOT:
 		vterm_screen_reset(A.vs, 1);
-		vterm_input_write(A.vt, pl, pn);
+		vtfilter_reset(&A.vf);
+		vt_feed(pl, pn);
 		A.dirty = 1;
 		break;
 	case TD_TTY_OUTPUT:
-		vterm_input_write(A.vt, pl, pn);
+		vt_feed(pl, pn);
 		A.dirty = 1;
 		break;
 	case TD_TTY_TITLE:

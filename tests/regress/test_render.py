@@ -116,3 +116,19 @@ def test_output_under_the_limit_is_whole(ev):
 def test_shell_fine_after_big_output(ev):
     run_done(ev, "seq 1 200000 >/dev/null; seq 1 100000")
     assert content(run_done(ev, "echo small")) == "small"
+
+
+def test_output_that_broke_libvterm(ev, tmp_path):
+    # Each of these corrupted libvterm 0.1.4's memory before termd filtered
+    # what it is given (termd/vtcompat.c; found by tests/fuzz/fuzz_render):
+    # a CSI with 20 separators, ESC * [ with many ':', and an OSC broken by
+    # ESCs. termd must stay up and the screen keep working.
+    bad = tmp_path / "bad.bin"
+    bad.write_bytes(b"A\x1b[" + b";" * 40 + b"mB\x1b*[?" + b":" * 30 + b"mC"
+                    + b"\x1b]0;x\x1b\x01\x00[1;2;3;4;5;6;7;8;9;10;11;12;13;14;15;16;17;18m\x07D"
+                    + b"\x1bP+q\x1b(\x1b]" + b"x" * 5000 + b"\x07E\n")
+    obs = run_done(ev, "cat %s; echo after" % bad)
+    assert content(obs).endswith("after"), fmt(obs)
+    scr = ev.call("screen", {})
+    assert scr["observation"] == "screen" and "after" in scr["content"]
+    assert content(run_done(ev, "echo still-fine")) == "still-fine"
