@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import time
@@ -63,7 +64,7 @@ def describe_exit(rc):
 class Termd:
     """One running termd on a private unix socket."""
 
-    def __init__(self, tmp_path, args=(), env=None, token=None, name="termd"):
+    def __init__(self, tmp_path, args=(), env=None, token=None, name="termd", tcp=False):
         self.dir = Path(tmp_path)
         self.home = self.dir / "home"
         self.home.mkdir(parents=True, exist_ok=True)
@@ -71,6 +72,14 @@ class Termd:
         self.sockdir = tempfile.mkdtemp(prefix="td-", dir="/tmp")
         self.sock = os.path.join(self.sockdir, "termd.sock")
         self.url = "unix:" + self.sock
+        listen = self.url
+        if tcp:   # loopback TCP on a free port, for tests that need TCP (RST)
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("127.0.0.1", 0))
+            listen = "127.0.0.1:%d" % s.getsockname()[1]
+            self.url = "ws://" + listen
+            s.close()
+        self.tcp = tcp
         self.token = token
         self.log = self.dir / ("%s.log" % name)
         self.env = base_env(self.home)
@@ -78,7 +87,7 @@ class Termd:
             self.env["TERMD_TOKEN"] = token
         if env:
             self.env.update(env)
-        self.argv = [TERMD_BIN, "--listen", self.url, "--cwd", str(self.home)]
+        self.argv = [TERMD_BIN, "--listen", listen, "--cwd", str(self.home)]
         if os.environ.get("TERMD_TEST_VERBOSE"):
             self.argv.append("-v")
         self.argv += list(args)
@@ -101,7 +110,7 @@ class Termd:
                 self.returncode = rc
                 pytest.fail("termd %s during start-up\n%s\n--- log ---\n%s"
                             % (describe_exit(rc), " ".join(self.argv), log_tail(self.log)))
-            if os.path.exists(self.sock):
+            if self.tcp or os.path.exists(self.sock):
                 try:
                     status, _, body = wsclient.http_request(self.url, "/healthz", timeout=5)
                     if status == 200:
@@ -199,12 +208,12 @@ def pytest_runtest_makereport(item, call):
 
 @pytest.fixture
 def termd_factory(request, tmp_path):
-    """start(args=(), env=None, token=None) -> a started Termd; every one is
-    stopped (and checked) when the test ends."""
+    """start(args=(), env=None, token=None, tcp=False) -> a started Termd;
+    every one is stopped (and checked) when the test ends."""
     started = []
 
-    def start(args=(), env=None, token=None):
-        t = Termd(tmp_path / ("t%d" % len(started)), args, env, token, name="termd")
+    def start(args=(), env=None, token=None, tcp=False):
+        t = Termd(tmp_path / ("t%d" % len(started)), args, env, token, name="termd", tcp=tcp)
         started.append(t)
         return t.start()
 
