@@ -2,10 +2,12 @@
 socket, its log, and a way to run termctl against it.
 
 Environment: TERMD_BIN and TERMCTL_BIN (absolute paths; default build/ in
-the repository), TERMD_TEST_VERBOSE=1 to start termd with -v.
+the repository), TERMD_TEST_VERBOSE=1 to start termd with -v,
+TERMD_VALGRIND=1 to run termd under valgrind memcheck (`make valgrind`).
 
 Teardown stops termd with SIGTERM and fails the test if termd did not exit
-with status 0 (a crash, a sanitizer report, a hang past 5 s)."""
+with status 0 (a crash, a sanitizer report, a hang past 5 s; under valgrind
+also any memcheck error or definite leak, shown from valgrind's log)."""
 
 import json
 import os
@@ -27,7 +29,15 @@ TERMCTL_BIN = os.environ.get("TERMCTL_BIN") or str(REPO / "build" / "termctl")
 # The startup wait is generous: under AddressSanitizer on a busy CI machine
 # termd and the shell in `main` start several times slower.
 STARTUP_TIMEOUT = float(os.environ.get("TERMD_TEST_STARTUP_TIMEOUT", "30"))
-STOP_TIMEOUT = 5.0
+# Under valgrind termd runs many times slower: waits in this file (start,
+# stop) are stretched by VALGRIND_FACTOR; the tests chosen for `make
+# valgrind` have no tight timing of their own.
+VALGRIND = os.environ.get("TERMD_VALGRIND") == "1"
+VALGRIND_FACTOR = 6.0 if VALGRIND else 1.0
+VALGRIND_ARGS = ["valgrind", "--tool=memcheck", "--error-exitcode=99", "--leak-check=full",
+                 "--errors-for-leak-kinds=definite", "--show-leak-kinds=definite",
+                 "--track-fds=no", "--child-silent-after-fork=yes", "--num-callers=30"]
+STOP_TIMEOUT = 5.0 * VALGRIND_FACTOR
 LOG_TAIL = 60
 
 # Environment variables that must not leak from the developer's shell into
@@ -91,6 +101,10 @@ class Termd:
         if os.environ.get("TERMD_TEST_VERBOSE"):
             self.argv.append("-v")
         self.argv += list(args)
+        self.vglog = None
+        if VALGRIND:
+            self.vglog = self.dir / ("%s.valgrind.log" % name)
+            self.argv = VALGRIND_ARGS + ["--log-file=%s" % self.vglog] + self.argv
         self.clients = []
         self.proc = None
         self.returncode = None
@@ -196,6 +210,8 @@ class Termd:
         shutil.rmtree(self.sockdir, ignore_errors=True)
         if problem:
             problem += "\n%s\n--- log (%s) ---\n%s" % (" ".join(self.argv), self.log, log_tail(self.log))
+            if self.vglog:
+                problem += "\n--- valgrind (%s) ---\n%s" % (self.vglog, log_tail(self.vglog, 400))
         return problem
 
 
