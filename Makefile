@@ -1,4 +1,4 @@
-# termd — top-level build: deps, all, run, test, bench, fuzz, clean.
+# termd — top-level build: deps, all, run, test (unit, regress, asan, fuzz, valgrind), bench, fuzz, clean.
 # Feature macros live here only (pkg-config ncursesw already sets some).
 
 CC      ?= cc
@@ -15,7 +15,7 @@ SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-
 # Debian packages needed to build, test and benchmark.
 DEB_PKGS := build-essential pkg-config libvterm-dev libwebsockets-dev libcjson-dev \
             libssl-dev libncurses-dev libcmocka-dev python3 python3-pytest python3-pexpect \
-            tmux vim-tiny procps curl clang libclang-rt-14-dev openssl
+            tmux vim-tiny procps curl clang libclang-rt-14-dev openssl valgrind
 
 TERMD_SRC := $(wildcard termd/*.c)
 PROTO_SRC := $(wildcard proto/*.c)
@@ -28,7 +28,7 @@ UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
 BINS := $(BUILD)/termd $(BUILD)/termctl $(BUILD)/od-attach
 
-.PHONY: all deps run test unit regress test-asan bench clean
+.PHONY: all deps run test unit regress test-asan valgrind bench clean
 all: $(BINS)
 
 deps:
@@ -83,11 +83,85 @@ regress: all
 test-asan:
 	$(MAKE) BUILD=build-asan CFLAGS="-O1 -g $(SAN_FLAGS)" unit regress
 
+# A regress subset with termd under valgrind memcheck, built without
+# sanitizers into build-vg/: a memcheck error or a definite leak makes
+# termd exit 99 at its SIGTERM, which fails the test (conftest.py shows
+# valgrind's log). The subset covers run, keys, screen, sessions, the event
+# stream, files, tty and faults in about three minutes on two cores.
+VG_TESTS := $(addprefix tests/regress/, \
+  test_faults.py \
+  test_limits.py::test_max_sessions \
+  test_limits.py::test_scrollback_lines \
+  test_access.py::test_view_token_cannot_act \
+  test_tls.py::test_wss_events_and_https_healthz \
+  test_render.py::test_output_that_broke_libvterm \
+  test_restart.py \
+  test_run_units.py::test_heredoc \
+  test_run_units.py::test_seven_commands_last_false \
+  test_run_units.py::test_multiline_then_single_line \
+  test_render.py::test_progress_bar_last_state \
+  test_render.py::test_erase_line_and_cursor_up \
+  test_render.py::test_utf8_and_wide_chars \
+  test_render.py::test_50000_lines_truncated \
+  test_render.py::test_output_under_the_limit_is_whole \
+  test_fullscreen.py \
+  test_tty.py \
+  test_run_state.py::test_cd_persists_and_cwd_follows \
+  test_run_state.py::test_variables_functions_aliases_persist \
+  test_run_state.py::test_exit_codes \
+  test_run_state.py::test_extras_fields_and_types \
+  test_run_state.py::test_output_that_looks_like_integration_marks \
+  test_run_input.py::test_read_prompt_then_answer \
+  test_run_input.py::test_ctrl_c_sleep \
+  test_run_timeouts.py::test_hard_timeout_then_rest \
+  test_run_timeouts.py::test_busy_nothing_typed \
+  test_sessions.py::test_run_in_unknown_session_opens_a_shell \
+  test_sessions.py::test_open_program_with_cwd_and_env \
+  test_sessions.py::test_close_ends_children_of_children \
+  test_sessions.py::test_close_answers_actions_waiting_on_the_session \
+  test_sessions.py::test_program_session_exit \
+  test_sessions.py::test_program_killed_by_signal \
+  test_sessions.py::test_expect_text_that_appears_later \
+  test_sessions.py::test_expect_timeout \
+  test_sessions.py::test_expect_while_a_run_is_in_flight \
+  test_events_stream.py::test_subscriber_sees_command_start_end_then_run \
+  test_events_stream.py::test_command_events_for_keys_typed_command \
+  test_events_stream.py::test_subscribe_since_replays_exactly_the_later_events \
+  test_events_stream.py::test_retention_gap \
+  test_events_stream.py::test_event_log \
+  test_events_stream.py::test_resent_id_is_not_run_twice \
+  test_events_stream.py::test_result_survives_disconnect \
+  test_files.py::test_read_whole_file \
+  test_files.py::test_read_errors \
+  test_files.py::test_read_base64 \
+  test_files.py::test_write_utf8_and_base64 \
+  test_files.py::test_write_expected_sha256 \
+  test_files.py::test_write_errors \
+  test_files.py::test_edit_create \
+  test_files.py::test_str_replace_success_and_snippet \
+  test_files.py::test_insert \
+  test_files.py::test_undo_edit_through_three_edits \
+  test_health_events.py::test_hello \
+  test_health_events.py::test_bad_json \
+  test_health_events.py::test_frame_over_max_frame \
+  test_health_events.py::test_client_disconnects_mid_command \
+  test_health_events.py::test_client_disconnects_mid_frame \
+  test_health_events.py::test_many_connections_come_and_go \
+  test_health_events.py::test_token_auth)
+
+valgrind:
+	@command -v valgrind >/dev/null || { echo "make valgrind: valgrind is not installed (make deps)"; exit 1; }
+	$(MAKE) BUILD=build-vg CFLAGS="-O1 -g" all
+	TERMD_VALGRIND=1 TERMD_BIN=$(abspath build-vg/termd) TERMCTL_BIN=$(abspath build-vg/termctl) \
+	  OD_ATTACH_BIN=$(abspath build-vg/od-attach) \
+	  $(PY) -m pytest -q -p no:cacheprovider $(VG_TESTS)
+
 test: deps
 	$(MAKE) all unit regress
 	$(MAKE) fuzz-short
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  $(MAKE) test-asan
+	$(MAKE) valgrind
 
 bench: deps all $(BUILD)/bench-rtt
 	TERMD_BIN=$(abspath $(BUILD)/termd) BENCH_RTT_BIN=$(abspath $(BUILD)/bench-rtt) $(PY) tests/bench/bench.py
@@ -98,7 +172,7 @@ $(BUILD)/bench-rtt: tests/bench/rtt.c $(PROTO_OBJ)
 	$(CC) $(TD_CFLAGS) $(PKG_CFLAGS) -o $@ $^ $(PKG_LIBS) -lm
 
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan build-vg
 
 # libFuzzer targets: make fuzz, make fuzz-short (tests/fuzz/)
 include tests/fuzz/fuzz.mk

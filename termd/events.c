@@ -6,9 +6,12 @@
 #include "termd.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
 struct retained {
 	uint64_t seq;
@@ -99,15 +102,18 @@ static uint64_t last_seq;
 static size_t ring_bytes;
 static struct retained *ring;
 static size_t ring_cap, ring_len, ring_head; /* head = index of oldest */
-static FILE *event_log;
+/* --event-log: one write(2) per line on an O_APPEND fd (no stdio buffer
+ * that could hold half a line after a failed flush) */
+static int event_log = -1;
+static int log_failing;   /* the last line could not be written (said once) */
 
 void events_init(void)
 {
 	ring_cap = opts.retain > 0 ? (size_t)opts.retain : 1;
 	ring = xcalloc(ring_cap, sizeof *ring);
 	if (opts.event_log) {
-		event_log = fopen(opts.event_log, "a");
-		if (!event_log)
+		event_log = open(opts.event_log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+		if (event_log < 0)
 			log_warn("cannot open event log %s: %s", opts.event_log, strerror(errno));
 	}
 }
@@ -130,9 +136,10 @@ void events_shutdown(void)
 	ring = NULL;
 	ring_len = ring_head = 0;
 	ring_bytes = 0;
-	if (event_log)
-		fclose(event_log);
-	event_log = NULL;
+	if (event_log >= 0)
+		close(event_log);
+	event_log = -1;
+	log_failing = 0;
 }
 
 uint64_t events_last_seq(void)
@@ -152,6 +159,51 @@ static void drop_oldest(void)
 	ring_bytes -= old->len;
 	ring_head = (ring_head + 1) % ring_cap;
 	ring_len--;
+}
+
+/* Append one event line to the event log. A line that does not fit (disk
+ * full, file size limit) is cut off again so the log stays whole JSON
+ * lines. Returns errno when a run of failures begins (to be reported as
+ * an event), else 0: a full disk is said once, not once per event, and
+ * again only after the log has been written to in between. */
+static int log_write(const char *json, size_t len)
+{
+	if (event_log < 0)
+		return 0;
+	off_t start = lseek(event_log, 0, SEEK_END);
+	size_t total = len + 1, off = 0;
+	int err = 0;
+	while (off < total) {
+		/* the JSON, then its newline */
+		struct iovec iov[2];
+		int n = 0;
+		if (off < len)
+			iov[n++] = (struct iovec){(void *)(json + off), len - off};
+		iov[n++] = (struct iovec){"\n", 1};
+		ssize_t w = writev(event_log, iov, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			err = w < 0 ? errno : ENOSPC;
+			break;
+		}
+		off += (size_t)w;
+	}
+	if (!err) {
+		if (log_failing)
+			log_info("event log %s is written again", opts.event_log);
+		log_failing = 0;
+		return 0;
+	}
+	if (off && start >= 0 && ftruncate(event_log, start) != 0)
+		log_warn("event log %s: cannot cut off a partial line: %s", opts.event_log,
+			 strerror(errno));
+	if (log_failing)
+		return 0;
+	log_failing = 1;
+	log_warn("cannot write the event log %s: %s (events go unlogged until it can be written)",
+		 opts.event_log, strerror(err));
+	return err;
 }
 
 static void retain(uint64_t seq, char *json, size_t len, char *key)
@@ -197,14 +249,18 @@ void events_emit(struct conn *to, const cJSON *cause, const char *observation,
 	for (struct conn *c = srv.conns; c; c = c->next)
 		if (c != to && c->subscribed && !c->closing)
 			conn_send(c, json, len);
-	if (event_log) {
-		if (fwrite(json, 1, len, event_log) != len || fputc('\n', event_log) == EOF ||
-		    fflush(event_log) != 0) {
-			log_warn("event log write failed: %s", strerror(errno));
-			clearerr(event_log);
-		}
-	}
+	int log_err = log_write(json, len);
 	retain(seq, json, len, id_key(cause));
+	if (log_err) {
+		/* after retain: the ring stays in seq order */
+		cJSON *ex = cJSON_CreateObject();
+		cJSON_AddStringToObject(ex, "code", td_err_name(TD_ERR_IO_ERROR));
+		cJSON_AddStringToObject(ex, "path", opts.event_log);
+		char msg[1024];
+		snprintf(msg, sizeof msg, "cannot write the event log %s: %s; events are not "
+			 "logged until it can be written again", opts.event_log, strerror(log_err));
+		events_emit(NULL, NULL, "error", msg, ex);
+	}
 }
 
 static struct retained *find_retained(uint64_t seq)

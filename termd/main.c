@@ -1,6 +1,7 @@
 /* main.c — termd's entry point: command-line options, tokens, the safety
- * rule for non-loopback listeners, process-wide setup (locale, SIGPIPE),
- * then the server, the `main` session and the event loop. */
+ * rule for non-loopback listeners, process-wide setup (locale, SIGPIPE and
+ * SIGXFSZ ignored, subreaper), then the server, the `main` session and the
+ * event loop. */
 #include "termd.h"
 
 #include <errno.h>
@@ -286,7 +287,11 @@ int main(int argc, char **argv)
 	}
 
 	setlocale(LC_CTYPE, "C.UTF-8");
+	/* a peer gone mid-write is EPIPE, a write past RLIMIT_FSIZE is EFBIG:
+	 * errors for the code that wrote, never the end of termd (sessions get
+	 * the default dispositions back in child_exec) */
 	signal(SIGPIPE, SIG_IGN);
+	signal(SIGXFSZ, SIG_IGN);
 	/* orphaned descendants of sessions are reparented to termd and reaped
 	 * here, so no zombie is left behind */
 	prctl(PR_SET_CHILD_SUBREAPER, 1);

@@ -28,15 +28,42 @@ static unsigned out_counter;
 
 /* ---------------------------------------------------------------- store */
 
+/* The output file could not be created or written (disk full, file size
+ * limit): said once — log, an io_error event for subscribers, and
+ * extras.output_error on the command's run answers — and the command goes
+ * on with its text in memory: the file's part, then a bounded tail. */
+static void store_failed(struct cmd *cmd, const char *path, int err)
+{
+	if (cmd->store_err)
+		return;
+	buf_t m = {0};
+	if (cmd->file_fd < 0)
+		buf_printf(&m, "cannot create the output file %s: %s", path, strerror(err));
+	else
+		buf_printf(&m, "cannot write the output file %s: %s (it holds the first %zu bytes "
+			   "of the output)", path, strerror(err), cmd->file_bytes);
+	buf_printf(&m, "; of the rest termd keeps only the last %u KiB or more",
+		   STORE_MEM_CAP / 2 / 1024);
+	cmd->store_err = buf_steal(&m);
+	log_warn("session %s: %s", cmd->sname, cmd->store_err);
+	cJSON *ex = cJSON_CreateObject();
+	cJSON_AddStringToObject(ex, "code", td_err_name(TD_ERR_IO_ERROR));
+	cJSON_AddStringToObject(ex, "session", cmd->sname);
+	cJSON_AddStringToObject(ex, "path", path);
+	events_emit(NULL, NULL, "error", cmd->store_err, ex);
+}
+
 static int store_spill(struct cmd *cmd)
 {
 	if (cmd->file_fd >= 0)
 		return 0;
+	if (cmd->store_err)
+		return -1;
 	buf_t p = {0};
 	buf_printf(&p, "%s/output-%s-%u.txt", srv.rundir, cmd->sname, ++out_counter);
 	int fd = open(p.p, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0) {
-		log_warn("cannot create output file %s: %s", p.p, strerror(errno));
+		store_failed(cmd, p.p, errno);
 		buf_free(&p);
 		return -1;
 	}
@@ -45,23 +72,41 @@ static int store_spill(struct cmd *cmd)
 	return 0;
 }
 
-/* In file mode `mem` holds bytes not yet written. */
+/* In file mode `mem` holds the bytes not written yet. */
 static void store_flush(struct cmd *cmd)
 {
-	if (cmd->file_fd < 0 || !cmd->mem.len)
+	if (cmd->file_fd < 0 || cmd->store_err || !cmd->mem.len)
 		return;
 	size_t off = 0;
+	int err = 0;
 	while (off < cmd->mem.len) {
 		ssize_t w = write(cmd->file_fd, cmd->mem.p + off, cmd->mem.len - off);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			log_warn("output file %s: %s", cmd->file_path, strerror(errno));
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			err = w < 0 ? errno : ENOSPC;
 			break;
 		}
 		off += (size_t)w;
 	}
-	buf_reset(&cmd->mem);
+	buf_consume(&cmd->mem, off);
+	cmd->file_bytes += off;
+	cmd->mem_base = cmd->file_bytes;
+	if (err)
+		store_failed(cmd, cmd->file_path, err);
+}
+
+/* After a failure: keep the last half of the memory cap (from a line
+ * start) once mem is over the cap. */
+static void store_trim(struct cmd *cmd)
+{
+	if (cmd->mem.len <= STORE_MEM_CAP)
+		return;
+	size_t cut = cmd->mem.len - STORE_MEM_CAP / 2;
+	const char *nl = memchr(cmd->mem.p + cut, '\n', cmd->mem.len - cut);
+	size_t n = nl ? (size_t)(nl - cmd->mem.p) + 1 : cut;
+	buf_consume(&cmd->mem, n);
+	cmd->mem_base += n;
 }
 
 static void store_line(void *user, const char *line, size_t len)
@@ -71,7 +116,9 @@ static void store_line(void *user, const char *line, size_t len)
 	buf_putc(&cmd->mem, '\n');
 	cmd->total_bytes += len + 1;
 	cmd->total_lines++;
-	if (cmd->file_fd >= 0) {
+	if (cmd->store_err) {
+		store_trim(cmd);
+	} else if (cmd->file_fd >= 0) {
 		if (cmd->mem.len >= STORE_WRITE_CHUNK)
 			store_flush(cmd);
 	} else if (cmd->mem.len > opts.output_mem) {
@@ -80,30 +127,41 @@ static void store_line(void *user, const char *line, size_t len)
 	}
 }
 
+/* Bytes [off, off + n) of the text, as far as they are kept; a line in
+ * their place says where text was lost to a failed output file. */
 static void store_read(struct cmd *cmd, size_t off, size_t n, buf_t *out)
 {
 	if (off >= cmd->total_bytes)
 		return;
 	if (off + n > cmd->total_bytes)
 		n = cmd->total_bytes - off;
-	if (cmd->file_fd < 0) {
-		buf_append(out, cmd->mem.p + off, n);
-		return;
-	}
-	store_flush(cmd);
-	buf_reserve(out, n);
-	size_t got = 0;
-	while (got < n) {
-		ssize_t r = pread(cmd->file_fd, out->p + out->len + got, n - got, (off_t)(off + got));
-		if (r <= 0) {
+	size_t end = off + n;
+	if (off < cmd->file_bytes && cmd->file_fd >= 0) {
+		size_t fe = end < cmd->file_bytes ? end : cmd->file_bytes;
+		buf_reserve(out, fe - off);
+		while (off < fe) {
+			ssize_t r = pread(cmd->file_fd, out->p + out->len, fe - off, (off_t)off);
 			if (r < 0 && errno == EINTR)
 				continue;
-			break;
+			if (r <= 0)
+				break;
+			out->len += (size_t)r;
+			off += (size_t)r;
 		}
-		got += (size_t)r;
+		out->p[out->len] = 0;
+		off = fe;
 	}
-	out->len += got;
-	out->p[out->len] = 0;
+	if (off >= end)
+		return;
+	if (off < cmd->mem_base) {
+		if (out->len && out->p[out->len - 1] != '\n')
+			buf_putc(out, '\n');
+		buf_printf(out, "[... %zu bytes of output not kept: the output file could not be "
+			   "written ...]\n", cmd->mem_base - cmd->file_bytes);
+		off = cmd->mem_base;
+	}
+	if (off < end)
+		buf_append(out, cmd->mem.p + (off - cmd->mem_base), end - off);
 }
 
 static struct cmd *cmd_new(struct session *s, const char *text, int by_viewer)
@@ -128,6 +186,7 @@ void cmd_free(struct cmd *cmd)
 	if (cmd->file_fd >= 0)
 		close(cmd->file_fd);
 	free(cmd->file_path);
+	free(cmd->store_err);
 	free(cmd->shown_live);
 	free(cmd->text);
 	free(cmd);
@@ -404,6 +463,8 @@ static void run_answer(struct waiter *w, const char *timed_out, int waiting_inpu
 	cJSON_AddBoolToObject(ex, "truncated", truncated);
 	if (truncated && cmd && cmd->file_path)
 		cJSON_AddStringToObject(ex, "output_file", cmd->file_path);
+	if (cmd && cmd->store_err)
+		cJSON_AddStringToObject(ex, "output_error", cmd->store_err);
 	if (w->restarted)
 		cJSON_AddBoolToObject(ex, "restarted", 1);
 	events_emit(w->conn, w->id, "run", content.p ? content.p : "", ex);

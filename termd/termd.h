@@ -114,11 +114,17 @@ struct cmd {
 	int exit_code;
 	uint64_t start_us, end_us;
 	render_t *render;
-	/* rendered output store: memory, spilled to a file when large */
+	/* rendered output store: memory, spilled to a file when large. Bytes
+	 * [0, file_bytes) of the text are in the file, [mem_base, total_bytes)
+	 * in mem; mem_base > file_bytes only once the file failed (store_err),
+	 * and what lies between is lost */
 	buf_t mem;
 	char *file_path;
 	int file_fd;
-	size_t total_bytes;       /* bytes of rendered text stored */
+	size_t file_bytes;
+	size_t mem_base;
+	char *store_err;          /* why the output file failed, or NULL */
+	size_t total_bytes;       /* bytes of rendered text produced */
 	size_t total_lines;
 	size_t delivered;         /* bytes already returned to the agent */
 	size_t delivered_lines;

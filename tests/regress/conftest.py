@@ -2,15 +2,18 @@
 socket, its log, and a way to run termctl against it.
 
 Environment: TERMD_BIN and TERMCTL_BIN (absolute paths; default build/ in
-the repository), TERMD_TEST_VERBOSE=1 to start termd with -v.
+the repository), TERMD_TEST_VERBOSE=1 to start termd with -v,
+TERMD_VALGRIND=1 to run termd under valgrind memcheck (`make valgrind`).
 
 Teardown stops termd with SIGTERM and fails the test if termd did not exit
-with status 0 (a crash, a sanitizer report, a hang past 5 s)."""
+with status 0 (a crash, a sanitizer report, a hang past 5 s; under valgrind
+also any memcheck error or definite leak, shown from valgrind's log)."""
 
 import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import time
@@ -26,7 +29,15 @@ TERMCTL_BIN = os.environ.get("TERMCTL_BIN") or str(REPO / "build" / "termctl")
 # The startup wait is generous: under AddressSanitizer on a busy CI machine
 # termd and the shell in `main` start several times slower.
 STARTUP_TIMEOUT = float(os.environ.get("TERMD_TEST_STARTUP_TIMEOUT", "30"))
-STOP_TIMEOUT = 5.0
+# Under valgrind termd runs many times slower: waits in this file (start,
+# stop) are stretched by VALGRIND_FACTOR; the tests chosen for `make
+# valgrind` have no tight timing of their own.
+VALGRIND = os.environ.get("TERMD_VALGRIND") == "1"
+VALGRIND_FACTOR = 6.0 if VALGRIND else 1.0
+VALGRIND_ARGS = ["valgrind", "--tool=memcheck", "--error-exitcode=99", "--leak-check=full",
+                 "--errors-for-leak-kinds=definite", "--show-leak-kinds=definite",
+                 "--track-fds=no", "--child-silent-after-fork=yes", "--num-callers=30"]
+STOP_TIMEOUT = 5.0 * VALGRIND_FACTOR
 LOG_TAIL = 60
 
 # Environment variables that must not leak from the developer's shell into
@@ -64,15 +75,21 @@ class Termd:
     """One running termd on a private unix socket."""
 
     def __init__(self, tmp_path, args=(), env=None, token=None, name="termd", listen=None,
-                 scheme="ws"):
+                 scheme="ws", tcp=False):
         self.dir = Path(tmp_path)
         self.home = self.dir / "home"
         self.home.mkdir(parents=True, exist_ok=True)
         # unix socket paths are limited to ~107 bytes; tmp_path can be long.
         self.sockdir = tempfile.mkdtemp(prefix="td-", dir="/tmp")
         self.sock = os.path.join(self.sockdir, "termd.sock")
+        if tcp and not listen:   # loopback TCP on a free port, for tests that need TCP (RST)
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("127.0.0.1", 0))
+            listen = "127.0.0.1:%d" % s.getsockname()[1]
+            s.close()
         # listen: "HOST:PORT" for TCP (scheme "ws" or "wss"); default a unix socket
         self.url = "%s://%s" % (scheme, listen) if listen else "unix:" + self.sock
+        self.tcp = bool(listen)
         self.token = token
         self.log = self.dir / ("%s.log" % name)
         self.env = base_env(self.home)
@@ -84,6 +101,10 @@ class Termd:
         if os.environ.get("TERMD_TEST_VERBOSE"):
             self.argv.append("-v")
         self.argv += list(args)
+        self.vglog = None
+        if VALGRIND:
+            self.vglog = self.dir / ("%s.valgrind.log" % name)
+            self.argv = VALGRIND_ARGS + ["--log-file=%s" % self.vglog] + self.argv
         self.clients = []
         self.proc = None
         self.returncode = None
@@ -103,7 +124,7 @@ class Termd:
                 self.returncode = rc
                 pytest.fail("termd %s during start-up\n%s\n--- log ---\n%s"
                             % (describe_exit(rc), " ".join(self.argv), log_tail(self.log)))
-            if not self.url.startswith("unix:") or os.path.exists(self.sock):
+            if self.tcp or os.path.exists(self.sock):
                 try:
                     status, _, body = wsclient.http_request(self.url, "/healthz", timeout=5)
                     if status == 200:
@@ -189,6 +210,8 @@ class Termd:
         shutil.rmtree(self.sockdir, ignore_errors=True)
         if problem:
             problem += "\n%s\n--- log (%s) ---\n%s" % (" ".join(self.argv), self.log, log_tail(self.log))
+            if self.vglog:
+                problem += "\n--- valgrind (%s) ---\n%s" % (self.vglog, log_tail(self.vglog, 400))
         return problem
 
 
@@ -201,14 +224,15 @@ def pytest_runtest_makereport(item, call):
 
 @pytest.fixture
 def termd_factory(request, tmp_path):
-    """start(args=(), env=None, token=None, listen=None, scheme="ws") -> a
-    started Termd (listen "HOST:PORT" for TCP, else a unix socket); every one is
-    stopped (and checked) when the test ends."""
+    """start(args=(), env=None, token=None, listen=None, scheme="ws", tcp=False)
+    -> a started Termd (listen "HOST:PORT" for TCP, tcp=True for a free
+    loopback port, else a unix socket); every one is stopped (and checked)
+    when the test ends."""
     started = []
 
-    def start(args=(), env=None, token=None, listen=None, scheme="ws"):
+    def start(args=(), env=None, token=None, listen=None, scheme="ws", tcp=False):
         t = Termd(tmp_path / ("t%d" % len(started)), args, env, token, name="termd",
-                  listen=listen, scheme=scheme)
+                  listen=listen, scheme=scheme, tcp=tcp)
         started.append(t)
         return t.start()
 
