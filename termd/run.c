@@ -42,8 +42,8 @@ static void store_failed(struct cmd *cmd, const char *path, int err)
 	else
 		buf_printf(&m, "cannot write the output file %s: %s (it holds the first %zu bytes "
 			   "of the output)", path, strerror(err), cmd->file_bytes);
-	buf_printf(&m, "; of the rest termd keeps only the last %u KiB or more",
-		   STORE_MEM_CAP / 2 / 1024);
+	buf_printf(&m, "; of the rest termd keeps only the last %zu KiB or more",
+		   opts.output_mem / 2 / 1024);
 	cmd->store_err = buf_steal(&m);
 	log_warn("session %s: %s", cmd->sname, cmd->store_err);
 	cJSON *ex = cJSON_CreateObject();
@@ -100,9 +100,9 @@ static void store_flush(struct cmd *cmd)
  * start) once mem is over the cap. */
 static void store_trim(struct cmd *cmd)
 {
-	if (cmd->mem.len <= STORE_MEM_CAP)
+	if (cmd->mem.len <= opts.output_mem)
 		return;
-	size_t cut = cmd->mem.len - STORE_MEM_CAP / 2;
+	size_t cut = cmd->mem.len - opts.output_mem / 2;
 	const char *nl = memchr(cmd->mem.p + cut, '\n', cmd->mem.len - cut);
 	size_t n = nl ? (size_t)(nl - cmd->mem.p) + 1 : cut;
 	buf_consume(&cmd->mem, n);
