@@ -132,3 +132,18 @@ def socket_fds(pid):
         except OSError:
             pass
     return n
+
+
+def drain(ev, secs=0.5):
+    """Every observation ev received (its `others` first) within secs."""
+    got = list(ev.others)
+    ev.others.clear()
+    deadline = time.monotonic() + secs
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return got
+        try:
+            got.append(ev.recv_obs(left))
+        except TimeoutError:
+            return got

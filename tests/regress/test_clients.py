@@ -6,23 +6,10 @@ without bound — it is disconnected past a limit and can resubscribe."""
 import os
 import time
 
-from tdtest import content, fmt, rss_mb, run_done, socket_fds
+from tdtest import content, drain, fmt, rss_mb, run_done, socket_fds
 
 T = 90.0
 
-
-def drain(ev, secs):
-    got = list(ev.others)
-    ev.others.clear()
-    deadline = time.monotonic() + secs
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return got
-        try:
-            got.append(ev.recv_obs(left))
-        except TimeoutError:
-            return got
 
 
 def test_two_clients_two_sessions_concurrently(termd):

@@ -10,7 +10,7 @@ import time
 import pytest
 
 import wsclient
-from tdtest import assert_error, content, fmt, run_done, wait_until
+from tdtest import assert_error, content, drain, fmt, run_done, wait_until
 
 T = 90.0
 
@@ -60,20 +60,6 @@ def seqs(obs_list):
 def strictly_increasing(xs):
     return all(isinstance(x, int) for x in xs) and all(a < b for a, b in zip(xs, xs[1:]))
 
-
-def quiet(ev, secs=0.5):
-    """Observations that arrive within secs (nothing expected)."""
-    got = list(ev.others)
-    ev.others.clear()
-    deadline = time.monotonic() + secs
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return got
-        try:
-            got.append(ev.recv_obs(left))
-        except TimeoutError:
-            return got
 
 
 def last_seq(ev):
@@ -126,7 +112,7 @@ def test_seq_strictly_increasing_across_interleaved_connections(termd):
         assert bo["seq"] in a_by_seq, "B's answer %s never reached the subscriber A" % fmt(bo)
         assert a_by_seq[bo["seq"]] == bo, (fmt(a_by_seq[bo["seq"]]), fmt(bo))
     # B is not subscribed: it got nothing but its own answers
-    stray = [o for o in quiet(b, 0.3)]
+    stray = [o for o in drain(b, 0.3)]
     assert not stray, "unsubscribed B received others' observations: %r" % [fmt(o) for o in stray]
     kinds = [o["observation"] for o in stream]
     n = 4 + len([o for o in b_answers if o.get("observation") == "run"])
@@ -163,7 +149,7 @@ def test_subscriber_sees_command_start_end_then_run(termd):
     # not subscribed: no command events
     b = termd.events()
     run_done(b, "true")
-    assert not [o for o in quiet(b, 0.3)], "unsubscribed client got events"
+    assert not [o for o in drain(b, 0.3)], "unsubscribed client got events"
     assert not [o for o in b.others if o.get("observation", "").startswith("command.")]
 
 
@@ -290,7 +276,7 @@ def test_subscribe_twice_does_not_duplicate(termd):
     subscribe(a)
     pong = b.ping()
     got = read_until(a, lambda o: o.get("seq") == pong["seq"])
-    more = quiet(a, 0.5)
+    more = drain(a, 0.5)
     dup = [o for o in got + more if o.get("seq") == pong["seq"]]
     assert len(dup) == 1, "event delivered %d times after subscribing twice" % len(dup)
 
@@ -455,7 +441,7 @@ def test_result_survives_disconnect(termd, how):
     assert obs.get("observation") == "run", fmt(obs)
     assert content(obs) == "done" and obs["extras"]["exit_code"] == 0, fmt(obs)
     # exactly once
-    more = quiet(b, 0.5)
+    more = drain(b, 0.5)
     assert not [o for o in more if o.get("cause") == did], [fmt(o) for o in more]
 
 
@@ -492,5 +478,5 @@ def test_resent_id_while_running_gets_the_answer(termd, tmp_path):
     assert content(obs) == "done" and obs["extras"]["exit_code"] == 0, fmt(obs)
     assert time.monotonic() - t0 > 0.5, "answered before the command could have finished: %s" % fmt(obs)
     assert f.read_text() == "line\n", "ran %d times" % f.read_text().count("line")
-    more = quiet(b, 0.5)
+    more = drain(b, 0.5)
     assert not [o for o in more if o.get("cause") == did], [fmt(o) for o in more]

@@ -12,14 +12,12 @@ import socket
 import struct
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
 
 import wsclient
-from tdtest import PY, assert_error, content, fmt, lines, run_done, wait_until
-from test_clients import socket_fds
+from tdtest import content, drain, fmt, lines, run_done, socket_fds, wait_until
 from test_sessions import children_of, cmdline, open_session, proc_stat, sessions
 
 T = 90.0
@@ -38,20 +36,6 @@ def io_errors(obs_list):
     return [o for o in obs_list if o.get("observation") == "error"
             and (o.get("extras") or {}).get("code") == "io_error"]
 
-
-def drain(ev, secs):
-    """Everything ev received (others first) within secs."""
-    got = list(ev.others)
-    ev.others.clear()
-    deadline = time.monotonic() + secs
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return got
-        try:
-            got.append(ev.recv_obs(left))
-        except TimeoutError:
-            return got
 
 
 def zombies_of(pid):
