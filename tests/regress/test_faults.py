@@ -12,13 +12,12 @@ import socket
 import struct
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
 
 import wsclient
-from tdtest import PY, assert_error, content, fmt, lines, run_done, wait_until
+from tdtest import content, fmt, lines, run_done, wait_until
 from test_clients import socket_fds
 from test_sessions import children_of, cmdline, open_session, proc_stat, sessions
 
@@ -39,19 +38,13 @@ def io_errors(obs_list):
             and (o.get("extras") or {}).get("code") == "io_error"]
 
 
-def drain(ev, secs):
-    """Everything ev received (others first) within secs."""
-    got = list(ev.others)
-    ev.others.clear()
-    deadline = time.monotonic() + secs
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return got
-        try:
-            got.append(ev.recv_obs(left))
-        except TimeoutError:
-            return got
+def received(sub):
+    """Every observation sub has received so far and not consumed: a ping
+    on it is answered after every event termd emitted before it."""
+    assert sub.ping().get("observation") == "pong"
+    got = list(sub.others)
+    sub.others.clear()
+    return got
 
 
 def zombies_of(pid):
@@ -363,7 +356,7 @@ def test_event_log_on_dev_full(termd_factory):
     ev = td.events()
     for _ in range(30):
         assert ev.ping().get("observation") == "pong"
-    got = drain(sub, 0.5)
+    got = received(sub)
     errs = io_errors(got)
     assert len(errs) == 1, "wanted one io_error event for the event log, got %d: %r" % (
         len(errs), [fmt(e) for e in errs][:3])
@@ -371,7 +364,7 @@ def test_event_log_on_dev_full(termd_factory):
     assert e.get("cause") is None, fmt(e)
     assert "event log" in e["content"] and "/dev/full" in e["content"], fmt(e)
     assert_serving(td, ev)
-    assert not io_errors(drain(sub, 0.3)), "the failing event log was reported again"
+    assert not io_errors(received(sub)), "the failing event log was reported again"
 
 
 def test_event_log_on_a_full_tmpfs(small_tmpfs, termd_factory):
@@ -390,7 +383,7 @@ def test_event_log_on_a_full_tmpfs(small_tmpfs, termd_factory):
     fill_up()
     pongs = [ev.ping() for _ in range(20)]
     assert all(p.get("observation") == "pong" for p in pongs)
-    errs = io_errors(drain(sub, 0.5))
+    errs = io_errors(received(sub))
     assert len(errs) == 1, "wanted one io_error event, got %r" % [fmt(e) for e in errs]
     assert errs[0].get("cause") is None and "event log" in errs[0]["content"], fmt(errs[0])
     assert "No space left" in errs[0]["content"], fmt(errs[0])
@@ -403,12 +396,12 @@ def test_event_log_on_a_full_tmpfs(small_tmpfs, termd_factory):
     p = ev.ping()
     wait_until(lambda: p["seq"] in {o["seq"] for o in log_events(log)}, timeout=10,
                what="the pong logged once there is room")
-    assert not io_errors(drain(sub, 0.3))
+    assert not io_errors(received(sub))
     # full again: said again, once
     fill_up()
     for _ in range(10):
         assert ev.ping().get("observation") == "pong"
-    errs = io_errors(drain(sub, 0.5))
+    errs = io_errors(received(sub))
     assert len(errs) == 1, "a second failure should be reported once: %r" % [fmt(e) for e in errs]
     log_events(log)
     assert_serving(td, ev)
@@ -427,7 +420,7 @@ def test_event_log_past_the_file_size_limit(termd_factory, tmp_path):
     for _ in range(60):
         assert ev.ping().get("observation") == "pong"
         assert td.alive(), "termd died writing past its file size limit (SIGXFSZ?)"
-    errs = io_errors(drain(sub, 0.5))
+    errs = io_errors(received(sub))
     assert errs, "no io_error event for the event log"
     assert "File too large" in errs[0]["content"], fmt(errs[0])
     assert log.stat().st_size <= limit
@@ -453,7 +446,7 @@ def _check_big_run_on_failing_store(td, sub, ev):
     err = x.get("output_error")
     assert isinstance(err, str) and "output file" in err, \
         "the answer does not say the output file failed: %s" % fmt(r)
-    errs = io_errors(drain(sub, 0.5))
+    errs = io_errors(received(sub))
     assert len(errs) == 1, "wanted one io_error event, got %r" % [fmt(e) for e in errs]
     assert errs[0].get("cause") is None and "output file" in errs[0]["content"], fmt(errs[0])
     assert errs[0]["extras"].get("session") == "main", fmt(errs[0])
