@@ -57,6 +57,74 @@ static void seq_end(struct vtfilter *f, buf_t *out)
 	f->seqlen = 0;
 }
 
+/* Bytes handled alike inside an ESC sequence and a CSI: 1 handled, 0 not
+ * (a parameter or final byte), -1 the sequence is broken off and b is to be
+ * read again as text. */
+static int seq_common(struct vtfilter *f, unsigned char b, buf_t *out)
+{
+	if (b == 0x1b) {
+		seq_start(f);                 /* ESC restarts */
+	} else if (b == 0x18 || b == 0x1a) {
+		f->state = VF_GROUND;         /* CAN, SUB: cancelled */
+		f->seqlen = 0;
+	} else if (b < 0x20) {
+		buf_putc(out, (char)b);       /* executed in the middle */
+	} else if (b < 0x30) {
+		if (++f->ninter > VF_MAX_INTER)
+			f->bad = 1;
+		seq_add(f, b);
+	} else if (b == 0x7f) {
+		/* DEL is ignored inside a sequence */
+	} else if (b >= 0x80) {
+		f->state = VF_GROUND;         /* not ASCII: broken off */
+		f->seqlen = 0;
+		return -1;
+	} else {
+		return 0;
+	}
+	return 1;
+}
+
+/* ESC [intermediates] and a byte 0x30-0x7e. */
+static void esc_final(struct vtfilter *f, unsigned char b, buf_t *out)
+{
+	if (f->seqlen == 1 && b == '[') {
+		seq_add(f, b);
+		f->state = VF_CSI;
+	} else if (f->seqlen == 1 && strchr("]PX^_", b)) {
+		f->state = VF_STR;
+		f->seqlen = 0;
+	} else {
+		/* libvterm 0.1.4 reads ESC <intermediates> [ (or ] P X ^ _) as
+		 * the start of a CSI or a string, with its bugs: never passed on */
+		if (f->seqlen > 1 && strchr("[]PX^_", b))
+			f->bad = 1;
+		seq_add(f, b);
+		seq_end(f, out);
+	}
+}
+
+/* A CSI parameter (0x30-0x3f) or final byte (0x40-0x7e). */
+static void csi_byte(struct vtfilter *f, unsigned char b, buf_t *out)
+{
+	if (b >= 0x40) {
+		seq_add(f, b);
+		seq_end(f, out);
+		return;
+	}
+	if (f->ninter)
+		f->bad = 1;    /* a parameter after an intermediate */
+	if (b == ';' || b == ':') {
+		f->ndig = 0;
+		if (++f->nsep > VF_MAX_SEPS)
+			f->bad = 1;
+	} else if (b >= '0' && b <= '9') {
+		if (++f->ndig > VF_MAX_DIGITS)
+			f->bad = 1;
+	}
+	seq_add(f, b);
+}
+
 void vtfilter_reset(struct vtfilter *f)
 {
 	memset(f, 0, sizeof *f);
@@ -96,79 +164,19 @@ void vtfilter_feed(struct vtfilter *f, const char *data, size_t n, buf_t *out)
 			buf_putc(out, (char)0xc2);
 			continue;          /* b again, as text */
 		case VF_ESC:
-			if (b == 0x1b) {
-				seq_start(f);
-			} else if (b == 0x18 || b == 0x1a) {
-				f->state = VF_GROUND;   /* CAN, SUB: cancelled */
-			} else if (b < 0x20) {
-				buf_putc(out, (char)b);  /* executed in the middle */
-			} else if (b < 0x30) {
-				if (++f->ninter > VF_MAX_INTER)
-					f->bad = 1;
-				seq_add(f, b);
-			} else if (b < 0x7f) {
-				if (f->seqlen == 1 && b == '[') {
-					seq_add(f, b);
-					f->state = VF_CSI;
-				} else if (f->seqlen == 1 && (b == ']' || b == 'P' || b == 'X' ||
-							      b == '^' || b == '_')) {
-					f->state = VF_STR;
-					f->seqlen = 0;
-				} else {
-					/* libvterm 0.1.4 reads ESC <intermediates> [ (or
-					 * ] P X ^ _) as the start of a CSI or a string,
-					 * with its bugs: never passed on */
-					if (f->seqlen > 1 && strchr("[]PX^_", b))
-						f->bad = 1;
-					seq_add(f, b);
-					seq_end(f, out);
-				}
-			} else if (b == 0x7f) {
-				/* DEL is ignored inside a sequence */
-			} else {
-				/* not ASCII: the sequence is broken; b is text */
-				f->state = VF_GROUND;
-				f->seqlen = 0;
-				continue;
+		case VF_CSI: {
+			int r = seq_common(f, b, out);
+			if (r < 0)
+				continue;      /* the sequence broke off: b is text */
+			if (r == 0) {
+				if (f->state == VF_ESC)
+					esc_final(f, b, out);
+				else
+					csi_byte(f, b, out);
 			}
 			i++;
 			continue;
-		case VF_CSI:
-			if (b == 0x1b) {
-				seq_start(f);
-			} else if (b == 0x18 || b == 0x1a) {
-				f->state = VF_GROUND;
-				f->seqlen = 0;
-			} else if (b < 0x20) {
-				buf_putc(out, (char)b);
-			} else if (b < 0x30) {
-				if (++f->ninter > VF_MAX_INTER)
-					f->bad = 1;
-				seq_add(f, b);
-			} else if (b < 0x40) {
-				if (f->ninter)
-					f->bad = 1;    /* a parameter after an intermediate */
-				if (b == ';' || b == ':') {
-					f->ndig = 0;
-					if (++f->nsep > VF_MAX_SEPS)
-						f->bad = 1;
-				} else if (b >= '0' && b <= '9') {
-					if (++f->ndig > VF_MAX_DIGITS)
-						f->bad = 1;
-				}
-				seq_add(f, b);
-			} else if (b < 0x7f) {
-				seq_add(f, b);
-				seq_end(f, out);
-			} else if (b == 0x7f) {
-				/* ignored */
-			} else {
-				f->state = VF_GROUND;
-				f->seqlen = 0;
-				continue;
-			}
-			i++;
-			continue;
+		}
 		case VF_STR:
 			/* dropped up to BEL, ST (ESC \) or CAN/SUB */
 			while (i < n && p[i] != 0x07 && p[i] != 0x1b && p[i] != 0x18 && p[i] != 0x1a)

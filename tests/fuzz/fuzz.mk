@@ -51,7 +51,7 @@ define fuzz_run
 	  mkdir -p $(FUZZ_BUILD)/corpus/$$t $(FUZZ_BUILD)/artifacts; \
 	  cp -n tests/fuzz/corpus/$$t/* $(FUZZ_BUILD)/corpus/$$t/ 2>/dev/null || true; \
 	  log=$(FUZZ_BUILD)/fuzz_$$t.log; \
-	  echo "== fuzz_$$t for $(1) s (log: $$log)"; \
+	  echo "== fuzz_$$t, at most $(1) s $(2) (log: $$log)"; \
 	  if ! $(FUZZ_BUILD)/fuzz_$$t -max_total_time=$(1) -max_len=$(FUZZ_MAXLEN_$$t) \
 	    -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 $(2) \
 	    -artifact_prefix=$(FUZZ_BUILD)/artifacts/$$t- \
