@@ -67,7 +67,10 @@ $(BUILD)/tests/%: tests/unit/%.c $(TERMD_LIB_OBJ) $(PROTO_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(TD_CFLAGS) $(PKG_CFLAGS) -o $@ $^ $(PKG_LIBS) -lcmocka -lutil -lm
 
-run: deps all
+# deps first, then a fresh make: PKG_CFLAGS is read when the Makefile is parsed,
+# so on a fresh machine the packages must be there before the build is planned.
+run: deps
+	$(MAKE) all
 	@echo "termd: listening on 127.0.0.1:8421 — try: $(BUILD)/termctl run 'echo hello'   (Ctrl-C stops termd)"
 	./$(BUILD)/termd --listen 127.0.0.1:8421
 
@@ -167,7 +170,8 @@ test: deps
 	  $(MAKE) test-asan
 	$(MAKE) valgrind
 
-bench: deps all $(BUILD)/bench-rtt
+bench: deps
+	$(MAKE) all $(BUILD)/bench-rtt
 	TERMD_BIN=$(abspath $(BUILD)/termd) BENCH_RTT_BIN=$(abspath $(BUILD)/bench-rtt) $(PY) tests/bench/bench.py
 	TERMD_BIN=$(abspath $(BUILD)/termd) $(PY) tests/bench/bench_tty.py
 
@@ -180,3 +184,5 @@ clean:
 
 # libFuzzer targets: make fuzz, make fuzz-short (tests/fuzz/)
 include tests/fuzz/fuzz.mk
+# each plugin's own build and tests (plugins/<name>/plugin.mk)
+-include $(wildcard plugins/*/plugin.mk)
