@@ -116,6 +116,10 @@ VG_TESTS := $(addprefix tests/regress/, \
   test_run_state.py::test_output_that_looks_like_integration_marks \
   test_run_input.py::test_read_prompt_then_answer \
   test_run_input.py::test_ctrl_c_sleep \
+  test_run_input.py::test_relay_polling_the_tty_is_not_waiting_until_it_asks \
+  test_run_continuation.py \
+  test_run_concurrent_input.py::test_second_command_is_busy_input_is_not \
+  test_run_long.py::test_long_command_keeps_shell_state \
   test_run_timeouts.py::test_hard_timeout_then_rest \
   test_run_timeouts.py::test_busy_nothing_typed \
   test_sessions.py::test_run_in_unknown_session_opens_a_shell \

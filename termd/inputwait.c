@@ -4,7 +4,11 @@
  * whether that call waits on the session's terminal: read on the tty fd,
  * poll/select with the tty among the fds (read from /proc/PID/mem), or
  * epoll with the tty registered (/proc/PID/fdinfo). A server sleeping in
- * poll on a socket, or `sleep`, is not waiting for input. */
+ * poll on a socket, or `sleep`, is not waiting for input. A program that
+ * reads the tty, or polls it alone, waits for it (IW_READ); one that polls
+ * it among other descriptors may be a relay (apt passing the terminal to
+ * dpkg, ssh, script) waiting for whichever comes first (IW_RELAY): run.c
+ * asks the screen before it calls that waiting for input. */
 #include "termd.h"
 
 #include <dirent.h>
@@ -40,65 +44,91 @@ static int read_mem(pid_t pid, unsigned long addr, void *out, size_t n)
 	return r == (ssize_t)n ? 0 : -1;
 }
 
-static int poll_has_tty(pid_t pid, unsigned long addr, unsigned long nfds, const char *slave)
+/* The wait covers the tty: IW_READ if it is the only descriptor waited
+ * on for input, IW_RELAY if there are others. */
+static enum inputwait level(int tty, unsigned long others)
+{
+	return !tty ? IW_NO : others ? IW_RELAY : IW_READ;
+}
+
+static enum inputwait poll_has_tty(pid_t pid, unsigned long addr, unsigned long nfds,
+				   const char *slave)
 {
 	if (nfds == 0 || nfds > 4096)
-		return 0;
+		return IW_NO;
 	struct pollfd *pf = xcalloc(nfds, sizeof *pf);
-	int yes = 0;
+	int tty = 0;
+	unsigned long others = 0;
 	if (read_mem(pid, addr, pf, nfds * sizeof *pf) == 0) {
-		for (unsigned long i = 0; i < nfds && !yes; i++)
-			if (pf[i].fd >= 0 && (pf[i].events & POLLIN) && fd_is_tty(pid, pf[i].fd, slave))
-				yes = 1;
+		for (unsigned long i = 0; i < nfds; i++) {
+			if (pf[i].fd < 0 || !(pf[i].events & POLLIN))
+				continue;
+			if (!tty && fd_is_tty(pid, pf[i].fd, slave))
+				tty = 1;
+			else
+				others++;
+		}
 	}
 	free(pf);
-	return yes;
+	return level(tty, others);
 }
 
-static int select_has_tty(pid_t pid, unsigned long nfds, unsigned long readfds, const char *slave)
+static enum inputwait select_has_tty(pid_t pid, unsigned long nfds, unsigned long readfds,
+				     const char *slave)
 {
 	if (!readfds || nfds == 0 || nfds > 65536)
-		return 0;
+		return IW_NO;
 	size_t bytes = ((nfds + 63) / 64) * 8;
 	unsigned char *bits = xcalloc(1, bytes);
-	int yes = 0;
+	int tty = 0;
+	unsigned long others = 0;
 	if (read_mem(pid, readfds, bits, bytes) == 0) {
-		for (unsigned long fd = 0; fd < nfds && !yes; fd++)
-			if ((bits[fd / 8] >> (fd % 8)) & 1)
-				yes = fd_is_tty(pid, (long)fd, slave);
+		for (unsigned long fd = 0; fd < nfds; fd++) {
+			if (!((bits[fd / 8] >> (fd % 8)) & 1))
+				continue;
+			if (!tty && fd_is_tty(pid, (long)fd, slave))
+				tty = 1;
+			else
+				others++;
+		}
 	}
 	free(bits);
-	return yes;
+	return level(tty, others);
 }
 
-static int epoll_has_tty(pid_t pid, long epfd, const char *slave)
+static enum inputwait epoll_has_tty(pid_t pid, long epfd, const char *slave)
 {
 	char p[64];
 	snprintf(p, sizeof p, "/proc/%d/fdinfo/%ld", (int)pid, epfd);
 	FILE *f = fopen(p, "re");
 	if (!f)
-		return 0;
+		return IW_NO;
 	char line[256];
-	int yes = 0;
-	while (!yes && fgets(line, sizeof line, f)) {
+	int tty = 0;
+	unsigned long others = 0;
+	while (fgets(line, sizeof line, f)) {
 		long tfd;
-		if (sscanf(line, "tfd: %ld", &tfd) == 1)
-			yes = fd_is_tty(pid, tfd, slave);
+		if (sscanf(line, "tfd: %ld", &tfd) != 1)
+			continue;
+		if (!tty && fd_is_tty(pid, tfd, slave))
+			tty = 1;
+		else
+			others++;
 	}
 	fclose(f);
-	return yes;
+	return level(tty, others);
 }
 
 /* One thread: is it in a system call that waits on the tty? */
-static int task_waits_on_tty(pid_t pid, const char *task_dir, const char *slave)
+static enum inputwait task_waits_on_tty(pid_t pid, const char *task_dir, const char *slave)
 {
 	char p[640];
 	snprintf(p, sizeof p, "%s/syscall", task_dir);
 	FILE *f = fopen(p, "re");
 	if (!f)
-		return 0;
+		return IW_NO;
 	char line[512];
-	int yes = 0;
+	enum inputwait yes = IW_NO;
 	if (fgets(line, sizeof line, f)) {
 		long nr;
 		unsigned long a[6] = {0};
@@ -109,7 +139,7 @@ static int task_waits_on_tty(pid_t pid, const char *task_dir, const char *slave)
 			case SYS_read:
 			case SYS_readv:
 			case SYS_pread64:
-				yes = fd_is_tty(pid, (long)a[0], slave);
+				yes = fd_is_tty(pid, (long)a[0], slave) ? IW_READ : IW_NO;
 				break;
 #ifdef SYS_poll
 			case SYS_poll:
@@ -166,17 +196,18 @@ int proc_stat(pid_t pid, char *state, pid_t *pgrp, pid_t *sid)
 	return 0;
 }
 
-int inputwait_blocked_on_tty(struct session *s)
+enum inputwait inputwait_blocked_on_tty(struct session *s)
 {
 	if (!s->alive || s->master_fd < 0)
-		return 0;
+		return IW_NO;
 	pid_t fg = tcgetpgrp(s->master_fd);
 	if (fg <= 0)
-		return 0;
+		return IW_NO;
 	DIR *d = opendir("/proc");
 	if (!d)
-		return 0;
-	int waiting = 0, busy = 0;
+		return IW_NO;
+	enum inputwait waiting = IW_NO;
+	int busy = 0;
 	struct dirent *e;
 	while ((e = readdir(d)) && !busy) {
 		char *end;
@@ -197,15 +228,17 @@ int inputwait_blocked_on_tty(struct session *s)
 		if (!td)
 			continue;
 		struct dirent *te;
-		while (!waiting && (te = readdir(td))) {
+		while (waiting != IW_READ && (te = readdir(td))) {
 			if (te->d_name[0] == '.')
 				continue;
 			char tpath[384];
 			snprintf(tpath, sizeof tpath, "%s/%s", tdir, te->d_name);
-			waiting = task_waits_on_tty((pid_t)pid, tpath, s->slave_name);
+			enum inputwait w = task_waits_on_tty((pid_t)pid, tpath, s->slave_name);
+			if (w > waiting)
+				waiting = w;
 		}
 		closedir(td);
 	}
 	closedir(d);
-	return waiting && !busy;
+	return busy ? IW_NO : waiting;
 }

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #define QUIET_FOR_INPUT_US   1000000u  /* "nothing new for about a second" */
+#define RELAY_QUIET_US      10000000u  /* a relay with no question on screen */
 #define INPUT_RECHECK_US      250000u
 #define READY_FALLBACK_US     300000u  /* no readline ready signal: type anyway */
 #define STORE_WRITE_CHUNK    (64u * 1024u)
@@ -368,16 +369,21 @@ static void waiter_free(struct waiter *w)
 	if (!w)
 		return;
 	lws_sul_cancel(&w->sul);
-	if (w->s && w->s->waiter == w)
-		w->s->waiter = NULL;
-	if (w->s && w->s->kwaiter == w)
-		w->s->kwaiter = NULL;
+	if (w->s) {
+		struct waiter **pp = &w->s->waiters;
+		while (*pp && *pp != w)
+			pp = &(*pp)->next;
+		if (*pp)
+			*pp = w->next;
+	}
 	cJSON_Delete(w->id);
 	cJSON_Delete(w->pending_keys);
-	free(w->pending_text);
+	cmd_free(w->pending_cmd);
+	buf_free(&w->pending_input);
 	free(w);
 }
 
+/* A new waiter, last in the session's list. */
 static struct waiter *waiter_new(enum waiter_kind kind, struct session *s, struct conn *c,
 				 const cJSON *id)
 {
@@ -387,11 +393,43 @@ static struct waiter *waiter_new(enum waiter_kind kind, struct session *s, struc
 	w->conn = c;
 	w->id = id ? cJSON_Duplicate(id, 1) : NULL;
 	w->start_us = mono_us();
-	if (kind == WAIT_KEYS)
-		s->kwaiter = w;
-	else
-		s->waiter = w;
+	struct waiter **pp = &s->waiters;
+	while (*pp)
+		pp = &(*pp)->next;
+	*pp = w;
 	return w;
+}
+
+/* Something the waiter still has to type (behind earlier waiters). */
+static int waiter_pending(const struct waiter *w)
+{
+	return w->pending_cmd || w->pending_input.len || w->pending_keys;
+}
+
+static int session_has_pending(struct session *s)
+{
+	for (struct waiter *w = s->waiters; w; w = w->next)
+		if (waiter_pending(w))
+			return 1;
+	return 0;
+}
+
+/* The run of a command (or a poll) waiting on s, if any: only one at a time. */
+static struct waiter *command_waiter(struct session *s)
+{
+	for (struct waiter *w = s->waiters; w; w = w->next)
+		if (w->kind == WAIT_RUN && !w->is_input)
+			return w;
+	return NULL;
+}
+
+/* Another typed run waiter that will still answer about the command. */
+static int other_run_waiter(struct session *s, const struct waiter *self)
+{
+	for (struct waiter *w = s->waiters; w; w = w->next)
+		if (w != self && w->kind == WAIT_RUN && w->typed)
+			return 1;
+	return 0;
 }
 
 static cJSON *screen_extras(struct session *s)
@@ -469,9 +507,11 @@ static void run_answer(struct waiter *w, const char *timed_out, int waiting_inpu
 		cJSON_AddBoolToObject(ex, "restarted", 1);
 	events_emit(w->conn, w->id, "run", content.p ? content.p : "", ex);
 	buf_free(&content);
+	int others = other_run_waiter(s, w);
 	waiter_free(w);
-	if (cmd && finished && s->cmd == cmd) {
-		/* nothing more to say about it: an idle session holds no output */
+	if (cmd && finished && s->cmd == cmd && !others) {
+		/* nothing more to say about it: an idle session holds no output
+		 * (a second waiter, e.g. the C-c that ended it, answers first) */
 		cmd_free(cmd);
 		s->cmd = NULL;
 	}
@@ -542,7 +582,18 @@ static void run_check(struct waiter *w)
 		run_answer(w, "idle", 0);
 		return;
 	}
-	if (w->typed && now - last >= QUIET_FOR_INPUT_US && inputwait_blocked_on_tty(s)) {
+	/* still typing: bytes not yet written to the pty, or a command typed
+	 * that the shell has not shown it read (no mark yet) */
+	int typing = s->inq.len > 0 || (s->cmd && s->cmd->awaiting_shell);
+	enum inputwait iw = IW_NO;
+	if (w->typed && !typing && now - last >= QUIET_FOR_INPUT_US)
+		iw = inputwait_blocked_on_tty(s);
+	/* a relay (polling the tty among other descriptors) waits for input
+	 * only when its screen looks like a question, or after a long quiet */
+	if (iw == IW_RELAY && !screen_cursor_after_text(s->screen) &&
+	    now - last < RELAY_QUIET_US)
+		iw = IW_NO;
+	if (iw != IW_NO) {
 		/* seen twice, 30 ms apart, with no output between: a shell that
 		 * just finished sits in readline too, its last bytes in flight */
 		if (w->input_seen_us && w->input_seen_us > last) {
@@ -568,6 +619,17 @@ static void run_check(struct waiter *w)
 	if (next == UINT64_MAX)
 		next = now + INPUT_RECHECK_US * 4;
 	schedule_at(w, next);
+}
+
+/* Every waiter of s looks again (a mark came, the session ended). */
+static void check_all(struct session *s)
+{
+	struct waiter *next;
+	for (struct waiter *w = s->waiters; w; w = next) {
+		next = w->next;
+		if (w->typed || w->kind == WAIT_KEYS)
+			run_check(w);
+	}
 }
 
 /* ------------------------------------------------------- typing commands */
@@ -599,32 +661,59 @@ static int shell_not_ready(struct session *s)
 	       (s->state == SH_STARTING || (s->state == SH_IDLE && !s->ready));
 }
 
-static void type_pending(struct session *s)
+/* Writes a run is_input's bytes; typed into the shell's continuation
+ * (PS2) they are a command being typed until the shell answers with a
+ * mark. */
+static void type_input(struct session *s, struct waiter *w)
 {
-	struct waiter *kw = s->kwaiter;
-	if (kw && kw->pending_keys && !shell_not_ready(s)) {
-		cJSON *keys = kw->pending_keys;
-		kw->pending_keys = NULL;
-		kw->start_us = mono_us();
-		type_keys(s, keys);
-		cJSON_Delete(keys);
-		run_check(kw);
-	}
-	struct waiter *w = s->waiter;
-	if (!w || !w->pending_text || s->state != SH_IDLE || !s->ready)
-		return;
-	buf_t b = {0};
-	shellint_type_command(s, w->pending_text, &b);
-	free(w->pending_text);
-	w->pending_text = NULL;
-	s->ready = 0;
+	session_write(s, w->pending_input.p, w->pending_input.len);
+	buf_free(&w->pending_input);
 	w->typed = 1;
 	w->start_us = mono_us();
-	if (s->cmd)
-		s->cmd->start_us = w->start_us;
-	session_write(s, b.p, b.len);
-	buf_free(&b);
-	run_check(w);
+	if (s->cont && s->cmd && !s->cmd->finished)
+		s->cmd->awaiting_shell = 1;
+}
+
+/* Types what the session's waiters have pending, in their order, as far
+ * as the shell is ready for it: a command needs the prompt, keys need the
+ * line editor, input only that everything before it was typed. */
+static void type_pending(struct session *s)
+{
+	struct waiter *next;
+	for (struct waiter *w = s->waiters; w; w = next) {
+		next = w->next;
+		if (w->pending_keys) {
+			if (shell_not_ready(s))
+				return;
+			cJSON *keys = w->pending_keys;
+			w->pending_keys = NULL;
+			w->start_us = mono_us();
+			type_keys(s, keys);
+			cJSON_Delete(keys);
+			run_check(w);
+		} else if (w->pending_cmd) {
+			if (s->state != SH_IDLE || !s->ready)
+				return;
+			struct cmd *cmd = w->pending_cmd;
+			w->pending_cmd = NULL;
+			buf_t b = {0};
+			shellint_type_command(s, cmd->text, &b);
+			s->ready = 0;
+			s->cont = 0;
+			w->typed = 1;
+			w->start_us = mono_us();
+			cmd->start_us = w->start_us;
+			cmd->typed = 1;
+			cmd->awaiting_shell = 1;
+			session_set_cmd(s, cmd);
+			session_write(s, b.p, b.len);
+			buf_free(&b);
+			run_check(w);
+		} else if (w->pending_input.len) {
+			type_input(s, w);
+			run_check(w);
+		}
+	}
 }
 
 static void ready_fallback(lws_sorted_usec_list_t *sul)
@@ -719,16 +808,21 @@ void run_on_mark_start(struct session *s)
 		return;   /* a multi-command unit prints PS0 once per command */
 	s->state = SH_RUNNING;
 	s->ready = 0;
+	s->cont = 0;
 	lws_sul_cancel(&s->ready_sul);
 	struct cmd *cmd = s->cmd;
-	if (!cmd || cmd->started || cmd->finished || !s->waiter || !s->waiter->typed) {
+	if (!cmd || cmd->started || cmd->finished || !cmd->typed) {
 		/* not typed by a `run`: a person at a viewer, or agent `keys` */
-		cmd = cmd_new(s, NULL, s->kwaiter == NULL);
+		int by_keys = 0;
+		for (struct waiter *w = s->waiters; w; w = w->next)
+			by_keys |= w->kind == WAIT_KEYS;
+		cmd = cmd_new(s, NULL, !by_keys);
 		cmd->text = typed_command(&s->typed);
 		session_set_cmd(s, cmd);
 	}
 	buf_reset(&s->typed);
 	cmd->started = 1;
+	cmd->awaiting_shell = 0;
 	emit_command_start(s, cmd);
 }
 
@@ -758,23 +852,38 @@ void run_on_mark_done(struct session *s, int exit_code, const char *cwd)
 	}
 	s->state = SH_IDLE;
 	s->ready = 0;
-	buf_reset(&s->typed);
+	s->cont = 0;
+	/* text typed before the first prompt is still unread: the shell's line
+	 * editor reads it now, so it names the first command */
+	if (prev != SH_STARTING)
+		buf_reset(&s->typed);
 	if (s->shell_kind == 0)
 		server_timer(&s->ready_sul, ready_fallback, READY_FALLBACK_US);
 	else
 		s->ready = 1;   /* no line editor: the shell reads lines as they come */
 	struct cmd *cmd = s->cmd;
-	struct waiter *w = s->waiter;
-	if (cmd && !cmd->finished &&
-	    (prev == SH_RUNNING || (w && w->typed && !cmd->started))) {
-		/* the latter: a line with nothing to run (blank, comment) */
+	if (cmd && !cmd->finished && (prev == SH_RUNNING || cmd->typed)) {
+		/* the latter: a line with nothing to run (blank, comment), or a
+		 * continuation ended by C-c */
 		cmd->started = 1;
 		cmd_finish(s, cmd, exit_code);
 	}
-	if (w && w->typed)
-		run_check(w);
-	else
-		type_pending(s);
+	if (cmd)
+		cmd->awaiting_shell = 0;
+	check_all(s);
+	type_pending(s);
+}
+
+/* The shell shows PS2: it reads the rest of an unfinished command (heredoc
+ * body, open quote, trailing \ or |), a program waiting for input. */
+void run_on_mark_cont(struct session *s)
+{
+	if (s->state != SH_IDLE)
+		return;
+	s->cont = 1;
+	if (s->cmd && !s->cmd->finished)
+		s->cmd->awaiting_shell = 0;
+	check_all(s);
 }
 
 void run_on_session_exit(struct session *s)
@@ -784,15 +893,23 @@ void run_on_session_exit(struct session *s)
 		cmd->started = 1;
 		cmd_finish(s, cmd, s->exit_code);
 	}
-	if (s->waiter) {
-		s->waiter->typed = 1;
-		if (s->cmd)
-			run_answer(s->waiter, NULL, 0);
-		else
-			run_check(s->waiter);
+	/* every run answers now; nothing pending will be typed */
+	for (struct waiter *w = s->waiters; w; w = w->next) {
+		if (w->kind != WAIT_RUN)
+			continue;
+		w->typed = 1;
+		cmd_free(w->pending_cmd);
+		w->pending_cmd = NULL;
+		buf_free(&w->pending_input);
 	}
-	if (s->kwaiter)
-		run_check(s->kwaiter);
+	struct waiter *next;
+	for (struct waiter *w = s->waiters; w; w = next) {
+		next = w->next;
+		if (w->kind == WAIT_RUN && s->cmd)
+			run_answer(w, NULL, 0);
+		else
+			run_check(w);
+	}
 	expect_on_session_exit(s);
 }
 
@@ -801,10 +918,9 @@ void run_on_conn_gone(struct conn *c)
 	struct session *lists[2] = {srv.sessions, srv.closing};
 	for (int l = 0; l < 2; l++) {
 		for (struct session *s = lists[l]; s; s = s->next) {
-			if (s->waiter && s->waiter->conn == c)
-				s->waiter->conn = NULL;
-			if (s->kwaiter && s->kwaiter->conn == c)
-				s->kwaiter->conn = NULL;
+			for (struct waiter *w = s->waiters; w; w = w->next)
+				if (w->conn == c)
+					w->conn = NULL;
 			expect_on_conn_gone(s, c);
 		}
 	}
@@ -817,10 +933,9 @@ int run_rebind(const cJSON *id, struct conn *c)
 	struct session *lists[2] = {srv.sessions, srv.closing};
 	for (int l = 0; l < 2; l++) {
 		for (struct session *s = lists[l]; s; s = s->next) {
-			struct waiter *ws[2] = {s->waiter, s->kwaiter};
-			for (int k = 0; k < 2; k++) {
-				if (ws[k] && ws[k]->id && cJSON_Compare(ws[k]->id, id, 1)) {
-					ws[k]->conn = c;
+			for (struct waiter *w = s->waiters; w; w = w->next) {
+				if (w->id && cJSON_Compare(w->id, id, 1)) {
+					w->conn = c;
 					return 1;
 				}
 			}
@@ -840,8 +955,8 @@ void run_program_started(struct session *s)
 
 void run_session_gone(struct session *s)
 {
-	waiter_free(s->waiter);
-	waiter_free(s->kwaiter);
+	while (s->waiters)
+		waiter_free(s->waiters);
 	expect_session_gone(s);
 	cmd_free(s->cmd);
 	s->cmd = NULL;
@@ -921,15 +1036,20 @@ void run_action(struct conn *c, const cJSON *id, const cJSON *args)
 	struct session *s = action_session(c, id, args, 1, 0, &restarted);
 	if (!s)
 		return;
-	if (s->waiter) {
+	/* input never waits behind an answer; a second command does */
+	int new_command = !is_input && s->is_shell;
+	if (new_command && command_waiter(s)) {
 		events_error(c, id, TD_ERR_BUSY, "another action is waiting on session '%s'", s->name);
 		return;
 	}
+	/* running: a command the shell runs or reads the rest of (PS2), or
+	 * one still being typed */
 	int running = s->state == SH_RUNNING || !s->is_shell ||
-		      (s->cmd && !s->cmd->finished && s->cmd->started);
+		      (s->cmd && !s->cmd->finished && (s->cmd->started || s->cmd->typed)) ||
+		      session_has_pending(s);
 	int has_cmd = s->cmd != NULL;   /* freed once its final answer is out */
 
-	if (!is_input && command[0] && s->is_shell) {
+	if (new_command && command[0]) {
 		if (running) {
 			events_error(c, id, TD_ERR_BUSY, "a command is still running in '%s'", s->name);
 			return;
@@ -940,6 +1060,7 @@ void run_action(struct conn *c, const cJSON *id, const cJSON *args)
 	}
 
 	struct waiter *w = waiter_new(WAIT_RUN, s, c, id);
+	w->is_input = is_input;
 	w->restarted = restarted;
 	w->max_output = max_out > MAX_MAX_OUTPUT ? MAX_MAX_OUTPUT : (size_t)max_out;
 	if (has_timeout)
@@ -949,16 +1070,14 @@ void run_action(struct conn *c, const cJSON *id, const cJSON *args)
 	else if (!has_timeout)
 		w->idle_us = (uint64_t)(DEFAULT_IDLE_S * 1e6);
 
-	if (!is_input && command[0] && s->is_shell) {
-		/* a new command line */
-		session_set_cmd(s, cmd_new(s, command, 0));
-		w->pending_text = xstrdup(command);
+	if (new_command && command[0]) {
+		/* a new command line, typed when the shell shows its prompt */
+		w->pending_cmd = cmd_new(s, command, 0);
 		type_pending(s);
-		if (w->pending_text)   /* shell not ready yet: typed on its prompt */
+		if (w->pending_cmd)   /* shell not ready yet: typed on its prompt */
 			run_check(w);
 		return;
 	}
-	w->typed = 1;
 	if (!s->cmd) {
 		/* a session program with no command record yet */
 		struct cmd *cmd = cmd_new(s, NULL, 0);
@@ -968,12 +1087,19 @@ void run_action(struct conn *c, const cJSON *id, const cJSON *args)
 	if (is_input || (!s->is_shell && command[0])) {
 		char b;
 		if (keys_is_control_name(command, &b)) {
-			session_write(s, &b, 1);
+			buf_putc(&w->pending_input, b);
 		} else {
-			session_write(s, command, strlen(command));
-			session_write(s, "\r", 1);
+			buf_puts(&w->pending_input, command);
+			buf_putc(&w->pending_input, '\r');
 		}
+		/* typed now, unless a command or keys before it wait for the
+		 * prompt: then in order, after them */
+		type_pending(s);
+		if (!w->typed)
+			run_check(w);   /* arms its timeouts */
+		return;
 	}
+	w->typed = 1;
 	run_check(w);
 }
 
@@ -1004,15 +1130,11 @@ void keys_action(struct conn *c, const cJSON *id, const cJSON *args)
 	struct session *s = action_session(c, id, args, 0, 0, &restarted);
 	if (!s)
 		return;
-	if (s->kwaiter) {
-		events_error(c, id, TD_ERR_BUSY, "another keys action is waiting on '%s'", s->name);
-		return;
-	}
 	struct waiter *w = waiter_new(WAIT_KEYS, s, c, id);
 	w->restarted = restarted;
 	w->settle_us = (uint64_t)(settle * 1000.0);
 	w->hard_us = w->start_us + (uint64_t)(timeout * 1e6);
-	if (shell_not_ready(s)) {
+	if (shell_not_ready(s) || session_has_pending(s)) {
 		w->pending_keys = cJSON_Duplicate(keys, 1);
 		run_check(w);   /* arms the timeout */
 		return;

@@ -586,6 +586,19 @@ void screen_cursor(struct screen *sc, int *row, int *col, int *visible)
 	*visible = sc->cursor_visible;
 }
 
+int screen_cursor_after_text(struct screen *sc)
+{
+	int row, col, vis;
+	screen_cursor(sc, &row, &col, &vis);
+	const struct row *r = cur(sc)->row[row];
+	for (int c = 0; c < col; c++) {
+		uint32_t ch = row_get(r, c)->ch[0];
+		if (ch != 0 && ch != ' ')
+			return 1;
+	}
+	return 0;
+}
+
 const char *screen_title(struct screen *sc)
 {
 	return sc->title ? sc->title : "";

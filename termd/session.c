@@ -60,6 +60,9 @@ static void si_event(void *user, enum si_event ev, const char *data, size_t len,
 		free(cwd);
 		break;
 	}
+	case SI_MARK_CONT:
+		run_on_mark_cont(s);
+		break;
 	case SI_READY:
 		run_on_ready(s);
 		break;

@@ -3,7 +3,9 @@
  * command marks (private OSC 6973 with the session's nonce), window titles
  * (OSC 0/2) and readline's "ready" signal (bracketed paste on, CSI ?2004h)
  * in a session's output, and how a command is typed so that the shell takes
- * several lines as one unit (bracketed paste). */
+ * all of it as one unit (bracketed paste when short, else a file the shell
+ * sources). Marks: C start (PS0), D done (PROMPT_COMMAND), P continuation
+ * (PS2: the shell reads the rest of an unfinished command). */
 #include "termd.h"
 
 #include <errno.h>
@@ -66,6 +68,11 @@ const char *shellint_nonce(struct shellint *si)
 	return si->nonce;
 }
 
+void shellint_set_nonce(struct shellint *si, const char *nonce)
+{
+	snprintf(si->nonce, sizeof si->nonce, "%s", nonce);
+}
+
 /* A complete OSC body (between "ESC ]" and its terminator). Returns 1 if it
  * was one of ours (and so must not be passed on). */
 static int handle_osc(struct shellint *si, const char *body, size_t n)
@@ -77,22 +84,29 @@ static int handle_osc(struct shellint *si, const char *body, size_t n)
 		size_t kn = n - (size_t)(k - body);
 		if (kn >= 1 && k[0] == 'C') {
 			si->cb(si->user, SI_MARK_START, NULL, 0, 0);
+		} else if (kn >= 1 && k[0] == 'P') {
+			si->cb(si->user, SI_MARK_CONT, NULL, 0, 0);
 		} else if (kn >= 2 && k[0] == 'D' && k[1] == ';') {
-			/* D;<exit>;<cwd> */
+			/* D;<exit>;<cwd>: exit is -?[0-9]+ followed by ';' or the
+			 * end; anything else is a malformed mark, swallowed without
+			 * an event (a number read up to the first non-digit made
+			 * garbage parse differently depending on what followed it;
+			 * found by tests/fuzz/fuzz_shellint) */
 			const char *p = k + 2, *end = k + kn;
-			int code = 0, neg = 0;
-			if (p < end && *p == '-') {
-				neg = 1;
-				p++;
-			}
+			int neg = p < end && *p == '-';
+			p += neg;
+			const char *digits = p;
+			long code = 0;
 			while (p < end && *p >= '0' && *p <= '9') {
-				if (code < 100000)
+				if (code < 1000000000L)
 					code = code * 10 + (*p - '0');
 				p++;
 			}
-			if (p < end && *p == ';')
+			if (p == digits || (p < end && *p != ';'))
+				return 1;
+			if (p < end)
 				p++;
-			si->cb(si->user, SI_MARK_DONE, p, (size_t)(end - p), neg ? -code : code);
+			si->cb(si->user, SI_MARK_DONE, p, (size_t)(end - p), (int)(neg ? -code : code));
 		}
 		return 1;
 	}
@@ -286,21 +300,74 @@ int shellint_write_rc(const char *dir)
 	return r;
 }
 
+/* `path` quoted for the shell: '...' with each ' written '\'' */
+static void shell_quote(buf_t *out, const char *path)
+{
+	buf_putc(out, '\'');
+	for (const char *p = path; *p; p++) {
+		if (*p == '\'')
+			buf_puts(out, "'\\''");
+		else
+			buf_putc(out, *p);
+	}
+	buf_putc(out, '\'');
+}
+
+/* Writes text to the session's command file; its path into path. */
+static int write_cmd_file(struct session *s, const char *text, size_t len, buf_t *path)
+{
+	buf_printf(path, "%s/cmd-%s.sh", srv.rundir, s->name);
+	return write_file(path->p, text, len);
+}
+
+/* Whether bash gets the text as a bracketed paste: short texts only.
+ * Readline redisplays a pasted buffer as a whole, and a buffer taller than
+ * the screen costs it far more than linearly (14 KB of heredoc took 0.9 s
+ * in a 160x48 session; 20 KB never finished): a longer text is written to a
+ * file and sourced, which keeps the one-unit semantics at any size. */
+static int paste_fits(const char *text, size_t len)
+{
+	if (len > SHELLINT_PASTE_MAX)
+		return 0;
+	size_t lines = 1;
+	for (const char *p = text; (p = memchr(p, '\n', len - (size_t)(p - text))); p++)
+		if (++lines > SHELLINT_PASTE_LINES)
+			return 0;
+	return 1;
+}
+
 /* The text a shell should take as one unit, typed so that the line editor
  * reads all of it before running any: bracketed paste for bash (readline
  * inserts pasted newlines into the line instead of accepting it), then
- * Enter. ESC bytes would end the paste early, so they are left out. */
+ * Enter. ESC bytes would end the paste early, so they are left out. A long
+ * text is sourced from a file instead (`. FILE`, typed with a leading space
+ * so that HISTCONTROL=ignorespace keeps it out of the history): the shell
+ * reads it in the same shell, so its state persists as when typed. */
 void shellint_type_command(struct session *s, const char *text, buf_t *out)
 {
+	size_t len = strlen(text);
 	if (s->shell_kind != 0) {
 		/* POSIX sh has no line editor to paste into: the text goes to a
 		 * file that the shell sources (see share/shell/termd.sh) */
 		buf_t path = {0};
-		buf_printf(&path, "%s/cmd-%s.sh", srv.rundir, s->name);
-		if (write_file(path.p, text, strlen(text)) == 0)
-			buf_printf(out, "__termd_run '%s'\n", path.p);
+		if (write_cmd_file(s, text, len, &path) == 0) {
+			buf_puts(out, "__termd_run ");
+			shell_quote(out, path.p);
+			buf_putc(out, '\n');
+		}
 		buf_free(&path);
 		return;
+	}
+	if (!paste_fits(text, len)) {
+		buf_t path = {0};
+		if (write_cmd_file(s, text, len, &path) == 0) {
+			buf_puts(out, " . ");
+			shell_quote(out, path.p);
+			buf_putc(out, '\r');
+			buf_free(&path);
+			return;
+		}
+		buf_free(&path);   /* no file: paste it after all */
 	}
 	buf_puts(out, "\x1b[200~");
 	for (const char *p = text; *p; p++) {

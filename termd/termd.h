@@ -85,21 +85,28 @@ struct outmsg {
 /* ---- commands and waiters (run.c) ---- */
 enum waiter_kind { WAIT_RUN, WAIT_KEYS };
 
-/* An action that is waiting for something in a session. */
+/* An action that is waiting for something in a session. A session's
+ * waiters are a list in arrival order: one `run` of a command (or a poll,
+ * `run ""`) at a time, and any number of `run is_input` and `keys`, which
+ * never wait behind an answer (PROTOCOL.md §4 run item 11). What they type
+ * is typed in that order. */
 struct waiter {
+	struct waiter *next;      /* in the session's list */
 	enum waiter_kind kind;
 	struct session *s;
 	struct conn *conn;        /* may become NULL if the client leaves */
 	cJSON *id;                /* the action's id (owned) */
+	int is_input;             /* run: is_input (else a command or a poll) */
 	uint64_t start_us;
 	uint64_t hard_us;         /* absolute deadline or 0 */
 	uint64_t idle_us;         /* idle period or 0 */
 	uint64_t settle_us;       /* keys: quiet period */
 	size_t max_output;
 	int restarted;
-	int typed;                /* run: the text has been typed */
+	int typed;                /* run: its text has been typed (or had none) */
 	uint64_t input_seen_us;   /* run: first time it looked blocked on input */
-	char *pending_text;       /* run: text to type when the shell is ready */
+	struct cmd *pending_cmd;  /* run: the command to type when the shell is ready */
+	buf_t pending_input;      /* run is_input: bytes to type after earlier waiters' */
 	cJSON *pending_keys;      /* keys: typed when the shell is ready */
 	lws_sorted_usec_list_t sul;
 };
@@ -109,6 +116,9 @@ struct cmd {
 	char *text;
 	char sname[TD_SESSION_NAME_MAX + 1]; /* its session, for naming the output file */
 	int by_viewer;
+	int typed;                /* an agent's text, typed into the shell */
+	int awaiting_shell;       /* typed, and the shell has not shown it read it
+				   * yet (no C, D or P mark since): still typing */
 	int started;              /* shell said it began (C mark) */
 	int finished;
 	int exit_code;
@@ -149,12 +159,12 @@ struct session {
 	struct shellint *si;
 	enum shell_state state;
 	int ready;                /* line editor is reading (prompt shown) */
+	int cont;                 /* the shell reads the rest of a command (PS2) */
 	char *cwd;
 	int exit_code, exit_signal;
 	int alive;
 	struct cmd *cmd;          /* current or last undelivered command */
-	struct waiter *waiter;    /* the run waiting on this session */
-	struct waiter *kwaiter;   /* the keys action waiting on it */
+	struct waiter *waiters;   /* run and keys actions waiting on it, in order */
 	struct expect *expect;    /* the expect action waiting on it */
 	struct viewer *viewers;   /* /tty connections */
 	buf_t inq;                /* bytes waiting to be written to the pty */
@@ -233,11 +243,16 @@ void session_signal_action(struct conn *c, const cJSON *id, const cJSON *args);
 void session_close_action(struct conn *c, const cJSON *id, const cJSON *args);
 
 /* ---- shell integration (shellint.c) ---- */
-enum si_event { SI_TEXT, SI_MARK_START, SI_MARK_DONE, SI_READY, SI_TITLE };
+enum si_event { SI_TEXT, SI_MARK_START, SI_MARK_DONE, SI_MARK_CONT, SI_READY, SI_TITLE };
+/* commands longer than this (bytes or lines) are sourced from a file */
+#define SHELLINT_PASTE_MAX   4096
+#define SHELLINT_PASTE_LINES 24
 typedef void (*si_cb)(void *user, enum si_event ev, const char *data, size_t len, int code);
 struct shellint *shellint_new(si_cb cb, void *user);
 void shellint_free(struct shellint *si);
 const char *shellint_nonce(struct shellint *si);
+/* Replace the random nonce (the fuzz target gives two scanners one nonce). */
+void shellint_set_nonce(struct shellint *si, const char *nonce);
 void shellint_feed(struct shellint *si, const char *data, size_t n);
 /* Write the rc files (termd.bash, termd.sh) into dir. 0 or -1. */
 int shellint_write_rc(const char *dir);
@@ -257,6 +272,8 @@ size_t screen_scrollback_lines(struct screen *sc);
 void screen_scrollback_text(struct screen *sc, size_t max_lines, buf_t *out);
 int screen_alt(struct screen *sc);
 void screen_cursor(struct screen *sc, int *row, int *col, int *visible);
+/* 1 if the cursor sits after text on its row, as a prompt leaves it */
+int screen_cursor_after_text(struct screen *sc);
 const char *screen_title(struct screen *sc);
 void screen_set_title(struct screen *sc, const char *t, size_t n);
 /* Bytes reproducing the visible screen on a blank terminal (tty 'S'). */
@@ -274,6 +291,7 @@ void screen_action(struct conn *c, const cJSON *id, const cJSON *args);
 void run_on_output(struct session *s, const char *data, size_t n);
 void run_on_mark_start(struct session *s);
 void run_on_mark_done(struct session *s, int exit_code, const char *cwd);
+void run_on_mark_cont(struct session *s);
 void run_on_ready(struct session *s);
 void run_on_session_exit(struct session *s);
 /* A session.open program began: it is the session's command. */
@@ -329,8 +347,13 @@ int keys_type(struct session *s, const char *item);
 int keys_is_control_name(const char *s, char *byte);
 
 /* ---- waiting for input detection (inputwait.c) ---- */
-/* 1 if the session's foreground processes are blocked reading its tty. */
-int inputwait_blocked_on_tty(struct session *s);
+/* How the session's foreground processes wait on its tty: */
+enum inputwait {
+	IW_NO,      /* not waiting on it (running, sleeping, on something else) */
+	IW_READ,    /* blocked reading it, or polling it alone */
+	IW_RELAY,   /* polling it among other descriptors (apt, ssh, script) */
+};
+enum inputwait inputwait_blocked_on_tty(struct session *s);
 /* State, process group and session id of a process (/proc/PID/stat). */
 int proc_stat(pid_t pid, char *state, pid_t *pgrp, pid_t *sid);
 

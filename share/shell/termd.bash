@@ -1,7 +1,9 @@
 # termd.bash — termd's shell integration for bash, used as the --rcfile of
 # every termd shell (embedded into the termd binary at build time).
-# It sources the usual rc files, then marks the start of each command (PS0)
-# and its end with exit code and cwd (PROMPT_COMMAND) using a private OSC
+# It sources the usual rc files, then marks the start of each command (PS0),
+# its end with exit code and cwd (PROMPT_COMMAND) and the shell reading the
+# rest of an unfinished command (PS2: heredoc body, open quote, trailing \
+# or |) using a private OSC
 # that carries this session's nonce, so output that merely looks like a mark
 # is not taken for one. Written to survive set -u, set -o pipefail, set -x,
 # a new PS1, PS0 or PROMPT_COMMAND and venv activation.
@@ -10,6 +12,8 @@
 __termd_nonce=${TERMD_NONCE-}
 unset TERMD_NONCE
 __termd_mark_c=$'\e]6973;'"$__termd_nonce"$';C\a'
+# PS2 is drawn by readline: the mark sits in \[ \] (no width)
+__termd_mark_p='\[\e]6973;'"$__termd_nonce"';P\a\]'
 # The hook sits in PROMPT_COMMAND[0] (first, so $? is the command's) and in
 # PROMPT_COMMAND[99] (bash >= 5.1 runs every element): a plain
 # PROMPT_COMMAND=... replaces only [0], and a syntax error in another
@@ -37,9 +41,14 @@ __termd_prompt() {
 	*"$__termd_mark_c"*) ;;
 	*) PS0="$__termd_mark_c${PS0-}" ;;
 	esac
+	case "${PS2-}" in
+	*"$__termd_mark_p"*) ;;
+	*) PS2="$__termd_mark_p${PS2-> }" ;;
+	esac
 	return $__termd_ec
 }
 PS0="$__termd_mark_c${PS0-}"
+PS2="$__termd_mark_p${PS2-> }"
 PROMPT_COMMAND=("$__termd_pc0" "${PROMPT_COMMAND[@]}")
 PROMPT_COMMAND[99]=$__termd_pc99
 bind 'set enable-bracketed-paste on' 2>/dev/null

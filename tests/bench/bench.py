@@ -538,6 +538,37 @@ def seq_pty():
         os.close(master)
 
 
+HEREDOC_BYTES = 1024 * 1024
+HEREDOC_REPS = 5
+HEREDOC_TARGET_RATIO = 2.0
+
+
+def heredoc_body():
+    n = HEREDOC_BYTES // 48
+    return "".join("%047d\n" % i for i in range(n))
+
+
+def heredoc_termd(ws, path, body):
+    """A 1 MiB heredoc through `run`: the agent's whole round trip."""
+    cmd = "cat > %s <<'EOF'\n%sEOF" % (path, body)
+    t0 = time.perf_counter()
+    obs = ws.call("run", {"command": cmd, "timeout": 120})
+    dt = time.perf_counter() - t0
+    x = expect_obs(obs, "run", "1 MiB heredoc")
+    if x.get("exit_code") != 0 or x.get("running") or os.path.getsize(path) != len(body):
+        raise RuntimeError("1 MiB heredoc: %.300s" % json.dumps(obs))
+    return dt
+
+
+def heredoc_pipe(path, body):
+    """The baseline: the same bytes written to the file by `cat` from a pipe."""
+    data = body.encode()
+    t0 = time.perf_counter()
+    with open(path, "wb") as f:
+        subprocess.run(["cat"], input=data, stdout=f, check=True)
+    return time.perf_counter() - t0
+
+
 def expect_obs(obs, kind, what):
     if obs.get("observation") != kind:
         raise RuntimeError("%s: expected a %s observation, got %.300s" % (what, kind, json.dumps(obs)))
@@ -833,6 +864,15 @@ def main():
             dt, cpu, pty_bytes = seq_pty()
             t_pty.append(dt)
             c_pty.append(cpu)
+        sys.stdout.write("done\n4b/8 1 MiB heredoc x%d, alternating termd `run` / `cat` from a pipe ... "
+                         % HEREDOC_REPS)
+        sys.stdout.flush()
+        body = heredoc_body()
+        hd_path = os.path.join(tmp, "heredoc.txt")
+        h_td, h_pipe = [], []
+        for _ in range(HEREDOC_REPS):
+            h_td.append(heredoc_termd(ws, hd_path, body))
+            h_pipe.append(heredoc_pipe(hd_path, body))
         rss_after = td.status("VmRSS")
         hwm_after = td.status("VmHWM")
         ws.close()
@@ -874,6 +914,13 @@ def main():
              "<= %.2fx bare pty" % SEQ_TARGET_RATIO, "yes" if seq_ratio <= SEQ_TARGET_RATIO else "NO"),
             ("  reading side's CPU per seq run", "%.2f s (termd)" % cmed_td,
              "%.2f s (python reader)" % cmed_pty, ratio(cmed_td, cmed_pty), "-", "-"),
+            ("1 MiB heredoc by `run`, median of %d" % HEREDOC_REPS,
+             "%.1f ms" % (statistics.median(h_td) * 1000),
+             "%.1f ms (cat from a pipe)" % (statistics.median(h_pipe) * 1000),
+             ratio(statistics.median(h_td), statistics.median(h_pipe)),
+             "<= %.0fx cat" % HEREDOC_TARGET_RATIO,
+             "yes" if statistics.median(h_td) <= HEREDOC_TARGET_RATIO * statistics.median(h_pipe)
+             else "NO"),
             ("termd RSS after the seq runs", "%.1f MiB" % (rss_after / 1024.0),
              "%.1f MiB at start" % (rss_start / 1024.0), ratio(rss_after, rss_start), "-", "-"),
             ("termd peak RSS (VmHWM)", "%.1f MiB" % (hwm_after / 1024.0), "-", "-", "-", "-"),

@@ -1,16 +1,20 @@
 # tests/fuzz/fuzz.mk — libFuzzer targets (clang, ASan + UBSan), built into
 # build-fuzz/ from their own clang objects of termd (never mixed with gcc's).
 #   make fuzz          each target for FUZZ_TIME seconds (default 60)
-#   make fuzz-short    each target for FUZZ_SHORT_RUNS inputs from a fixed seed
-#                      (at most FUZZ_SHORT_TIME seconds; part of make test)
-# The checked-in seeds (tests/fuzz/corpus/<target>/) are copied to
-# build-fuzz/corpus/<target>/, which is the working corpus the fuzzer grows.
+#   make fuzz-short    part of make test, the same verdict on every machine:
+#                      replays every checked-in seed and crash input, then
+#                      FUZZ_SHORT_RUNS inputs from a fixed seed, starting from
+#                      a fresh copy of the seeds (build-fuzz/short/<target>/,
+#                      emptied each time: what an earlier `make fuzz` found
+#                      never changes what it explores)
+# make fuzz copies the checked-in seeds (tests/fuzz/corpus/<target>/) to
+# build-fuzz/corpus/<target>/, the working corpus the fuzzer grows.
 # Crashes land in build-fuzz/artifacts/.
 
 FUZZ_CC         ?= clang
 FUZZ_BUILD      := build-fuzz
 FUZZ_TIME       ?= 60
-FUZZ_SHORT_TIME ?= 30
+FUZZ_SHORT_TIME ?= 300
 FUZZ_TARGETS    := action tty shellint render
 FUZZ_SAN        := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 FUZZ_CFLAGS     := -O1 -g $(FUZZ_SAN) -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE \
@@ -45,17 +49,20 @@ $(FUZZ_BUILD)/obj/%.o: %.c $(wildcard termd/*.h proto/*.h tests/fuzz/*.h)
 $(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_OBJ) $(wildcard tests/fuzz/*.h)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $(PKG_CFLAGS) -o $@ $< $(FUZZ_OBJ) $(FUZZ_LIBS)
 
-# $(1) = seconds per target, $(2) = extra libFuzzer flags
+# $(1) = seconds per target, $(2) = extra libFuzzer flags, $(3) = corpus
+# folder under build-fuzz/ (emptied first when $(4) is "fresh")
 define fuzz_run
 	@set -e; for t in $(FUZZ_TARGETS); do \
-	  mkdir -p $(FUZZ_BUILD)/corpus/$$t $(FUZZ_BUILD)/artifacts; \
-	  cp -n tests/fuzz/corpus/$$t/* $(FUZZ_BUILD)/corpus/$$t/ 2>/dev/null || true; \
+	  dir=$(FUZZ_BUILD)/$(3)/$$t; \
+	  if [ "$(4)" = fresh ]; then rm -rf $$dir; fi; \
+	  mkdir -p $$dir $(FUZZ_BUILD)/artifacts; \
+	  cp -n tests/fuzz/corpus/$$t/* $$dir/ 2>/dev/null || true; \
 	  log=$(FUZZ_BUILD)/fuzz_$$t.log; \
 	  echo "== fuzz_$$t, at most $(1) s $(2) (log: $$log)"; \
 	  if ! $(FUZZ_BUILD)/fuzz_$$t -max_total_time=$(1) -max_len=$(FUZZ_MAXLEN_$$t) \
 	    -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 $(2) \
 	    -artifact_prefix=$(FUZZ_BUILD)/artifacts/$$t- \
-	    $(FUZZ_BUILD)/corpus/$$t >$$log 2>&1; then \
+	    $$dir >$$log 2>&1; then \
 	    tail -n 60 $$log; echo "fuzz_$$t FAILED: the input is in $(FUZZ_BUILD)/artifacts/"; exit 1; \
 	  fi; \
 	  grep -E '^Done|stat::number_of_executed_units|stat::peak_rss' $$log; \
@@ -63,14 +70,15 @@ define fuzz_run
 endef
 
 fuzz: deps $(FUZZ_BINS)
-	$(call fuzz_run,$(FUZZ_TIME))
+	$(call fuzz_run,$(FUZZ_TIME),,corpus,keep)
 
-# In make test the run is reproducible: a fixed seed and a fixed number of
-# inputs (the time is only a cap), so CI does not turn red by chance; the
-# exploring is `make fuzz`'s job.
+# In make test the run is reproducible: the checked-in inputs, then a fixed
+# seed and a fixed number of inputs from a fresh copy of them (the time is
+# only a cap far above what the runs take), so CI does not turn red by
+# chance; the exploring is `make fuzz`'s job.
 FUZZ_SHORT_RUNS ?= 3000
 fuzz-short: $(FUZZ_BINS)
-	$(call fuzz_run,$(FUZZ_SHORT_TIME),-seed=1 -runs=$(FUZZ_SHORT_RUNS))
+	$(call fuzz_run,$(FUZZ_SHORT_TIME),-seed=1 -runs=$(FUZZ_SHORT_RUNS),short,fresh)
 
 fuzz-clean:
 	rm -rf $(FUZZ_BUILD)

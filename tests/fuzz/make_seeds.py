@@ -106,6 +106,13 @@ put(S, "cut-short", si(b"\x1b]0;ti\x1bXtle\x07" + b"\x1b[12\x1b]6973;NONCE;C\x07
     b"04h\x1b]6973;NONCE;D;1;/x\x1b", sizes=(1, 3)))
 put(S, "long-osc", si(b"\x1b]2;" + b"t" * 8300 + b"\x1bX" + mark(b"C") + b"\x1b]6973;NONCE;D;0;" +
     b"p" * 8200 + b"\x07done", sizes=(255, 100, 7)))
+# a done mark whose exit-code field is the nonce (garbage): CI once saw it
+# parse as -2231 whole and -22991 split, the two scanners having had
+# different nonces; continuation marks (PS2) between pasted lines
+put(S, "crash-done-code-garbage", si(b"\x1b]6973;NONCE;D;-NONCE;/tmp\x07" + mark(b"D;12x;/a") +
+    mark(b"D;;/b") + mark(b"D;-;/c") + mark(b"D;7") + b"$ ", sizes=(3, 1)))
+put(S, "continuation", si(b"cat << EOF\r\n\x1b[?2004l\r\x1b[?2004h" + mark(b"P") + b"> line 1\r\n" +
+    mark(b"P") + b"> EOF\r\n" + mark(b"C") + b"line 1\r\n" + mark(b"D;0;/") + b"$ ", sizes=(4, 9)))
 put(S, "osc-at-limit", si(b"\x1b]0;" + b"a" * 8188 + b"\x07" + mark(b"C"), sizes=(250,)))
 
 

@@ -126,3 +126,52 @@ def test_ctrl_c_http_server(ev):
     assert obs["extras"]["running"] is False, fmt(obs)
     assert obs["extras"]["exit_code"] == 0, fmt(obs)
     assert content(run_done(ev, "echo server-gone")) == "server-gone"
+
+
+RELAY = r'''
+import os, select, sys, time
+done_r, done_w = os.pipe()      # the silent worker says it finished
+idle_r, idle_w = os.pipe()      # never written: a second descriptor to poll
+pid = os.fork()
+if pid == 0:
+    os.close(done_r)
+    time.sleep(float(sys.argv[1]))
+    os.write(done_w, b"x")
+    os._exit(0)
+os.close(done_w)
+print("Working...", flush=True)
+p = select.poll()
+p.register(0, select.POLLIN)
+p.register(done_r, select.POLLIN)
+while True:
+    ready = dict(p.poll())
+    if done_r in ready:
+        break
+    if 0 in ready:
+        os.read(0, 1024)         # a relay passes this on to its worker
+os.waitpid(pid, 0)
+sys.stdout.write("Continue? [Y/n] ")
+sys.stdout.flush()
+q = select.poll()
+q.register(0, select.POLLIN)
+q.register(idle_r, select.POLLIN)
+q.poll()
+print("answer=" + sys.stdin.readline().strip())
+'''
+
+
+def test_relay_polling_the_tty_is_not_waiting_until_it_asks(ev, tmp_path):
+    """A program polling the tty among other descriptors while a silent child
+    works (as apt does while dpkg runs triggers) is not waiting for input;
+    once it really asks (the cursor after a question), it is."""
+    script = tmp_path / "relay.py"
+    script.write_text(RELAY)
+    obs = run_obs(ev, "%s %s 3" % (PY, script))
+    x = obs["extras"]
+    # before the fix this came after about a second with only "Working..."
+    assert "Continue? [Y/n]" in content(obs), fmt(obs)
+    assert x["waiting_for_input"] is True and x["running"] is True, fmt(obs)
+    assert x["timed_out"] is None, fmt(obs)
+    obs = _input(ev, "y")
+    assert "answer=y" in lines(obs), fmt(obs)
+    assert obs["extras"]["running"] is False and obs["extras"]["exit_code"] == 0, fmt(obs)

@@ -213,3 +213,23 @@ def test_many_viewers_and_a_stalled_one(termd, ev):
         frames_until(v, lambda fs: b"after-flood" in b"".join(p for t, p in fs if t in "OS"),
                      timeout=60)
     stalled.abort()
+
+
+def test_text_typed_before_first_prompt_names_the_command(termd_factory, tmp_path):
+    """A viewer types before the shell's first prompt (its rc file is still
+    running): the shell runs the line once its prompt is up, and
+    command.start names it from the typed bytes."""
+    home = tmp_path / "t0" / "home"
+    home.mkdir(parents=True)
+    (home / ".bashrc").write_text("sleep 2\n")
+    termd = termd_factory()
+    sub = subscribed(termd)
+    ws = attach(termd, mode="rw")
+    frame(ws), frame(ws)
+    ws.send_binary(b"Iecho early-bird\r")
+    got = events_until(sub, lambda o: o["observation"] == "command.start", timeout=30)
+    start = got[-1]["extras"]
+    assert start["command"] == "echo early-bird", got[-1]
+    assert start["by"] == "viewer"
+    end = events_until(sub, lambda o: o["observation"] == "command.end", timeout=30)[-1]
+    assert end["extras"]["exit_code"] == 0

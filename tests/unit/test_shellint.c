@@ -263,6 +263,42 @@ static void test_mark_done_codes(void **state)
 	buf_free(&in);
 }
 
+/* A done mark whose exit code is not -?[0-9]+ followed by ';' or the end
+ * is malformed: swallowed (it is ours), no event, nothing passed on. */
+static void test_mark_done_malformed_code(void **state)
+{
+	struct fx *f = *state;
+	buf_t m = {0};
+	mark(&m, f->nonce, "D;12x;/a");
+	mark(&m, f->nonce, "D;;/b");
+	mark(&m, f->nonce, "D;-;/c");
+	mark(&m, f->nonce, "D;-2231abcdef;/d");
+	mark(&m, f->nonce, "D;7");
+	shellint_feed(f->si, m.p, m.len);
+	assert_int_equal(f->r.n, 1);
+	assert_int_equal(f->r.ev[0].ev, SI_MARK_DONE);
+	assert_int_equal(f->r.ev[0].code, 7);
+	assert_int_equal(f->r.ev[0].len, 0);
+	assert_int_equal(f->r.text.len, 0);
+	buf_free(&m);
+}
+
+/* PS2's continuation mark, between readline's own sequences. */
+static void test_mark_cont(void **state)
+{
+	struct fx *f = *state;
+	buf_t in = {0};
+	buf_puts(&in, "cat << EOF\r\n\x1b[?2004l\r\x1b[?2004h");
+	mark(&in, f->nonce, "P");
+	buf_puts(&in, "> ");
+	shellint_feed(f->si, in.p, in.len);
+	assert_int_equal(rec_count(&f->r, SI_MARK_CONT), 1);
+	assert_int_equal(rec_count(&f->r, SI_READY), 1);
+	assert_null(strstr(f->r.text.p, "6973"));
+	assert_non_null(strstr(f->r.text.p, "> "));
+	buf_free(&in);
+}
+
 static void test_wrong_nonce(void **state)
 {
 	struct fx *f = *state;
@@ -618,6 +654,58 @@ static void test_type_bash(void **state)
 	}
 }
 
+/* bash: a text over SHELLINT_PASTE_MAX bytes or SHELLINT_PASTE_LINES
+ * lines goes to a file, typed as " . 'FILE'" (quoted, Enter); shorter
+ * ones are pasted. */
+static void test_type_bash_long(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/test_shellint'q.XXXXXX";
+	assert_non_null(mkdtemp(dir));
+	char *saved = srv.rundir;
+	srv.rundir = dir;
+	struct session s;
+	memset(&s, 0, sizeof s);
+	s.shell_kind = 0;
+	snprintf(s.name, sizeof s.name, "main");
+
+	buf_t text = {0}, out = {0};
+	for (int i = 0; i < SHELLINT_PASTE_LINES - 1; i++)
+		buf_puts(&text, "echo x\n");
+	shellint_type_command(&s, text.p, &out);
+	assert_memory_equal(out.p, "\x1b[200~", 6);
+
+	buf_puts(&text, "echo y\necho z");      /* one line too many */
+	buf_reset(&out);
+	shellint_type_command(&s, text.p, &out);
+	char want[512], path[300];
+	snprintf(path, sizeof path, "%s/cmd-main.sh", dir);
+	/* the ' in the folder name is written '\'' */
+	char *q = strchr(dir, '\'');
+	snprintf(want, sizeof want, " . '%.*s'\\''%s/cmd-main.sh'\r", (int)(q - dir), dir, q + 1);
+	assert_string_equal(out.p, want);
+	FILE *fp = fopen(path, "r");
+	assert_non_null(fp);
+	char got[1024];
+	size_t n = fread(got, 1, sizeof got, fp);
+	fclose(fp);
+	assert_int_equal(n, text.len);
+	assert_memory_equal(got, text.p, n);
+
+	buf_reset(&text);
+	for (int i = 0; i <= SHELLINT_PASTE_MAX; i++)   /* one long line */
+		buf_putc(&text, 'a');
+	buf_reset(&out);
+	shellint_type_command(&s, text.p, &out);
+	assert_string_equal(out.p, want);
+
+	unlink(path);
+	rmdir(dir);
+	srv.rundir = saved;
+	buf_free(&text);
+	buf_free(&out);
+}
+
 static void test_type_sh(void **state)
 {
 	(void)state;
@@ -686,6 +774,8 @@ int main(void)
 		T(test_mark_done),
 		T(test_mark_done_cwd_odd),
 		T(test_mark_done_codes),
+		T(test_mark_done_malformed_code),
+		T(test_mark_cont),
 		T(test_wrong_nonce),
 		T(test_other_osc_pass),
 		T(test_st_terminator),
@@ -701,6 +791,7 @@ int main(void)
 		T(test_fuzz_passthrough),
 		cmocka_unit_test(test_type_bash),
 		cmocka_unit_test(test_type_sh),
+		cmocka_unit_test(test_type_bash_long),
 #undef T
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,70 @@
+"""PROTOCOL.md §4 run item 11: input never waits behind an answer. is_input
+and keys are carried out at once while another action (from this or another
+connection) waits on the same session; the waiting action still gets its
+own answer when its command ends; only a second non-input command is busy."""
+
+import time
+
+from tdtest import assert_error, content, fmt, run_done, run_obs
+
+T = 60
+
+
+def test_ctrl_c_from_second_client_while_run_waits(termd):
+    a, b = termd.events(), termd.events()
+    a.send_action("run", {"session": "flood", "command": "yes"}, id="flood-run")
+    # the flood is on: a's run is waiting (no timeout, output never idle)
+    time.sleep(1.0)
+    obs = b.call("run", {"session": "flood", "command": "C-c", "is_input": True}, timeout=T)
+    assert obs["observation"] == "run", fmt(obs)
+    assert obs["extras"]["running"] is False and obs["extras"]["exit_code"] == 130, fmt(obs)
+    first = a.recv_obs(timeout=T)
+    assert first["cause"] == "flood-run" and first["observation"] == "run", fmt(first)
+    assert first["extras"]["running"] is False and first["extras"]["exit_code"] == 130, fmt(first)
+    assert "y" in content(first).split("\n"), "the run's answer lost yes's output: %s" % fmt(first)
+    assert content(run_done(b, "echo works", session="flood")) == "works"
+
+
+def test_input_on_same_connection_while_its_run_waits(ev):
+    """The run waits (sleep reads nothing); input typed meanwhile reaches the
+    program once it reads; both actions are answered, the output not twice."""
+    ev.send_action("run", {"command": "sleep 2; cat", "idle_timeout": 120}, id="long")
+    time.sleep(0.3)
+    ev.send_action("run", {"command": "hello", "is_input": True, "idle_timeout": 120}, id="inp")
+    got = {}
+    while len(got) < 2:
+        o = ev.recv_obs(timeout=T)
+        assert o["observation"] == "run", fmt(o)
+        got[o["cause"]] = o
+    for o in got.values():
+        assert o["extras"]["running"] is True and o["extras"]["waiting_for_input"] is True, fmt(o)
+    # as on a terminal: the line typed ahead is echoed by the tty, then cat
+    # prints it; the two answers share that output, neither repeats it
+    both = content(got["long"]) + "\n" + content(got["inp"])
+    assert both.split("\n").count("hello") == 2, "echo and cat's copy, once each: %r" % both
+    obs = run_obs(ev, "C-d", is_input=True)
+    assert obs["extras"]["running"] is False and obs["extras"]["exit_code"] == 0, fmt(obs)
+
+
+def test_second_command_is_busy_input_is_not(termd):
+    a, b = termd.events(), termd.events()
+    a.send_action("run", {"command": "sleep 3; echo slept"}, id="sleeper")
+    time.sleep(0.3)
+    assert_error(b.call("run", {"command": "echo x"}, timeout=T), "busy")
+    assert_error(b.call("run", {"command": ""}, timeout=T), "busy")
+    obs = b.call("keys", {"keys": ["C-c"]}, timeout=T)
+    assert obs["observation"] == "screen", fmt(obs)
+    got = a.recv_obs(timeout=T)
+    assert got["cause"] == "sleeper" and got["extras"]["exit_code"] == 130, fmt(got)
+    assert "slept" not in content(got), fmt(got)
+
+
+def test_keys_while_keys_wait(ev, termd):
+    b = termd.events()
+    ev.send_action("keys", {"keys": ["echo one"], "settle_ms": 2000, "timeout": 10}, id="k1")
+    time.sleep(0.2)
+    obs = b.call("keys", {"keys": [" two", "Enter"], "settle_ms": 300}, timeout=T)
+    assert obs["observation"] == "screen", fmt(obs)
+    first = ev.recv_obs(timeout=T)
+    assert first["cause"] == "k1" and first["observation"] == "screen", fmt(first)
+    assert "one two" in content(first), fmt(first)
