@@ -764,9 +764,10 @@ static void edit_undo(const struct edit_req *r)
 	buf_t msg = {0};
 	struct hist_file *h = hist_find(r->path, 0);
 	if (!h) {
+		/* nothing to undo: an expectation that did not hold (§4) */
 		buf_puts(&msg, "No edit history for ");
 		files_put_path(&msg, r->path);
-		files_error(r->c, r->id, TD_ERR_BAD_REQUEST, msg.p, NULL);
+		files_error(r->c, r->id, TD_ERR_MISMATCH, msg.p, NULL);
 		buf_free(&msg);
 		return;
 	}
