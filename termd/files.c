@@ -98,10 +98,10 @@ void files_read_action(struct conn *c, const cJSON *id, const cJSON *args)
 {
 	const char *path_arg = NULL;
 	long long start = 1, end = -1;
-	int has_start = 0, has_end = 0, b64 = 0;
+	int b64 = 0;
 	if (arg_string(c, id, args, "path", &path_arg, 1) < 0 ||
-	    arg_int(c, id, args, "start", &start, &has_start) < 0 ||
-	    arg_int(c, id, args, "end", &end, &has_end) < 0 ||
+	    arg_int(c, id, args, "start", &start, NULL) < 0 ||
+	    arg_int(c, id, args, "end", &end, NULL) < 0 ||
 	    arg_encoding(c, id, args, &b64) < 0)
 		return;
 	if (start < 1) {
