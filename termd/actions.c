@@ -6,6 +6,7 @@
 
 #include <math.h>
 #include <string.h>
+#include <strings.h>
 
 typedef void (*action_fn)(struct conn *c, const cJSON *id, const cJSON *args);
 
@@ -34,7 +35,7 @@ static const struct action_entry action_table[] = {
 	{"ping", ping_action, 1},
 	{"read", files_read_action, 0},
 	{"write", files_write_action, 0},
-	{"edit", files_edit_action, 0},
+	{"edit", edit_action, 0},
 };
 
 cJSON *actions_list_json(void)
@@ -80,6 +81,42 @@ int arg_number(struct conn *c, const cJSON *id, const cJSON *args, const char *k
 	if (present)
 		*present = 1;
 	return 0;
+}
+
+int arg_int(struct conn *c, const cJSON *id, const cJSON *args, const char *key,
+	    long long *out, int *present)
+{
+	double v = 0;
+	int has = 0;
+	if (arg_number(c, id, args, key, &v, &has) < 0)
+		return -1;
+	if (present)
+		*present = has;
+	if (!has)
+		return 0;
+	if (v != floor(v) || fabs(v) > 1e15) {
+		events_error(c, id, TD_ERR_BAD_REQUEST, "argument '%s' must be an integer", key);
+		return -1;
+	}
+	*out = (long long)v;
+	return 0;
+}
+
+int arg_encoding(struct conn *c, const cJSON *id, const cJSON *args, int *base64)
+{
+	const char *enc = NULL;
+	if (arg_string(c, id, args, "encoding", &enc, 0) < 0)
+		return -1;
+	if (!enc || !strcasecmp(enc, "utf-8") || !strcasecmp(enc, "utf8")) {
+		*base64 = 0;
+		return 0;
+	}
+	if (!strcasecmp(enc, "base64")) {
+		*base64 = 1;
+		return 0;
+	}
+	events_error(c, id, TD_ERR_BAD_REQUEST, "argument 'encoding' must be \"utf-8\" or \"base64\"");
+	return -1;
 }
 
 int arg_bool(struct conn *c, const cJSON *id, const cJSON *args, const char *key, int *out)

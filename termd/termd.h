@@ -217,6 +217,11 @@ int arg_string(struct conn *c, const cJSON *id, const cJSON *args, const char *k
 int arg_number(struct conn *c, const cJSON *id, const cJSON *args, const char *key,
 	       double *out, int *present);
 int arg_bool(struct conn *c, const cJSON *id, const cJSON *args, const char *key, int *out);
+/* an integral number (|v| <= 1e15); *present says if it was given */
+int arg_int(struct conn *c, const cJSON *id, const cJSON *args, const char *key,
+	    long long *out, int *present);
+/* args.encoding: absent/"utf-8"/"utf8" → 0, "base64" → 1 (any case) */
+int arg_encoding(struct conn *c, const cJSON *id, const cJSON *args, int *base64);
 
 /* ---- sessions (session.c) ---- */
 struct session *session_find(const char *name);
@@ -305,9 +310,22 @@ void run_session_gone(struct session *s);
 void cmd_free(struct cmd *cmd);
 
 /* ---- files (files.c) ---- */
+/* Largest `content` a read/view answer may carry once JSON-escaped (base64
+ * or text): the server drops a client with more than 64 MiB pending. */
+#define FILES_MAX_REPLY (56u * 1024u * 1024u)
 void files_read_action(struct conn *c, const cJSON *id, const cJSON *args);
 void files_write_action(struct conn *c, const cJSON *id, const cJSON *args);
-void files_edit_action(struct conn *c, const cJSON *id, const cJSON *args);
+/* path made absolute against main's cwd (else --cwd) and normalized; NULL
+ * if empty. Free the result. */
+char *files_resolve(const char *path);
+/* The one way file actions report an error: an "error" observation with
+ * extras.code added to extras (taken over, may be NULL). */
+void files_error(struct conn *c, const cJSON *id, td_err code, const char *msg, cJSON *extras);
+/* Append path with invalid UTF-8 replaced, for messages and extras. */
+void files_put_path(buf_t *b, const char *path);
+
+/* ---- edit (edit.c) ---- */
+void edit_action(struct conn *c, const cJSON *id, const cJSON *args);
 
 /* ---- expect (expect.c) ---- */
 void expect_action(struct conn *c, const cJSON *id, const cJSON *args);

@@ -1,5 +1,5 @@
-/* util.c — allocation wrappers, byte buffers, clocks, UTF-8 counting and
- * logging shared by every termd module. */
+/* util.c — allocation wrappers, byte buffers, clocks, UTF-8 encoding,
+ * counting and validation, and logging shared by every termd module. */
 #include "util.h"
 
 #include <stdio.h>
@@ -200,6 +200,72 @@ size_t utf8_offset(const char *s, size_t n, size_t chars)
 		}
 	}
 	return n;
+}
+
+/* Length of the valid UTF-8 sequence at s (n bytes available), 0 if the
+ * bytes there are not one (overlongs, surrogates, > U+10FFFF refused). */
+static size_t utf8_seq(const unsigned char *s, size_t n)
+{
+	unsigned c = s[0];
+	if (c < 0x80)
+		return 1;
+	size_t len;
+	unsigned min, cp;
+	if (c >= 0xc2 && c <= 0xdf) {
+		len = 2, min = 0x80, cp = c & 0x1f;
+	} else if (c >= 0xe0 && c <= 0xef) {
+		len = 3, min = 0x800, cp = c & 0x0f;
+	} else if (c >= 0xf0 && c <= 0xf4) {
+		len = 4, min = 0x10000, cp = c & 0x07;
+	} else {
+		return 0;
+	}
+	if (n < len)
+		return 0;
+	for (size_t i = 1; i < len; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		cp = (cp << 6) | (s[i] & 0x3f);
+	}
+	if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+		return 0;
+	return len;
+}
+
+int utf8_text(const char *s, size_t n, size_t *bad)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t i = 0;
+	while (i < n) {
+		if (p[i] >= 0x20 && p[i] < 0x80) {
+			i++;
+			continue;
+		}
+		size_t l = p[i] ? utf8_seq(p + i, n - i) : 0;
+		if (!l) {
+			if (bad)
+				*bad = i;
+			return 0;
+		}
+		i += l;
+	}
+	return 1;
+}
+
+void buf_put_utf8(buf_t *b, const char *s, size_t n)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t i = 0;
+	while (i < n) {
+		size_t l = p[i] ? utf8_seq(p + i, n - i) : 0;
+		if (l) {
+			buf_append(b, p + i, l);
+			i += l;
+		} else {
+			buf_puts(b, "\xef\xbf\xbd");
+			i++;
+		}
+	}
 }
 
 static void vlog(const char *tag, const char *fmt, va_list ap)

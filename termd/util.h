@@ -1,6 +1,6 @@
 /* util.h — small shared helpers: allocation that dies on OOM, growable byte
- * buffers, clocks and logging. Everything here is leaf code with no termd
- * state. */
+ * buffers, clocks, UTF-8 helpers and logging. Everything here is leaf code
+ * with no termd state. */
 #ifndef TERMD_UTIL_H
 #define TERMD_UTIL_H
 
@@ -39,6 +39,13 @@ size_t utf8_encode(uint32_t cp, char out[4]);
 size_t utf8_count(const char *s, size_t n);
 /* Byte offset of the start of character number `chars` in s (clamped to n). */
 size_t utf8_offset(const char *s, size_t n, size_t chars);
+/* 1 if s[0..n) is UTF-8 text: valid UTF-8 (no overlongs, surrogates or
+ * code points past U+10FFFF) without NUL bytes. Otherwise 0, with the
+ * offset of the first bad byte in *bad (if not NULL). */
+int utf8_text(const char *s, size_t n, size_t *bad);
+/* Append s[0..n) with every byte that is not valid UTF-8 (or is NUL)
+ * replaced by U+FFFD: for echoing strings that came from outside. */
+void buf_put_utf8(buf_t *b, const char *s, size_t n);
 
 extern int log_verbose;
 void log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

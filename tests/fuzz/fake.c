@@ -2,8 +2,9 @@
  * need a network, a pty or a file system: the server (conn_send and
  * lws_write record what would go out), the few libwebsockets calls tty.c
  * makes, one pty-less session "main" with a real screen, and the action
- * handlers of run.c, sessionctl.c, files.c and expect.c, which here only
- * read their arguments with the real typed helpers and answer "fake". */
+ * handlers of run.c, sessionctl.c, files.c, edit.c and expect.c, which
+ * here only read their arguments with the real typed helpers and answer
+ * "fake". */
 #include "fake.h"
 
 #include <string.h>
@@ -337,7 +338,7 @@ void files_write_action(struct conn *c, const cJSON *id, const cJSON *args)
 	answer(c, id, "write");
 }
 
-void files_edit_action(struct conn *c, const cJSON *id, const cJSON *args)
+void edit_action(struct conn *c, const cJSON *id, const cJSON *args)
 {
 	const char *command = NULL, *path = NULL;
 	if (arg_string(c, id, args, "command", &command, 1) < 0 ||

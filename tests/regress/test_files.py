@@ -635,7 +635,7 @@ def test_undo_edit_through_three_edits(ev, tmp_path):
     edit_ok(ev, "undo_edit", p)
     assert p.read_text() == v0
     obs = edit(ev, "undo_edit", p)
-    assert_error(obs, "bad_request")
+    assert_error(obs, "mismatch")
     assert "No edit history" in content(obs)
     assert p.read_text() == v0
 
@@ -671,7 +671,7 @@ def test_undo_edit_keeps_ten_steps(ev, tmp_path):
     for i in range(11, 1, -1):
         edit_ok(ev, "undo_edit", p)
         assert p.read_text() == "%d\n" % i
-    assert_error(edit(ev, "undo_edit", p), "bad_request")
+    assert_error(edit(ev, "undo_edit", p), "mismatch")
     assert p.read_text() == "2\n"
 
 
