@@ -1,7 +1,6 @@
 /* server.c — the listener and event loop: the libwebsockets context (TCP or
  * unix socket), HTTP `GET /healthz`, token checks before any upgrade, the
- * `/events` WebSocket (fragment reassembly, size limit, per-connection
- * outgoing queue written only when writable), the signalfd for SIGCHLD and
+ * `/events` WebSocket on wsconn.c (size limit, pending cap), the signalfd for SIGCHLD and
  * SIGTERM, and timers. Every fd (listener, sockets, ptys, signals) belongs
  * to this one loop. */
 #include "termd.h"
@@ -78,50 +77,21 @@ static void uri_path(struct lws *wsi, char *out, size_t n)
 		*q = 0;
 }
 
-static void conn_free_queue(struct conn *c);
-
 void conn_send(struct conn *c, const char *data, size_t len)
 {
 	if (c->closing)
 		return;
-	/* one message is always taken, however large: the limit is on a
-	 * backlog, and an answer bigger than it must still reach a client
-	 * that reads */
-	if (c->out_bytes && c->out_bytes + len > opts.max_pending) {
+	if (wsconn_over(&c->ws, len, opts.max_pending)) {
 		/* it is not reading: drop it now (it can reconnect and subscribe
 		 * from the last seq it saw); waiting for the queue to drain would
 		 * pin the memory for as long as it stalls */
-		log_warn("client not reading: %zu bytes pending, disconnecting it", c->out_bytes);
+		log_warn("client not reading: %zu bytes pending, disconnecting it", c->ws.pending);
 		c->closing = 1;
-		conn_free_queue(c);
-		lws_set_timeout(c->wsi, PENDING_TIMEOUT_KILLED_BY_PARENT, LWS_TO_KILL_ASYNC);
+		wsconn_free(&c->ws);
+		lws_set_timeout(c->ws.wsi, PENDING_TIMEOUT_KILLED_BY_PARENT, LWS_TO_KILL_ASYNC);
 		return;
 	}
-	struct outmsg *m = xmalloc(sizeof *m);
-	m->next = NULL;
-	m->len = len;
-	m->data = xmalloc(LWS_PRE + len);
-	memcpy(m->data + LWS_PRE, data, len);
-	if (c->out_tail)
-		c->out_tail->next = m;
-	else
-		c->out_head = m;
-	c->out_tail = m;
-	c->out_bytes += len;
-	lws_callback_on_writable(c->wsi);
-}
-
-static void conn_free_queue(struct conn *c)
-{
-	while (c->out_head) {
-		struct outmsg *m = c->out_head;
-		c->out_head = m->next;
-		free(m->data);
-		free(m);
-	}
-	c->out_tail = NULL;
-	c->out_bytes = 0;
-	buf_free(&c->rx);
+	memcpy(wsconn_queue(&c->ws, len), data, len);
 }
 
 static int http_reply(struct lws *wsi, int status, const char *ctype, const char *body)
@@ -160,33 +130,22 @@ static int on_http(struct lws *wsi, const char *uri)
 	return http_reply(wsi, 404, "text/plain", "not found\n");
 }
 
-static void on_rx(struct conn *c, struct lws *wsi, const char *in, size_t len)
+static void on_rx(struct conn *c, const char *in, size_t len)
 {
-	if (lws_is_first_fragment(wsi) && c->rx.len == 0 && !c->rx_discard)
-		c->rx_total = 0;
-	c->rx_total += len;
-	if (!c->rx_discard) {
-		if (c->rx_total > opts.max_frame) {
-			c->rx_discard = 1;
-			buf_free(&c->rx);
-		} else {
-			buf_append(&c->rx, in, len);
-		}
-	}
-	if (!lws_is_final_fragment(wsi) || lws_remaining_packet_payload(wsi) > 0)
-		return;
-	if (c->rx_discard) {
+	buf_t msg;
+	size_t total;
+	switch (wsconn_receive(&c->ws, in, len, opts.max_frame, &msg, &total)) {
+	case WSRX_PARTIAL:
+		break;
+	case WSRX_TOO_LARGE:
 		events_error(c, NULL, TD_ERR_TOO_LARGE, "frame of %zu bytes is over the limit of %zu bytes",
-			     c->rx_total, opts.max_frame);
-		c->rx_discard = 0;
-		c->rx_total = 0;
-		return;
+			     total, opts.max_frame);
+		break;
+	case WSRX_MESSAGE:
+		actions_dispatch(c, msg.p ? msg.p : "", msg.len);
+		buf_free(&msg);
+		break;
 	}
-	buf_t msg = c->rx;
-	memset(&c->rx, 0, sizeof c->rx);
-	c->rx_total = 0;
-	actions_dispatch(c, msg.p ? msg.p : "", msg.len);
-	buf_free(&msg);
 }
 
 static int cb_main(struct lws *wsi, enum lws_callback_reasons reason, void *user,
@@ -241,32 +200,17 @@ static int cb_main(struct lws *wsi, enum lws_callback_reasons reason, void *user
 		return 0;
 	}
 	case LWS_CALLBACK_ESTABLISHED:
-		c->wsi = wsi;
+		wsconn_init(&c->ws, wsi, 0);
 		c->next = srv.conns;
 		srv.conns = c;
 		events_hello(c);
 		break;
 	case LWS_CALLBACK_RECEIVE:
 		if (!c->closing)
-			on_rx(c, wsi, in, len);
+			on_rx(c, in, len);
 		break;
-	case LWS_CALLBACK_SERVER_WRITEABLE: {
-		struct outmsg *m = c->out_head;
-		if (!m)
-			return c->closing ? -1 : 0;
-		int w = lws_write(wsi, m->data + LWS_PRE, m->len, LWS_WRITE_TEXT);
-		c->out_head = m->next;
-		if (!c->out_head)
-			c->out_tail = NULL;
-		c->out_bytes -= m->len;
-		free(m->data);
-		free(m);
-		if (w < 0)
-			return -1;
-		if (c->out_head || c->closing)
-			lws_callback_on_writable(wsi);
-		break;
-	}
+	case LWS_CALLBACK_SERVER_WRITEABLE:
+		return wsconn_writable(&c->ws, c->closing);
 	case LWS_CALLBACK_CLOSED:
 		for (struct conn **pp = &srv.conns; *pp; pp = &(*pp)->next) {
 			if (*pp == c) {
@@ -276,7 +220,7 @@ static int cb_main(struct lws *wsi, enum lws_callback_reasons reason, void *user
 		}
 		c->closing = 1;
 		run_on_conn_gone(c);
-		conn_free_queue(c);
+		wsconn_free(&c->ws);
 		break;
 	default:
 		break;

@@ -13,6 +13,7 @@
 #include "util.h"
 #include "render.h"
 #include "vtcompat.h"
+#include "wsconn.h"
 
 struct session;
 struct conn;
@@ -64,22 +65,10 @@ extern struct server srv;
 /* An /events WebSocket connection. */
 struct conn {
 	struct conn *next;
-	struct lws *wsi;
+	struct wsconn ws;         /* its queue and reassembly */
 	int readonly;
 	int subscribed;
-	buf_t rx;                 /* message being reassembled */
-	int rx_discard;           /* current message is over the limit */
-	size_t rx_total;
-	/* outgoing queue of whole messages */
-	struct outmsg *out_head, *out_tail;
-	size_t out_bytes;
 	int closing;
-};
-
-struct outmsg {
-	struct outmsg *next;
-	size_t len;
-	unsigned char *data;      /* LWS_PRE bytes of headroom, then payload */
 };
 
 /* ---- commands and waiters (run.c) ---- */
