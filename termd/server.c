@@ -1,6 +1,5 @@
 /* server.c — the listener and event loop: the libwebsockets context (TCP or
- * unix socket), HTTP `GET /healthz`, token checks before any upgrade, the
- * `/events` WebSocket on wsconn.c (size limit, pending cap), the signalfd for SIGCHLD and
+ * unix socket), the `/events` WebSocket on wsconn.c (size limit, pending cap), the signalfd for SIGCHLD and
  * SIGTERM, and timers. Every fd (listener, sockets, ptys, signals) belongs
  * to this one loop. */
 #include "termd.h"
@@ -10,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <dirent.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -24,58 +22,6 @@ struct server srv;
 struct termd_opts opts;
 static int sig_fd = -1;
 static char sig_tag;   /* opaque marker of the signalfd wsi */
-
-enum auth_level { AUTH_NONE, AUTH_VIEW, AUTH_FULL };
-
-/* constant-time comparison of a presented token with the expected one */
-static int token_eq(const char *got, const char *want)
-{
-	size_t gl = strlen(got), wl = strlen(want);
-	unsigned char diff = (unsigned char)(gl != wl);
-	for (size_t i = 0; i < wl; i++)
-		diff |= (unsigned char)(want[i] ^ (i < gl ? got[i] : 0));
-	return diff == 0;
-}
-
-static enum auth_level auth_check(struct lws *wsi);
-
-int server_auth_level(struct lws *wsi)
-{
-	return (int)auth_check(wsi);
-}
-
-static enum auth_level auth_check(struct lws *wsi)
-{
-	if (!opts.token && !opts.view_token)
-		return AUTH_FULL;
-	char got[640] = "";
-	char hdr[600];
-	if (lws_hdr_copy(wsi, hdr, sizeof hdr, WSI_TOKEN_HTTP_AUTHORIZATION) > 0 &&
-	    strncasecmp(hdr, "Bearer ", 7) == 0) {
-		snprintf(got, sizeof got, "%s", hdr + 7);
-	} else {
-		const char *v = lws_get_urlarg_by_name(wsi, "token=", hdr, sizeof hdr);
-		if (v)
-			snprintf(got, sizeof got, "%s", v);
-	}
-	if (!got[0])
-		return AUTH_NONE;
-	if (opts.token && token_eq(got, opts.token))
-		return AUTH_FULL;
-	if (opts.view_token && token_eq(got, opts.view_token))
-		return AUTH_VIEW;
-	return AUTH_NONE;
-}
-
-static void uri_path(struct lws *wsi, char *out, size_t n)
-{
-	out[0] = 0;
-	if (lws_hdr_copy(wsi, out, (int)n, WSI_TOKEN_GET_URI) < 0)
-		out[0] = 0;
-	char *q = strchr(out, '?');
-	if (q)
-		*q = 0;
-}
 
 void conn_send(struct conn *c, const char *data, size_t len)
 {
@@ -92,42 +38,6 @@ void conn_send(struct conn *c, const char *data, size_t len)
 		return;
 	}
 	memcpy(wsconn_queue(&c->ws, len), data, len);
-}
-
-static int http_reply(struct lws *wsi, int status, const char *ctype, const char *body)
-{
-	unsigned char buf[LWS_PRE + 1024];
-	unsigned char *start = buf + LWS_PRE, *p = start, *end = buf + sizeof buf - 1;
-	size_t blen = strlen(body);
-	if (lws_add_http_common_headers(wsi, (unsigned int)status, ctype, (lws_filepos_t)blen, &p, end))
-		return -1;
-	if (lws_finalize_write_http_header(wsi, start, &p, end))
-		return -1;
-	/* small bodies: written at once, then the transaction ends */
-	unsigned char *b = xmalloc(LWS_PRE + blen + 1);
-	memcpy(b + LWS_PRE, body, blen);
-	int w = lws_write(wsi, b + LWS_PRE, blen, LWS_WRITE_HTTP_FINAL);
-	free(b);
-	if (w < (int)blen)
-		return -1;
-	if (lws_http_transaction_completed(wsi))
-		return -1;
-	return 0;
-}
-
-static int on_http(struct lws *wsi, const char *uri)
-{
-	if (strcmp(uri, TD_PATH_HEALTH) == 0) {
-		char body[256];
-		snprintf(body, sizeof body,
-			 "{\"ok\":true,\"version\":\"%s\",\"sessions\":%d,\"uptime_s\":%.3f}",
-			 TERMD_VERSION, srv.nsessions,
-			 (double)(mono_us() - srv.start_mono) / 1e6);
-		return http_reply(wsi, 200, "application/json", body);
-	}
-	if (auth_check(wsi) == AUTH_NONE)
-		return http_reply(wsi, 401, "text/plain", "unauthorized\n");
-	return http_reply(wsi, 404, "text/plain", "not found\n");
 }
 
 static void on_rx(struct conn *c, const char *in, size_t len)
@@ -152,51 +62,17 @@ static int cb_main(struct lws *wsi, enum lws_callback_reasons reason, void *user
 		   void *in, size_t len)
 {
 	struct conn *c = user;
-	char path[512];
 	switch (reason) {
 	case LWS_CALLBACK_HTTP:
-		return on_http(wsi, in ? (const char *)in : "");
-	case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE: {
-		/* answer with a status before any upgrade: 401, 404, 403 */
-		enum auth_level a = auth_check(wsi);
-		if (a == AUTH_NONE) {
-			http_reply(wsi, 401, "text/plain", "unauthorized\n");
-			return -1;
-		}
-		uri_path(wsi, path, sizeof path);
-		size_t tl = strlen(TD_PATH_TTY);
-		if (strncmp(path, TD_PATH_TTY, tl) == 0) {
-			struct session *s = td_valid_session_name(path + tl) ? session_find(path + tl) : NULL;
-			if (!s) {
-				http_reply(wsi, 404, "text/plain", "no such session\n");
-				return -1;
-			}
-			if ((size_t)s->nviewers >= opts.max_viewers) {
-				http_reply(wsi, 503, "text/plain",
-					   "this session has as many viewers as termd allows (--max-viewers)\n");
-				return -1;
-			}
-			char mode[16];
-			const char *m = lws_get_urlarg_by_name(wsi, "mode=", mode, sizeof mode);
-			if (m && strcmp(m, "rw") == 0 && a != AUTH_FULL) {
-				http_reply(wsi, 403, "text/plain", "mode=rw needs the full token\n");
-				return -1;
-			}
-		} else if (strcmp(path, TD_PATH_EVENTS) != 0 && strcmp(path, TD_PATH_EVENTS "/") != 0) {
-			http_reply(wsi, 404, "text/plain", "not found\n");
-			return -1;
-		}
-		return 0;
-	}
+		return http_request(wsi, in ? (const char *)in : "");
+	case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE:
+		return http_confirm_upgrade(wsi);
 	case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION: {
-		uri_path(wsi, path, sizeof path);
-		if (strcmp(path, TD_PATH_EVENTS) != 0 && strcmp(path, TD_PATH_EVENTS "/") != 0)
-			return 1;
-		enum auth_level a = auth_check(wsi);
-		if (a == AUTH_NONE)
+		struct upgrade u;
+		if (http_upgrade(wsi, CHANNEL_EVENTS, &u) < 0)
 			return 1;
 		memset(c, 0, sizeof *c);
-		c->readonly = a == AUTH_VIEW;
+		c->readonly = u.auth == AUTH_VIEW;
 		return 0;
 	}
 	case LWS_CALLBACK_ESTABLISHED:

@@ -191,11 +191,30 @@ int server_init(void);
 void server_run(void);
 void server_shutdown(void);
 void conn_send(struct conn *c, const char *data, size_t len);
-/* 0 no access, 1 view token, 2 full access */
-int server_auth_level(struct lws *wsi);
 int server_adopt_fd(int fd, void *user);
 /* Schedule a timer callback; call with us=0 to cancel. */
 void server_timer(lws_sorted_usec_list_t *sul, sul_cb_t cb, uint64_t delay_us);
+
+/* ---- the HTTP side: health, tokens, upgrade checks (http.c) ---- */
+/* What a request's token admits. */
+enum auth_level { AUTH_NONE, AUTH_VIEW, AUTH_FULL };
+enum channel { CHANNEL_EVENTS, CHANNEL_TTY };
+/* A WebSocket upgrade request that passed every check. */
+struct upgrade {
+	enum channel channel;
+	enum auth_level auth;
+	int rw;                   /* /tty: mode=rw */
+	char session[TD_SESSION_NAME_MAX + 1]; /* /tty: the session */
+};
+enum auth_level http_auth(struct lws *wsi);
+/* LWS_CALLBACK_HTTP: /healthz, else 401 or 404. */
+int http_request(struct lws *wsi, const char *uri);
+/* LWS_CALLBACK_HTTP_CONFIRM_UPGRADE: 0 to upgrade, or -1 once a refusal
+ * (401, 404, 503, 403, 400) has been answered. */
+int http_confirm_upgrade(struct lws *wsi);
+/* LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION for channel ch: 0 and *u filled
+ * if the request passes every check and is for ch, else -1. */
+int http_upgrade(struct lws *wsi, enum channel ch, struct upgrade *u);
 
 /* ---- actions (actions.c) ---- */
 void actions_dispatch(struct conn *c, const char *json, size_t len);

@@ -200,45 +200,18 @@ static void on_message(struct viewer *v, const unsigned char *m, size_t n)
 	}
 }
 
-/* "/tty/<name>" → name, or NULL */
-static int tty_name(const char *path, char *name, size_t n)
-{
-	size_t pl = strlen(TD_PATH_TTY);
-	if (strncmp(path, TD_PATH_TTY, pl) != 0)
-		return -1;
-	size_t nl = strlen(path + pl);
-	if (nl >= n)
-		return -1;
-	memcpy(name, path + pl, nl + 1);
-	return td_valid_session_name(name) ? 0 : -1;
-}
-
 int tty_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user,
 		 void *in, size_t len)
 {
 	struct viewer *v = user;
 	switch (reason) {
 	case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION: {
-		char path[256], mode[16] = "ro";
-		if (lws_hdr_copy(wsi, path, sizeof path, WSI_TOKEN_GET_URI) < 0)
-			return 1;
-		char *q = strchr(path, '?');
-		if (q)
-			*q = 0;
+		struct upgrade u;
 		memset(v, 0, sizeof *v);
-		if (tty_name(path, v->name, sizeof v->name) < 0 || !session_find(v->name))
+		if (http_upgrade(wsi, CHANNEL_TTY, &u) < 0)
 			return 1;
-		int level = server_auth_level(wsi);
-		if (level == 0)
-			return 1;
-		const char *m = lws_get_urlarg_by_name(wsi, "mode=", mode, sizeof mode);
-		if (m && strcmp(m, "rw") == 0) {
-			if (level < 2)
-				return 1;   /* the view token cannot type */
-			v->rw = 1;
-		} else if (m && strcmp(m, "ro") != 0) {
-			return 1;
-		}
+		memcpy(v->name, u.session, sizeof v->name);
+		v->rw = u.rw;
 		return 0;
 	}
 	case LWS_CALLBACK_ESTABLISHED: {

@@ -27,7 +27,7 @@ extern int fake_resizes;      /* session_resize calls with a valid size */
 
 /* What lws_is_final_fragment answers for the next RECEIVE. */
 extern int fake_final;
-/* The request URI and mode= argument the FILTER callback sees. */
+/* The request URI and mode= argument the fake upgrade check sees. */
 extern const char *fake_uri, *fake_mode;
 
 /* Abort with a message (the fuzzer reports it as a crash with the input). */
