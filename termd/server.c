@@ -1,5 +1,5 @@
 /* server.c — the listener and event loop: the libwebsockets context (TCP or
- * unix socket), the `/events` WebSocket on wsconn.c (size limit, pending cap), the signalfd for SIGCHLD and
+ * unix socket) with the channels' protocols (conn.c, tty.c), the signalfd for SIGCHLD and
  * SIGTERM, and timers. Every fd (listener, sockets, ptys, signals) belongs
  * to this one loop. */
 #include "termd.h"
@@ -23,87 +23,6 @@ struct termd_opts opts;
 static int sig_fd = -1;
 static char sig_tag;   /* opaque marker of the signalfd wsi */
 
-void conn_send(struct conn *c, const char *data, size_t len)
-{
-	if (c->closing)
-		return;
-	if (wsconn_over(&c->ws, len, opts.max_pending)) {
-		/* it is not reading: drop it now (it can reconnect and subscribe
-		 * from the last seq it saw); waiting for the queue to drain would
-		 * pin the memory for as long as it stalls */
-		log_warn("client not reading: %zu bytes pending, disconnecting it", c->ws.pending);
-		c->closing = 1;
-		wsconn_free(&c->ws);
-		lws_set_timeout(c->ws.wsi, PENDING_TIMEOUT_KILLED_BY_PARENT, LWS_TO_KILL_ASYNC);
-		return;
-	}
-	memcpy(wsconn_queue(&c->ws, len), data, len);
-}
-
-static void on_rx(struct conn *c, const char *in, size_t len)
-{
-	buf_t msg;
-	size_t total;
-	switch (wsconn_receive(&c->ws, in, len, opts.max_frame, &msg, &total)) {
-	case WSRX_PARTIAL:
-		break;
-	case WSRX_TOO_LARGE:
-		events_error(c, NULL, TD_ERR_TOO_LARGE, "frame of %zu bytes is over the limit of %zu bytes",
-			     total, opts.max_frame);
-		break;
-	case WSRX_MESSAGE:
-		actions_dispatch(c, msg.p ? msg.p : "", msg.len);
-		buf_free(&msg);
-		break;
-	}
-}
-
-static int cb_main(struct lws *wsi, enum lws_callback_reasons reason, void *user,
-		   void *in, size_t len)
-{
-	struct conn *c = user;
-	switch (reason) {
-	case LWS_CALLBACK_HTTP:
-		return http_request(wsi, in ? (const char *)in : "");
-	case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE:
-		return http_confirm_upgrade(wsi);
-	case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION: {
-		struct upgrade u;
-		if (http_upgrade(wsi, CHANNEL_EVENTS, &u) < 0)
-			return 1;
-		memset(c, 0, sizeof *c);
-		c->readonly = u.auth == AUTH_VIEW;
-		return 0;
-	}
-	case LWS_CALLBACK_ESTABLISHED:
-		wsconn_init(&c->ws, wsi, 0);
-		c->next = srv.conns;
-		srv.conns = c;
-		events_hello(c);
-		break;
-	case LWS_CALLBACK_RECEIVE:
-		if (!c->closing)
-			on_rx(c, in, len);
-		break;
-	case LWS_CALLBACK_SERVER_WRITEABLE:
-		return wsconn_writable(&c->ws, c->closing);
-	case LWS_CALLBACK_CLOSED:
-		for (struct conn **pp = &srv.conns; *pp; pp = &(*pp)->next) {
-			if (*pp == c) {
-				*pp = c->next;
-				break;
-			}
-		}
-		c->closing = 1;
-		run_on_conn_gone(c);
-		wsconn_free(&c->ws);
-		break;
-	default:
-		break;
-	}
-	return 0;
-}
-
 static int cb_raw(struct lws *wsi, enum lws_callback_reasons reason, void *user,
 		  void *in, size_t len)
 {
@@ -124,8 +43,10 @@ static int cb_raw(struct lws *wsi, enum lws_callback_reasons reason, void *user,
 	return session_raw_callback(wsi, reason, user, in, len);
 }
 
-static const struct lws_protocols protocols[] = {
-	{TD_SUBPROTO_EVENTS, cb_main, sizeof(struct conn), 65536, 0, NULL, 0},
+/* The channels' entries are filled in by server_init: /events first, as
+ * the vhost's plain HTTP requests and upgrade checks go to protocols[0]. */
+static struct lws_protocols protocols[] = {
+	{NULL, NULL, 0, 0, 0, NULL, 0},   /* conn_protocol */
 	{TD_SUBPROTO_TTY, tty_callback, sizeof(struct viewer), 65536, 0, NULL, 0},
 	{"termd-raw", cb_raw, 0, 0, 0, NULL, 0},
 	{NULL, NULL, 0, 0, 0, NULL, 0},
@@ -224,6 +145,7 @@ int server_init(void)
 	lws_set_log_level(LLL_ERR | LLL_WARN | (log_verbose ? LLL_NOTICE : 0), lws_log);
 	struct lws_context_creation_info info;
 	memset(&info, 0, sizeof info);
+	protocols[0] = conn_protocol;
 	info.protocols = protocols;
 	info.gid = (gid_t)-1;
 	info.uid = (uid_t)-1;

@@ -190,10 +190,14 @@ int events_replay(struct conn *c, const cJSON *id);
 int server_init(void);
 void server_run(void);
 void server_shutdown(void);
-void conn_send(struct conn *c, const char *data, size_t len);
 int server_adopt_fd(int fd, void *user);
 /* Schedule a timer callback; call with us=0 to cancel. */
 void server_timer(lws_sorted_usec_list_t *sul, sul_cb_t cb, uint64_t delay_us);
+
+/* ---- the /events channel (conn.c) ---- */
+extern const struct lws_protocols conn_protocol;
+/* Queue one observation for c (dropped if c is closing). */
+void conn_send(struct conn *c, const char *data, size_t len);
 
 /* ---- the HTTP side: health, tokens, upgrade checks (http.c) ---- */
 /* What a request's token admits. */
