@@ -47,7 +47,7 @@ static int cb_raw(struct lws *wsi, enum lws_callback_reasons reason, void *user,
  * the vhost's plain HTTP requests and upgrade checks go to protocols[0]. */
 static struct lws_protocols protocols[] = {
 	{NULL, NULL, 0, 0, 0, NULL, 0},   /* conn_protocol */
-	{TD_SUBPROTO_TTY, tty_callback, sizeof(struct viewer), 65536, 0, NULL, 0},
+	{NULL, NULL, 0, 0, 0, NULL, 0},   /* tty_protocol */
 	{"termd-raw", cb_raw, 0, 0, 0, NULL, 0},
 	{NULL, NULL, 0, 0, 0, NULL, 0},
 };
@@ -146,6 +146,7 @@ int server_init(void)
 	struct lws_context_creation_info info;
 	memset(&info, 0, sizeof info);
 	protocols[0] = conn_protocol;
+	protocols[1] = tty_protocol;
 	info.protocols = protocols;
 	info.gid = (gid_t)-1;
 	info.uid = (uid_t)-1;

@@ -347,22 +347,7 @@ void expect_on_conn_gone(struct session *s, struct conn *c);
 void expect_session_gone(struct session *s);
 
 /* ---- live terminal channel (tty.c) ---- */
-struct vframe;
-struct viewer {
-	struct viewer *next;      /* in the session's list */
-	struct lws *wsi;
-	struct session *s;
-	char name[TD_SESSION_NAME_MAX + 1];
-	int rw;
-	int attached;
-	int resync;               /* backlog dropped: snapshot next */
-	struct vframe *head, *tail;
-	size_t queued;
-	buf_t rx;
-	int closing;
-};
-int tty_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user,
-		 void *in, size_t len);
+extern const struct lws_protocols tty_protocol;
 void tty_on_output(struct session *s, const char *data, size_t n);
 void tty_on_title(struct session *s, const char *t, size_t n);
 void tty_on_resize(struct session *s);

@@ -25,6 +25,8 @@ void fake_session_free(struct session *s);
 extern buf_t fake_written;    /* bytes session_write got */
 extern int fake_resizes;      /* session_resize calls with a valid size */
 
+/* Set by lws_callback_on_writable (the test clears it). */
+extern int fake_writable;
 /* What lws_is_final_fragment answers for the next RECEIVE. */
 extern int fake_final;
 /* The request URI and mode= argument the fake upgrade check sees. */
