@@ -1,7 +1,9 @@
 /* server.c — the listener and event loop: the libwebsockets context (TCP or
- * unix socket) with the channels' protocols (conn.c, tty.c), the signalfd for SIGCHLD and
- * SIGTERM, and timers. Every fd (listener, sockets, ptys, signals) belongs
- * to this one loop. */
+ * unix socket, TLS) and vhost with the channels' protocols (conn.c, tty.c),
+ * fd adoption with a callback and an argument (ptys, the signalfd), the
+ * signalfd for SIGCHLD and SIGTERM, timers, and the runtime directory. Every
+ * fd belongs to this one loop. It knows no session: their owners pass their
+ * own callbacks. */
 #include "termd.h"
 
 #include <errno.h>
@@ -21,26 +23,41 @@
 struct server srv;
 struct termd_opts opts;
 static int sig_fd = -1;
-static char sig_tag;   /* opaque marker of the signalfd wsi */
+
+/* An adopted fd's per-connection data (lws allocates it): whom to tell.
+ * Its argument is the wsi's opaque user data, which the owner may clear
+ * (lws_set_opaque_user_data(wsi, NULL)) to let go of it. */
+struct fdwatch {
+	server_fd_cb cb;
+};
+
+static int on_signal(struct lws *wsi, enum lws_callback_reasons reason, void *arg)
+{
+	(void)wsi;
+	(void)arg;
+	if (reason != LWS_CALLBACK_RAW_RX_FILE)
+		return 0;
+	struct signalfd_siginfo si;
+	while (read(sig_fd, &si, sizeof si) == (ssize_t)sizeof si) {
+		if (si.ssi_signo == SIGCHLD) {
+			session_on_sigchld();
+		} else {
+			log_info("signal %u: shutting down", si.ssi_signo);
+			srv.stopping = 1;
+		}
+	}
+	return 0;
+}
 
 static int cb_raw(struct lws *wsi, enum lws_callback_reasons reason, void *user,
 		  void *in, size_t len)
 {
-	if (lws_get_opaque_user_data(wsi) == &sig_tag) {
-		if (reason == LWS_CALLBACK_RAW_RX_FILE) {
-			struct signalfd_siginfo si;
-			while (read(sig_fd, &si, sizeof si) == (ssize_t)sizeof si) {
-				if (si.ssi_signo == SIGCHLD) {
-					session_on_sigchld();
-				} else {
-					log_info("signal %u: shutting down", si.ssi_signo);
-					srv.stopping = 1;
-				}
-			}
-		}
-		return 0;
-	}
-	return session_raw_callback(wsi, reason, user, in, len);
+	(void)in;
+	(void)len;
+	struct fdwatch *fw = user;
+	if (!fw || !fw->cb)
+		return 0;   /* being adopted: the callback is not set yet */
+	return fw->cb(wsi, reason, lws_get_opaque_user_data(wsi));
 }
 
 /* The channels' entries are filled in by server_init: /events first, as
@@ -48,11 +65,11 @@ static int cb_raw(struct lws *wsi, enum lws_callback_reasons reason, void *user,
 static struct lws_protocols protocols[] = {
 	{NULL, NULL, 0, 0, 0, NULL, 0},   /* conn_protocol */
 	{NULL, NULL, 0, 0, 0, NULL, 0},   /* tty_protocol */
-	{"termd-raw", cb_raw, 0, 0, 0, NULL, 0},
+	{"termd-raw", cb_raw, sizeof(struct fdwatch), 0, 0, NULL, 0},
 	{NULL, NULL, 0, 0, 0, NULL, 0},
 };
 
-int server_adopt_fd(int fd, void *user)
+struct lws *server_adopt_fd(int fd, server_fd_cb cb, void *arg)
 {
 	lws_adopt_desc_t d;
 	memset(&d, 0, sizeof d);
@@ -60,13 +77,13 @@ int server_adopt_fd(int fd, void *user)
 	d.type = LWS_ADOPT_RAW_FILE_DESC;
 	d.fd.filefd = fd;
 	d.vh_prot_name = "termd-raw";
-	d.opaque = user;
+	d.opaque = arg;
 	struct lws *w = lws_adopt_descriptor_vhost_via_info(&d);
 	if (!w)
-		return -1;
-	if (user != &sig_tag)
-		((struct session *)user)->wsi = w;
-	return 0;
+		return NULL;
+	struct fdwatch *fw = lws_wsi_user(w);
+	fw->cb = cb;
+	return w;
 }
 
 void server_timer(lws_sorted_usec_list_t *sul, sul_cb_t cb, uint64_t delay_us)
@@ -213,7 +230,7 @@ int server_init(void)
 	sigaddset(&set, SIGHUP);
 	sigprocmask(SIG_BLOCK, &set, NULL);
 	sig_fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
-	if (sig_fd < 0 || server_adopt_fd(sig_fd, &sig_tag) < 0) {
+	if (sig_fd < 0 || !server_adopt_fd(sig_fd, on_signal, NULL)) {
 		log_warn("cannot watch signals");
 		return -1;
 	}

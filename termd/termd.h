@@ -190,7 +190,11 @@ int events_replay(struct conn *c, const cJSON *id);
 int server_init(void);
 void server_run(void);
 void server_shutdown(void);
-int server_adopt_fd(int fd, void *user);
+/* An adopted fd's events: arg is the one given to server_adopt_fd, or NULL
+ * once the owner cleared the wsi's opaque user data. Nonzero closes it. */
+typedef int (*server_fd_cb)(struct lws *wsi, enum lws_callback_reasons reason, void *arg);
+/* Watch fd (a pty master, the signalfd) in the loop; NULL on failure. */
+struct lws *server_adopt_fd(int fd, server_fd_cb cb, void *arg);
 /* Schedule a timer callback; call with us=0 to cancel. */
 void server_timer(lws_sorted_usec_list_t *sul, sul_cb_t cb, uint64_t delay_us);
 
@@ -249,8 +253,6 @@ void session_stop_all(void);
 /* Free a session that is off the lists (closing, process gone). */
 void session_destroy(struct session *s);
 void session_free_all(void);
-int session_raw_callback(struct lws *wsi, enum lws_callback_reasons reason,
-			 void *user, void *in, size_t len);
 cJSON *session_names_json(void);
 
 /* ---- session management actions (sessionctl.c) ---- */
