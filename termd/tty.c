@@ -237,9 +237,21 @@ static int tty_callback(struct lws *wsi, enum lws_callback_reasons reason, void 
 	case LWS_CALLBACK_RECEIVE: {
 		buf_t m;
 		size_t total;
-		if (wsconn_receive(&v->ws, in, len, TTY_FRAME_MAX, &m, &total) == WSRX_MESSAGE) {
+		switch (wsconn_receive(&v->ws, in, len, TTY_FRAME_MAX, &m, &total)) {
+		case WSRX_PARTIAL:
+			break;
+		case WSRX_TOO_LARGE: {
+			/* as /events answers too_large: said, and otherwise ignored */
+			char msg[96];
+			int n = snprintf(msg, sizeof msg, "frame of %zu bytes is over the limit of %u bytes",
+					 total, TTY_FRAME_MAX);
+			vq_push(v, TD_TTY_ERROR, msg, (size_t)n);
+			break;
+		}
+		case WSRX_MESSAGE:
 			on_message(v, (const unsigned char *)(m.p ? m.p : ""), m.len);
 			buf_free(&m);
+			break;
 		}
 		break;
 	}
