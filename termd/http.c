@@ -20,7 +20,7 @@ static int token_eq(const char *got, const char *want)
 	return diff == 0;
 }
 
-enum auth_level http_auth(struct lws *wsi)
+static enum auth_level http_auth(struct lws *wsi)
 {
 	if (!opts.token && !opts.view_token)
 		return AUTH_FULL;

@@ -62,6 +62,7 @@ struct server {
 
 extern struct server srv;
 
+/* ---- the /events channel (conn.c) ---- */
 /* An /events WebSocket connection. */
 struct conn {
 	struct conn *next;
@@ -69,6 +70,18 @@ struct conn {
 	int readonly;
 	int subscribed;
 	int closing;
+};
+
+/* ---- the upgrade checks (http.c) ---- */
+/* What a request's token admits. */
+enum auth_level { AUTH_NONE, AUTH_VIEW, AUTH_FULL };
+enum channel { CHANNEL_EVENTS, CHANNEL_TTY };
+/* A WebSocket upgrade request that passed every check. */
+struct upgrade {
+	enum channel channel;
+	enum auth_level auth;
+	int rw;                   /* /tty: mode=rw */
+	char session[TD_SESSION_NAME_MAX + 1]; /* /tty: the session */
 };
 
 /* ---- commands and waiters (run.c) ---- */
@@ -204,17 +217,6 @@ extern const struct lws_protocols conn_protocol;
 void conn_send(struct conn *c, const char *data, size_t len);
 
 /* ---- the HTTP side: health, tokens, upgrade checks (http.c) ---- */
-/* What a request's token admits. */
-enum auth_level { AUTH_NONE, AUTH_VIEW, AUTH_FULL };
-enum channel { CHANNEL_EVENTS, CHANNEL_TTY };
-/* A WebSocket upgrade request that passed every check. */
-struct upgrade {
-	enum channel channel;
-	enum auth_level auth;
-	int rw;                   /* /tty: mode=rw */
-	char session[TD_SESSION_NAME_MAX + 1]; /* /tty: the session */
-};
-enum auth_level http_auth(struct lws *wsi);
 /* LWS_CALLBACK_HTTP: /healthz, else 401 or 404. */
 int http_request(struct lws *wsi, const char *uri);
 /* LWS_CALLBACK_HTTP_CONFIRM_UPGRADE: 0 to upgrade, or -1 once a refusal
