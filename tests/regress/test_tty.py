@@ -185,6 +185,14 @@ def test_unknown_session_and_path_refused(termd):
     assert e.value.status == 404
 
 
+def test_unknown_mode_refused_before_upgrade(termd):
+    # mode is ro or rw; anything else is a 400 with a reason, not an upgrade
+    with pytest.raises(wsclient.HandshakeError) as e:
+        attach(termd, mode="write")
+    assert e.value.status == 400
+    assert frame(attach(termd, mode="ro"))[0] == "Z"
+
+
 def test_view_token_is_read_only(termd_factory, tmp_path):
     vt = tmp_path / "view"
     vt.write_text("viewsecret\n")
