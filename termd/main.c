@@ -301,11 +301,21 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	events_init();
+	/* every module registers its actions (plugins will add theirs) */
+	actions_init();
+	events_register();
+	run_register();
+	expect_register();
+	sessionctl_register();
+	files_register();
+	edit_register();
 	char err[256];
-	if (!session_open("main", NULL, NULL, NULL, 0, 0, err, sizeof err)) {
+	td_err code;
+	if (!session_open("main", NULL, NULL, NULL, 0, 0, &code, err, sizeof err)) {
 		fprintf(stderr, "termd: cannot start the main shell: %s\n", err);
 		server_shutdown();
 		events_shutdown();
+		actions_shutdown();
 		return 1;
 	}
 	if (opts.listen_unix)
@@ -315,6 +325,7 @@ int main(int argc, char **argv)
 	server_run();
 	server_shutdown();
 	events_shutdown();
+	actions_shutdown();
 	free(opts.listen_host);
 	free(opts.listen_unix);
 	free(opts.token);

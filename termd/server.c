@@ -275,7 +275,7 @@ static int cb_main(struct lws *wsi, enum lws_callback_reasons reason, void *user
 			}
 		}
 		c->closing = 1;
-		run_on_conn_gone(c);
+		pending_conn_gone(c);
 		conn_free_queue(c);
 		break;
 	default:
