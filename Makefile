@@ -26,6 +26,7 @@ TERMD_LIB_OBJ := $(filter-out $(BUILD)/obj/termd/main.o,$(TERMD_OBJ))
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)
 UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
+VIEWER_OBJ := $(BUILD)/obj/viewer/termctl.o $(BUILD)/obj/viewer/od-attach.o
 BINS := $(BUILD)/termd $(BUILD)/termctl $(BUILD)/od-attach
 
 .PHONY: all deps run test unit regress test-asan valgrind bench clean
@@ -48,10 +49,14 @@ $(BUILD)/gen/%.inc: share/shell/%
 
 $(BUILD)/obj/termd/shellint.o: $(BUILD)/gen/termd.bash.inc $(BUILD)/gen/termd.sh.inc
 
-$(BUILD)/obj/%.o: %.c $(wildcard termd/*.h proto/*.h)
+# -MMD -MP: each object gets a .d file naming the headers it included, so a
+# header change rebuilds exactly the objects that use it. An object whose .d
+# is missing (a build directory from before) is rebuilt: the .d files are
+# targets with an empty rule.
+$(BUILD)/obj/%.o: %.c $(BUILD)/obj/%.d
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
-	@$(CC) $(TD_CFLAGS) $(PKG_CFLAGS) -c $< -o $@
+	@$(CC) $(TD_CFLAGS) $(PKG_CFLAGS) -MMD -MP -c $< -o $@
 
 $(BUILD)/termd: $(TERMD_OBJ) $(PROTO_OBJ)
 	$(CC) $(TD_CFLAGS) -o $@ $^ $(PKG_LIBS) -lutil -lm
@@ -63,9 +68,14 @@ $(BUILD)/obj/viewer/od-attach.o: PKG_CFLAGS += $(shell pkg-config --cflags ncurs
 $(BUILD)/od-attach: $(BUILD)/obj/viewer/od-attach.o $(BUILD)/obj/termd/vtcompat.o $(BUILD)/obj/termd/util.o $(PROTO_OBJ)
 	$(CC) $(TD_CFLAGS) -o $@ $^ $(shell pkg-config --libs ncursesw vterm libcjson openssl) -lm
 
-$(BUILD)/tests/%: tests/unit/%.c $(TERMD_LIB_OBJ) $(PROTO_OBJ)
+$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/tests/%.d $(TERMD_LIB_OBJ) $(PROTO_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(TD_CFLAGS) $(PKG_CFLAGS) -o $@ $^ $(PKG_LIBS) -lcmocka -lutil -lm
+	$(CC) $(TD_CFLAGS) $(PKG_CFLAGS) -MMD -MP -o $@ $< $(TERMD_LIB_OBJ) $(PROTO_OBJ) $(PKG_LIBS) -lcmocka -lutil -lm
+
+# the header dependencies the compiler wrote (none before the first build)
+DEP_FILES := $(patsubst %.o,%.d,$(TERMD_OBJ) $(PROTO_OBJ) $(VIEWER_OBJ)) $(UNIT_BIN:%=%.d)
+$(DEP_FILES):
+include $(wildcard $(DEP_FILES))
 
 # deps first, then a fresh make: PKG_CFLAGS is read when the Makefile is parsed,
 # so on a fresh machine the packages must be there before the build is planned.

@@ -37,13 +37,18 @@ $(FUZZ_BUILD)/gen/%.inc: share/shell/%
 
 $(FUZZ_BUILD)/obj/termd/shellint.o: $(FUZZ_BUILD)/gen/termd.bash.inc $(FUZZ_BUILD)/gen/termd.sh.inc
 
-$(FUZZ_BUILD)/obj/%.o: %.c $(wildcard termd/*.h proto/*.h tests/fuzz/*.h)
+# header dependencies as in the Makefile (-MMD -MP; a missing .d rebuilds)
+$(FUZZ_BUILD)/obj/%.o: %.c $(FUZZ_BUILD)/obj/%.d
 	@mkdir -p $(dir $@)
 	@echo "  CLANG   $<"
-	@$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link $(PKG_CFLAGS) -c $< -o $@
+	@$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link $(PKG_CFLAGS) -MMD -MP -c $< -o $@
 
-$(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_OBJ) $(wildcard tests/fuzz/*.h)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $(PKG_CFLAGS) -o $@ $< $(FUZZ_OBJ) $(FUZZ_LIBS)
+$(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_BUILD)/fuzz_%.d $(FUZZ_OBJ)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $(PKG_CFLAGS) -MMD -MP -o $@ $< $(FUZZ_OBJ) $(FUZZ_LIBS)
+
+FUZZ_DEP := $(FUZZ_OBJ:.o=.d) $(FUZZ_BINS:%=%.d)
+$(FUZZ_DEP):
+include $(wildcard $(FUZZ_DEP))
 
 # $(1) = seconds per target, $(2) = extra libFuzzer flags
 define fuzz_run
