@@ -52,11 +52,13 @@ $(BUILD)/obj/termd/shellint.o: $(BUILD)/gen/termd.bash.inc $(BUILD)/gen/termd.sh
 # -MMD -MP: each object gets a .d file naming the headers it included, so a
 # header change rebuilds exactly the objects that use it. An object whose .d
 # is missing (a build directory from before) is rebuilt: the .d files are
-# targets with an empty rule.
+# targets with an empty rule. (clang writes the .d after the object: the
+# touch keeps the object the newer of the two.)
 $(BUILD)/obj/%.o: %.c $(BUILD)/obj/%.d
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
 	@$(CC) $(TD_CFLAGS) $(PKG_CFLAGS) -MMD -MP -c $< -o $@
+	@touch $@
 
 $(BUILD)/termd: $(TERMD_OBJ) $(PROTO_OBJ)
 	$(CC) $(TD_CFLAGS) -o $@ $^ $(PKG_LIBS) -lutil -lm
@@ -71,6 +73,7 @@ $(BUILD)/od-attach: $(BUILD)/obj/viewer/od-attach.o $(BUILD)/obj/termd/vtcompat.
 $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/tests/%.d $(TERMD_LIB_OBJ) $(PROTO_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(TD_CFLAGS) $(PKG_CFLAGS) -MMD -MP -o $@ $< $(TERMD_LIB_OBJ) $(PROTO_OBJ) $(PKG_LIBS) -lcmocka -lutil -lm
+	@touch $@
 
 # the header dependencies the compiler wrote (none before the first build)
 DEP_FILES := $(patsubst %.o,%.d,$(TERMD_OBJ) $(PROTO_OBJ) $(VIEWER_OBJ)) $(UNIT_BIN:%=%.d)

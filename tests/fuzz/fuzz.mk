@@ -42,9 +42,11 @@ $(FUZZ_BUILD)/obj/%.o: %.c $(FUZZ_BUILD)/obj/%.d
 	@mkdir -p $(dir $@)
 	@echo "  CLANG   $<"
 	@$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link $(PKG_CFLAGS) -MMD -MP -c $< -o $@
+	@touch $@
 
 $(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_BUILD)/fuzz_%.d $(FUZZ_OBJ)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $(PKG_CFLAGS) -MMD -MP -o $@ $< $(FUZZ_OBJ) $(FUZZ_LIBS)
+	@touch $@
 
 FUZZ_DEP := $(FUZZ_OBJ:.o=.d) $(FUZZ_BINS:%=%.d)
 $(FUZZ_DEP):
