@@ -1,7 +1,7 @@
 /* client.c — termd's blocking WebSocket client: URL parsing, TCP/unix
  * connect, TLS for wss:// (OpenSSL: certificate and host verification, one
  * pair of read/write functions for plain and TLS sockets), the RFC 6455
- * client handshake (own SHA-1 and base64), masked framing with its own read
+ * client handshake (SHA-1 and base64 from OpenSSL), masked framing with its own read
  * buffer, fragment reassembly, ping/pong and close handling, and td_call for
  * the events channel. */
 #include "client.h"
@@ -28,6 +28,8 @@
 #include <unistd.h>
 
 #include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/sha.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
@@ -142,100 +144,18 @@ static void td_random(void *buf, size_t n)
 	}
 }
 
-/* ---- SHA-1 (FIPS 180-4) and base64 ---- */
-
-static uint32_t td_rol(uint32_t x, int n)
-{
-	return (x << n) | (x >> (32 - n));
-}
-
-static void td_sha1_block(uint32_t h[5], const uint8_t *p)
-{
-	uint32_t w[80];
-	for (int i = 0; i < 16; i++)
-		w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 |
-		       (uint32_t)p[4 * i + 2] << 8 | (uint32_t)p[4 * i + 3];
-	for (int i = 16; i < 80; i++)
-		w[i] = td_rol(w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16], 1);
-	uint32_t a = h[0], b = h[1], c = h[2], d = h[3], e = h[4];
-	for (int i = 0; i < 80; i++) {
-		uint32_t f, k;
-		if (i < 20) {
-			f = (b & c) | (~b & d);
-			k = 0x5A827999;
-		} else if (i < 40) {
-			f = b ^ c ^ d;
-			k = 0x6ED9EBA1;
-		} else if (i < 60) {
-			f = (b & c) | (b & d) | (c & d);
-			k = 0x8F1BBCDC;
-		} else {
-			f = b ^ c ^ d;
-			k = 0xCA62C1D6;
-		}
-		uint32_t t = td_rol(a, 5) + f + e + k + w[i];
-		e = d;
-		d = c;
-		c = td_rol(b, 30);
-		b = a;
-		a = t;
-	}
-	h[0] += a;
-	h[1] += b;
-	h[2] += c;
-	h[3] += d;
-	h[4] += e;
-}
+/* ---- SHA-1 and base64 (OpenSSL) ---- */
 
 void td_sha1(const void *data, size_t len, uint8_t out[20])
 {
-	uint32_t h[5] = { 0x67452301, 0xEFCDAB89, 0x98BADCFE, 0x10325476, 0xC3D2E1F0 };
-	const uint8_t *p = data;
-	size_t full = len / 64 * 64;
-	for (size_t i = 0; i < full; i += 64)
-		td_sha1_block(h, p + i);
-
-	/* The tail, 0x80, zeros, then the bit length: one or two blocks. */
-	uint8_t tail[128] = { 0 };
-	size_t rest = len - full;
-	if (rest)
-		memcpy(tail, p + full, rest);
-	tail[rest] = 0x80;
-	size_t tlen = rest + 1 + 8 <= 64 ? 64 : 128;
-	uint64_t bits = (uint64_t)len * 8;
-	for (int i = 0; i < 8; i++)
-		tail[tlen - 1 - i] = (uint8_t)(bits >> (8 * i));
-	td_sha1_block(h, tail);
-	if (tlen == 128)
-		td_sha1_block(h, tail + 64);
-
-	for (int i = 0; i < 5; i++) {
-		out[4 * i] = (uint8_t)(h[i] >> 24);
-		out[4 * i + 1] = (uint8_t)(h[i] >> 16);
-		out[4 * i + 2] = (uint8_t)(h[i] >> 8);
-		out[4 * i + 3] = (uint8_t)h[i];
-	}
+	SHA1(data, len, out);
 }
 
 size_t td_base64_encode(const void *in, size_t n, char *out)
 {
-	static const char tab[] =
-		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-	const uint8_t *p = in;
-	size_t o = 0;
-	for (size_t i = 0; i < n; i += 3) {
-		uint32_t v = (uint32_t)p[i] << 16;
-		if (i + 1 < n)
-			v |= (uint32_t)p[i + 1] << 8;
-		if (i + 2 < n)
-			v |= p[i + 2];
-		out[o++] = tab[(v >> 18) & 63];
-		out[o++] = tab[(v >> 12) & 63];
-		out[o++] = i + 1 < n ? tab[(v >> 6) & 63] : '=';
-		out[o++] = i + 2 < n ? tab[v & 63] : '=';
-	}
-	out[o] = '\0';
-	return o;
+	if (n > INT_MAX / 4 * 3 - 3)
+		abort();   /* EVP_EncodeBlock takes an int; never this large here */
+	return (size_t)EVP_EncodeBlock((unsigned char *)out, in, (int)n);
 }
 
 void td_ws_accept(const char *key, char out[29])
