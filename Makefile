@@ -21,12 +21,17 @@ TERMD_SRC := $(wildcard termd/*.c)
 PROTO_SRC := $(wildcard proto/*.c)
 TERMD_OBJ := $(TERMD_SRC:%.c=$(BUILD)/obj/%.o)
 PROTO_OBJ := $(PROTO_SRC:%.c=$(BUILD)/obj/%.o)
+# proto/ is libtd.a, the code termd, termctl and od-attach share; each
+# binary takes from it only the objects it uses (termd: proto.o, util.o,
+# vtfilter.o and url.o for the token file — no WebSocket client)
+LIBTD     := $(BUILD)/libtd.a
 # termd's objects minus main.o, linked into unit tests
 TERMD_LIB_OBJ := $(filter-out $(BUILD)/obj/termd/main.o,$(TERMD_OBJ))
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)
 UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+ATTACH_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard viewer/od-attach.c viewer/attach*.c))
+VIEWER_OBJ := $(BUILD)/obj/viewer/termctl.o $(ATTACH_OBJ)
 
-VIEWER_OBJ := $(BUILD)/obj/viewer/termctl.o $(BUILD)/obj/viewer/od-attach.o
 BINS := $(BUILD)/termd $(BUILD)/termctl $(BUILD)/od-attach
 
 .PHONY: all deps run test unit regress test-asan valgrind bench clean
@@ -60,19 +65,23 @@ $(BUILD)/obj/%.o: %.c $(BUILD)/obj/%.d
 	@$(CC) $(TD_CFLAGS) $(PKG_CFLAGS) -MMD -MP -c $< -o $@
 	@touch $@
 
-$(BUILD)/termd: $(TERMD_OBJ) $(PROTO_OBJ)
+$(LIBTD): $(PROTO_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/termd: $(TERMD_OBJ) $(LIBTD)
 	$(CC) $(TD_CFLAGS) -o $@ $^ $(PKG_LIBS) -lutil -lm
 
-$(BUILD)/termctl: $(BUILD)/obj/viewer/termctl.o $(PROTO_OBJ)
+$(BUILD)/termctl: $(BUILD)/obj/viewer/termctl.o $(LIBTD)
 	$(CC) $(TD_CFLAGS) -o $@ $^ $(PKG_LIBS) -lm
 
-$(BUILD)/obj/viewer/od-attach.o: PKG_CFLAGS += $(shell pkg-config --cflags ncursesw)
-$(BUILD)/od-attach: $(BUILD)/obj/viewer/od-attach.o $(BUILD)/obj/termd/vtcompat.o $(BUILD)/obj/termd/util.o $(PROTO_OBJ)
+$(ATTACH_OBJ): PKG_CFLAGS += $(shell pkg-config --cflags ncursesw)
+$(BUILD)/od-attach: $(ATTACH_OBJ) $(LIBTD)
 	$(CC) $(TD_CFLAGS) -o $@ $^ $(shell pkg-config --libs ncursesw vterm libcjson openssl) -lm
 
-$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/tests/%.d $(TERMD_LIB_OBJ) $(PROTO_OBJ)
+$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/tests/%.d $(TERMD_LIB_OBJ) $(LIBTD)
 	@mkdir -p $(dir $@)
-	$(CC) $(TD_CFLAGS) $(PKG_CFLAGS) -MMD -MP -o $@ $< $(TERMD_LIB_OBJ) $(PROTO_OBJ) $(PKG_LIBS) -lcmocka -lutil -lm
+	$(CC) $(TD_CFLAGS) $(PKG_CFLAGS) -MMD -MP -o $@ $< $(TERMD_LIB_OBJ) $(LIBTD) $(PKG_LIBS) -lcmocka -lutil -lm
 	@touch $@
 
 # the header dependencies the compiler wrote (none before the first build)
@@ -189,7 +198,7 @@ bench: deps
 	TERMD_BIN=$(abspath $(BUILD)/termd) $(PY) tests/bench/bench_tty.py
 
 # the C round-trip client the bench drives
-$(BUILD)/bench-rtt: tests/bench/rtt.c $(PROTO_OBJ)
+$(BUILD)/bench-rtt: tests/bench/rtt.c $(LIBTD)
 	$(CC) $(TD_CFLAGS) $(PKG_CFLAGS) -o $@ $^ $(PKG_LIBS) -lm
 
 clean:

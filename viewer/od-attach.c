@@ -5,10 +5,10 @@
  * /events (subscribe + session.list) keeps the status line: session, size,
  * mode, running command, last exit code, viewers. A prefix key (C-] by default) gives the commands. The viewer's
  * libvterm never writes anything back to termd, and sees the output only
- * through termd/vtcompat.c's filter. */
+ * through proto/vtfilter.c's filter. */
 #include "client.h"
 #include "proto.h"
-#include "vtcompat.h"
+#include "vtfilter.h"
 
 #include <curses.h>
 #include <vterm.h>
@@ -77,7 +77,7 @@ typedef struct app {
 	/* our copy of the session's screen */
 	VTerm *vt;
 	VTermScreen *vs;
-	struct vtfilter vf;      /* what this libvterm 0.1.4 may see (vtcompat.c) */
+	struct vtfilter vf;      /* what this libvterm 0.1.4 may see (vtfilter.c) */
 	buf_t vfbuf;
 	int srows, scols;
 	int cursor_visible;
