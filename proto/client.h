@@ -35,8 +35,12 @@ int td_url_parse(const char *url, td_url *out, char *err, size_t errlen);
 const char *td_default_url(void);
 /* $TERMD_TOKEN if set and non-empty, else NULL. */
 const char *td_default_token(void);
-/* The first line of file `path`, surrounding whitespace trimmed, malloc'd;
- * NULL with a message in err if it cannot be read or is empty. */
+/* The token in file `path`, the same rule for termd and every client: the
+ * first line, whitespace (spaces, tabs, CR) trimmed at both ends, later
+ * lines ignored; malloc'd. NULL with a message in err ("token file PATH:
+ * ...") if the file cannot be read, or its first line is empty, longer than
+ * TD_TOKEN_MAX bytes or holds a NUL byte. termd links this (url.c) too. */
+#define TD_TOKEN_MAX 4096
 char *td_read_token_file(const char *path, char *err, size_t errlen);
 
 /* ---- TLS ---- */

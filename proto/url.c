@@ -166,28 +166,50 @@ const char *td_default_token(void)
 	return t && *t ? t : NULL;
 }
 
+/* The token file rule, the same for termd (--token-file, --view-token-file)
+ * and its clients (--token-file): the token is the file's first line with
+ * the whitespace at both ends (spaces, tabs, CR) removed. Later lines are
+ * ignored. An empty first line, a first line longer than TD_TOKEN_MAX bytes
+ * or one holding a NUL byte is an error, never a different token. */
 char *td_read_token_file(const char *path, char *err, size_t errlen)
 {
-	FILE *f = fopen(path, "r");
+	char e[128];
+	FILE *f = fopen(path, "re");
 	if (!f) {
-		char e[128];
 		td_errno_str(errno, e, sizeof e);
-		td_seterr(err, errlen, "%s: %s", path, e);
+		td_seterr(err, errlen, "token file %s: %s", path, e);
 		return NULL;
 	}
-	char line[4096];
-	char *s = fgets(line, sizeof line, f);
+	char *line = NULL;
+	size_t cap = 0;
+	errno = 0;
+	ssize_t n = getline(&line, &cap, f);
+	int saved = errno;
+	int bad = n < 0 && ferror(f);
 	fclose(f);
-	if (s) {
-		while (*s && isspace((unsigned char)*s))
+	char *tok = NULL;
+	if (bad) {
+		td_errno_str(saved ? saved : EIO, e, sizeof e);
+		td_seterr(err, errlen, "token file %s: %s", path, e);
+	} else if (n > 0 && memchr(line, '\0', (size_t)n)) {
+		td_seterr(err, errlen, "token file %s: the first line holds a NUL byte", path);
+	} else {
+		size_t len = n > 0 ? (size_t)n : 0;
+		const char *s = line ? line : "";
+		while (len && isspace((unsigned char)s[len - 1]))
+			len--;
+		while (len && isspace((unsigned char)*s)) {
 			s++;
-		size_t n = strlen(s);
-		while (n && isspace((unsigned char)s[n - 1]))
-			s[--n] = '\0';
+			len--;
+		}
+		if (!len)
+			td_seterr(err, errlen, "token file %s: empty (the token is its first line)", path);
+		else if (len > TD_TOKEN_MAX)
+			td_seterr(err, errlen, "token file %s: the token is longer than %d bytes", path,
+				  TD_TOKEN_MAX);
+		else
+			tok = xstrndup(s, len);
 	}
-	if (!s || !*s) {
-		td_seterr(err, errlen, "%s: empty token file", path);
-		return NULL;
-	}
-	return xstrdup(s);
+	free(line);
+	return tok;
 }

@@ -177,6 +177,75 @@ static void test_defaults(void **state)
 	assert_non_null(strstr(err, "no such file"));
 }
 
+/* Writes n bytes to a new temporary file; its path goes to path[32]. */
+static void token_file(char path[32], const void *data, size_t n)
+{
+	snprintf(path, 32, "/tmp/td-token-XXXXXX");
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, data, n), (ssize_t)n);
+	close(fd);
+}
+
+/* What td_read_token_file makes of the bytes (NULL: an error, in err). */
+static char *token_of(const void *data, size_t n, char *err, size_t errlen)
+{
+	char path[32];
+	token_file(path, data, n);
+	char *t = td_read_token_file(path, err, errlen);
+	unlink(path);
+	return t;
+}
+
+static void test_token_file_rule(void **state)
+{
+	(void)state;
+	static const struct { const char *in; const char *tok; } ok[] = {
+		{ "abc", "abc" },
+		{ "abc\n", "abc" },
+		{ "abc\r\n", "abc" },
+		{ " \t abc \t\r\n", "abc" },
+		{ "abc\nsecond line\n", "abc" },
+		{ "a b c\n", "a b c" },     /* inside, spaces stay */
+		{ "abc\n\n\n", "abc" },
+	};
+	char err[256];
+	for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+		char *t = token_of(ok[i].in, strlen(ok[i].in), err, sizeof err);
+		if (!t)
+			fail_msg("'%s': %s", ok[i].in, err);
+		assert_string_equal(t, ok[i].tok);
+		free(t);
+	}
+	static const char *empty[] = { "", "\n", "  \t\r\n", "\nsecond line\n" };
+	for (size_t i = 0; i < sizeof empty / sizeof empty[0]; i++) {
+		err[0] = '\0';
+		assert_null(token_of(empty[i], strlen(empty[i]), err, sizeof err));
+		assert_non_null(strstr(err, "empty"));
+	}
+	/* a NUL byte in the first line is an error, not a shorter token */
+	assert_null(token_of("ab\0cd\n", 6, err, sizeof err));
+	assert_non_null(strstr(err, "NUL"));
+	char *t = token_of("abc\n\0\n", 6, err, sizeof err);   /* on a later line: ignored */
+	assert_non_null(t);
+	assert_string_equal(t, "abc");
+	free(t);
+	/* TD_TOKEN_MAX bytes are a token, one more is an error */
+	char *big = malloc(TD_TOKEN_MAX + 2);
+	memset(big, 'x', TD_TOKEN_MAX + 1);
+	big[TD_TOKEN_MAX + 1] = '\n';
+	assert_null(token_of(big, TD_TOKEN_MAX + 2, err, sizeof err));
+	assert_non_null(strstr(err, "longer"));
+	t = token_of(big + 1, TD_TOKEN_MAX + 1, err, sizeof err);
+	assert_non_null(t);
+	assert_int_equal(strlen(t), TD_TOKEN_MAX);
+	free(t);
+	free(big);
+	/* a directory */
+	assert_null(td_read_token_file("/tmp", err, sizeof err));
+	assert_non_null(strstr(err, "/tmp"));
+}
+
 /* ---- base64, accept key ---- */
 
 static void test_base64(void **state)
@@ -717,6 +786,7 @@ int main(void)
 		cmocka_unit_test(test_url_bad),
 		cmocka_unit_test(test_url_wss),
 		cmocka_unit_test(test_defaults),
+		cmocka_unit_test(test_token_file_rule),
 		cmocka_unit_test(test_base64),
 		cmocka_unit_test(test_accept_key),
 		cmocka_unit_test(test_frame_examples),
