@@ -11,8 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <ctype.h>
-#include <strings.h>
 
 /* Exit statuses besides a command's own. */
 #define EXIT_PROTO   2     /* usage, connection, protocol or error observation */
@@ -58,6 +56,7 @@ static const char usage_text[] =
 	"  session open NAME [--cmd C] [--cwd D] [--cols N] [--rows N] [--env K=V]...\n"
 	"  session close NAME\n"
 	"  session signal NAME SIG        SIG: INT TERM KILL HUP QUIT STOP CONT USR1 USR2\n"
+	"                                 (with or without SIG, any case; no numbers)\n"
 	"  subscribe [--since SEQ]        print every event as a JSON line, until closed\n"
 	"\n"
 	"Exit status: the command's own (see above); 2 on usage, connection or\n"
@@ -438,28 +437,6 @@ static int cmd_raw(ctl_t *x, int argc, char **argv)
 	return ctl_finish(obs, ctl_is_error(obs, 1) ? EXIT_PROTO : 0);
 }
 
-static const char *ctl_signal_name(const char *s)
-{
-	static char buf[16];
-	static const struct { int num; const char *name; } sigs[] = {
-		{ 1, "HUP" }, { 2, "INT" }, { 3, "QUIT" }, { 9, "KILL" }, { 10, "USR1" },
-		{ 12, "USR2" }, { 15, "TERM" }, { 18, "CONT" }, { 19, "STOP" },
-	};
-	if (isdigit((unsigned char)s[0])) {
-		int n = atoi(s);
-		for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
-			if (sigs[i].num == n)
-				return sigs[i].name;
-		return s;
-	}
-	if (!strncasecmp(s, "SIG", 3))
-		s += 3;
-	snprintf(buf, sizeof buf, "%s", s);
-	for (char *p = buf; *p; p++)
-		*p = (char)toupper((unsigned char)*p);
-	return buf;
-}
-
 static int ctl_print_sessions(const cJSON *obs)
 {
 	const cJSON *list = cJSON_GetObjectItemCaseSensitive(ctl_extras(obs), "sessions");
@@ -548,7 +525,9 @@ static int cmd_session(ctl_t *x, int argc, char **argv)
 			ctl_usage_die("usage: termctl session signal NAME SIG");
 		act = td_action_new("session.signal", &args);
 		cJSON_AddStringToObject(args, "session", argv[1]);
-		cJSON_AddStringToObject(args, "signal", ctl_signal_name(argv[2]));
+		/* the name as given: termd knows the names (with or without SIG,
+		 * in any case) and answers bad_request for any other */
+		cJSON_AddStringToObject(args, "signal", argv[2]);
 	} else {
 		ctl_usage_die("session: unknown subcommand %s (list, open, close, signal)", sub);
 	}
