@@ -29,7 +29,7 @@ LIBTD     := $(BUILD)/libtd.a
 TERMD_LIB_OBJ := $(filter-out $(BUILD)/obj/termd/main.o,$(TERMD_OBJ))
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)
 UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
-ATTACH_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard viewer/od-attach.c viewer/attach*.c))
+ATTACH_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard viewer/attach*.c))
 VIEWER_OBJ := $(BUILD)/obj/viewer/termctl.o $(ATTACH_OBJ)
 
 BINS := $(BUILD)/termd $(BUILD)/termctl $(BUILD)/od-attach

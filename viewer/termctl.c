@@ -186,12 +186,6 @@ static cJSON *ctl_call(ctl_t *x, cJSON *action, int default_wait_ms)
 	return obs;
 }
 
-static const char *ctl_str(const cJSON *o, const char *k)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-	return cJSON_IsString(v) ? v->valuestring : NULL;
-}
-
 static const cJSON *ctl_extras(const cJSON *obs)
 {
 	return cJSON_GetObjectItemCaseSensitive(obs, "extras");
@@ -200,12 +194,12 @@ static const cJSON *ctl_extras(const cJSON *obs)
 /* If obs is an error observation: message on stderr, returns 1. */
 static int ctl_is_error(const cJSON *obs, int quiet)
 {
-	const char *o = ctl_str(obs, "observation");
+	const char *o = td_json_str(obs, "observation");
 	if (!o || strcmp(o, "error"))
 		return 0;
 	if (!quiet) {
-		const char *code = ctl_str(ctl_extras(obs), "code");
-		const char *msg = ctl_str(obs, "content");
+		const char *code = td_json_str(ctl_extras(obs), "code");
+		const char *msg = td_json_str(obs, "content");
 		fprintf(stderr, "termctl: %s: %s\n", code ? code : "error", msg ? msg : "");
 	}
 	return 1;
@@ -214,7 +208,7 @@ static int ctl_is_error(const cJSON *obs, int quiet)
 /* Prints content, with a final newline if it is non-empty and has none. */
 static void ctl_print_content(const cJSON *obs)
 {
-	const char *s = ctl_str(obs, "content");
+	const char *s = td_json_str(obs, "content");
 	if (!s || !*s)
 		return;
 	size_t n = strlen(s);
@@ -294,18 +288,18 @@ static int cmd_run(ctl_t *x, int argc, char **argv)
 	fflush(stdout);
 
 	const cJSON *ex = ctl_extras(obs);
-	const char *sess = ctl_str(ex, "session");
+	const char *sess = td_json_str(ex, "session");
 	if (!sess)
 		sess = session ? session : "main";
 	if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ex, "restarted")))
 		fprintf(stderr, "termd: the shell of session %s was restarted\n", sess);
 	if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ex, "truncated"))) {
-		const char *f = ctl_str(ex, "output_file");
+		const char *f = td_json_str(ex, "output_file");
 		fprintf(stderr, "termd: output truncated%s%s\n", f ? "; full output in " : "",
 			f ? f : "");
 	}
 	if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ex, "running"))) {
-		const char *to = ctl_str(ex, "timed_out");
+		const char *to = td_json_str(ex, "timed_out");
 		if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ex, "waiting_for_input")))
 			fprintf(stderr, "termd: still running (waiting for input)\n");
 		else if (to)
@@ -445,7 +439,7 @@ static int ctl_print_sessions(const cJSON *obs)
 	int wname = 4, wpid = 3;
 	const cJSON *s;
 	cJSON_ArrayForEach(s, list) {
-		const char *n = ctl_str(s, "name");
+		const char *n = td_json_str(s, "name");
 		if (n && (int)strlen(n) > wname)
 			wname = (int)strlen(n);
 		const cJSON *pid = cJSON_GetObjectItemCaseSensitive(s, "pid");
@@ -455,7 +449,7 @@ static int ctl_print_sessions(const cJSON *obs)
 	}
 	printf("%-*s  %*s  %-5s  %-20s  %s\n", wname, "NAME", wpid, "PID", "ALIVE", "COMMAND", "CWD");
 	cJSON_ArrayForEach(s, list) {
-		const char *n = ctl_str(s, "name"), *cmd = ctl_str(s, "command"), *cwd = ctl_str(s, "cwd");
+		const char *n = td_json_str(s, "name"), *cmd = td_json_str(s, "command"), *cwd = td_json_str(s, "cwd");
 		const cJSON *pid = cJSON_GetObjectItemCaseSensitive(s, "pid");
 		char pb[32] = "-";
 		if (cJSON_IsNumber(pid))
@@ -559,7 +553,7 @@ static int cmd_subscribe(ctl_t *x, int argc, char **argv)
 		int r = td_recv_json(c, &obs, -1, err, sizeof err);
 		if (r <= 0)
 			ctl_die("%s: %s", x->url, err);
-		const char *o = ctl_str(obs, "observation");
+		const char *o = td_json_str(obs, "observation");
 		if (!o || strcmp(o, "hello")) {
 			char *out = cJSON_PrintUnformatted(obs);
 			puts(out);
