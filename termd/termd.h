@@ -12,7 +12,7 @@
 #include "proto.h"
 #include "util.h"
 #include "render.h"
-#include "vtcompat.h"
+#include "vtfilter.h"
 
 struct session;
 struct conn;
