@@ -1130,7 +1130,7 @@ static bool observe(obs_t *o, bool want_shot, double deadline, char *err)
 /* ---- the request ---- */
 static bool ensure_browser(bool *restarted, char *err)
 {
-    if (!B.alive) {
+    if (!cdp_check_alive()) {
         if (B.ever_started) *restarted = true;
         if (cdp_start(err, ERRLEN) < 0) return false;
     }
@@ -1152,6 +1152,57 @@ static bool ensure_browser(bool *restarted, char *err)
     return B.alive;
 }
 
+/* one go at the request: browser up, actions, observation; true when o holds an observation */
+static bool run_once(ctx_t *c, obs_t *o, bool *restarted)
+{
+    request_t *r = c->r;
+    char err[ERRLEN] = "";
+    bool have_obs = false;
+    if (!ensure_browser(restarted, err)) {
+        seterr(c, "%s", err);
+    } else {
+        /* downloads land in <cwd>/.downloads */
+        char dl[8192];
+        snprintf(dl, sizeof dl, "%s/.downloads", r->cwd);
+        cJSON *p = cJSON_CreateObject();
+        cJSON_AddStringToObject(p, "behavior", "allow");
+        cJSON_AddStringToObject(p, "downloadPath", dl);
+        cJSON_AddBoolToObject(p, "eventsEnabled", 1);
+        cJSON_Delete(cdp_call("Browser.setDownloadBehavior", p, NULL, c->deadline, err, sizeof err));
+        if (r->kind == REQ_BROWSE) {
+            do_goto(c, r->url);
+            if (B.alive) cdp_adopt_pending(c->deadline);
+        } else {
+            pycall_t *calls = NULL;
+            int n = pyparse(r->actions, &calls, err, sizeof err);
+            if (n < 0) seterr(c, "Malformed browser action: %s", err);
+            else if (n == 0) seterr(c, "No browser action given (expected calls such as click('12'), one per line)");
+            for (int i = 0; i < n && !c->err[0] && B.alive && !stop_requested(); i++) {
+                run_call(c, &calls[i]);
+                if (c->err[0] && n > 1) {
+                    char tmp[ERRLEN];
+                    snprintf(tmp, sizeof tmp, "%s", c->err);
+                    snprintf(c->err, sizeof c->err, "%.200s (line %d): %.780s", calls[i].text, calls[i].line, tmp);
+                }
+            }
+            pycalls_free(calls, n > 0 ? n : 0);
+        }
+        if (B.alive) {
+            if (active_tab()) {
+                cJSON *rp = cJSON_CreateObject();
+                cJSON_AddStringToObject(rp, "objectGroup", "termd");
+                cdp_send_nowait("Runtime.releaseObjectGroup", rp, active_tab()->session);
+            }
+            if (B.ntabs == 0) cdp_new_tab(mono_now() + 10, err, sizeof err);
+            double od = fmax(c->deadline, mono_now()) + OBS_GRACE;
+            have_obs = observe(o, r->screenshot, od, err);
+            if (!have_obs) seterr(c, "Could not read the page: %s", err);
+        }
+    }
+
+    return have_obs;
+}
+
 void serve_request(request_t *r)
 {
     ctx_t c = { .r = r };
@@ -1160,7 +1211,6 @@ void serve_request(request_t *r)
     c.deadline = r->received + r->timeout;
     if (c.deadline < now + 2) c.deadline = now + 2;   /* it waited behind others: still a short try */
     bool restarted = false;
-    char err[ERRLEN] = "";
     char *last_action;
     if (r->kind == REQ_BROWSE) {
         sbuf_t b = {0};
@@ -1175,48 +1225,20 @@ void serve_request(request_t *r)
     obs_t o;
     memset(&o, 0, sizeof o);
     bool have_obs = false;
-    if (!ensure_browser(&restarted, err)) {
-        seterr(&c, "%s", err);
-    } else {
-        /* downloads land in <cwd>/.downloads */
-        char dl[8192];
-        snprintf(dl, sizeof dl, "%s/.downloads", r->cwd);
-        cJSON *p = cJSON_CreateObject();
-        cJSON_AddStringToObject(p, "behavior", "allow");
-        cJSON_AddStringToObject(p, "downloadPath", dl);
-        cJSON_AddBoolToObject(p, "eventsEnabled", 1);
-        cJSON_Delete(cdp_call("Browser.setDownloadBehavior", p, NULL, c.deadline, err, sizeof err));
-        if (r->kind == REQ_BROWSE) {
-            do_goto(&c, r->url);
-            if (B.alive) cdp_adopt_pending(c.deadline);
-        } else {
-            pycall_t *calls = NULL;
-            int n = pyparse(r->actions, &calls, err, sizeof err);
-            if (n < 0) seterr(&c, "Malformed browser action: %s", err);
-            else if (n == 0) seterr(&c, "No browser action given (expected calls such as click('12'), one per line)");
-            for (int i = 0; i < n && !c.err[0] && B.alive && !stop_requested(); i++) {
-                run_call(&c, &calls[i]);
-                if (c.err[0] && n > 1) {
-                    char tmp[ERRLEN];
-                    snprintf(tmp, sizeof tmp, "%s", c.err);
-                    snprintf(c.err, sizeof c.err, "%.200s (line %d): %.780s", calls[i].text, calls[i].line, tmp);
-                }
-            }
-            pycalls_free(calls, n > 0 ? n : 0);
-        }
-        if (B.alive) {
-            cJSON_Delete(cdp_call("Runtime.releaseObjectGroup", NULL, NULL, 0, err, sizeof err));
-            if (B.ntabs == 0) cdp_new_tab(mono_now() + 10, err, sizeof err);
-            double od = fmax(c.deadline, mono_now()) + OBS_GRACE;
-            have_obs = observe(&o, r->screenshot, od, err);
-            if (!have_obs) seterr(&c, "Could not read the page: %s", err);
-        }
-        if (!B.alive) {
-            c.err[0] = 0;
-            seterr(&c, "The browser stopped (%s); it will be started again on the next action",
-                   B.died_reason[0] ? B.died_reason : "crashed");
-        }
+    for (int attempt = 0; attempt < 2; attempt++) {
+        have_obs = run_once(&c, &o, &restarted);
+        /* Chromium died under this request: start it again and do the request once more */
+        if (B.alive || attempt == 1 || stop_requested() || !B.ever_started) break;
+        obs_free(&o);
+        memset(&o, 0, sizeof o);
+        c.err[0] = 0;
+        B.notes[0] = 0;
+        restarted = true;
+        c.deadline = fmax(c.deadline, mono_now() + 5);
     }
+    if (!B.alive && !c.err[0])
+        seterr(&c, "The browser stopped (%s); it will be started again on the next action",
+               B.died_reason[0] ? B.died_reason : "crashed");
 
     bool error = c.err[0] != 0;
     const char *url = have_obs ? o.url : "";
@@ -1278,7 +1300,10 @@ void worker_idle(void)
 {
     struct pollfd pf[2] = {{wake_fd(), POLLIN, 0}, {B.alive ? B.rfd : -1, POLLIN, 0}};
     int rc = poll(pf, 2, 1000);
-    if (rc <= 0) return;
+    if (rc <= 0) {
+        if (B.alive) cdp_check_alive();          /* notice a dead Chromium before the next request */
+        return;
+    }
     if (pf[0].revents) {
         char buf[64];
         while (read(wake_fd(), buf, sizeof buf) > 0) {}

@@ -75,6 +75,7 @@ extern browser_t B;
 
 int  cdp_start(char *err, size_t errlen);          /* 0 ok */
 void cdp_kill(void);                               /* ends the whole process group, reaps */
+bool cdp_check_alive(void);                        /* false (and cleaned up) when Chromium has exited */
 /* sends a command and waits for its reply (events are handled meanwhile). Returns the result
    object (caller frees) or NULL with err filled ("timeout", CDP error text, "browser exited"). */
 cJSON *cdp_call(const char *method, cJSON *params, const char *session, double deadline,

@@ -2,6 +2,8 @@
    NUL-framed CDP messages, replies matched by id, events (dialogs, loading, tabs, downloads), kill. */
 #include "browser.h"
 
+#include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -80,14 +82,25 @@ static void last_log_line(char *out, size_t outlen)
     fclose(f);
 }
 
+static bool reaped;
+static int reaped_status;
+
+/* has the browser process exited? (its helpers may keep the pipe open after it died) */
+static bool browser_exited(void)
+{
+    if (B.pid <= 0) return reaped;
+    if (!reaped && waitpid(B.pid, &reaped_status, WNOHANG) == B.pid) reaped = true;
+    return reaped;
+}
+
 static void mark_dead(const char *why)
 {
     if (!B.alive && B.pid == 0) return;
     B.alive = false;
     if (B.pid > 0) {
-        int st = 0;
-        pid_t w = 0;
-        for (int i = 0; i < 20 && (w = waitpid(B.pid, &st, WNOHANG)) == 0; i++) usleep(10000);
+        int st = reaped_status;
+        pid_t w = reaped ? B.pid : 0;
+        for (int i = 0; i < 20 && !reaped && (w = waitpid(B.pid, &st, WNOHANG)) == 0; i++) usleep(10000);
         if (w == B.pid) {
             B.pid = -B.pid;                      /* reaped: cdp_kill must not wait for it */
             if (WIFSIGNALED(st)) snprintf(B.died_reason, sizeof B.died_reason, "Chromium was killed by signal %d", WTERMSIG(st));
@@ -97,6 +110,29 @@ static void mark_dead(const char *why)
         }
     }
     cdp_kill();
+}
+
+/* processes outside the group (Chromium's crashpad handlers setsid) that name our profile folder */
+static void kill_by_path(const char *path)
+{
+    DIR *d = opendir("/proc");
+    if (!d) return;
+    struct dirent *e;
+    size_t pl = strlen(path);
+    while ((e = readdir(d))) {
+        if (!isdigit((unsigned char)e->d_name[0])) continue;
+        char p[300], buf[8192];
+        snprintf(p, sizeof p, "/proc/%s/cmdline", e->d_name);
+        int fd = open(p, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) continue;
+        ssize_t n = read(fd, buf, sizeof buf - 1);
+        close(fd);
+        if (n <= 0) continue;
+        for (ssize_t i = 0; i < n; i++) if (!buf[i]) buf[i] = ' ';
+        buf[n] = 0;
+        if (memmem(buf, (size_t)n, path, pl)) kill((pid_t)atoi(e->d_name), SIGKILL);
+    }
+    closedir(d);
 }
 
 void cdp_kill(void)
@@ -121,7 +157,11 @@ void cdp_kill(void)
     B.active = 0;
     for (int i = 0; i < B.npending; i++) free(B.pending_new[i]);
     B.npending = 0;
-    if (B.profile[0]) { rm_tree(B.profile); B.profile[0] = 0; }
+    if (B.profile[0]) {
+        kill_by_path(B.profile);
+        rm_tree(B.profile);
+        B.profile[0] = 0;
+    }
 }
 
 /* ---- framing ---- */
@@ -234,6 +274,7 @@ static cJSON *read_some(int ms, int want, bool *eof)
     struct pollfd pf = {B.rfd, POLLIN, 0};
     int pr = poll(&pf, 1, ms);
     if (pr < 0 && errno != EINTR) { *eof = true; return NULL; }
+    if (pr == 0 && browser_exited()) { *eof = true; return NULL; }
     if (pr > 0) {
         if (B.rcap - B.rlen < 65536) {
             size_t nc = B.rcap ? B.rcap * 2 : 262144;
@@ -280,6 +321,12 @@ cJSON *cdp_call(const char *method, cJSON *params, const char *session, double d
     if (!B.alive) {
         cJSON_Delete(params);
         snprintf(err, errlen, "the browser is not running");
+        return NULL;
+    }
+    if (browser_exited()) {
+        cJSON_Delete(params);
+        mark_dead("exited");
+        snprintf(err, errlen, "%s", B.died_reason[0] ? B.died_reason : "the browser exited");
         return NULL;
     }
     int id = ++B.next_id;
@@ -429,12 +476,29 @@ int cdp_start(char *err, size_t errlen)
         "--no-first-run", "--no-default-browser-check", "--disable-dev-shm-usage", "--window-size=1280,720",
         "--disable-extensions", "--disable-background-networking", "--disable-sync", "--disable-default-apps",
         "--disable-component-update", "--disable-breakpad", "--mute-audio", "--password-store=basic",
-        "--use-mock-keychain", "--disable-features=Translate,MediaRouter,OptimizationHints",
+        "--use-mock-keychain", "--disable-features=Translate,MediaRouter,OptimizationHints,BackForwardCache",
         "about:blank", NULL };
+    /* HOME and XDG folders inside the profile: Chromium's crash database, NSS db and caches land
+       there (and go with it), not in the user's home */
+    char home[600], xdgc[620], xdgk[620];
+    snprintf(home, sizeof home, "HOME=%s/home", B.profile);
+    snprintf(xdgc, sizeof xdgc, "XDG_CONFIG_HOME=%s/home/.config", B.profile);
+    snprintf(xdgk, sizeof xdgk, "XDG_CACHE_HOME=%s/home/.cache", B.profile);
+    mkdir(home + 5, 0700);
+    extern char **environ;
+    size_t ne = 0;
+    while (environ[ne]) ne++;
+    char **envp = calloc(ne + 4, sizeof *envp);
+    size_t k = 0;
+    for (size_t i = 0; i < ne; i++)
+        if (strncmp(environ[i], "HOME=", 5) && strncmp(environ[i], "XDG_CONFIG_HOME=", 16) && strncmp(environ[i], "XDG_CACHE_HOME=", 15))
+            envp[k++] = environ[i];
+    envp[k++] = home; envp[k++] = xdgc; envp[k++] = xdgk; envp[k] = NULL;
     int to[2], from[2];
-    if (pipe2(to, O_CLOEXEC) < 0) { snprintf(err, errlen, "pipe: %s", strerror(errno)); return -1; }
+    if (pipe2(to, O_CLOEXEC) < 0) { free(envp); snprintf(err, errlen, "pipe: %s", strerror(errno)); return -1; }
     if (pipe2(from, O_CLOEXEC) < 0) {
         close(to[0]); close(to[1]);
+        free(envp);
         snprintf(err, errlen, "pipe: %s", strerror(errno));
         return -1;
     }
@@ -444,6 +508,7 @@ int cdp_start(char *err, size_t errlen)
     pid_t pid = fork();
     if (pid < 0) {
         snprintf(err, errlen, "fork: %s", strerror(errno));
+        free(envp);
         close(to[0]); close(to[1]); close(from[0]); close(from[1]);
         if (devnull >= 0) close(devnull);
         if (logfd >= 0) close(logfd);
@@ -462,14 +527,16 @@ int cdp_start(char *err, size_t errlen)
         if (a < 0 || b < 0 || dup2(a, 3) < 0 || dup2(b, 4) < 0) _exit(126);
         if (devnull >= 0) dup2(devnull, 0);
         if (logfd >= 0) { dup2(logfd, 1); dup2(logfd, 2); }
-        execv(bin, argv);
+        execve(bin, argv, envp);
         _exit(127);
     }
+    free(envp);
     setpgid(pid, pid);
     close(to[0]); close(from[1]);
     if (devnull >= 0) close(devnull);
     if (logfd >= 0) close(logfd);
     B.pid = pid;
+    reaped = false;
     atomic_store(&browser_pgid, pid);
     B.wfd = to[1];
     B.rfd = from[0];
@@ -514,4 +581,10 @@ int cdp_start(char *err, size_t errlen)
     B.ever_started = true;
     logmsg("started %s (pid %d)", B.version, (int)pid);
     return 0;
+}
+
+bool cdp_check_alive(void)
+{
+    if (B.alive && browser_exited()) mark_dead("exited");
+    return B.alive;
 }
