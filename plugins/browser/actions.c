@@ -803,7 +803,7 @@ static void run_call(ctx_t *c, const pycall_t *call)
     }
     const cJSON *v[4];
     if (!bind(c, call, s, v)) return;
-    char t0[64], t1[64];
+    char t0[64];
     const char *bid = NULL;
     char *bidbuf = NULL;
     if (s->params[0] && (!strcmp(s->params[0], "bid") || !strcmp(s->params[0], "from_bid"))) {
@@ -828,8 +828,7 @@ static void run_call(ctx_t *c, const pycall_t *call)
     else if (!strcmp(n, "fill")) {
         const char *text = str_arg(c, s, v[1], 1, t0, sizeof t0);
         if (text) do_fill(c, bid, text);
-        input = true;
-    } else if (!strcmp(n, "clear")) { do_fill(c, bid, ""); input = true; }
+    } else if (!strcmp(n, "clear")) do_fill(c, bid, "");
     else if (!strcmp(n, "select_option")) { do_select(c, bid, v[1]); input = true; }
     else if (!strcmp(n, "press")) {
         const char *k = str_arg(c, s, v[1], 1, t0, sizeof t0);
@@ -865,7 +864,6 @@ static void run_call(ctx_t *c, const pycall_t *call)
         free(to);
         input = true;
     } else if (!strcmp(n, "upload_file")) do_upload(c, bid, v[1]);
-    (void)t1;
     free(bidbuf);
     if (input && B.alive) settle(navs, stops, c->deadline);
     if (B.alive) cdp_adopt_pending(c->deadline);
