@@ -1249,7 +1249,7 @@ static void setup_rundir(void) {
         return;
     }
     const char *tmp = getenv("TMPDIR");
-    if (!tmp || !*tmp || strlen(tmp) > 60) tmp = "/tmp";
+    if (!tmp || !*tmp || strlen(tmp) > 70) tmp = "/tmp";
     snprintf(K.rundir, sizeof K.rundir, "%s/termd-jupyter.XXXXXX", tmp);
     if (!mkdtemp(K.rundir)) {
         snprintf(K.rundir, sizeof K.rundir, "/tmp/termd-jupyter.XXXXXX");
