@@ -232,7 +232,7 @@ static struct {
     pid_t pid;
     int gen;
     char key[65];
-    char conn[PATH_MAX], base[PATH_MAX];
+    char conn[192], base[192];
     void *shell, *control, *iopub;
     int errfd;               /* the kernel's stderr/stdout pipe */
     char errtail[ERR_TAIL + 1];
@@ -858,7 +858,8 @@ static void pump(void) {
         }
         if (K.state == K_STARTING) return;
         if (K.need_setup) {
-            step_send(ST_SETUP, "get_ipython().run_line_magic('colors', 'nocolor')", true, true, INTERNAL_LIMIT);
+            step_send(ST_SETUP, "try:\n    get_ipython().run_line_magic('colors', 'nocolor')\nexcept Exception:\n    pass\n",
+                      true, true, INTERNAL_LIMIT);
             return;
         }
         if (K.need_skills) {
