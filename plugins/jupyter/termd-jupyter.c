@@ -824,6 +824,8 @@ static void answer_cell(const char *status, const char *tail_note) {
     job_free(j);
 }
 
+static void kernel_gone(int status, const char *why_extra);
+
 static void fail_head(const char *code, const char *msg) {
     job_t *j = q_head;
     answer_error(j->id, code, "%s", msg);
@@ -836,6 +838,13 @@ static void fail_head(const char *code, const char *msg) {
 static void pump(void) {
     while (q_head && !S.active && !quitting) {
         job_t *j = q_head;
+        /* a kernel that died between cells (its SIGCHLD maybe not read yet) is noticed before a step is sent */
+        int st;
+        if (K.state != K_NONE && K.pid > 0 && waitpid(K.pid, &st, WNOHANG) == K.pid) {
+            logmsg("kernel %d ended", (int)K.pid);
+            kernel_gone(st, NULL);
+            continue;
+        }
         if (K.state == K_NONE) {
             if (K.death_note) {
                 buf_adds(&j->notes, K.death_note);

@@ -4,7 +4,6 @@ test_agentskills.py and tests/bench/bench_jupyter.py."""
 import json
 import os
 import select
-import signal
 import subprocess
 import time
 
@@ -150,6 +149,17 @@ def wait_gone(pids, timeout=10):
             return []
         time.sleep(0.05)
     return [p for p in pids if os.path.exists("/proc/%d" % p) and _state(p) != "Z"]
+
+
+def wait_reaped(pids, timeout=10):
+    """until the processes are gone from /proc altogether: their parent has reaped them (a killed
+    multi-threaded process shows as a zombie before its parent can reap it)"""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not any(os.path.exists("/proc/%d" % p) for p in pids):
+            return []
+        time.sleep(0.05)
+    return [p for p in pids if os.path.exists("/proc/%d" % p)]
 
 
 def _state(pid):
