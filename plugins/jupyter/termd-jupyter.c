@@ -674,7 +674,11 @@ static void last_err_line(char *out, size_t n) {
     size_t l = strlen(tmp);
     while (l && strchr(" \t\r\n", tmp[l - 1])) tmp[--l] = 0;
     char *p = strrchr(tmp, '\n');
-    snprintf(out, n, "%s", p ? p + 1 : tmp);
+    const char *src = p ? p + 1 : tmp;
+    size_t k = strlen(src);
+    if (k >= n) k = n - 1;
+    memcpy(out, src, k);
+    out[k] = 0;
 }
 
 /* Kill the kernel's whole process group and reap it; describe how it ended in how (may be NULL). */
