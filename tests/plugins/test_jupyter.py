@@ -358,6 +358,21 @@ def test_no_python_with_ipykernel_is_a_clear_error(tmp_path):
         assert p.close() == 0
 
 
+def test_kernel_that_fails_to_start_is_a_clear_error(tmp_path):
+    # passes the ipykernel probe, then dies at start with a message on stderr
+    fake = tmp_path / "python3"
+    fake.write_text("#!/bin/sh\ncase \"$1\" in -c) exit 0;; esac\necho 'boom: no kernel today' >&2\nexit 3\n")
+    fake.chmod(0o755)
+    p = Plugin(cwd=str(tmp_path), env={"TERMD_JUPYTER_PYTHON": str(fake)})
+    try:
+        for _ in range(2):   # each request tries again, and says why it failed
+            a = p.run("1+1")
+            assert a["observation"] == "error" and a["extras"]["code"] == "plugin_failed"
+            assert "exit status 3" in a["content"] and a["content"].endswith("boom: no kernel today")
+    finally:
+        assert p.close() == 0
+
+
 # ---------------------------------------------------------------- setup.sh
 
 SAFE_TOOLS = ["sh", "dirname", "mktemp", "rm", "id", "grep", "awk", "tr", "cat", "head", "tail", "cut"]
