@@ -322,7 +322,10 @@ def test_sigterm_ends_program_and_kernel(tmp_path):
 
 
 def test_sigkill_of_program_takes_the_kernel(tmp_path):
-    p = Plugin(cwd=str(tmp_path))
+    # a SIGKILLed program cannot clean up: its rundir is termd's to remove, so give it one here
+    rd = tmp_path / "run"
+    rd.mkdir(mode=0o700)
+    p = Plugin(cwd=str(tmp_path), rundir=str(rd))
     assert body(p.run("1+1")) == "2"
     pids = p.kernel_pids()
     assert pids
