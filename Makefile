@@ -44,7 +44,8 @@ deps:
 	if [ -n "$$missing" ]; then \
 	  echo "make deps: installing$$missing"; \
 	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
-	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null || exit 1; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq \
+	    --no-install-recommends $$missing >/dev/null || exit 1; \
 	fi
 
 # shell integration scripts, embedded in termd as C string literals
@@ -189,8 +190,14 @@ valgrind:
 	  OD_ATTACH_BIN=$(abspath build-vg/od-attach) \
 	  $(PY) -m pytest -q -p no:cacheprovider $(VG_DESELECT) $(VG_TESTS)
 
+# each plugin's own tests (plugins/<name>/plugin.mk defines test-plugin-<name>)
+PLUGIN_TESTS := $(patsubst plugins/%/plugin.mk,test-plugin-%,$(wildcard plugins/*/plugin.mk))
+.PHONY: test-plugins
+test-plugins: $(PLUGIN_TESTS)
+
 test: deps
 	$(MAKE) all unit regress
+	$(MAKE) test-plugins
 	$(MAKE) fuzz-short
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  $(MAKE) test-asan
