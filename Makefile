@@ -21,10 +21,16 @@ TERMD_SRC := $(wildcard termd/*.c)
 PROTO_SRC := $(wildcard proto/*.c)
 TERMD_OBJ := $(TERMD_SRC:%.c=$(BUILD)/obj/%.o)
 PROTO_OBJ := $(PROTO_SRC:%.c=$(BUILD)/obj/%.o)
+# proto/ is libtd.a, the code termd, termctl and od-attach share; each
+# binary takes from it only the objects it uses (termd: proto.o, util.o,
+# vtfilter.o and url.o for the token file — no WebSocket client)
+LIBTD     := $(BUILD)/libtd.a
 # termd's objects minus main.o, linked into unit tests
 TERMD_LIB_OBJ := $(filter-out $(BUILD)/obj/termd/main.o,$(TERMD_OBJ))
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)
 UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+ATTACH_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard viewer/attach*.c))
+VIEWER_OBJ := $(BUILD)/obj/viewer/termctl.o $(ATTACH_OBJ)
 
 BINS := $(BUILD)/termd $(BUILD)/termctl $(BUILD)/od-attach
 
@@ -38,7 +44,8 @@ deps:
 	if [ -n "$$missing" ]; then \
 	  echo "make deps: installing$$missing"; \
 	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
-	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null || exit 1; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq \
+	    --no-install-recommends $$missing >/dev/null || exit 1; \
 	fi
 
 # shell integration scripts, embedded in termd as C string literals
@@ -48,24 +55,40 @@ $(BUILD)/gen/%.inc: share/shell/%
 
 $(BUILD)/obj/termd/shellint.o: $(BUILD)/gen/termd.bash.inc $(BUILD)/gen/termd.sh.inc
 
-$(BUILD)/obj/%.o: %.c $(wildcard termd/*.h proto/*.h)
+# -MMD -MP: each object gets a .d file naming the headers it included, so a
+# header change rebuilds exactly the objects that use it. An object whose .d
+# is missing (a build directory from before) is rebuilt: the .d files are
+# targets with an empty rule. (clang writes the .d after the object: the
+# touch keeps the object the newer of the two.)
+$(BUILD)/obj/%.o: %.c $(BUILD)/obj/%.d
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
-	@$(CC) $(TD_CFLAGS) $(PKG_CFLAGS) -c $< -o $@
+	@$(CC) $(TD_CFLAGS) $(PKG_CFLAGS) -MMD -MP -c $< -o $@
+	@touch $@
 
-$(BUILD)/termd: $(TERMD_OBJ) $(PROTO_OBJ)
+$(LIBTD): $(PROTO_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/termd: $(TERMD_OBJ) $(LIBTD)
 	$(CC) $(TD_CFLAGS) -o $@ $^ $(PKG_LIBS) -lutil -lm
 
-$(BUILD)/termctl: $(BUILD)/obj/viewer/termctl.o $(PROTO_OBJ)
+$(BUILD)/termctl: $(BUILD)/obj/viewer/termctl.o $(LIBTD)
 	$(CC) $(TD_CFLAGS) -o $@ $^ $(PKG_LIBS) -lm
 
-$(BUILD)/obj/viewer/od-attach.o: PKG_CFLAGS += $(shell pkg-config --cflags ncursesw)
-$(BUILD)/od-attach: $(BUILD)/obj/viewer/od-attach.o $(BUILD)/obj/termd/vtcompat.o $(BUILD)/obj/termd/util.o $(PROTO_OBJ)
+$(ATTACH_OBJ): PKG_CFLAGS += $(shell pkg-config --cflags ncursesw)
+$(BUILD)/od-attach: $(ATTACH_OBJ) $(LIBTD)
 	$(CC) $(TD_CFLAGS) -o $@ $^ $(shell pkg-config --libs ncursesw vterm libcjson openssl) -lm
 
-$(BUILD)/tests/%: tests/unit/%.c $(TERMD_LIB_OBJ) $(PROTO_OBJ)
+$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/tests/%.d $(TERMD_LIB_OBJ) $(LIBTD)
 	@mkdir -p $(dir $@)
-	$(CC) $(TD_CFLAGS) $(PKG_CFLAGS) -o $@ $^ $(PKG_LIBS) -lcmocka -lutil -lm
+	$(CC) $(TD_CFLAGS) $(PKG_CFLAGS) -MMD -MP -o $@ $< $(TERMD_LIB_OBJ) $(LIBTD) $(PKG_LIBS) -lcmocka -lutil -lm
+	@touch $@
+
+# the header dependencies the compiler wrote (none before the first build)
+DEP_FILES := $(patsubst %.o,%.d,$(TERMD_OBJ) $(PROTO_OBJ) $(VIEWER_OBJ)) $(UNIT_BIN:%=%.d)
+$(DEP_FILES):
+include $(wildcard $(DEP_FILES))
 
 # deps first, then a fresh make: PKG_CFLAGS is read when the Makefile is parsed,
 # so on a fresh machine the packages must be there before the build is planned.
@@ -167,8 +190,14 @@ valgrind:
 	  OD_ATTACH_BIN=$(abspath build-vg/od-attach) \
 	  $(PY) -m pytest -q -p no:cacheprovider $(VG_DESELECT) $(VG_TESTS)
 
+# each plugin's own tests (plugins/<name>/plugin.mk defines test-plugin-<name>)
+PLUGIN_TESTS := $(patsubst plugins/%/plugin.mk,test-plugin-%,$(wildcard plugins/*/plugin.mk))
+.PHONY: test-plugins
+test-plugins: $(PLUGIN_TESTS)
+
 test: deps
 	$(MAKE) all unit regress
+	$(MAKE) test-plugins
 	$(MAKE) fuzz-short
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  $(MAKE) test-asan
@@ -180,7 +209,7 @@ bench: deps
 	TERMD_BIN=$(abspath $(BUILD)/termd) $(PY) tests/bench/bench_tty.py
 
 # the C round-trip client the bench drives
-$(BUILD)/bench-rtt: tests/bench/rtt.c $(PROTO_OBJ)
+$(BUILD)/bench-rtt: tests/bench/rtt.c $(LIBTD)
 	$(CC) $(TD_CFLAGS) $(PKG_CFLAGS) -o $@ $^ $(PKG_LIBS) -lm
 
 clean:

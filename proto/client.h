@@ -1,7 +1,8 @@
 /* client.h — the blocking WebSocket client library that termctl, od-attach
- * and the tests use to talk to termd: URL parsing, the RFC 6455 client
- * handshake and framing over plain TCP, TLS (wss://, OpenSSL, certificate
- * verified) or unix sockets, and the events-channel helper td_call.
+ * and the tests use to talk to termd (part of libtd.a): URL parsing and the
+ * token file (url.c), plain TCP, TLS (wss://, OpenSSL, certificate verified)
+ * or unix sockets (net.c), the RFC 6455 client handshake and framing (ws.c),
+ * and the events-channel helpers td_call and td_recv_json (call.c).
  * Everything is prefixed td_. */
 #ifndef TERMD_CLIENT_H
 #define TERMD_CLIENT_H
@@ -34,8 +35,12 @@ int td_url_parse(const char *url, td_url *out, char *err, size_t errlen);
 const char *td_default_url(void);
 /* $TERMD_TOKEN if set and non-empty, else NULL. */
 const char *td_default_token(void);
-/* The first line of file `path`, surrounding whitespace trimmed, malloc'd;
- * NULL with a message in err if it cannot be read or is empty. */
+/* The token in file `path`, the same rule for termd and every client: the
+ * first line, whitespace (spaces, tabs, CR) trimmed at both ends, later
+ * lines ignored; malloc'd. NULL with a message in err ("token file PATH:
+ * ...") if the file cannot be read, or its first line is empty, longer than
+ * TD_TOKEN_MAX bytes or holds a NUL byte. termd links this (url.c) too. */
+#define TD_TOKEN_MAX 4096
 char *td_read_token_file(const char *path, char *err, size_t errlen);
 
 /* ---- TLS ---- */
@@ -111,6 +116,13 @@ void td_set_id_prefix(td_client *c, const char *prefix);
  * NULL. `action` stays owned by the caller (the id is added to it). */
 cJSON *td_call(td_client *c, cJSON *action, int timeout_ms, char *err, size_t errlen);
 
+/* The sending half of td_call, for clients that read the answer in their own
+ * loop: adds the id when `action` has none, sends it, and copies the id (a
+ * string, or an integer's digits) to idout when non-NULL. 0, or -1 with err
+ * set. */
+int td_send_action(td_client *c, cJSON *action, char *idout, size_t idlen, char *err,
+		   size_t errlen);
+
 /* The hello observation, once a td_call or td_recv_json has seen it
  * (owned by the client), else NULL. */
 const cJSON *td_hello(const td_client *c);
@@ -120,36 +132,10 @@ const cJSON *td_hello(const td_client *c);
  * something that is not JSON (err set). Binary messages are skipped. */
 int td_recv_json(td_client *c, cJSON **out, int timeout_ms, char *err, size_t errlen);
 
-/* ---- pure pieces, exposed for tests ---- */
-
-void td_sha1(const void *data, size_t len, uint8_t out[20]);
-/* Standard base64 with padding; out needs 4*((n+2)/3)+1 bytes. Returns the
- * length written (excluding the NUL). */
-size_t td_base64_encode(const void *in, size_t n, char *out);
-/* Sec-WebSocket-Accept for a Sec-WebSocket-Key: base64(sha1(key + GUID)). */
-void td_ws_accept(const char *key, char out[29]);
-
-enum {
-	TD_WS_CONT = 0x0, TD_WS_TEXT = 0x1, TD_WS_BINARY = 0x2,
-	TD_WS_CLOSE = 0x8, TD_WS_PING = 0x9, TD_WS_PONG = 0xA,
-};
-
-typedef struct td_ws_frame {
-	int fin, opcode, masked;
-	uint8_t mask[4];
-	uint64_t len;       /* payload length */
-	size_t hdr_len;     /* bytes of header, mask key included */
-} td_ws_frame;
-
-/* Writes a frame header to hdr (at most 14 bytes), masked with `mask` when
- * non-NULL; returns its length. */
-size_t td_ws_header(uint8_t hdr[14], int fin, int opcode, uint64_t len, const uint8_t *mask);
-/* Parses the frame header at buf[0..n): 1 if complete (f filled), 0 if more
- * bytes are needed, -1 if it breaks RFC 6455 (reserved bits set, unknown
- * opcode, fragmented or oversized control frame, 64-bit length with the top
- * bit set). */
-int td_ws_parse_header(const uint8_t *buf, size_t n, td_ws_frame *f);
-/* XORs data[0..n) with mask, as if data started at payload offset `off`. */
-void td_ws_mask(uint8_t *data, size_t n, const uint8_t mask[4], uint64_t off);
+/* Member k of object o if it is a string, else NULL. */
+const char *td_json_str(const cJSON *o, const char *k);
+/* Member k of object o if it is a number within int's range (truncated),
+ * else dflt. */
+int td_json_int(const cJSON *o, const char *k, int dflt);
 
 #endif

@@ -1,111 +1,195 @@
-/* actions.c — decoding an action frame (JSON object with id, action, args),
- * the table of actions with their handlers and whether a read-only
- * connection may use them, typed argument helpers that answer bad_request,
- * and the tiny actions (`ping`). */
+/* actions.c — the action layer: decoding an action frame (JSON object with
+ * id, action, args), the registry of actions (each module registers its
+ * own table: name, handler, whether a read-only connection may use it),
+ * the one way an action fails (act_error, answered by actions_dispatch),
+ * typed argument helpers (including the session an action names), the
+ * registry of pending actions (run, keys, expect: one place for re-sent
+ * ids, departed connections and ended sessions), and `ping`. */
 #include "termd.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <string.h>
 #include <strings.h>
 
-typedef void (*action_fn)(struct conn *c, const cJSON *id, const cJSON *args);
+/* ------------------------------------------------------------ registry */
 
-struct action_entry {
-	const char *name;
-	action_fn fn;
-	int readonly_ok;
-};
+static struct action_def *defs;
+static size_t ndefs, capdefs;
 
-static void ping_action(struct conn *c, const cJSON *id, const cJSON *args)
+void actions_register(const struct action_def *d, size_t n)
 {
-	(void)args;
-	events_emit(c, id, "pong", "", NULL);
+	for (size_t i = 0; i < n; i++) {
+		const struct action_def *old = actions_find(d[i].name);
+		if (old) {   /* a later registration replaces the earlier one */
+			defs[old - defs] = d[i];
+			continue;
+		}
+		if (ndefs == capdefs) {
+			capdefs = capdefs ? 2 * capdefs : 32;
+			defs = xrealloc(defs, capdefs * sizeof *defs);
+		}
+		defs[ndefs++] = d[i];
+	}
 }
 
-static const struct action_entry action_table[] = {
-	{"run", run_action, 0},
-	{"keys", keys_action, 0},
-	{"screen", screen_action, 1},
-	{"expect", expect_action, 0},
-	{"session.open", session_open_action, 0},
-	{"session.list", session_list_action, 1},
-	{"session.signal", session_signal_action, 0},
-	{"session.close", session_close_action, 0},
-	{"subscribe", events_subscribe, 1},
-	{"ping", ping_action, 1},
-	{"read", files_read_action, 0},
-	{"write", files_write_action, 0},
-	{"edit", edit_action, 0},
-};
+void actions_unregister(const char *name)
+{
+	const struct action_def *d = actions_find(name);
+	if (!d)
+		return;
+	size_t i = (size_t)(d - defs);
+	memmove(&defs[i], &defs[i + 1], (ndefs - i - 1) * sizeof *defs);
+	ndefs--;
+}
+
+const struct action_def *actions_find(const char *name)
+{
+	for (size_t i = 0; i < ndefs; i++)
+		if (strcmp(defs[i].name, name) == 0)
+			return &defs[i];
+	return NULL;
+}
+
+void actions_shutdown(void)
+{
+	free(defs);
+	defs = NULL;
+	ndefs = capdefs = 0;
+}
 
 cJSON *actions_list_json(void)
 {
 	cJSON *a = cJSON_CreateArray();
-	for (size_t i = 0; i < sizeof action_table / sizeof action_table[0]; i++)
-		cJSON_AddItemToArray(a, cJSON_CreateString(action_table[i].name));
+	for (size_t i = 0; i < ndefs; i++)
+		cJSON_AddItemToArray(a, cJSON_CreateString(defs[i].name));
 	return a;
 }
 
-int arg_string(struct conn *c, const cJSON *id, const cJSON *args, const char *key,
-	       const char **out, int required)
+static int ping_action(struct act *a)
 {
-	const cJSON *v = args ? cJSON_GetObjectItemCaseSensitive(args, key) : NULL;
-	if (!v || cJSON_IsNull(v)) {
-		if (required) {
-			events_error(c, id, TD_ERR_BAD_REQUEST, "missing argument '%s'", key);
-			return -1;
-		}
-		return 0;
-	}
-	if (!cJSON_IsString(v)) {
-		events_error(c, id, TD_ERR_BAD_REQUEST, "argument '%s' must be a string", key);
-		return -1;
-	}
+	events_emit(a->conn, a->id, "pong", "", NULL);
+	return 0;
+}
+
+void actions_init(void)
+{
+	static const struct action_def own[] = {
+		{"ping", ping_action, ACT_READONLY},
+	};
+	actions_register(own, sizeof own / sizeof own[0]);
+}
+
+/* -------------------------------------------------------------- errors */
+
+/* The length of s cut to at most max bytes at a UTF-8 character boundary
+ * ("%.100s" could cut a character in two and make the answer invalid
+ * UTF-8; found by tests/fuzz/fuzz_action). */
+static size_t utf8_cut(const char *s, size_t len, size_t max)
+{
+	if (len <= max)
+		return len;
+	size_t n = max;
+	while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80)
+		n--;
+	return n;
+}
+
+static int act_verror(struct act *a, td_err code, cJSON *extras, const char *fmt, va_list ap)
+{
+	a->failed = 1;
+	a->code = code;
+	buf_reset(&a->msg);
+	buf_vprintf(&a->msg, fmt, ap);
+	a->msg.len = utf8_cut(a->msg.p, a->msg.len, ACT_MSG_MAX);
+	a->msg.p[a->msg.len] = 0;
+	cJSON_Delete(a->err_extras);
+	a->err_extras = extras;
+	return -1;
+}
+
+int act_error(struct act *a, td_err code, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	act_verror(a, code, NULL, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+int act_error_extras(struct act *a, td_err code, cJSON *extras, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	act_verror(a, code, extras, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+/* The one place an error observation is built. */
+static void act_answer_error(struct act *a)
+{
+	cJSON *ex = a->err_extras ? a->err_extras : cJSON_CreateObject();
+	a->err_extras = NULL;
+	cJSON_DeleteItemFromObject(ex, "code");
+	cJSON_AddStringToObject(ex, "code", td_err_name(a->code));
+	events_emit(a->conn, a->id, "error", a->msg.len ? a->msg.p : td_err_name(a->code), ex);
+}
+
+/* ----------------------------------------------------------- arguments */
+
+static const cJSON *arg_get(struct act *a, const char *key)
+{
+	const cJSON *v = a->args ? cJSON_GetObjectItemCaseSensitive(a->args, key) : NULL;
+	return v && !cJSON_IsNull(v) ? v : NULL;
+}
+
+int arg_string(struct act *a, const char *key, const char **out, int required)
+{
+	const cJSON *v = arg_get(a, key);
+	if (!v)
+		return required ? act_error(a, TD_ERR_BAD_REQUEST, "missing argument '%s'", key) : 0;
+	if (!cJSON_IsString(v))
+		return act_error(a, TD_ERR_BAD_REQUEST, "argument '%s' must be a string", key);
 	*out = v->valuestring;
 	return 0;
 }
 
-int arg_number(struct conn *c, const cJSON *id, const cJSON *args, const char *key,
-	       double *out, int *present)
+int arg_number(struct act *a, const char *key, double *out, int *present)
 {
-	const cJSON *v = args ? cJSON_GetObjectItemCaseSensitive(args, key) : NULL;
+	const cJSON *v = arg_get(a, key);
 	if (present)
 		*present = 0;
-	if (!v || cJSON_IsNull(v))
+	if (!v)
 		return 0;
-	if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble)) {
-		events_error(c, id, TD_ERR_BAD_REQUEST, "argument '%s' must be a number", key);
-		return -1;
-	}
+	if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
+		return act_error(a, TD_ERR_BAD_REQUEST, "argument '%s' must be a number", key);
 	*out = v->valuedouble;
 	if (present)
 		*present = 1;
 	return 0;
 }
 
-int arg_int(struct conn *c, const cJSON *id, const cJSON *args, const char *key,
-	    long long *out, int *present)
+int arg_int(struct act *a, const char *key, long long *out, int *present)
 {
 	double v = 0;
 	int has = 0;
-	if (arg_number(c, id, args, key, &v, &has) < 0)
+	if (arg_number(a, key, &v, &has) < 0)
 		return -1;
 	if (present)
 		*present = has;
 	if (!has)
 		return 0;
-	if (v != floor(v) || fabs(v) > 1e15) {
-		events_error(c, id, TD_ERR_BAD_REQUEST, "argument '%s' must be an integer", key);
-		return -1;
-	}
+	if (v != floor(v) || fabs(v) > 1e15)
+		return act_error(a, TD_ERR_BAD_REQUEST, "argument '%s' must be an integer", key);
 	*out = (long long)v;
 	return 0;
 }
 
-int arg_encoding(struct conn *c, const cJSON *id, const cJSON *args, int *base64)
+int arg_encoding(struct act *a, int *base64)
 {
 	const char *enc = NULL;
-	if (arg_string(c, id, args, "encoding", &enc, 0) < 0)
+	if (arg_string(a, "encoding", &enc, 0) < 0)
 		return -1;
 	if (!enc || !strcasecmp(enc, "utf-8") || !strcasecmp(enc, "utf8")) {
 		*base64 = 0;
@@ -115,34 +199,153 @@ int arg_encoding(struct conn *c, const cJSON *id, const cJSON *args, int *base64
 		*base64 = 1;
 		return 0;
 	}
-	events_error(c, id, TD_ERR_BAD_REQUEST, "argument 'encoding' must be \"utf-8\" or \"base64\"");
-	return -1;
+	return act_error(a, TD_ERR_BAD_REQUEST, "argument 'encoding' must be \"utf-8\" or \"base64\"");
 }
 
-int arg_bool(struct conn *c, const cJSON *id, const cJSON *args, const char *key, int *out)
+int arg_bool(struct act *a, const char *key, int *out)
 {
-	const cJSON *v = args ? cJSON_GetObjectItemCaseSensitive(args, key) : NULL;
-	if (!v || cJSON_IsNull(v))
+	const cJSON *v = arg_get(a, key);
+	if (!v)
 		return 0;
-	if (!cJSON_IsBool(v)) {
-		events_error(c, id, TD_ERR_BAD_REQUEST, "argument '%s' must be true or false", key);
-		return -1;
-	}
+	if (!cJSON_IsBool(v))
+		return act_error(a, TD_ERR_BAD_REQUEST, "argument '%s' must be true or false", key);
 	*out = cJSON_IsTrue(v);
 	return 0;
 }
 
+int arg_session_name(struct act *a, const char *key, int required, const char **name)
+{
+	const char *given = NULL;
+	if (arg_string(a, key, &given, required) < 0)
+		return -1;
+	if (!given)
+		return 0;   /* absent, not required: *name keeps its default */
+	*name = given;
+	if (!td_valid_session_name(*name))
+		return act_error(a, TD_ERR_BAD_REQUEST,
+				 "session names are 1-64 characters of A-Z a-z 0-9 _ . -");
+	return 0;
+}
+
+int arg_session(struct act *a, const char *key, int flags, struct session **out,
+		int *restarted)
+{
+	const char *name = "main";
+	if (restarted)
+		*restarted = 0;
+	if (arg_session_name(a, key, 0, &name) < 0)
+		return -1;
+	char err[256];
+	struct session *s = session_find(name);
+	if (!s) {
+		if (!(flags & SESS_CREATE))
+			return act_error(a, TD_ERR_NO_SUCH_SESSION, "no session named '%s'", name);
+		td_err code;
+		s = session_open(name, NULL, NULL, NULL, 0, 0, &code, err, sizeof err);
+		if (!s)
+			return act_error(a, code, "cannot start a shell: %s", err);
+		sessionctl_announce(NULL, NULL, s);
+	}
+	if (!s->alive && (flags & SESS_RESPAWN)) {
+		if (!s->is_shell) {
+			if (flags & SESS_ALLOW_DEAD)
+				goto done;   /* an ended program's last screen can still be read */
+			return act_error(a, TD_ERR_NO_COMMAND, "session '%s' has ended (exit code %d)",
+					 s->name, s->exit_code);
+		}
+		pending_session_gone(s);
+		cmd_session_gone(s);
+		if (session_respawn(s, err, sizeof err) < 0)
+			return act_error(a, TD_ERR_INTERNAL, "cannot restart the shell: %s", err);
+		if (restarted)
+			*restarted = 1;
+	}
+done:
+	*out = s;
+	return 0;
+}
+
+/* ------------------------------------------------------ pending actions */
+
+static struct pending *pendings;
+
+void pending_add(struct pending *p, const struct pending_ops *ops, struct act *a,
+		 struct session *s)
+{
+	p->ops = ops;
+	p->id = a->id ? cJSON_Duplicate(a->id, 1) : NULL;
+	p->conn = a->conn;
+	p->s = s;
+	p->next = pendings;
+	p->pprev = &pendings;
+	if (pendings)
+		pendings->pprev = &p->next;
+	pendings = p;
+}
+
+void pending_del(struct pending *p)
+{
+	if (!p->pprev)
+		return;
+	*p->pprev = p->next;
+	if (p->next)
+		p->next->pprev = p->pprev;
+	p->next = NULL;
+	p->pprev = NULL;
+	cJSON_Delete(p->id);
+	p->id = NULL;
+}
+
+void pending_emit(struct pending *p, const char *observation, const char *content,
+		  cJSON *extras)
+{
+	events_emit(p->conn, p->id, observation, content, extras);
+}
+
+int pending_rebind(const cJSON *id, struct conn *c)
+{
+	for (struct pending *p = pendings; p; p = p->next) {
+		if (p->id && cJSON_Compare(p->id, id, 1)) {
+			p->conn = c;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+void pending_conn_gone(struct conn *c)
+{
+	for (struct pending *p = pendings; p; p = p->next)
+		if (p->conn == c)
+			p->conn = NULL;
+}
+
+void pending_session_gone(struct session *s)
+{
+	struct pending *p = pendings, *next;
+	while (p) {
+		next = p->next;
+		if (p->s == s) {
+			p->ops->session_gone(p);   /* frees p (and may free others of s) */
+			next = pendings;           /* so start again */
+		}
+		p = next;
+	}
+}
+
+/* ------------------------------------------------------------ dispatch */
+
 void actions_dispatch(struct conn *c, const char *json, size_t len)
 {
+	struct act a = {.conn = c};
 	cJSON *root = cJSON_ParseWithLength(json, len);
 	if (!root) {
-		events_error(c, NULL, TD_ERR_BAD_JSON, "frame is not valid JSON");
-		return;
+		act_error(&a, TD_ERR_BAD_JSON, "frame is not valid JSON");
+		goto answer;
 	}
 	if (!cJSON_IsObject(root)) {
-		events_error(c, NULL, TD_ERR_BAD_REQUEST, "an action must be a JSON object");
-		cJSON_Delete(root);
-		return;
+		act_error(&a, TD_ERR_BAD_REQUEST, "an action must be a JSON object");
+		goto answer;
 	}
 	const cJSON *id = cJSON_GetObjectItemCaseSensitive(root, "id");
 	if (id && cJSON_IsNull(id))
@@ -153,49 +356,40 @@ void actions_dispatch(struct conn *c, const char *json, size_t len)
 	if (id && !cJSON_IsString(id) &&
 	    !(cJSON_IsNumber(id) && isfinite(id->valuedouble) &&
 	      id->valuedouble == floor(id->valuedouble))) {
-		events_error(c, NULL, TD_ERR_BAD_REQUEST, "'id' must be a string or an integer");
-		cJSON_Delete(root);
-		return;
+		act_error(&a, TD_ERR_BAD_REQUEST, "'id' must be a string or an integer");
+		goto answer;
 	}
+	a.id = id;
 	const cJSON *action = cJSON_GetObjectItemCaseSensitive(root, "action");
 	if (!cJSON_IsString(action)) {
-		events_error(c, id, TD_ERR_BAD_REQUEST, "missing or non-string 'action'");
-		cJSON_Delete(root);
-		return;
+		act_error(&a, TD_ERR_BAD_REQUEST, "missing or non-string 'action'");
+		goto answer;
 	}
-	const cJSON *args = cJSON_GetObjectItemCaseSensitive(root, "args");
-	if (args && cJSON_IsNull(args))
-		args = NULL;
-	if (args && !cJSON_IsObject(args)) {
-		events_error(c, id, TD_ERR_BAD_REQUEST, "'args' must be an object");
-		cJSON_Delete(root);
-		return;
+	a.args = cJSON_GetObjectItemCaseSensitive(root, "args");
+	if (a.args && cJSON_IsNull(a.args))
+		a.args = NULL;
+	if (a.args && !cJSON_IsObject(a.args)) {
+		act_error(&a, TD_ERR_BAD_REQUEST, "'args' must be an object");
+		goto answer;
 	}
-	/* idempotency: an id already answered is not run again */
-	if (id && (events_replay(c, id) || run_rebind(id, c))) {
-		cJSON_Delete(root);
-		return;
-	}
-	const struct action_entry *e = NULL;
-	for (size_t i = 0; i < sizeof action_table / sizeof action_table[0]; i++)
-		if (strcmp(action_table[i].name, action->valuestring) == 0)
-			e = &action_table[i];
+	/* idempotency: an id already answered is not run again; one still
+	 * waiting gets its answer on this connection */
+	if (id && (events_replay(c, id) || pending_rebind(id, c)))
+		goto done;
+	const struct action_def *e = actions_find(action->valuestring);
 	if (!e) {
-		/* at most 100 bytes of the name, cut at a character boundary:
-		 * "%.100s" could cut a UTF-8 character in two and make the
-		 * answer invalid UTF-8 (found by tests/fuzz/fuzz_action) */
 		const char *name = action->valuestring;
-		int n = (int)strnlen(name, 101);
-		if (n > 100) {
-			n = 100;
-			while (n > 0 && ((unsigned char)name[n] & 0xC0) == 0x80)
-				n--;
-		}
-		events_error(c, id, TD_ERR_UNKNOWN_ACTION, "unknown action '%.*s'", n, name);
-	} else if (c->readonly && !e->readonly_ok) {
-		events_error(c, id, TD_ERR_FORBIDDEN, "action '%s' needs the full token", e->name);
-	} else {
-		e->fn(c, id, args);
+		act_error(&a, TD_ERR_UNKNOWN_ACTION, "unknown action '%.*s'",
+			  (int)utf8_cut(name, strlen(name), 100), name);
+	} else if (c->readonly && !(e->flags & ACT_READONLY)) {
+		act_error(&a, TD_ERR_FORBIDDEN, "action '%s' needs the full token", e->name);
+	} else if (e->fn(&a) == 0 && !a.failed) {
+		goto done;
 	}
+answer:
+	act_answer_error(&a);
+done:
+	buf_free(&a.msg);
+	cJSON_Delete(a.err_extras);
 	cJSON_Delete(root);
 }

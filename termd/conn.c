@@ -80,7 +80,7 @@ static int conn_callback(struct lws *wsi, enum lws_callback_reasons reason, void
 			}
 		}
 		c->closing = 1;
-		run_on_conn_gone(c);
+		pending_conn_gone(c);
 		wsconn_free(&c->ws);
 		break;
 	default:

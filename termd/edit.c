@@ -25,9 +25,7 @@
 
 /* One edit request: what every command gets. */
 struct edit_req {
-	struct conn *c;
-	const cJSON *id;
-	const cJSON *args;
+	struct act *a;
 	const char *path_arg;     /* as given */
 	const char *path;         /* resolved (files_resolve) */
 };
@@ -184,7 +182,7 @@ static void emit_edit(const struct edit_req *r, const char *command, const char 
 	cJSON_AddStringToObject(ex, "command", command);
 	cJSON_AddStringToObject(ex, "path", shown.p);
 	buf_free(&shown);
-	events_emit(r->c, r->id, "edit", content, ex);
+	events_emit(r->a->conn, r->a->id, "edit", content, ex);
 }
 
 /* At most EDIT_SHOW_MAX characters of s, cut at a character boundary. */
@@ -334,18 +332,18 @@ static void list_dir(buf_t *b, const char *dir, int depth, size_t *count)
  * the error answered. */
 static int view_range(const struct edit_req *r, long long *from, long long *to)
 {
-	const cJSON *vr = cJSON_GetObjectItemCaseSensitive(r->args, "view_range");
+	const cJSON *vr = cJSON_GetObjectItemCaseSensitive(r->a->args, "view_range");
 	if (!vr || cJSON_IsNull(vr))
 		return 0;
 	if (!cJSON_IsArray(vr) || cJSON_GetArraySize(vr) != 2 ||
 	    !cJSON_IsNumber(cJSON_GetArrayItem(vr, 0)) || !cJSON_IsNumber(cJSON_GetArrayItem(vr, 1))) {
-		files_error(r->c, r->id, TD_ERR_BAD_REQUEST,
+		files_error(r->a, TD_ERR_BAD_REQUEST,
 			    "'view_range' must be [start, end] (end -1 = to the end)", NULL);
 		return -1;
 	}
 	double a = cJSON_GetArrayItem(vr, 0)->valuedouble, b = cJSON_GetArrayItem(vr, 1)->valuedouble;
 	if (a != floor(a) || b != floor(b) || fabs(a) > 1e15 || fabs(b) > 1e15) {
-		files_error(r->c, r->id, TD_ERR_BAD_REQUEST, "'view_range' must hold two integers", NULL);
+		files_error(r->a, TD_ERR_BAD_REQUEST, "'view_range' must hold two integers", NULL);
 		return -1;
 	}
 	*from = (long long)a;
@@ -359,7 +357,7 @@ static void view_folder(const struct edit_req *r)
 	DIR *d = opendir(r->path);
 	if (!d) {
 		enum fsio_status fs = fsio_errno(&out, errno, "cannot list", r->path);
-		files_error(r->c, r->id, fsio_td_err(fs), out.p, NULL);
+		files_error(r->a, fsio_td_err(fs), out.p, NULL);
 		buf_free(&out);
 		return;
 	}
@@ -390,7 +388,7 @@ static void edit_view(const struct edit_req *r)
 	}
 	if (S_ISDIR(st.st_mode)) {
 		if (has_range)
-			files_error(r->c, r->id, TD_ERR_BAD_REQUEST,
+			files_error(r->a, TD_ERR_BAD_REQUEST,
 				    "'view_range' is for files, not directories", NULL);
 		else
 			view_folder(r);
@@ -409,7 +407,7 @@ static void edit_view(const struct edit_req *r)
 		files_put_path(&msg, r->path);
 		buf_printf(&msg, " has %zu lines; start must be in [1, %zu] and end -1 or in [start, %zu]",
 			   total, total, total);
-		files_error(r->c, r->id, TD_ERR_BAD_REQUEST, msg.p, NULL);
+		files_error(r->a, TD_ERR_BAD_REQUEST, msg.p, NULL);
 		goto done;
 	}
 	size_t last = to == -1 ? total : (size_t)to;
@@ -429,7 +427,7 @@ static void edit_view(const struct edit_req *r)
 	emit_edit(r, "view", out.p ? out.p : "", ex);
 	goto done;
 fail:
-	files_error(r->c, r->id, fsio_td_err(fs), msg.p, NULL);
+	files_error(r->a, fsio_td_err(fs), msg.p, NULL);
 done:
 	buf_free(&msg);
 	buf_free(&data);
@@ -441,7 +439,7 @@ done:
 static void edit_create(const struct edit_req *r)
 {
 	const char *text = NULL;
-	if (arg_string(r->c, r->id, r->args, "file_text", &text, 1) < 0)
+	if (arg_string(r->a, "file_text", &text, 1) < 0)
 		return;
 	buf_t old = {0}, msg = {0};
 	struct stat st;
@@ -450,7 +448,7 @@ static void edit_create(const struct edit_req *r)
 	if (fsio_names_folder(r->path_arg)) {
 		files_put_path(&msg, r->path);
 		buf_puts(&msg, "/ names a folder; create needs a file path");
-		files_error(r->c, r->id, TD_ERR_IS_DIRECTORY, msg.p, NULL);
+		files_error(r->a, TD_ERR_IS_DIRECTORY, msg.p, NULL);
 		goto done;
 	}
 	char *target = xstrdup(r->path);
@@ -476,7 +474,7 @@ static void edit_create(const struct edit_req *r)
 	emit_edit(r, "create", msg.p, ex);
 	goto done;
 fail:
-	files_error(r->c, r->id, fsio_td_err(fs), msg.p, NULL);
+	files_error(r->a, fsio_td_err(fs), msg.p, NULL);
 done:
 	buf_free(&msg);
 	buf_free(&old);
@@ -572,20 +570,20 @@ static void replace_mismatch(const struct edit_req *r, const char *old_arg, cons
 		cJSON_AddItemToObject(ex, "lines", ls);
 	}
 	cJSON_AddNumberToObject(ex, "occurrences", (double)count);
-	files_error(r->c, r->id, TD_ERR_MISMATCH, msg.p, ex);
+	files_error(r->a, TD_ERR_MISMATCH, msg.p, ex);
 	buf_free(&msg);
 }
 
 static void edit_str_replace(const struct edit_req *r)
 {
 	const char *old_arg = NULL, *new_arg = "";
-	if (arg_string(r->c, r->id, r->args, "old_str", &old_arg, 1) < 0 ||
-	    arg_string(r->c, r->id, r->args, "new_str", &new_arg, 0) < 0)
+	if (arg_string(r->a, "old_str", &old_arg, 1) < 0 ||
+	    arg_string(r->a, "new_str", &new_arg, 0) < 0)
 		return;
 	if (!new_arg)
 		new_arg = "";
 	if (!old_arg[0]) {
-		files_error(r->c, r->id, TD_ERR_BAD_REQUEST, "'old_str' must not be empty", NULL);
+		files_error(r->a, TD_ERR_BAD_REQUEST, "'old_str' must not be empty", NULL);
 		return;
 	}
 	buf_t data = {0}, text = {0}, msg = {0};
@@ -634,7 +632,7 @@ static void edit_str_replace(const struct edit_req *r)
 	emit_edit(r, "str_replace", msg.p, ex);
 	goto done;
 fail:
-	files_error(r->c, r->id, fsio_td_err(fs), msg.p, NULL);
+	files_error(r->a, fsio_td_err(fs), msg.p, NULL);
 done:
 	buf_free(&msg);
 	buf_free(&data);
@@ -687,11 +685,11 @@ static void edit_insert(const struct edit_req *r)
 	long long line = 0;
 	int has_line = 0;
 	const char *new_arg = NULL;
-	if (arg_int(r->c, r->id, r->args, "insert_line", &line, &has_line) < 0 ||
-	    arg_string(r->c, r->id, r->args, "new_str", &new_arg, 1) < 0)
+	if (arg_int(r->a, "insert_line", &line, &has_line) < 0 ||
+	    arg_string(r->a, "new_str", &new_arg, 1) < 0)
 		return;
 	if (!has_line) {
-		files_error(r->c, r->id, TD_ERR_BAD_REQUEST, "missing argument 'insert_line'", NULL);
+		files_error(r->a, TD_ERR_BAD_REQUEST, "missing argument 'insert_line'", NULL);
 		return;
 	}
 	buf_t data = {0}, text = {0}, ins = {0}, msg = {0};
@@ -704,7 +702,7 @@ static void edit_insert(const struct edit_req *r)
 		buf_printf(&msg, "invalid insert_line %lld: ", line);
 		files_put_path(&msg, r->path);
 		buf_printf(&msg, " has %zu lines; insert_line must be in [0, %zu]", total, total);
-		files_error(r->c, r->id, TD_ERR_BAD_REQUEST, msg.p, NULL);
+		files_error(r->a, TD_ERR_BAD_REQUEST, msg.p, NULL);
 		goto done;
 	}
 	size_t at;
@@ -730,7 +728,7 @@ static void edit_insert(const struct edit_req *r)
 	emit_edit(r, "insert", msg.p, ex);
 	goto done;
 fail:
-	files_error(r->c, r->id, fsio_td_err(fs), msg.p, NULL);
+	files_error(r->a, fsio_td_err(fs), msg.p, NULL);
 done:
 	buf_free(&msg);
 	buf_free(&data);
@@ -767,7 +765,7 @@ static void edit_undo(const struct edit_req *r)
 		/* nothing to undo: an expectation that did not hold (§4) */
 		buf_puts(&msg, "No edit history for ");
 		files_put_path(&msg, r->path);
-		files_error(r->c, r->id, TD_ERR_MISMATCH, msg.p, NULL);
+		files_error(r->a, TD_ERR_MISMATCH, msg.p, NULL);
 		buf_free(&msg);
 		return;
 	}
@@ -783,7 +781,7 @@ static void edit_undo(const struct edit_req *r)
 		buf_puts(&msg, exists ? " has been changed since the last edit"
 				      : " has been removed since the last edit");
 		buf_puts(&msg, " (not by `edit`); undoing would lose that change, so nothing was undone");
-		files_error(r->c, r->id, TD_ERR_MISMATCH, msg.p, NULL);
+		files_error(r->a, TD_ERR_MISMATCH, msg.p, NULL);
 		goto done;
 	}
 	if ((fs = undo_restore(r->path, x, &msg)) != FSIO_OK)
@@ -803,7 +801,7 @@ static void edit_undo(const struct edit_req *r)
 	emit_edit(r, "undo_edit", msg.p, ex);
 	goto done;
 fail:
-	files_error(r->c, r->id, fsio_td_err(fs), msg.p, NULL);
+	files_error(r->a, fsio_td_err(fs), msg.p, NULL);
 done:
 	buf_free(&msg);
 }
@@ -823,12 +821,12 @@ static const struct edit_command {
 
 #define EDIT_NCOMMANDS (sizeof edit_commands / sizeof edit_commands[0])
 
-void edit_action(struct conn *c, const cJSON *id, const cJSON *args)
+static int edit_action(struct act *a)
 {
 	const char *command = NULL, *path_arg = NULL;
-	if (arg_string(c, id, args, "command", &command, 1) < 0 ||
-	    arg_string(c, id, args, "path", &path_arg, 1) < 0)
-		return;
+	if (arg_string(a, "command", &command, 1) < 0 ||
+	    arg_string(a, "path", &path_arg, 1) < 0)
+		return -1;
 	const struct edit_command *cmd = NULL;
 	for (size_t i = 0; i < EDIT_NCOMMANDS; i++)
 		if (strcmp(command, edit_commands[i].name) == 0)
@@ -838,16 +836,25 @@ void edit_action(struct conn *c, const cJSON *id, const cJSON *args)
 		buf_puts(&msg, "'command' must be one of ");
 		for (size_t i = 0; i < EDIT_NCOMMANDS; i++)
 			buf_printf(&msg, "%s%s", i ? ", " : "", edit_commands[i].name);
-		files_error(c, id, TD_ERR_BAD_REQUEST, msg.p, NULL);
+		files_error(a, TD_ERR_BAD_REQUEST, msg.p, NULL);
 		buf_free(&msg);
-		return;
+		return -1;
 	}
 	char *path = files_resolve(path_arg);
 	if (!path) {
-		files_error(c, id, TD_ERR_BAD_REQUEST, "argument 'path' is empty", NULL);
-		return;
+		files_error(a, TD_ERR_BAD_REQUEST, "argument 'path' is empty", NULL);
+		return -1;
 	}
-	struct edit_req r = {.c = c, .id = id, .args = args, .path_arg = path_arg, .path = path};
+	struct edit_req r = {.a = a, .path_arg = path_arg, .path = path};
 	cmd->fn(&r);
 	free(path);
+	return a->failed ? -1 : 0;
+}
+
+void edit_register(void)
+{
+	static const struct action_def defs[] = {
+		{"edit", edit_action, 0},
+	};
+	actions_register(defs, sizeof defs / sizeof defs[0]);
 }

@@ -304,16 +304,19 @@ int events_replay(struct conn *c, const cJSON *id)
 	return 1;
 }
 
+/* An error no action handler reported (a frame over the size limit): the
+ * same shape as actions_dispatch's answers. */
 void events_error(struct conn *to, const cJSON *cause, td_err code, const char *fmt, ...)
 {
-	char msg[1024];
+	buf_t msg = {0};
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof msg, fmt, ap);
+	buf_vprintf(&msg, fmt, ap);
 	va_end(ap);
 	cJSON *ex = cJSON_CreateObject();
 	cJSON_AddStringToObject(ex, "code", td_err_name(code));
-	events_emit(to, cause, "error", msg, ex);
+	events_emit(to, cause, "error", msg.p ? msg.p : "", ex);
+	buf_free(&msg);
 }
 
 /* hello is per connection: it is not part of the stream, has no seq of its
@@ -341,12 +344,12 @@ void events_hello(struct conn *c)
 	}
 }
 
-void events_subscribe(struct conn *c, const cJSON *id, const cJSON *args)
+static int events_subscribe(struct act *a)
 {
 	double since = -1;
 	int has_since = 0;
-	if (arg_number(c, id, args, "since", &since, &has_since) < 0)
-		return;
+	if (arg_number(a, "since", &since, &has_since) < 0)
+		return -1;
 	uint64_t from = has_since && since >= 0 ? (uint64_t)since : last_seq;
 	/* the replay first (in order, with a gap notice when some are gone),
 	 * then the answer, then live events */
@@ -359,16 +362,25 @@ void events_subscribe(struct conn *c, const cJSON *id, const cJSON *args)
 				 "\"extras\":{\"from\":%llu,\"to\":%llu}}",
 				 (unsigned long long)(oldest - 1), wall_s(),
 				 (unsigned long long)(from + 1), (unsigned long long)(oldest - 1));
-			conn_send(c, gap, strlen(gap));
+			conn_send(a->conn, gap, strlen(gap));
 		}
 		for (size_t i = 0; i < ring_len; i++) {
 			struct retained *r = &ring[(ring_head + i) % ring_cap];
 			if (r->seq > from)
-				conn_send(c, r->json, r->len);
+				conn_send(a->conn, r->json, r->len);
 		}
 	}
-	c->subscribed = 1;
+	a->conn->subscribed = 1;
 	cJSON *ex = cJSON_CreateObject();
 	cJSON_AddNumberToObject(ex, "since", (double)from);
-	events_emit(c, id, "subscribe", "", ex);
+	events_emit(a->conn, a->id, "subscribe", "", ex);
+	return 0;
+}
+
+void events_register(void)
+{
+	static const struct action_def defs[] = {
+		{"subscribe", events_subscribe, ACT_READONLY},
+	};
+	actions_register(defs, sizeof defs / sizeof defs[0]);
 }

@@ -12,9 +12,8 @@
 #define EXPECT_GROUPS     10
 
 struct expect {
+	struct pending p;      /* first: the registry's handle (id, conn, session) */
 	struct session *s;
-	struct conn *conn;
-	cJSON *id;
 	regex_t re;
 	render_t *render;
 	buf_t text;            /* finished lines, newline-terminated */
@@ -33,17 +32,24 @@ static void exp_line(void *user, const char *line, size_t len)
 static void exp_free(struct expect *e)
 {
 	lws_sul_cancel(&e->sul);
+	pending_del(&e->p);
 	if (e->s && e->s->expect == e)
 		e->s->expect = NULL;
 	regfree(&e->re);
 	render_free(e->render);
 	buf_free(&e->text);
-	cJSON_Delete(e->id);
 	free(e);
 }
 
-/* Try the regex on text; on a match, answer and return 1. */
-static int try_match(struct conn *c, const cJSON *id, regex_t *re, const char *text,
+static void exp_session_gone(struct pending *p)
+{
+	exp_free((struct expect *)p);
+}
+
+static const struct pending_ops expect_ops = {"expect", exp_session_gone};
+
+/* Try the regex on text; on a match, answer (to conn/id) and return 1. */
+static int try_match(struct conn *conn, const cJSON *id, regex_t *re, const char *text,
 		     size_t len, const char *session)
 {
 	size_t off = len > EXPECT_SCAN_MAX ? len - EXPECT_SCAN_MAX : 0;
@@ -68,7 +74,7 @@ static int try_match(struct conn *c, const cJSON *id, regex_t *re, const char *t
 		}
 	}
 	char *content = xstrndup(base, (size_t)m[0].rm_eo);
-	events_emit(c, id, "expect", content, ex);
+	events_emit(conn, id, "expect", content, ex);
 	free(content);
 	return 1;
 }
@@ -87,7 +93,7 @@ static void exp_check(struct expect *e)
 	 * than the tail that is searched */
 	buf_t all = {0};
 	exp_text(e, EXPECT_SCAN_MAX, &all);
-	int done = try_match(e->conn, e->id, &e->re, all.p ? all.p : "", all.len, e->s->name);
+	int done = try_match(e->p.conn, e->p.id, &e->re, all.p ? all.p : "", all.len, e->s->name);
 	buf_free(&all);
 	if (done)
 		exp_free(e);
@@ -104,7 +110,7 @@ static void exp_timeout(lws_sorted_usec_list_t *sul)
 	cJSON_AddNullToObject(ex, "match");
 	cJSON_AddArrayToObject(ex, "groups");
 	cJSON_AddBoolToObject(ex, "timed_out", 1);
-	events_emit(e->conn, e->id, "expect", all.p ? all.p : "", ex);
+	pending_emit(&e->p, "expect", all.p ? all.p : "", ex);
 	buf_free(&all);
 	exp_free(e);
 }
@@ -126,39 +132,22 @@ void expect_on_session_exit(struct session *s)
 	exp_timeout(&e->sul);
 }
 
-void expect_on_conn_gone(struct session *s, struct conn *c)
+static int expect_action(struct act *a)
 {
-	if (s->expect && s->expect->conn == c)
-		s->expect->conn = NULL;
-}
-
-void expect_session_gone(struct session *s)
-{
-	if (s->expect)
-		exp_free(s->expect);
-}
-
-void expect_action(struct conn *c, const cJSON *id, const cJSON *args)
-{
-	const char *name = "main", *pattern = NULL;
+	const char *pattern = NULL;
 	double timeout = 30;
 	int has;
-	if (arg_string(c, id, args, "session", &name, 0) < 0 ||
-	    arg_string(c, id, args, "pattern", &pattern, 1) < 0 ||
-	    arg_number(c, id, args, "timeout", &timeout, &has) < 0)
-		return;
-	if (timeout < 0 || timeout > 86400) {
-		events_error(c, id, TD_ERR_BAD_REQUEST, "timeout must be 0-86400 seconds");
-		return;
-	}
-	struct session *s = session_find(name);
-	if (!s) {
-		events_error(c, id, TD_ERR_NO_SUCH_SESSION, "no session named '%.64s'", name);
-		return;
-	}
+	struct session *s;
+	if (arg_string(a, "pattern", &pattern, 1) < 0 ||
+	    arg_number(a, "timeout", &timeout, &has) < 0)
+		return -1;
+	if (timeout < 0 || timeout > 86400)
+		return act_error(a, TD_ERR_BAD_REQUEST, "timeout must be 0-86400 seconds");
+	if (arg_session(a, "session", 0, &s, NULL) < 0)
+		return -1;
 	if (s->expect) {
-		events_error(c, id, TD_ERR_BUSY, "another expect is waiting on '%s'", s->name);
-		return;
+		act_error(a, TD_ERR_BUSY, "another expect is waiting on '%s'", s->name);
+		return -1;
 	}
 	struct expect *e = xcalloc(1, sizeof *e);
 	int rc = regcomp(&e->re, pattern, REG_EXTENDED | REG_NEWLINE);
@@ -166,27 +155,35 @@ void expect_action(struct conn *c, const cJSON *id, const cJSON *args)
 		char msg[256];
 		regerror(rc, &e->re, msg, sizeof msg);
 		free(e);
-		events_error(c, id, TD_ERR_BAD_REQUEST, "bad pattern: %s", msg);
-		return;
+		act_error(a, TD_ERR_BAD_REQUEST, "bad pattern: %s", msg);
+		return -1;
 	}
 	/* the current screen first */
 	buf_t scr = {0};
 	screen_text(s->screen, &scr);
-	int done = try_match(c, id, &e->re, scr.p ? scr.p : "", scr.len, s->name);
+	int done = try_match(a->conn, a->id, &e->re, scr.p ? scr.p : "", scr.len, s->name);
 	buf_free(&scr);
 	if (done) {
 		regfree(&e->re);
 		free(e);
-		return;
+		return 0;
 	}
 	e->s = s;
-	e->conn = c;
-	e->id = id ? cJSON_Duplicate(id, 1) : NULL;
+	pending_add(&e->p, &expect_ops, a, s);
 	e->render = render_new(200, exp_line, e);
 	s->expect = e;
 	if (!s->alive) {
 		exp_timeout(&e->sul);
-		return;
+		return 0;
 	}
 	server_timer(&e->sul, exp_timeout, timeout > 0 ? (uint64_t)(timeout * 1e6) : 1);
+	return 0;
+}
+
+void expect_register(void)
+{
+	static const struct action_def defs[] = {
+		{"expect", expect_action, 0},
+	};
+	actions_register(defs, sizeof defs / sizeof defs[0]);
 }

@@ -24,11 +24,9 @@ char *files_resolve(const char *path)
 	return fsio_resolve(base, path);
 }
 
-void files_error(struct conn *c, const cJSON *id, td_err code, const char *msg, cJSON *extras)
+int files_error(struct act *a, td_err code, const char *msg, cJSON *extras)
 {
-	cJSON *ex = extras ? extras : cJSON_CreateObject();
-	cJSON_AddStringToObject(ex, "code", td_err_name(code));
-	events_emit(c, id, "error", msg && msg[0] ? msg : "file action failed", ex);
+	return act_error_extras(a, code, extras, "%s", msg && msg[0] ? msg : "file action failed");
 }
 
 void files_put_path(buf_t *b, const char *path)
@@ -94,24 +92,24 @@ static int read_content(const char *path, const buf_t *data, size_t total, int b
 	return 0;
 }
 
-void files_read_action(struct conn *c, const cJSON *id, const cJSON *args)
+static int files_read_action(struct act *a)
 {
 	const char *path_arg = NULL;
 	long long start = 1, end = -1;
 	int b64 = 0;
-	if (arg_string(c, id, args, "path", &path_arg, 1) < 0 ||
-	    arg_int(c, id, args, "start", &start, NULL) < 0 ||
-	    arg_int(c, id, args, "end", &end, NULL) < 0 ||
-	    arg_encoding(c, id, args, &b64) < 0)
-		return;
+	if (arg_string(a, "path", &path_arg, 1) < 0 ||
+	    arg_int(a, "start", &start, NULL) < 0 ||
+	    arg_int(a, "end", &end, NULL) < 0 ||
+	    arg_encoding(a, &b64) < 0)
+		return -1;
 	if (start < 1) {
-		files_error(c, id, TD_ERR_BAD_REQUEST,
+		files_error(a, TD_ERR_BAD_REQUEST,
 			    "'start' must be >= 1 (lines are numbered from 1)", NULL);
-		return;
+		return -1;
 	}
 	if (end != -1 && end < start) {
-		files_error(c, id, TD_ERR_BAD_REQUEST, "'end' must be -1 (to the end) or >= start", NULL);
-		return;
+		files_error(a, TD_ERR_BAD_REQUEST, "'end' must be -1 (to the end) or >= start", NULL);
+		return -1;
 	}
 	buf_t data = {0}, out = {0}, msg = {0};
 	struct stat st;
@@ -145,16 +143,17 @@ void files_read_action(struct conn *c, const cJSON *id, const cJSON *args)
 	cJSON_AddNumberToObject(ex, "end", (double)last);
 	/* the raw file is not needed any more while the answer is built */
 	buf_free(&data);
-	events_emit(c, id, "read", out.p ? out.p : "", ex);
+	events_emit(a->conn, a->id, "read", out.p ? out.p : "", ex);
 	buf_free(&out);
 	free(path);
-	return;
+	return 0;
 fail:
-	files_error(c, id, code, msg.p, NULL);
+	files_error(a, code, msg.p, NULL);
 	buf_free(&msg);
 	buf_free(&data);
 	buf_free(&out);
 	free(path);
+	return 0;
 }
 
 /* ================================================================= write */
@@ -189,7 +188,7 @@ static int valid_sha_hex(const char *s)
 
 /* Does what is at path match expected_sha256 ("" = nothing there)? Answers
  * the error itself and returns -1 when not (or when it cannot tell). */
-static int write_expected(struct conn *c, const cJSON *id, const char *path, int exists,
+static int write_expected(struct act *a, const char *path, int exists,
 			  const char *expected)
 {
 	buf_t msg = {0};
@@ -197,7 +196,7 @@ static int write_expected(struct conn *c, const cJSON *id, const char *path, int
 	if (exists) {
 		enum fsio_status fs = fsio_hash_file(path, cur, &msg);
 		if (fs != FSIO_OK) {
-			files_error(c, id, fsio_td_err(fs), msg.p, NULL);
+			files_error(a, fsio_td_err(fs), msg.p, NULL);
 			buf_free(&msg);
 			return -1;
 		}
@@ -216,12 +215,12 @@ static int write_expected(struct conn *c, const cJSON *id, const char *path, int
 		cJSON_AddStringToObject(ex, "sha256", cur);
 	else
 		cJSON_AddNullToObject(ex, "sha256");
-	files_error(c, id, TD_ERR_MISMATCH, msg.p, ex);
+	files_error(a, TD_ERR_MISMATCH, msg.p, ex);
 	buf_free(&msg);
 	return -1;
 }
 
-static void write_done(struct conn *c, const cJSON *id, const char *path, const char *hex,
+static void write_done(struct act *a, const char *path, const char *hex,
 		       size_t len, mode_t mode, int created)
 {
 	char ms[8];
@@ -237,31 +236,31 @@ static void write_done(struct conn *c, const cJSON *id, const char *path, const 
 	buf_printf(&msg, "wrote %zu bytes to ", len);
 	buf_append(&msg, shown.p, shown.len);
 	buf_free(&shown);
-	events_emit(c, id, "write", msg.p, ex);
+	events_emit(a->conn, a->id, "write", msg.p, ex);
 	buf_free(&msg);
 }
 
-void files_write_action(struct conn *c, const cJSON *id, const cJSON *args)
+static int files_write_action(struct act *a)
 {
 	const char *path_arg = NULL, *content = NULL, *mode_arg = NULL, *expected = NULL;
 	int b64 = 0;
-	if (arg_string(c, id, args, "path", &path_arg, 1) < 0 ||
-	    arg_string(c, id, args, "content", &content, 1) < 0 ||
-	    arg_string(c, id, args, "mode", &mode_arg, 0) < 0 ||
-	    arg_string(c, id, args, "expected_sha256", &expected, 0) < 0 ||
-	    arg_encoding(c, id, args, &b64) < 0)
-		return;
+	if (arg_string(a, "path", &path_arg, 1) < 0 ||
+	    arg_string(a, "content", &content, 1) < 0 ||
+	    arg_string(a, "mode", &mode_arg, 0) < 0 ||
+	    arg_string(a, "expected_sha256", &expected, 0) < 0 ||
+	    arg_encoding(a, &b64) < 0)
+		return -1;
 	long mode = -1;
 	if (mode_arg && (mode = parse_mode(mode_arg)) < 0) {
-		files_error(c, id, TD_ERR_BAD_REQUEST,
+		files_error(a, TD_ERR_BAD_REQUEST,
 			    "argument 'mode' must be an octal string such as \"0644\" or \"755\"", NULL);
-		return;
+		return -1;
 	}
 	if (expected && expected[0] && !valid_sha_hex(expected)) {
-		files_error(c, id, TD_ERR_BAD_REQUEST,
+		files_error(a, TD_ERR_BAD_REQUEST,
 			    "argument 'expected_sha256' must be 64 hex digits (or \"\" for "
 			    "\"the file must not exist\")", NULL);
-		return;
+		return -1;
 	}
 	buf_t bytes = {0}, msg = {0};
 	const char *data = content;
@@ -298,7 +297,7 @@ void files_write_action(struct conn *c, const cJSON *id, const cJSON *args)
 		code = fsio_td_err(fs);
 		goto fail;
 	}
-	if (expected && write_expected(c, id, path, exists, expected) < 0)
+	if (expected && write_expected(a, path, exists, expected) < 0)
 		goto done;
 	mode_t m = mode >= 0 ? (mode_t)mode : exists ? (st.st_mode & 07777) : FSIO_DEFAULT_MODE;
 	if ((fs = fsio_atomic_write(path, data, len, m, exists ? &st : NULL, 1, &msg)) != FSIO_OK) {
@@ -308,12 +307,22 @@ void files_write_action(struct conn *c, const cJSON *id, const cJSON *args)
 	char hex[65];
 	fsio_sha256_hex(data, len, hex);
 	buf_free(&bytes);   /* not needed any more while the answer is built */
-	write_done(c, id, path, hex, len, m, !exists);
+	write_done(a, path, hex, len, m, !exists);
 	goto done;
 fail:
-	files_error(c, id, code, msg.p, NULL);
+	files_error(a, code, msg.p, NULL);
 done:
 	buf_free(&msg);
 	buf_free(&bytes);
 	free(path);
+	return 0;
+}
+
+void files_register(void)
+{
+	static const struct action_def defs[] = {
+		{"read", files_read_action, 0},
+		{"write", files_write_action, 0},
+	};
+	actions_register(defs, sizeof defs / sizeof defs[0]);
 }

@@ -3,6 +3,7 @@
  * SIGXFSZ ignored, subreaper), then the server, the `main` session and the
  * event loop. */
 #include "termd.h"
+#include "client.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -78,24 +79,14 @@ static int parse_limit(const struct limit_opt *l, const char *v)
 	return 0;
 }
 
+/* The token file rule is proto/url.c's, shared with the clients. */
 static char *read_token_file(const char *path)
 {
-	FILE *f = fopen(path, "re");
-	if (!f) {
-		fprintf(stderr, "termd: cannot read token file %s: %s\n", path, strerror(errno));
-		return NULL;
-	}
-	char buf[512];
-	size_t n = fread(buf, 1, sizeof buf - 1, f);
-	fclose(f);
-	buf[n] = 0;
-	while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' '))
-		buf[--n] = 0;
-	if (!n) {
-		fprintf(stderr, "termd: token file %s is empty\n", path);
-		return NULL;
-	}
-	return xstrdup(buf);
+	char err[512];
+	char *t = td_read_token_file(path, err, sizeof err);
+	if (!t)
+		fprintf(stderr, "termd: %s\n", err);
+	return t;
 }
 
 static int parse_listen(const char *v)
@@ -301,11 +292,21 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	events_init();
+	/* every module registers its actions (plugins will add theirs) */
+	actions_init();
+	events_register();
+	run_register();
+	expect_register();
+	sessionctl_register();
+	files_register();
+	edit_register();
 	char err[256];
-	if (!session_open("main", NULL, NULL, NULL, 0, 0, err, sizeof err)) {
+	td_err code;
+	if (!session_open("main", NULL, NULL, NULL, 0, 0, &code, err, sizeof err)) {
 		fprintf(stderr, "termd: cannot start the main shell: %s\n", err);
 		server_shutdown();
 		events_shutdown();
+		actions_shutdown();
 		return 1;
 	}
 	if (opts.listen_unix)
@@ -315,6 +316,7 @@ int main(int argc, char **argv)
 	server_run();
 	server_shutdown();
 	events_shutdown();
+	actions_shutdown();
 	free(opts.listen_host);
 	free(opts.listen_unix);
 	free(opts.token);

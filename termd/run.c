@@ -376,22 +376,27 @@ static void waiter_free(struct waiter *w)
 		if (*pp)
 			*pp = w->next;
 	}
-	cJSON_Delete(w->id);
+	pending_del(&w->p);
 	cJSON_Delete(w->pending_keys);
 	cmd_free(w->pending_cmd);
 	buf_free(&w->pending_input);
 	free(w);
 }
 
-/* A new waiter, last in the session's list. */
-static struct waiter *waiter_new(enum waiter_kind kind, struct session *s, struct conn *c,
-				 const cJSON *id)
+static void waiter_session_gone(struct pending *p)
+{
+	waiter_free((struct waiter *)p);
+}
+
+static const struct pending_ops waiter_ops = {"run", waiter_session_gone};
+
+/* A new waiter for action a, last in the session's list. */
+static struct waiter *waiter_new(enum waiter_kind kind, struct session *s, struct act *a)
 {
 	struct waiter *w = xcalloc(1, sizeof *w);
 	w->kind = kind;
 	w->s = s;
-	w->conn = c;
-	w->id = id ? cJSON_Duplicate(id, 1) : NULL;
+	pending_add(&w->p, &waiter_ops, a, s);
 	w->start_us = mono_us();
 	struct waiter **pp = &s->waiters;
 	while (*pp)
@@ -450,7 +455,7 @@ static cJSON *screen_extras(struct session *s)
 }
 
 /* scrollback: lines of history to show above the screen */
-static void emit_screen(struct session *s, struct conn *c, const cJSON *id, int restarted,
+static void emit_screen(struct session *s, struct conn *conn, const cJSON *id, int restarted,
 			size_t scrollback)
 {
 	buf_t text = {0};
@@ -461,7 +466,7 @@ static void emit_screen(struct session *s, struct conn *c, const cJSON *id, int 
 	cJSON_AddNumberToObject(ex, "scrollback_lines", (double)screen_scrollback_lines(s->screen));
 	if (restarted)
 		cJSON_AddBoolToObject(ex, "restarted", 1);
-	events_emit(c, id, "screen", text.p ? text.p : "", ex);
+	events_emit(conn, id, "screen", text.p ? text.p : "", ex);
 	buf_free(&text);
 }
 
@@ -505,7 +510,7 @@ static void run_answer(struct waiter *w, const char *timed_out, int waiting_inpu
 		cJSON_AddStringToObject(ex, "output_error", cmd->store_err);
 	if (w->restarted)
 		cJSON_AddBoolToObject(ex, "restarted", 1);
-	events_emit(w->conn, w->id, "run", content.p ? content.p : "", ex);
+	pending_emit(&w->p, "run", content.p ? content.p : "", ex);
 	buf_free(&content);
 	int others = other_run_waiter(s, w);
 	waiter_free(w);
@@ -552,7 +557,7 @@ static void run_check(struct waiter *w)
 			return;
 		}
 		if (now - last >= w->settle_us || (w->hard_us && now >= w->hard_us) || !s->alive) {
-			emit_screen(s, w->conn, w->id, w->restarted, 0);
+			emit_screen(s, w->p.conn, w->p.id, w->restarted, 0);
 			waiter_free(w);
 			return;
 		}
@@ -913,37 +918,6 @@ void run_on_session_exit(struct session *s)
 	expect_on_session_exit(s);
 }
 
-void run_on_conn_gone(struct conn *c)
-{
-	struct session *lists[2] = {srv.sessions, srv.closing};
-	for (int l = 0; l < 2; l++) {
-		for (struct session *s = lists[l]; s; s = s->next) {
-			for (struct waiter *w = s->waiters; w; w = w->next)
-				if (w->conn == c)
-					w->conn = NULL;
-			expect_on_conn_gone(s, c);
-		}
-	}
-}
-
-int run_rebind(const cJSON *id, struct conn *c)
-{
-	if (!id)
-		return 0;
-	struct session *lists[2] = {srv.sessions, srv.closing};
-	for (int l = 0; l < 2; l++) {
-		for (struct session *s = lists[l]; s; s = s->next) {
-			for (struct waiter *w = s->waiters; w; w = w->next) {
-				if (w->id && cJSON_Compare(w->id, id, 1)) {
-					w->conn = c;
-					return 1;
-				}
-			}
-		}
-	}
-	return 0;
-}
-
 /* A session.open program: it is the session's one command, by the agent. */
 void run_program_started(struct session *s)
 {
@@ -953,94 +927,39 @@ void run_program_started(struct session *s)
 	emit_command_start(s, cmd);
 }
 
-void run_session_gone(struct session *s)
+void cmd_session_gone(struct session *s)
 {
-	while (s->waiters)
-		waiter_free(s->waiters);
-	expect_session_gone(s);
 	cmd_free(s->cmd);
 	s->cmd = NULL;
 }
 
 /* ---------------------------------------------------------------- actions */
 
-/* The session an action names (default main), started again if its shell
- * ended. NULL when an error was sent. */
-static struct session *action_session(struct conn *c, const cJSON *id, const cJSON *args,
-				      int create, int allow_dead, int *restarted)
-{
-	const char *name = "main";
-	*restarted = 0;
-	if (arg_string(c, id, args, "session", &name, 0) < 0)
-		return NULL;
-	if (!td_valid_session_name(name)) {
-		events_error(c, id, TD_ERR_BAD_REQUEST,
-			     "session names are 1-64 characters of A-Z a-z 0-9 _ . -");
-		return NULL;
-	}
-	char err[256];
-	struct session *s = session_find(name);
-	if (!s) {
-		if (!create) {
-			events_error(c, id, TD_ERR_NO_SUCH_SESSION, "no session named '%s'", name);
-			return NULL;
-		}
-		s = session_open(name, NULL, NULL, NULL, 0, 0, err, sizeof err);
-		if (!s) {
-			events_error(c, id, (size_t)srv.nsessions >= opts.max_sessions ? TD_ERR_TOO_LARGE
-				     : TD_ERR_INTERNAL, "cannot start a shell: %s", err);
-			return NULL;
-		}
-		cJSON *ex = cJSON_CreateObject();
-		cJSON_AddStringToObject(ex, "name", s->name);
-		cJSON_AddNumberToObject(ex, "pid", s->pid);
-		cJSON_AddNullToObject(ex, "command");
-		cJSON_AddStringToObject(ex, "cwd", s->cwd);
-		events_emit(NULL, NULL, "session.open", "", ex);
-	}
-	if (!s->alive) {
-		if (!s->is_shell && !create && allow_dead) {
-			return s;   /* an ended program's last screen can still be read */
-		} else if (!s->is_shell) {
-			events_error(c, id, TD_ERR_NO_COMMAND, "session '%s' has ended (exit code %d)",
-				     s->name, s->exit_code);
-			return NULL;
-		}
-		run_session_gone(s);
-		if (session_respawn(s, err, sizeof err) < 0) {
-			events_error(c, id, TD_ERR_INTERNAL, "cannot restart the shell: %s", err);
-			return NULL;
-		}
-		*restarted = 1;
-	}
-	return s;
-}
-
-void run_action(struct conn *c, const cJSON *id, const cJSON *args)
+static int run_action(struct act *a)
 {
 	const char *command = NULL;
 	int is_input = 0;
 	double timeout = 0, idle = 0, max_out = DEFAULT_MAX_OUTPUT;
 	int has_timeout = 0, has_idle = 0, has_max = 0;
-	if (arg_string(c, id, args, "command", &command, 1) < 0 ||
-	    arg_bool(c, id, args, "is_input", &is_input) < 0 ||
-	    arg_number(c, id, args, "timeout", &timeout, &has_timeout) < 0 ||
-	    arg_number(c, id, args, "idle_timeout", &idle, &has_idle) < 0 ||
-	    arg_number(c, id, args, "max_output", &max_out, &has_max) < 0)
-		return;
+	if (arg_string(a, "command", &command, 1) < 0 ||
+	    arg_bool(a, "is_input", &is_input) < 0 ||
+	    arg_number(a, "timeout", &timeout, &has_timeout) < 0 ||
+	    arg_number(a, "idle_timeout", &idle, &has_idle) < 0 ||
+	    arg_number(a, "max_output", &max_out, &has_max) < 0)
+		return -1;
 	if ((has_timeout && timeout <= 0) || (has_idle && idle < 0) || (has_max && max_out < 1)) {
-		events_error(c, id, TD_ERR_BAD_REQUEST, "timeout must be > 0, idle_timeout >= 0, max_output >= 1");
-		return;
+		act_error(a, TD_ERR_BAD_REQUEST, "timeout must be > 0, idle_timeout >= 0, max_output >= 1");
+		return -1;
 	}
 	int restarted;
-	struct session *s = action_session(c, id, args, 1, 0, &restarted);
-	if (!s)
-		return;
+	struct session *s;
+	if (arg_session(a, "session", SESS_CREATE | SESS_RESPAWN, &s, &restarted) < 0)
+		return -1;
 	/* input never waits behind an answer; a second command does */
 	int new_command = !is_input && s->is_shell;
 	if (new_command && command_waiter(s)) {
-		events_error(c, id, TD_ERR_BUSY, "another action is waiting on session '%s'", s->name);
-		return;
+		act_error(a, TD_ERR_BUSY, "another action is waiting on session '%s'", s->name);
+		return -1;
 	}
 	/* running: a command the shell runs or reads the rest of (PS2), or
 	 * one still being typed */
@@ -1051,15 +970,15 @@ void run_action(struct conn *c, const cJSON *id, const cJSON *args)
 
 	if (new_command && command[0]) {
 		if (running) {
-			events_error(c, id, TD_ERR_BUSY, "a command is still running in '%s'", s->name);
-			return;
+			act_error(a, TD_ERR_BUSY, "a command is still running in '%s'", s->name);
+			return -1;
 		}
 	} else if ((!is_input && !command[0]) ? !has_cmd : !running) {
-		events_error(c, id, TD_ERR_NO_COMMAND, "nothing is running in '%s'", s->name);
-		return;
+		act_error(a, TD_ERR_NO_COMMAND, "nothing is running in '%s'", s->name);
+		return -1;
 	}
 
-	struct waiter *w = waiter_new(WAIT_RUN, s, c, id);
+	struct waiter *w = waiter_new(WAIT_RUN, s, a);
 	w->is_input = is_input;
 	w->restarted = restarted;
 	w->max_output = max_out > MAX_MAX_OUTPUT ? MAX_MAX_OUTPUT : (size_t)max_out;
@@ -1076,7 +995,7 @@ void run_action(struct conn *c, const cJSON *id, const cJSON *args)
 		type_pending(s);
 		if (w->pending_cmd)   /* shell not ready yet: typed on its prompt */
 			run_check(w);
-		return;
+		return 0;
 	}
 	if (!s->cmd) {
 		/* a session program with no command record yet */
@@ -1097,69 +1016,82 @@ void run_action(struct conn *c, const cJSON *id, const cJSON *args)
 		type_pending(s);
 		if (!w->typed)
 			run_check(w);   /* arms its timeouts */
-		return;
+		return 0;
 	}
 	w->typed = 1;
 	run_check(w);
+	return 0;
 }
 
-void keys_action(struct conn *c, const cJSON *id, const cJSON *args)
+static int keys_action(struct act *a)
 {
-	const cJSON *keys = args ? cJSON_GetObjectItemCaseSensitive(args, "keys") : NULL;
+	const cJSON *keys = a->args ? cJSON_GetObjectItemCaseSensitive(a->args, "keys") : NULL;
 	if (!cJSON_IsArray(keys)) {
-		events_error(c, id, TD_ERR_BAD_REQUEST, "'keys' must be an array of strings");
-		return;
+		act_error(a, TD_ERR_BAD_REQUEST, "'keys' must be an array of strings");
+		return -1;
 	}
 	const cJSON *k;
 	cJSON_ArrayForEach(k, keys) {
 		if (!cJSON_IsString(k)) {
-			events_error(c, id, TD_ERR_BAD_REQUEST, "'keys' must be an array of strings");
-			return;
+			act_error(a, TD_ERR_BAD_REQUEST, "'keys' must be an array of strings");
+			return -1;
 		}
 	}
 	double settle = 100, timeout = 5;
 	int has;
-	if (arg_number(c, id, args, "settle_ms", &settle, &has) < 0 ||
-	    arg_number(c, id, args, "timeout", &timeout, &has) < 0)
-		return;
+	if (arg_number(a, "settle_ms", &settle, &has) < 0 ||
+	    arg_number(a, "timeout", &timeout, &has) < 0)
+		return -1;
 	if (settle < 0 || timeout <= 0) {
-		events_error(c, id, TD_ERR_BAD_REQUEST, "settle_ms must be >= 0 and timeout > 0");
-		return;
+		act_error(a, TD_ERR_BAD_REQUEST, "settle_ms must be >= 0 and timeout > 0");
+		return -1;
 	}
 	int restarted;
-	struct session *s = action_session(c, id, args, 0, 0, &restarted);
-	if (!s)
-		return;
-	struct waiter *w = waiter_new(WAIT_KEYS, s, c, id);
+	struct session *s;
+	if (arg_session(a, "session", SESS_RESPAWN, &s, &restarted) < 0)
+		return -1;
+	struct waiter *w = waiter_new(WAIT_KEYS, s, a);
 	w->restarted = restarted;
 	w->settle_us = (uint64_t)(settle * 1000.0);
 	w->hard_us = w->start_us + (uint64_t)(timeout * 1e6);
 	if (shell_not_ready(s) || session_has_pending(s)) {
 		w->pending_keys = cJSON_Duplicate(keys, 1);
 		run_check(w);   /* arms the timeout */
-		return;
+		return 0;
 	}
 	type_keys(s, keys);
 	run_check(w);
+	return 0;
 }
 
-void screen_action(struct conn *c, const cJSON *id, const cJSON *args)
+static int screen_action(struct act *a)
 {
 	int restarted;
 	double sb = 0;
 	int has_sb = 0;
-	const cJSON *sbj = cJSON_GetObjectItemCaseSensitive(args, "scrollback");
+	const cJSON *sbj = cJSON_GetObjectItemCaseSensitive(a->args, "scrollback");
 	if (cJSON_IsBool(sbj)) {
 		sb = cJSON_IsTrue(sbj) ? (double)opts.scrollback : 0;
-	} else if (arg_number(c, id, args, "scrollback", &sb, &has_sb) < 0) {
-		return;
+	} else if (arg_number(a, "scrollback", &sb, &has_sb) < 0) {
+		return -1;
 	} else if (has_sb && (sb < 0 || sb != floor(sb))) {
-		events_error(c, id, TD_ERR_BAD_REQUEST,
+		act_error(a, TD_ERR_BAD_REQUEST,
 			     "scrollback is a number of lines (0 or more) or a boolean");
-		return;
+		return -1;
 	}
-	struct session *s = action_session(c, id, args, 0, 1, &restarted);
-	if (!s)
-		return;
-	emit_screen(s, c, id, restarted, sb > 1e9 ? (size_t)1e9 : (size_t)sb);
+	struct session *s;
+	if (arg_session(a, "session", SESS_RESPAWN | SESS_ALLOW_DEAD, &s, &restarted) < 0)
+		return -1;
+	emit_screen(s, a->conn, a->id, restarted, sb > 1e9 ? (size_t)1e9 : (size_t)sb);
+	return 0;
+}
+
+void run_register(void)
+{
+	static const struct action_def defs[] = {
+		{"run", run_action, 0},
+		{"keys", keys_action, 0},
+		{"screen", screen_action, ACT_READONLY},
+	};
+	actions_register(defs, sizeof defs / sizeof defs[0]);
 }

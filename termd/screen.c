@@ -57,7 +57,7 @@ struct screen {
 	size_t sb_cap, sb_len, sb_head;
 	void (*out_cb)(const char *, size_t, void *);
 	void *out_user;
-	struct vtfilter vf;       /* what libvterm may see (vtcompat.c) */
+	struct vtfilter vf;       /* what libvterm may see (proto/vtfilter.c) */
 	buf_t vtbuf;              /* filtered bytes of one feed */
 };
 
@@ -472,7 +472,7 @@ static int cb_resize(int rows, int cols, VTermPos *delta, void *user)
 	return 1;
 }
 
-/* Every byte for libvterm goes through vtcompat.c's filter first. */
+/* Every byte for libvterm goes through proto/vtfilter.c's filter first. */
 static void vt_write(struct screen *sc, const char *data, size_t n)
 {
 	buf_reset(&sc->vtbuf);

@@ -220,9 +220,12 @@ static int spawn(struct session *s, const char *cwd, const cJSON *env, char *err
 }
 
 struct session *session_open(const char *name, const char *command, const char *cwd,
-			     const cJSON *env, int cols, int rows, char *err, size_t errlen)
+			     const cJSON *env, int cols, int rows, td_err *code, char *err,
+			     size_t errlen)
 {
+	*code = TD_ERR_INTERNAL;
 	if ((size_t)srv.nsessions >= opts.max_sessions) {
+		*code = TD_ERR_TOO_LARGE;
 		snprintf(err, errlen, "termd already has %d sessions, its limit (--max-sessions); "
 			 "close one first", srv.nsessions);
 		return NULL;
@@ -460,7 +463,8 @@ static void session_free(struct session *s)
 	lws_sul_cancel(&s->ready_sul);
 	lws_sul_cancel(&s->exit_sul);
 	lws_sul_cancel(&s->close_sul);
-	run_session_gone(s);
+	pending_session_gone(s);
+	cmd_session_gone(s);
 	tty_session_gone(s);
 	if (s->wsi) {
 		lws_set_opaque_user_data(s->wsi, NULL);
@@ -495,7 +499,8 @@ void session_stop_all(void)
 			lws_sul_cancel(&s->ready_sul);
 			lws_sul_cancel(&s->exit_sul);
 			lws_sul_cancel(&s->close_sul);
-			run_session_gone(s);
+			pending_session_gone(s);
+			cmd_session_gone(s);
 			tty_session_gone(s);
 			if (s->alive && s->pid > 0) {
 				kill(-s->pid, SIGHUP);

@@ -61,102 +61,99 @@ static cJSON *session_json(struct session *s)
 	return o;
 }
 
-void session_open_action(struct conn *c, const cJSON *id, const cJSON *args)
+static int session_open_action(struct act *a)
 {
 	const char *name = NULL, *command = NULL, *cwd = NULL;
 	double cols = 0, rows = 0;
 	int has;
-	if (arg_string(c, id, args, "name", &name, 1) < 0 ||
-	    arg_string(c, id, args, "command", &command, 0) < 0 ||
-	    arg_string(c, id, args, "cwd", &cwd, 0) < 0 ||
-	    arg_number(c, id, args, "cols", &cols, &has) < 0 ||
-	    arg_number(c, id, args, "rows", &rows, &has) < 0)
-		return;
-	const cJSON *env = args ? cJSON_GetObjectItemCaseSensitive(args, "env") : NULL;
+	if (arg_session_name(a, "name", 1, &name) < 0 ||
+	    arg_string(a, "command", &command, 0) < 0 ||
+	    arg_string(a, "cwd", &cwd, 0) < 0 ||
+	    arg_number(a, "cols", &cols, &has) < 0 ||
+	    arg_number(a, "rows", &rows, &has) < 0)
+		return -1;
+	const cJSON *env = a->args ? cJSON_GetObjectItemCaseSensitive(a->args, "env") : NULL;
 	if (env && !cJSON_IsNull(env)) {
 		const cJSON *e;
 		if (!cJSON_IsObject(env)) {
-			events_error(c, id, TD_ERR_BAD_REQUEST, "'env' must be an object of strings");
-			return;
+			act_error(a, TD_ERR_BAD_REQUEST, "'env' must be an object of strings");
+			return -1;
 		}
 		cJSON_ArrayForEach(e, env) {
 			if (!cJSON_IsString(e) || !e->string || !*e->string || strchr(e->string, '=')) {
-				events_error(c, id, TD_ERR_BAD_REQUEST, "'env' must be an object of strings");
-				return;
+				act_error(a, TD_ERR_BAD_REQUEST, "'env' must be an object of strings");
+				return -1;
 			}
 		}
 	} else {
 		env = NULL;
 	}
-	if (!td_valid_session_name(name)) {
-		events_error(c, id, TD_ERR_BAD_REQUEST,
-			     "session names are 1-64 characters of A-Z a-z 0-9 _ . -");
-		return;
-	}
 	if ((cols && (cols < 2 || cols > 1000)) || (rows && (rows < 1 || rows > 1000))) {
-		events_error(c, id, TD_ERR_BAD_REQUEST, "cols must be 2-1000 and rows 1-1000");
-		return;
+		act_error(a, TD_ERR_BAD_REQUEST, "cols must be 2-1000 and rows 1-1000");
+		return -1;
 	}
 	if (session_find(name)) {
-		events_error(c, id, TD_ERR_SESSION_EXISTS, "a session named '%s' exists", name);
-		return;
+		act_error(a, TD_ERR_SESSION_EXISTS, "a session named '%s' exists", name);
+		return -1;
 	}
 	if (command && !*command)
 		command = NULL;
 	char err[256];
-	struct session *s = session_open(name, command, cwd, env, (int)cols, (int)rows, err, sizeof err);
-	if (!s) {
-		events_error(c, id, (size_t)srv.nsessions >= opts.max_sessions ? TD_ERR_TOO_LARGE
-			     : TD_ERR_INTERNAL, "cannot open session '%s': %s", name, err);
-		return;
-	}
+	td_err code;
+	struct session *s = session_open(name, command, cwd, env, (int)cols, (int)rows, &code,
+					 err, sizeof err);
+	if (!s)
+		return act_error(a, code, "cannot open session '%s': %s", name, err);
 	if (command)
 		run_program_started(s);
+	sessionctl_announce(a->conn, a->id, s);
+	return 0;
+}
+
+void sessionctl_announce(struct conn *c, const cJSON *id, struct session *s)
+{
 	events_emit(c, id, "session.open", "", session_json(s));
 }
 
-void session_list_action(struct conn *c, const cJSON *id, const cJSON *args)
+static int session_list_action(struct act *a)
 {
-	(void)args;
 	cJSON *ex = cJSON_CreateObject();
 	cJSON *arr = cJSON_AddArrayToObject(ex, "sessions");
 	for (struct session *s = srv.sessions; s; s = s->next)
 		cJSON_AddItemToArray(arr, session_json(s));
-	events_emit(c, id, "session.list", "", ex);
+	events_emit(a->conn, a->id, "session.list", "", ex);
+	return 0;
 }
 
-void session_signal_action(struct conn *c, const cJSON *id, const cJSON *args)
+static int session_signal_action(struct act *a)
 {
-	const char *name = "main", *signame = NULL;
-	if (arg_string(c, id, args, "session", &name, 0) < 0 ||
-	    arg_string(c, id, args, "signal", &signame, 1) < 0)
-		return;
+	const char *signame = NULL;
+	struct session *s;
+	if (arg_string(a, "signal", &signame, 1) < 0 ||
+	    arg_session(a, "session", 0, &s, NULL) < 0)
+		return -1;
 	int sig = signal_by_name(signame);
 	if (!sig) {
-		events_error(c, id, TD_ERR_BAD_REQUEST,
+		act_error(a, TD_ERR_BAD_REQUEST,
 			     "unknown signal '%.32s' (INT TERM KILL HUP QUIT STOP CONT USR1 USR2)", signame);
-		return;
-	}
-	struct session *s = session_find(name);
-	if (!s) {
-		events_error(c, id, TD_ERR_NO_SUCH_SESSION, "no session named '%.64s'", name);
-		return;
+		return -1;
 	}
 	if (!s->alive) {
-		events_error(c, id, TD_ERR_NO_COMMAND, "session '%s' has ended (exit code %d)",
+		act_error(a, TD_ERR_NO_COMMAND, "session '%s' has ended (exit code %d)",
 			     s->name, s->exit_code);
-		return;
+		return -1;
 	}
 	pid_t pg = session_fg_pid(s);
 	if (kill(-pg, sig) != 0 && kill(pg, sig) != 0) {
-		events_error(c, id, TD_ERR_IO_ERROR, "cannot signal process group %d", (int)pg);
-		return;
+		act_error(a, TD_ERR_IO_ERROR, "cannot signal process group %d", (int)pg);
+		return -1;
 	}
 	cJSON *ex = cJSON_CreateObject();
 	cJSON_AddStringToObject(ex, "session", s->name);
 	cJSON_AddStringToObject(ex, "signal", signame);
 	cJSON_AddNumberToObject(ex, "pid", pg);
-	events_emit(c, id, "session.signal", "", ex);
+	events_emit(a->conn, a->id, "session.signal", "", ex);
+	return 0;
 }
 
 /* Every process whose session id is the session leader's: the shell, its
@@ -195,22 +192,22 @@ static void close_kill_timer(lws_sorted_usec_list_t *sul)
 		session_destroy(s);
 }
 
-void session_close_action(struct conn *c, const cJSON *id, const cJSON *args)
+static int session_close_action(struct act *a)
 {
 	const char *name = NULL;
-	if (arg_string(c, id, args, "name", &name, 0) < 0)
-		return;
-	if (!name && arg_string(c, id, args, "session", &name, 1) < 0)
-		return;
+	if (arg_session_name(a, "name", 0, &name) < 0)
+		return -1;
+	if (!name && arg_session_name(a, "session", 1, &name) < 0)
+		return -1;
 	if (strcmp(name, "main") == 0) {
-		events_error(c, id, TD_ERR_BAD_REQUEST,
+		act_error(a, TD_ERR_BAD_REQUEST,
 			     "main cannot be closed (use session.signal, or run exit to restart it)");
-		return;
+		return -1;
 	}
 	struct session *s = session_find(name);
 	if (!s) {
-		events_error(c, id, TD_ERR_NO_SUCH_SESSION, "no session named '%.64s'", name);
-		return;
+		act_error(a, TD_ERR_NO_SUCH_SESSION, "no session named '%.64s'", name);
+		return -1;
 	}
 	/* out of the list at once: the name is free again */
 	for (struct session **pp = &srv.sessions; *pp; pp = &(*pp)->next) {
@@ -227,7 +224,7 @@ void session_close_action(struct conn *c, const cJSON *id, const cJSON *args)
 	cJSON *ex = cJSON_CreateObject();
 	cJSON_AddStringToObject(ex, "name", s->name);
 	cJSON_AddBoolToObject(ex, "was_alive", was_alive);
-	events_emit(c, id, "session.close", "", ex);
+	events_emit(a->conn, a->id, "session.close", "", ex);
 	if (was_alive) {
 		signal_tree(s, SIGHUP);
 		server_timer(&s->close_sul, close_kill_timer, CLOSE_KILL_DELAY_US);
@@ -235,4 +232,16 @@ void session_close_action(struct conn *c, const cJSON *id, const cJSON *args)
 		s->close_killed = 1;
 		session_destroy(s);
 	}
+	return 0;
+}
+
+void sessionctl_register(void)
+{
+	static const struct action_def defs[] = {
+		{"session.open", session_open_action, 0},
+		{"session.list", session_list_action, ACT_READONLY},
+		{"session.signal", session_signal_action, 0},
+		{"session.close", session_close_action, 0},
+	};
+	actions_register(defs, sizeof defs / sizeof defs[0]);
 }

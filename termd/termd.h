@@ -12,7 +12,7 @@
 #include "proto.h"
 #include "util.h"
 #include "render.h"
-#include "vtcompat.h"
+#include "vtfilter.h"
 #include "wsconn.h"
 
 struct session;
@@ -84,6 +84,24 @@ struct upgrade {
 	char session[TD_SESSION_NAME_MAX + 1]; /* /tty: the session */
 };
 
+/* ---- pending actions (actions.c) ---- */
+/* Pending actions: every action still waiting to answer (run, keys,
+ * expect, plugin actions), embedded in its owner's struct. One registry
+ * for re-sent ids (the answer goes to the new connection), connections
+ * going away (answers are still retained), and sessions ending (the owner
+ * frees it: ops->session_gone). */
+struct pending;
+struct pending_ops {
+	const char *kind;
+	void (*session_gone)(struct pending *p);   /* must pending_del and free p */
+};
+struct pending {
+	struct pending *next, **pprev;
+	const struct pending_ops *ops;
+	cJSON *id;                /* owned copy */
+	struct conn *conn;        /* weak: NULL once the client left */
+	struct session *s;        /* or NULL */
+};
 /* ---- commands and waiters (run.c) ---- */
 enum waiter_kind { WAIT_RUN, WAIT_KEYS };
 
@@ -93,11 +111,10 @@ enum waiter_kind { WAIT_RUN, WAIT_KEYS };
  * never wait behind an answer (PROTOCOL.md §4 run item 11). What they type
  * is typed in that order. */
 struct waiter {
+	struct pending p;         /* first: the registry's handle (id, conn) */
 	struct waiter *next;      /* in the session's list */
 	enum waiter_kind kind;
 	struct session *s;
-	struct conn *conn;        /* may become NULL if the client leaves */
-	cJSON *id;                /* the action's id (owned) */
 	int is_input;             /* run: is_input (else a command or a poll) */
 	uint64_t start_us;
 	uint64_t hard_us;         /* absolute deadline or 0 */
@@ -194,7 +211,7 @@ void events_emit(struct conn *to, const cJSON *cause, const char *observation,
 void events_error(struct conn *to, const cJSON *cause, td_err code,
 		  const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 void events_hello(struct conn *c);
-void events_subscribe(struct conn *c, const cJSON *id, const cJSON *args);
+void events_register(void);
 /* An action id already answered and still retained: send that answer
  * again with extras.replayed and return 1. */
 int events_replay(struct conn *c, const cJSON *id);
@@ -227,25 +244,76 @@ int http_confirm_upgrade(struct lws *wsi);
 int http_upgrade(struct lws *wsi, enum channel ch, struct upgrade *u);
 
 /* ---- actions (actions.c) ---- */
+/* The action being handled. A handler answers (events_emit to a->conn with
+ * a->id), or leaves a pending action that will, and returns 0; or it fails
+ * with act_error() (the argument helpers do so themselves) and returns -1,
+ * and actions_dispatch answers that error: the one way an action fails. */
+struct act {
+	struct conn *conn;
+	const cJSON *id;          /* NULL when the action had none */
+	const cJSON *args;        /* NULL when empty */
+	int failed;               /* act_error was called */
+	td_err code;
+	buf_t msg;
+	cJSON *err_extras;        /* more extras for the error, or NULL */
+};
+#define ACT_MSG_MAX 4096      /* bytes of an error message, cut at a character */
+typedef int (*action_fn)(struct act *a);
+enum { ACT_READONLY = 1 };    /* a view-token connection may use it */
+struct action_def {
+	const char *name;
+	action_fn fn;
+	int flags;
+};
+/* Modules register their actions at start-up (a plugin's or an HTTP
+ * route's go through the same table); a name registered again replaces
+ * the earlier entry. */
+void actions_register(const struct action_def *defs, size_t n);
+void actions_unregister(const char *name);
+const struct action_def *actions_find(const char *name);
+void actions_init(void);
+void actions_shutdown(void);
 void actions_dispatch(struct conn *c, const char *json, size_t len);
 cJSON *actions_list_json(void);
-/* argument helpers: 0 ok, -1 wrong type (error already sent) */
-int arg_string(struct conn *c, const cJSON *id, const cJSON *args, const char *key,
-	       const char **out, int required);
-int arg_number(struct conn *c, const cJSON *id, const cJSON *args, const char *key,
-	       double *out, int *present);
-int arg_bool(struct conn *c, const cJSON *id, const cJSON *args, const char *key, int *out);
-/* an integral number (|v| <= 1e15); *present says if it was given */
-int arg_int(struct conn *c, const cJSON *id, const cJSON *args, const char *key,
-	    long long *out, int *present);
-/* args.encoding: absent/"utf-8"/"utf8" → 0, "base64" → 1 (any case) */
-int arg_encoding(struct conn *c, const cJSON *id, const cJSON *args, int *base64);
+/* Record why the action fails (answered by actions_dispatch); returns -1.
+ * The extras (owned) are added to the error's, beside `code`. */
+int act_error(struct act *a, td_err code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+int act_error_extras(struct act *a, td_err code, cJSON *extras, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+/* argument helpers: 0 ok (absent optional ones leave *out alone), -1
+ * wrong type (act_error called) */
+int arg_string(struct act *a, const char *key, const char **out, int required);
+int arg_number(struct act *a, const char *key, double *out, int *present);
+int arg_int(struct act *a, const char *key, long long *out, int *present);
+int arg_bool(struct act *a, const char *key, int *out);
+int arg_encoding(struct act *a, int *base64);
+/* a session name argument, validated ([A-Za-z0-9_.-]{1,64}: bad_request) */
+int arg_session_name(struct act *a, const char *key, int required, const char **name);
+/* The session an action names by `key` (default "main"): no_such_session
+ * unless SESS_CREATE (opens a shell); a dead shell is started again with
+ * SESS_RESPAWN (*restarted = 1), an ended program is no_command unless
+ * SESS_ALLOW_DEAD. */
+enum { SESS_CREATE = 1, SESS_RESPAWN = 2, SESS_ALLOW_DEAD = 4 };
+int arg_session(struct act *a, const char *key, int flags, struct session **out,
+		int *restarted);
+
+void pending_add(struct pending *p, const struct pending_ops *ops, struct act *a,
+		 struct session *s);
+void pending_del(struct pending *p);
+void pending_emit(struct pending *p, const char *observation, const char *content,
+		  cJSON *extras);
+int pending_rebind(const cJSON *id, struct conn *c);
+void pending_conn_gone(struct conn *c);
+void pending_session_gone(struct session *s);
 
 /* ---- sessions (session.c) ---- */
 struct session *session_find(const char *name);
-/* Start a session; command NULL = interactive shell. NULL + msg on error. */
+/* Start a session; command NULL = interactive shell. NULL + code and msg
+ * on error (too_large at --max-sessions, else internal). */
 struct session *session_open(const char *name, const char *command, const char *cwd,
-			     const cJSON *env, int cols, int rows, char *err, size_t errlen);
+			     const cJSON *env, int cols, int rows, td_err *code, char *err,
+			     size_t errlen);
 int session_respawn(struct session *s, char *err, size_t errlen);
 void session_write(struct session *s, const void *data, size_t len);
 void session_resize(struct session *s, int cols, int rows);
@@ -258,10 +326,9 @@ void session_free_all(void);
 cJSON *session_names_json(void);
 
 /* ---- session management actions (sessionctl.c) ---- */
-void session_open_action(struct conn *c, const cJSON *id, const cJSON *args);
-void session_list_action(struct conn *c, const cJSON *id, const cJSON *args);
-void session_signal_action(struct conn *c, const cJSON *id, const cJSON *args);
-void session_close_action(struct conn *c, const cJSON *id, const cJSON *args);
+void sessionctl_register(void);
+/* The session.open event (to subscribers, and as the answer to c/id). */
+void sessionctl_announce(struct conn *c, const cJSON *id, struct session *s);
 
 /* ---- shell integration (shellint.c) ---- */
 enum si_event { SI_TEXT, SI_MARK_START, SI_MARK_DONE, SI_MARK_CONT, SI_READY, SI_TITLE };
@@ -306,9 +373,7 @@ void screen_unichar(struct screen *sc, uint32_t c, int mod);
 void screen_set_output(struct screen *sc, void (*cb)(const char *, size_t, void *), void *user);
 
 /* ---- run, keys, screen actions and command life (run.c) ---- */
-void run_action(struct conn *c, const cJSON *id, const cJSON *args);
-void keys_action(struct conn *c, const cJSON *id, const cJSON *args);
-void screen_action(struct conn *c, const cJSON *id, const cJSON *args);
+void run_register(void);
 void run_on_output(struct session *s, const char *data, size_t n);
 void run_on_mark_start(struct session *s);
 void run_on_mark_done(struct session *s, int exit_code, const char *cwd);
@@ -317,38 +382,32 @@ void run_on_ready(struct session *s);
 void run_on_session_exit(struct session *s);
 /* A session.open program began: it is the session's command. */
 void run_program_started(struct session *s);
-void run_on_conn_gone(struct conn *c);
 /* A person (viewer) or keys typed these bytes at the session's prompt. */
 void run_note_typed(struct session *s, const char *data, size_t n);
-/* An action with this id is still waiting: its answer goes to c now. */
-int run_rebind(const cJSON *id, struct conn *c);
-void run_session_gone(struct session *s);
-void cmd_free(struct cmd *cmd);
+/* The session is restarted or freed: its command record goes. */
+void cmd_session_gone(struct session *s);
 
 /* ---- files (files.c) ---- */
 /* Largest `content` a read/view answer may carry once JSON-escaped (base64
  * or text): the server drops a client with more than 64 MiB pending. */
 #define FILES_MAX_REPLY (56u * 1024u * 1024u)
-void files_read_action(struct conn *c, const cJSON *id, const cJSON *args);
-void files_write_action(struct conn *c, const cJSON *id, const cJSON *args);
+void files_register(void);
 /* path made absolute against main's cwd (else --cwd) and normalized; NULL
  * if empty. Free the result. */
 char *files_resolve(const char *path);
-/* The one way file actions report an error: an "error" observation with
- * extras.code added to extras (taken over, may be NULL). */
-void files_error(struct conn *c, const cJSON *id, td_err code, const char *msg, cJSON *extras);
+/* act_error with a message that is not a format (paths, quoted text);
+ * extras taken over, may be NULL. Returns -1. */
+int files_error(struct act *a, td_err code, const char *msg, cJSON *extras);
 /* Append path with invalid UTF-8 replaced, for messages and extras. */
 void files_put_path(buf_t *b, const char *path);
 
 /* ---- edit (edit.c) ---- */
-void edit_action(struct conn *c, const cJSON *id, const cJSON *args);
+void edit_register(void);
 
 /* ---- expect (expect.c) ---- */
-void expect_action(struct conn *c, const cJSON *id, const cJSON *args);
+void expect_register(void);
 void expect_on_output(struct session *s, const char *data, size_t n);
 void expect_on_session_exit(struct session *s);
-void expect_on_conn_gone(struct session *s, struct conn *c);
-void expect_session_gone(struct session *s);
 
 /* ---- live terminal channel (tty.c) ---- */
 extern const struct lws_protocols tty_protocol;

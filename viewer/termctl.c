@@ -11,8 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <ctype.h>
-#include <strings.h>
 
 /* Exit statuses besides a command's own. */
 #define EXIT_PROTO   2     /* usage, connection, protocol or error observation */
@@ -58,6 +56,7 @@ static const char usage_text[] =
 	"  session open NAME [--cmd C] [--cwd D] [--cols N] [--rows N] [--env K=V]...\n"
 	"  session close NAME\n"
 	"  session signal NAME SIG        SIG: INT TERM KILL HUP QUIT STOP CONT USR1 USR2\n"
+	"                                 (with or without SIG, any case; no numbers)\n"
 	"  subscribe [--since SEQ]        print every event as a JSON line, until closed\n"
 	"\n"
 	"Exit status: the command's own (see above); 2 on usage, connection or\n"
@@ -187,12 +186,6 @@ static cJSON *ctl_call(ctl_t *x, cJSON *action, int default_wait_ms)
 	return obs;
 }
 
-static const char *ctl_str(const cJSON *o, const char *k)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-	return cJSON_IsString(v) ? v->valuestring : NULL;
-}
-
 static const cJSON *ctl_extras(const cJSON *obs)
 {
 	return cJSON_GetObjectItemCaseSensitive(obs, "extras");
@@ -201,12 +194,12 @@ static const cJSON *ctl_extras(const cJSON *obs)
 /* If obs is an error observation: message on stderr, returns 1. */
 static int ctl_is_error(const cJSON *obs, int quiet)
 {
-	const char *o = ctl_str(obs, "observation");
+	const char *o = td_json_str(obs, "observation");
 	if (!o || strcmp(o, "error"))
 		return 0;
 	if (!quiet) {
-		const char *code = ctl_str(ctl_extras(obs), "code");
-		const char *msg = ctl_str(obs, "content");
+		const char *code = td_json_str(ctl_extras(obs), "code");
+		const char *msg = td_json_str(obs, "content");
 		fprintf(stderr, "termctl: %s: %s\n", code ? code : "error", msg ? msg : "");
 	}
 	return 1;
@@ -215,7 +208,7 @@ static int ctl_is_error(const cJSON *obs, int quiet)
 /* Prints content, with a final newline if it is non-empty and has none. */
 static void ctl_print_content(const cJSON *obs)
 {
-	const char *s = ctl_str(obs, "content");
+	const char *s = td_json_str(obs, "content");
 	if (!s || !*s)
 		return;
 	size_t n = strlen(s);
@@ -295,18 +288,18 @@ static int cmd_run(ctl_t *x, int argc, char **argv)
 	fflush(stdout);
 
 	const cJSON *ex = ctl_extras(obs);
-	const char *sess = ctl_str(ex, "session");
+	const char *sess = td_json_str(ex, "session");
 	if (!sess)
 		sess = session ? session : "main";
 	if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ex, "restarted")))
 		fprintf(stderr, "termd: the shell of session %s was restarted\n", sess);
 	if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ex, "truncated"))) {
-		const char *f = ctl_str(ex, "output_file");
+		const char *f = td_json_str(ex, "output_file");
 		fprintf(stderr, "termd: output truncated%s%s\n", f ? "; full output in " : "",
 			f ? f : "");
 	}
 	if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ex, "running"))) {
-		const char *to = ctl_str(ex, "timed_out");
+		const char *to = td_json_str(ex, "timed_out");
 		if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ex, "waiting_for_input")))
 			fprintf(stderr, "termd: still running (waiting for input)\n");
 		else if (to)
@@ -438,28 +431,6 @@ static int cmd_raw(ctl_t *x, int argc, char **argv)
 	return ctl_finish(obs, ctl_is_error(obs, 1) ? EXIT_PROTO : 0);
 }
 
-static const char *ctl_signal_name(const char *s)
-{
-	static char buf[16];
-	static const struct { int num; const char *name; } sigs[] = {
-		{ 1, "HUP" }, { 2, "INT" }, { 3, "QUIT" }, { 9, "KILL" }, { 10, "USR1" },
-		{ 12, "USR2" }, { 15, "TERM" }, { 18, "CONT" }, { 19, "STOP" },
-	};
-	if (isdigit((unsigned char)s[0])) {
-		int n = atoi(s);
-		for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
-			if (sigs[i].num == n)
-				return sigs[i].name;
-		return s;
-	}
-	if (!strncasecmp(s, "SIG", 3))
-		s += 3;
-	snprintf(buf, sizeof buf, "%s", s);
-	for (char *p = buf; *p; p++)
-		*p = (char)toupper((unsigned char)*p);
-	return buf;
-}
-
 static int ctl_print_sessions(const cJSON *obs)
 {
 	const cJSON *list = cJSON_GetObjectItemCaseSensitive(ctl_extras(obs), "sessions");
@@ -468,7 +439,7 @@ static int ctl_print_sessions(const cJSON *obs)
 	int wname = 4, wpid = 3;
 	const cJSON *s;
 	cJSON_ArrayForEach(s, list) {
-		const char *n = ctl_str(s, "name");
+		const char *n = td_json_str(s, "name");
 		if (n && (int)strlen(n) > wname)
 			wname = (int)strlen(n);
 		const cJSON *pid = cJSON_GetObjectItemCaseSensitive(s, "pid");
@@ -478,7 +449,7 @@ static int ctl_print_sessions(const cJSON *obs)
 	}
 	printf("%-*s  %*s  %-5s  %-20s  %s\n", wname, "NAME", wpid, "PID", "ALIVE", "COMMAND", "CWD");
 	cJSON_ArrayForEach(s, list) {
-		const char *n = ctl_str(s, "name"), *cmd = ctl_str(s, "command"), *cwd = ctl_str(s, "cwd");
+		const char *n = td_json_str(s, "name"), *cmd = td_json_str(s, "command"), *cwd = td_json_str(s, "cwd");
 		const cJSON *pid = cJSON_GetObjectItemCaseSensitive(s, "pid");
 		char pb[32] = "-";
 		if (cJSON_IsNumber(pid))
@@ -548,7 +519,9 @@ static int cmd_session(ctl_t *x, int argc, char **argv)
 			ctl_usage_die("usage: termctl session signal NAME SIG");
 		act = td_action_new("session.signal", &args);
 		cJSON_AddStringToObject(args, "session", argv[1]);
-		cJSON_AddStringToObject(args, "signal", ctl_signal_name(argv[2]));
+		/* the name as given: termd knows the names (with or without SIG,
+		 * in any case) and answers bad_request for any other */
+		cJSON_AddStringToObject(args, "signal", argv[2]);
 	} else {
 		ctl_usage_die("session: unknown subcommand %s (list, open, close, signal)", sub);
 	}
@@ -580,7 +553,7 @@ static int cmd_subscribe(ctl_t *x, int argc, char **argv)
 		int r = td_recv_json(c, &obs, -1, err, sizeof err);
 		if (r <= 0)
 			ctl_die("%s: %s", x->url, err);
-		const char *o = ctl_str(obs, "observation");
+		const char *o = td_json_str(obs, "observation");
 		if (!o || strcmp(o, "hello")) {
 			char *out = cJSON_PrintUnformatted(obs);
 			puts(out);

@@ -1,8 +1,8 @@
 /* rtt.c — owns the C side of `make bench`: times `run` round trips over one
- * persistent /events connection with proto/client.c and prints the figures
- * as one JSON line for tests/bench/bench.py. Optionally in a named session,
- * and within a fixed wall-clock window of SECONDS from connecting (then N is
- * only a cap and "n" says how many ran). */
+ * persistent /events connection with the client library (proto/client.h)
+ * and prints the figures as one JSON line for tests/bench/bench.py.
+ * Optionally in a named session, and within a fixed wall-clock window of
+ * SECONDS from connecting (then N is only a cap and "n" says how many ran). */
 #include "client.h"
 
 #include <stdio.h>

@@ -2,9 +2,9 @@
  * need a network, a pty or a file system: conn_send and lws_write record
  * what would go out, http.c's upgrade check reads fake_uri and fake_mode,
  * the few libwebsockets calls tty.c and wsconn.c make, one pty-less
- * session "main" with a real screen, and the action handlers of run.c, sessionctl.c, files.c, edit.c and expect.c, which
- * here only read their arguments with the real typed helpers and answer
- * "fake". */
+ * session "main" with a real screen, and the action handlers of run.c,
+ * sessionctl.c, files.c, edit.c and expect.c, which here only read their
+ * arguments with the real typed helpers and answer "fake". */
 #include "fake.h"
 
 #include <string.h>
@@ -213,133 +213,181 @@ void run_note_typed(struct session *s, const char *data, size_t n)
 	(void)n;
 }
 
-int run_rebind(const cJSON *id, struct conn *c)
+/* ---- the action handlers: arguments read as the real ones do ---- */
+
+static int answer(struct act *a, const char *name)
 {
-	(void)id;
-	(void)c;
+	events_emit(a->conn, a->id, "fake", name, NULL);
 	return 0;
 }
 
-/* ---- the action handlers: arguments read as the real ones do ---- */
-
-static void answer(struct conn *c, const cJSON *id, const char *name)
+static int fake_run(struct act *a)
 {
-	events_emit(c, id, "fake", name, NULL);
-}
-
-void run_action(struct conn *c, const cJSON *id, const cJSON *args)
-{
-	const char *session = "main", *command = NULL;
+	const char *command = NULL;
 	int is_input = 0, has;
 	double v;
-	if (arg_string(c, id, args, "session", &session, 0) < 0 ||
-	    arg_string(c, id, args, "command", &command, 1) < 0 ||
-	    arg_bool(c, id, args, "is_input", &is_input) < 0 ||
-	    arg_number(c, id, args, "timeout", &v, &has) < 0 ||
-	    arg_number(c, id, args, "idle_timeout", &v, &has) < 0 ||
-	    arg_number(c, id, args, "max_output", &v, &has) < 0)
-		return;
-	answer(c, id, "run");
+	const char *s = "main";
+	if (arg_session_name(a, "session", 0, &s) < 0 ||
+	    arg_string(a, "command", &command, 1) < 0 ||
+	    arg_bool(a, "is_input", &is_input) < 0 ||
+	    arg_number(a, "timeout", &v, &has) < 0 ||
+	    arg_number(a, "idle_timeout", &v, &has) < 0 ||
+	    arg_number(a, "max_output", &v, &has) < 0)
+		return -1;
+	return answer(a, "run");
 }
 
-void keys_action(struct conn *c, const cJSON *id, const cJSON *args)
+static int fake_keys(struct act *a)
 {
-	const char *session = "main";
 	int has;
 	double v;
-	if (arg_string(c, id, args, "session", &session, 0) < 0 ||
-	    arg_number(c, id, args, "settle_ms", &v, &has) < 0 ||
-	    arg_number(c, id, args, "timeout", &v, &has) < 0)
-		return;
-	answer(c, id, "keys");
+	const char *s = "main";
+	if (arg_session_name(a, "session", 0, &s) < 0 ||
+	    arg_number(a, "settle_ms", &v, &has) < 0 ||
+	    arg_number(a, "timeout", &v, &has) < 0)
+		return -1;
+	return answer(a, "keys");
 }
 
-void screen_action(struct conn *c, const cJSON *id, const cJSON *args)
+static int fake_screen(struct act *a)
 {
-	const char *session = "main";
-	if (arg_string(c, id, args, "session", &session, 0) < 0)
-		return;
-	answer(c, id, "screen");
+	const char *s = "main";
+	if (arg_session_name(a, "session", 0, &s) < 0)
+		return -1;
+	return answer(a, "screen");
 }
 
-void expect_action(struct conn *c, const cJSON *id, const cJSON *args)
+static int fake_expect(struct act *a)
 {
-	const char *session = "main", *pattern = NULL;
+	const char *pattern = NULL;
 	int has;
 	double v;
-	if (arg_string(c, id, args, "session", &session, 0) < 0 ||
-	    arg_string(c, id, args, "pattern", &pattern, 1) < 0 ||
-	    arg_number(c, id, args, "timeout", &v, &has) < 0)
-		return;
-	answer(c, id, "expect");
+	const char *s = "main";
+	if (arg_string(a, "pattern", &pattern, 1) < 0 ||
+	    arg_number(a, "timeout", &v, &has) < 0 ||
+	    arg_session_name(a, "session", 0, &s) < 0)
+		return -1;
+	return answer(a, "expect");
 }
 
-void session_open_action(struct conn *c, const cJSON *id, const cJSON *args)
+static int fake_session_open(struct act *a)
 {
 	const char *name = NULL, *command = NULL, *cwd = NULL;
 	int has;
 	double v;
-	if (arg_string(c, id, args, "name", &name, 1) < 0 ||
-	    arg_string(c, id, args, "command", &command, 0) < 0 ||
-	    arg_string(c, id, args, "cwd", &cwd, 0) < 0 ||
-	    arg_number(c, id, args, "cols", &v, &has) < 0 ||
-	    arg_number(c, id, args, "rows", &v, &has) < 0)
-		return;
-	answer(c, id, "session.open");
+	if (arg_session_name(a, "name", 1, &name) < 0 ||
+	    arg_string(a, "command", &command, 0) < 0 ||
+	    arg_string(a, "cwd", &cwd, 0) < 0 ||
+	    arg_number(a, "cols", &v, &has) < 0 ||
+	    arg_number(a, "rows", &v, &has) < 0)
+		return -1;
+	return answer(a, "session.open");
 }
 
-void session_list_action(struct conn *c, const cJSON *id, const cJSON *args)
+static int fake_session_list(struct act *a)
 {
-	(void)args;
-	answer(c, id, "session.list");
+	return answer(a, "session.list");
 }
 
-void session_signal_action(struct conn *c, const cJSON *id, const cJSON *args)
+static int fake_session_signal(struct act *a)
 {
-	const char *session = "main", *sig = NULL;
-	if (arg_string(c, id, args, "session", &session, 0) < 0 ||
-	    arg_string(c, id, args, "signal", &sig, 1) < 0)
-		return;
-	answer(c, id, "session.signal");
+	const char *sig = NULL;
+	const char *s = "main";
+	if (arg_string(a, "signal", &sig, 1) < 0 ||
+	    arg_session_name(a, "session", 0, &s) < 0)
+		return -1;
+	return answer(a, "session.signal");
 }
 
-void session_close_action(struct conn *c, const cJSON *id, const cJSON *args)
+static int fake_session_close(struct act *a)
 {
 	const char *name = NULL;
-	if (arg_string(c, id, args, "session", &name, 1) < 0)
-		return;
-	answer(c, id, "session.close");
+	if (arg_session_name(a, "session", 1, &name) < 0)
+		return -1;
+	return answer(a, "session.close");
 }
 
-void files_read_action(struct conn *c, const cJSON *id, const cJSON *args)
+static int fake_read(struct act *a)
 {
-	const char *path = NULL, *enc = NULL;
-	int has;
-	double v;
-	if (arg_string(c, id, args, "path", &path, 1) < 0 ||
-	    arg_string(c, id, args, "encoding", &enc, 0) < 0 ||
-	    arg_number(c, id, args, "offset", &v, &has) < 0 ||
-	    arg_number(c, id, args, "limit", &v, &has) < 0)
-		return;
-	answer(c, id, "read");
+	const char *path = NULL;
+	long long v;
+	int b64;
+	if (arg_string(a, "path", &path, 1) < 0 ||
+	    arg_encoding(a, &b64) < 0 ||
+	    arg_int(a, "start", &v, NULL) < 0 ||
+	    arg_int(a, "end", &v, NULL) < 0)
+		return -1;
+	return answer(a, "read");
 }
 
-void files_write_action(struct conn *c, const cJSON *id, const cJSON *args)
+static int fake_write(struct act *a)
 {
 	const char *path = NULL, *content = NULL, *mode = NULL, *sha = NULL;
-	if (arg_string(c, id, args, "path", &path, 1) < 0 ||
-	    arg_string(c, id, args, "content", &content, 1) < 0 ||
-	    arg_string(c, id, args, "mode", &mode, 0) < 0 ||
-	    arg_string(c, id, args, "expected_sha256", &sha, 0) < 0)
-		return;
-	answer(c, id, "write");
+	if (arg_string(a, "path", &path, 1) < 0 ||
+	    arg_string(a, "content", &content, 1) < 0 ||
+	    arg_string(a, "mode", &mode, 0) < 0 ||
+	    arg_string(a, "expected_sha256", &sha, 0) < 0)
+		return -1;
+	return answer(a, "write");
 }
 
-void edit_action(struct conn *c, const cJSON *id, const cJSON *args)
+static int fake_edit(struct act *a)
 {
 	const char *command = NULL, *path = NULL;
-	if (arg_string(c, id, args, "command", &command, 1) < 0 ||
-	    arg_string(c, id, args, "path", &path, 1) < 0)
-		return;
-	answer(c, id, "edit");
+	if (arg_string(a, "command", &command, 1) < 0 ||
+	    arg_string(a, "path", &path, 1) < 0)
+		return -1;
+	return answer(a, "edit");
+}
+
+/* The real modules register these names; the fakes take their place. */
+void fake_register_actions(void)
+{
+	static const struct action_def defs[] = {
+		{"run", fake_run, 0},
+		{"keys", fake_keys, 0},
+		{"screen", fake_screen, ACT_READONLY},
+		{"expect", fake_expect, 0},
+		{"session.open", fake_session_open, 0},
+		{"session.list", fake_session_list, ACT_READONLY},
+		{"session.signal", fake_session_signal, 0},
+		{"session.close", fake_session_close, 0},
+		{"read", fake_read, 0},
+		{"write", fake_write, 0},
+		{"edit", fake_edit, 0},
+	};
+	actions_init();
+	events_register();
+	actions_register(defs, sizeof defs / sizeof defs[0]);
+}
+
+/* ---- run.c, session.c, sessionctl.c pieces actions.c links to ---- */
+
+void cmd_session_gone(struct session *s)
+{
+	(void)s;
+}
+
+struct session *session_open(const char *name, const char *command, const char *cwd,
+			     const cJSON *env, int cols, int rows, td_err *code, char *err,
+			     size_t errlen)
+{
+	(void)name, (void)command, (void)cwd, (void)env, (void)cols, (void)rows;
+	*code = TD_ERR_INTERNAL;
+	snprintf(err, errlen, "no sessions in the fuzz target");
+	return NULL;
+}
+
+int session_respawn(struct session *s, char *err, size_t errlen)
+{
+	(void)s;
+	snprintf(err, errlen, "no sessions in the fuzz target");
+	return -1;
+}
+
+void sessionctl_announce(struct conn *c, const cJSON *id, struct session *s)
+{
+	(void)c;
+	(void)id;
+	(void)s;
 }

@@ -17,6 +17,8 @@ struct sent {
 extern struct sent *fake_sent;
 extern size_t fake_nsent;
 void fake_sent_clear(void);
+/* the built-in actions with fake handlers (arguments read as the real ones) */
+void fake_register_actions(void);
 
 /* The one session that exists ("main") while fake_session is set. */
 extern struct session *fake_session;

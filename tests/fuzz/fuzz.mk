@@ -21,8 +21,8 @@ FUZZ_CFLAGS     := -O1 -g $(FUZZ_SAN) -std=c11 -Wall -Wextra -Werror -D_GNU_SOUR
                    -Iproto -Itermd -Itests/fuzz -I$(FUZZ_BUILD)/gen
 FUZZ_LIBS       := $(shell pkg-config --libs vterm libcjson 2>/dev/null) -lm
 # the termd files the targets use; fake.c stands in for the rest
-FUZZ_TERMD      := termd/actions.c termd/events.c termd/tty.c termd/wsconn.c termd/screen.c termd/vtcompat.c \
-                   termd/shellint.c termd/render.c termd/util.c proto/proto.c
+FUZZ_TERMD      := termd/actions.c termd/events.c termd/tty.c termd/wsconn.c termd/screen.c \
+                   proto/vtfilter.c termd/shellint.c termd/render.c proto/util.c proto/proto.c
 FUZZ_OBJ        := $(FUZZ_TERMD:%.c=$(FUZZ_BUILD)/obj/%.o) $(FUZZ_BUILD)/obj/tests/fuzz/fake.o
 FUZZ_BINS       := $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
 # longest input per target (shellint: past its 8 KiB OSC hold limit)
@@ -41,13 +41,20 @@ $(FUZZ_BUILD)/gen/%.inc: share/shell/%
 
 $(FUZZ_BUILD)/obj/termd/shellint.o: $(FUZZ_BUILD)/gen/termd.bash.inc $(FUZZ_BUILD)/gen/termd.sh.inc
 
-$(FUZZ_BUILD)/obj/%.o: %.c $(wildcard termd/*.h proto/*.h tests/fuzz/*.h)
+# header dependencies as in the Makefile (-MMD -MP; a missing .d rebuilds)
+$(FUZZ_BUILD)/obj/%.o: %.c $(FUZZ_BUILD)/obj/%.d
 	@mkdir -p $(dir $@)
 	@echo "  CLANG   $<"
-	@$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link $(PKG_CFLAGS) -c $< -o $@
+	@$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link $(PKG_CFLAGS) -MMD -MP -c $< -o $@
+	@touch $@
 
-$(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_OBJ) $(wildcard tests/fuzz/*.h)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $(PKG_CFLAGS) -o $@ $< $(FUZZ_OBJ) $(FUZZ_LIBS)
+$(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_BUILD)/fuzz_%.d $(FUZZ_OBJ)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $(PKG_CFLAGS) -MMD -MP -o $@ $< $(FUZZ_OBJ) $(FUZZ_LIBS)
+	@touch $@
+
+FUZZ_DEP := $(FUZZ_OBJ:.o=.d) $(FUZZ_BINS:%=%.d)
+$(FUZZ_DEP):
+include $(wildcard $(FUZZ_DEP))
 
 # $(1) = seconds per target, $(2) = extra libFuzzer flags, $(3) = corpus
 # folder under build-fuzz/ (emptied first when $(4) is "fresh")

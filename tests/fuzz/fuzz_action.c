@@ -107,6 +107,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	opts.retain = 4;            /* small, so replays fall out of the ring */
 	events_init();
+	fake_register_actions();
 	srv.conns = &c;
 	for (int f = 0; f < MAX_FRAMES && p <= end; f++) {
 		const char *nul = memchr(p, 0, (size_t)(end - p));
@@ -120,6 +121,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	srv.conns = NULL;
 	events_shutdown();
+	actions_shutdown();
 	fake_sent_clear();
 	return 0;
 }

@@ -12,7 +12,7 @@ import pytest
 
 import tdtest
 import wsclient
-from conftest import TERMD_BIN, base_env
+from conftest import TERMCTL_BIN, TERMD_BIN, base_env
 from tdtest import assert_error
 
 
@@ -170,3 +170,50 @@ def test_listen_port_in_use_is_refused(tmp_path):
         s.close()
     assert p.returncode > 0, (p.returncode, p.stderr)
     assert "cannot listen" in p.stderr and str(port) in p.stderr, p.stderr
+
+
+# One rule for a token file, in termd and in its clients (proto/url.c,
+# README "Tokens"): the first line, whitespace trimmed at both ends.
+@pytest.mark.parametrize("content", [
+    "tok-9f3a\n",
+    "tok-9f3a\nsecond line\n",
+    "  tok-9f3a \t\r\n",
+    "\ttok-9f3a\r\n\n# notes\n",
+], ids=["trailing-newline", "second-line", "surrounding-spaces-crlf", "tab-then-more-lines"])
+def test_token_file_reads_the_same_in_termd_and_termctl(termd_factory, tmp_path, content):
+    full = tmp_path / "full"
+    full.write_bytes(content.encode())
+    view = tmp_path / "view"
+    view.write_bytes(content.replace("tok-", "view-").encode())
+    t = termd_factory(args=("--token-file", str(full), "--view-token-file", str(view)))
+    # termctl with the same files gets in, as full and as view client
+    p = t.termctl("--token-file", full, "run", "echo full-in")
+    assert p.returncode == 0 and p.stdout == "full-in\n", (p.returncode, p.stdout, p.stderr)
+    p = t.termctl("--token-file", view, "ping")
+    assert p.returncode == 0 and p.stdout == "pong\n", (p.returncode, p.stdout, p.stderr)
+    p = t.termctl("--token-file", view, "run", "echo view-in")
+    assert p.returncode == 2 and "forbidden" in p.stderr, (p.returncode, p.stdout, p.stderr)
+    # the token termd took is exactly the trimmed first line
+    assert t.events(token="tok-9f3a").ping()["observation"] == "pong"
+    for wrong in (" tok-9f3a", "tok-9f3a ", "tok-9f3"):
+        p = t.termctl("--token", wrong, "ping")
+        assert p.returncode == 2 and "401" in p.stderr, (wrong, p.returncode, p.stderr)
+
+
+def test_token_file_with_an_empty_first_line_is_refused_by_both(tmp_path):
+    f = tmp_path / "tok"
+    f.write_text("\nsecret-on-line-two\n")
+    home = tmp_path / "home"
+    home.mkdir()
+    sock = "/tmp/td-emptytok-%d.sock" % os.getpid()
+    p = subprocess.run([TERMD_BIN, "--listen", "unix:" + sock, "--cwd", str(home), "--token-file",
+                        str(f)], env=base_env(home), capture_output=True, text=True, timeout=30,
+                       stdin=subprocess.DEVNULL)
+    assert p.returncode == 2, (p.returncode, p.stderr)
+    assert "token file %s: empty" % f in p.stderr, p.stderr
+    assert not os.path.exists(sock)
+    p = subprocess.run([TERMCTL_BIN, "--url", "unix:" + sock, "--token-file", str(f), "ping"],
+                       env=base_env(home), capture_output=True, text=True, timeout=30,
+                       stdin=subprocess.DEVNULL)
+    assert p.returncode == 2, (p.returncode, p.stderr)
+    assert "token file %s: empty" % f in p.stderr, p.stderr

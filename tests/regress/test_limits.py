@@ -126,7 +126,10 @@ def test_scrollback_lines(termd_factory):
     ev = t.events()
     run_done(ev, "clear")
     run_done(ev, "seq 1 300")
-    scr = ev.call("screen", {})
+    # run answers at the shell's done mark; its prompt is drawn just after:
+    # compare screens once it is there (the cursor after it)
+    scr = wait_until(lambda: (lambda o: o if o["extras"]["cursor"]["col"] > 0 else None)(
+        ev.call("screen", {})), what="the prompt after seq")
     assert scr["extras"]["scrollback_lines"] == 50, fmt(scr)
     visible = scr["content"].split("\n")
     assert len(visible) == scr["extras"]["rows"]

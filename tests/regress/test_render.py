@@ -120,7 +120,7 @@ def test_shell_fine_after_big_output(ev):
 
 def test_output_that_broke_libvterm(ev, tmp_path):
     # Each of these corrupted libvterm 0.1.4's memory before termd filtered
-    # what it is given (termd/vtcompat.c; found by tests/fuzz/fuzz_render):
+    # what it is given (proto/vtfilter.c; found by tests/fuzz/fuzz_render):
     # a CSI with 20 separators, ESC * [ with many ':', and an OSC broken by
     # ESCs. termd must stay up and the screen keep working.
     bad = tmp_path / "bad.bin"

@@ -10,7 +10,8 @@ import time
 
 import pytest
 
-from tdtest import PY, assert_error, content, finish, fmt, free_port, run, run_done, run_obs, wait_until
+import wsclient
+from tdtest import PY, assert_error, content, drain, finish, fmt, free_port, run, run_done, run_obs, wait_until
 
 # Generous: the suite also runs under AddressSanitizer (~3x slower).
 T = 90.0
@@ -587,3 +588,43 @@ def test_expect_while_a_run_is_in_flight(termd):
     assert obs["extras"].get("matched") is True and obs["extras"]["groups"] == ["11"], fmt(obs)
     r = a.wait_for(lambda o: o.get("cause") == rid, T)
     assert r.get("observation") == "run" and content(r) == "STEP-11\nend", fmt(r)
+
+
+BAD_NAMES = ["", "a b", "x" * 65, "semi;colon", "ünï"]
+
+
+@pytest.mark.parametrize("bad", BAD_NAMES)
+def test_invalid_session_name_is_bad_request_for_every_action(ev, bad):
+    """A name that cannot be a session's (PROTOCOL.md §3) is bad_request for
+    every action that takes one, never no_such_session."""
+    calls = [
+        ("run", {"session": bad, "command": "true"}),
+        ("keys", {"session": bad, "keys": ["x"]}),
+        ("screen", {"session": bad}),
+        ("expect", {"session": bad, "pattern": "x", "timeout": 1}),
+        ("session.open", {"name": bad}),
+        ("session.signal", {"session": bad, "signal": "INT"}),
+        ("session.close", {"name": bad}),
+    ]
+    for action, args in calls:
+        assert_error(call(ev, action, args), "bad_request")
+
+
+def test_resent_expect_id_is_rebound(termd):
+    """An expect whose id is sent again while it waits answers once, on the
+    new connection (the same as run)."""
+    a = termd.events()
+    eid = wsclient.new_id("exp")
+    a.send_action("expect", {"pattern": "rebound-[0-9]+", "timeout": 30}, id=eid)
+    time.sleep(0.3)
+    a.ws.abort()
+    b = termd.events()
+    b.send_action("expect", {"pattern": "rebound-[0-9]+", "timeout": 30}, id=eid)
+    time.sleep(0.3)
+    c = termd.events()
+    run_done(c, "echo rebound-$((40+2))")
+    obs = b.recv_obs(timeout=30)
+    assert obs["cause"] == eid and obs["observation"] == "expect", fmt(obs)
+    assert obs["extras"]["matched"] is True and obs["extras"]["match"] == "rebound-42", fmt(obs)
+    more = drain(b, 0.5)
+    assert not [o for o in more if o.get("cause") == eid], [fmt(o) for o in more]

@@ -4,6 +4,7 @@
 import json
 import time
 
+import tdtest
 from tdtest import content, run_done
 
 
@@ -122,3 +123,23 @@ def test_token(termd_factory):
     assert p.returncode == 0 and "pong" in p.stdout, (p.returncode, p.stdout, p.stderr)
     p = t.termctl("run", "echo tok-env", env={"TERMD_TOKEN": "tctoken"})
     assert p.returncode == 0 and p.stdout.strip() == "tok-env", (p.returncode, p.stdout, p.stderr)
+
+
+def test_session_signal_passes_the_name_through(termd, ev):
+    # termd knows the names, with or without SIG, in any case; termctl sends
+    # what it is given (no table of its own, no signal numbers)
+    o = ev.call("session.open", {"name": "sigjob", "command": "sleep 300"})
+    assert o["observation"] == "session.open", o
+    for bad in ("9", "BOGUS"):
+        p = termd.termctl("session", "signal", "sigjob", bad)
+        assert p.returncode == 2 and "bad_request" in p.stderr, (bad, p.returncode, p.stderr)
+    p = termd.termctl("session", "signal", "sigjob", "sigCont")
+    assert p.returncode == 0, (p.returncode, p.stdout, p.stderr)
+    p = termd.termctl("session", "signal", "sigjob", "term")
+    assert p.returncode == 0, (p.returncode, p.stdout, p.stderr)
+
+    def ended():
+        lst = ev.call("session.list", {})["extras"]["sessions"]
+        return [s for s in lst if s["name"] == "sigjob" and not s["alive"]]
+    s = tdtest.wait_until(ended, what="sigjob ended by TERM")[0]
+    assert s["exit_code"] == 128 + 15, s

@@ -1,7 +1,9 @@
-/* test_client.c — unit tests of proto/client.c: URL parsing, SHA-1, base64,
- * the Sec-WebSocket-Accept key, frame headers and masking, and a whole
- * connection against a small server forked on a private unix socket
- * (handshake, fragments with pings between them, td_call, close). */
+/* test_client.c — unit tests of the client library (proto/url.c, net.c,
+ * ws.c, call.c; the frame pieces through client-int.h): URL parsing, the
+ * token file, base64, the Sec-WebSocket-Accept key, frame headers and
+ * masking, and a whole connection against a small server forked on a
+ * private unix socket (handshake, fragments with pings between them,
+ * td_call, close). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -20,7 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "client.h"
+#include "client-int.h"
 #include "proto.h"
 
 /* ---- URLs ---- */
@@ -175,46 +177,76 @@ static void test_defaults(void **state)
 	assert_non_null(strstr(err, "no such file"));
 }
 
-/* ---- SHA-1, base64, accept key ---- */
-
-static void hex(const uint8_t *d, size_t n, char *out)
+/* Writes n bytes to a new temporary file; its path goes to path[32]. */
+static void token_file(char path[32], const void *data, size_t n)
 {
-	for (size_t i = 0; i < n; i++)
-		sprintf(out + 2 * i, "%02x", d[i]);
+	snprintf(path, 32, "/tmp/td-token-XXXXXX");
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, data, n), (ssize_t)n);
+	close(fd);
 }
 
-static void check_sha1(const void *data, size_t len, const char *want)
+/* What td_read_token_file makes of the bytes (NULL: an error, in err). */
+static char *token_of(const void *data, size_t n, char *err, size_t errlen)
 {
-	uint8_t d[20];
-	char h[41];
-	td_sha1(data, len, d);
-	hex(d, 20, h);
-	assert_string_equal(h, want);
+	char path[32];
+	token_file(path, data, n);
+	char *t = td_read_token_file(path, err, errlen);
+	unlink(path);
+	return t;
 }
 
-static void test_sha1(void **state)
+static void test_token_file_rule(void **state)
 {
 	(void)state;
-	check_sha1("", 0, "da39a3ee5e6b4b0d3255bfef95601890afd80709");
-	check_sha1("abc", 3, "a9993e364706816aba3e25717850c26c9cd0d89d");
-	check_sha1("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq", 56,
-		   "84983e441c3bd26ebaae4aa1f95129e5e54670f1");
-	/* Lengths around the padding boundaries. */
-	static const struct { size_t n; const char *h; } as[] = {
-		{ 55, "c1c8bbdc22796e28c0e15163d20899b65621d65a" },
-		{ 56, "c2db330f6083854c99d4b5bfb6e8f29f201be699" },
-		{ 63, "03f09f5b158a7a8cdad920bddc29b81c18a551f5" },
-		{ 64, "0098ba824b5c16427bd7a1122a5a442a25ec644d" },
-		{ 119, "ee971065aaa017e0632a8ca6c77bb3bf8b1dfc56" },
-		{ 120, "f34c1488385346a55709ba056ddd08280dd4c6d6" },
-		{ 1000000, "34aa973cd4c4daa4f61eeb2bdbad27316534016f" },
+	static const struct { const char *in; const char *tok; } ok[] = {
+		{ "abc", "abc" },
+		{ "abc\n", "abc" },
+		{ "abc\r\n", "abc" },
+		{ " \t abc \t\r\n", "abc" },
+		{ "abc\nsecond line\n", "abc" },
+		{ "a b c\n", "a b c" },     /* inside, spaces stay */
+		{ "abc\n\n\n", "abc" },
 	};
-	char *a = malloc(1000000);
-	memset(a, 'a', 1000000);
-	for (size_t i = 0; i < sizeof as / sizeof as[0]; i++)
-		check_sha1(a, as[i].n, as[i].h);
-	free(a);
+	char err[256];
+	for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+		char *t = token_of(ok[i].in, strlen(ok[i].in), err, sizeof err);
+		if (!t)
+			fail_msg("'%s': %s", ok[i].in, err);
+		assert_string_equal(t, ok[i].tok);
+		free(t);
+	}
+	static const char *empty[] = { "", "\n", "  \t\r\n", "\nsecond line\n" };
+	for (size_t i = 0; i < sizeof empty / sizeof empty[0]; i++) {
+		err[0] = '\0';
+		assert_null(token_of(empty[i], strlen(empty[i]), err, sizeof err));
+		assert_non_null(strstr(err, "empty"));
+	}
+	/* a NUL byte in the first line is an error, not a shorter token */
+	assert_null(token_of("ab\0cd\n", 6, err, sizeof err));
+	assert_non_null(strstr(err, "NUL"));
+	char *t = token_of("abc\n\0\n", 6, err, sizeof err);   /* on a later line: ignored */
+	assert_non_null(t);
+	assert_string_equal(t, "abc");
+	free(t);
+	/* TD_TOKEN_MAX bytes are a token, one more is an error */
+	char *big = malloc(TD_TOKEN_MAX + 2);
+	memset(big, 'x', TD_TOKEN_MAX + 1);
+	big[TD_TOKEN_MAX + 1] = '\n';
+	assert_null(token_of(big, TD_TOKEN_MAX + 2, err, sizeof err));
+	assert_non_null(strstr(err, "longer"));
+	t = token_of(big + 1, TD_TOKEN_MAX + 1, err, sizeof err);
+	assert_non_null(t);
+	assert_int_equal(strlen(t), TD_TOKEN_MAX);
+	free(t);
+	free(big);
+	/* a directory */
+	assert_null(td_read_token_file("/tmp", err, sizeof err));
+	assert_non_null(strstr(err, "/tmp"));
 }
+
+/* ---- base64, accept key ---- */
 
 static void test_base64(void **state)
 {
@@ -754,7 +786,7 @@ int main(void)
 		cmocka_unit_test(test_url_bad),
 		cmocka_unit_test(test_url_wss),
 		cmocka_unit_test(test_defaults),
-		cmocka_unit_test(test_sha1),
+		cmocka_unit_test(test_token_file_rule),
 		cmocka_unit_test(test_base64),
 		cmocka_unit_test(test_accept_key),
 		cmocka_unit_test(test_frame_examples),

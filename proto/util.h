@@ -25,6 +25,7 @@ void buf_append(buf_t *b, const void *data, size_t n);
 void buf_puts(buf_t *b, const char *s);
 void buf_putc(buf_t *b, char c);
 void buf_printf(buf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void buf_vprintf(buf_t *b, const char *fmt, va_list ap);
 void buf_consume(buf_t *b, size_t n);   /* drop n bytes from the front */
 void buf_reset(buf_t *b);               /* len = 0, keep memory */
 void buf_free(buf_t *b);

@@ -1,4 +1,4 @@
-/* vtcompat.c — what libvterm 0.1.4 is allowed to see. Program output goes
+/* vtfilter.c — what libvterm 0.1.4 is allowed to see. Program output goes
  * through this filter before vterm_input_write, because that version's
  * parser corrupts memory on some inputs any program can print (all found by
  * tests/fuzz/fuzz_render):
@@ -21,7 +21,7 @@
  *     libvterm would act on some of them, and they are never text.
  * The state survives across feeds, so a sequence split between two reads
  * is handled as if it came whole. */
-#include "vtcompat.h"
+#include "vtfilter.h"
 
 #include <string.h>
 

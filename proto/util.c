@@ -82,19 +82,15 @@ void buf_putc(buf_t *b, char c)
 	buf_append(b, &c, 1);
 }
 
-void buf_printf(buf_t *b, const char *fmt, ...)
+void buf_vprintf(buf_t *b, const char *fmt, va_list ap)
 {
-	va_list ap;
-	va_start(ap, fmt);
 	char tmp[256];
 	va_list ap2;
 	va_copy(ap2, ap);
 	int n = vsnprintf(tmp, sizeof tmp, fmt, ap2);
 	va_end(ap2);
-	if (n < 0) {
-		va_end(ap);
+	if (n < 0)
 		return;
-	}
 	if ((size_t)n < sizeof tmp) {
 		buf_append(b, tmp, (size_t)n);
 	} else {
@@ -102,6 +98,13 @@ void buf_printf(buf_t *b, const char *fmt, ...)
 		vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
 		b->len += (size_t)n;
 	}
+}
+
+void buf_printf(buf_t *b, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	buf_vprintf(b, fmt, ap);
 	va_end(ap);
 }
 

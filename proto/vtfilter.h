@@ -1,7 +1,7 @@
-/* vtcompat.h — the filter in front of libvterm 0.1.4 (vtcompat.c), used by
+/* vtfilter.h — the filter in front of libvterm 0.1.4 (vtfilter.c), used by
  * termd's screens and by od-attach's. */
-#ifndef TERMD_VTCOMPAT_H
-#define TERMD_VTCOMPAT_H
+#ifndef TERMD_VTFILTER_H
+#define TERMD_VTFILTER_H
 
 #include <stddef.h>
 

@@ -1,4 +1,4 @@
-/* test_vtcompat.c — unit tests for termd/vtcompat.c, the filter in front
+/* test_vtfilter.c — unit tests for proto/vtfilter.c, the filter in front
  * of libvterm: text and well-formed sequences pass unchanged; CSIs over the
  * bounds, strings (OSC, DCS, ...) and C1 controls written as UTF-8 are
  * dropped; the result does not depend on where the input is split. */
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "termd.h"
+#include "vtfilter.h"
 
 /* The filter's output for `in`, fed whole and then one byte at a time:
  * both must agree. Returns a malloc'd string. */
