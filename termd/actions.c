@@ -78,6 +78,8 @@ void actions_init(void)
 		{"ping", ping_action, ACT_READONLY},
 	};
 	actions_register(own, sizeof own / sizeof own[0]);
+	static const struct session_listener l = {.gone = pending_session_gone};
+	session_listen(&l);
 }
 
 /* -------------------------------------------------------------- errors */
@@ -253,8 +255,7 @@ int arg_session(struct act *a, const char *key, int flags, struct session **out,
 			return act_error(a, TD_ERR_NO_COMMAND, "session '%s' has ended (exit code %d)",
 					 s->name, s->exit_code);
 		}
-		pending_session_gone(s);
-		cmd_session_gone(s);
+		session_gone(s);
 		if (session_respawn(s, err, sizeof err) < 0)
 			return act_error(a, TD_ERR_INTERNAL, "cannot restart the shell: %s", err);
 		if (restarted)

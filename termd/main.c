@@ -295,6 +295,7 @@ int main(int argc, char **argv)
 	/* every module registers its actions (plugins will add theirs) */
 	actions_init();
 	events_register();
+	cmd_init();           /* before run: the shell's state, then the waiters */
 	run_register();
 	expect_register();
 	sessionctl_register();

@@ -46,31 +46,60 @@ static void vt_answer(const char *data, size_t n, void *user)
 	session_write(user, data, n);
 }
 
-static void si_event(void *user, enum si_event ev, const char *data, size_t len, int code)
+/* ------------------------------------------------------------ listeners */
+
+#define MAX_LISTENERS 8
+static const struct session_listener *listeners[MAX_LISTENERS];
+static size_t nlisteners;
+
+void session_listen(const struct session_listener *l)
+{
+	if (nlisteners == MAX_LISTENERS) {   /* a start-up wiring error */
+		log_warn("session_listen: more than %d listeners", MAX_LISTENERS);
+		abort();
+	}
+	listeners[nlisteners++] = l;
+}
+
+void session_mark(struct session *s, enum si_event ev, const char *data, size_t n, int code)
+{
+	for (size_t i = 0; i < nlisteners; i++)
+		if (listeners[i]->mark)
+			listeners[i]->mark(s, ev, data, n, code);
+}
+
+void session_gone(struct session *s)
+{
+	for (size_t i = 0; i < nlisteners; i++)
+		if (listeners[i]->gone)
+			listeners[i]->gone(s);
+}
+
+static void session_exited(struct session *s)
+{
+	for (size_t i = 0; i < nlisteners; i++)
+		if (listeners[i]->exit)
+			listeners[i]->exit(s);
+}
+
+/* The shell-integration scanner's events: text (the output without
+ * termd's marks) and marks go to the listeners; titles to the screen and
+ * its viewers. */
+static void on_shellint(void *user, enum si_event ev, const char *data, size_t len, int code)
 {
 	struct session *s = user;
 	switch (ev) {
 	case SI_TEXT:
-		run_on_output(s, data, len);
-		break;
-	case SI_MARK_START:
-		run_on_mark_start(s);
-		break;
-	case SI_MARK_DONE: {
-		char *cwd = xstrndup(data, len);
-		run_on_mark_done(s, code, cwd);
-		free(cwd);
-		break;
-	}
-	case SI_MARK_CONT:
-		run_on_mark_cont(s);
-		break;
-	case SI_READY:
-		run_on_ready(s);
+		for (size_t i = 0; i < nlisteners; i++)
+			if (listeners[i]->text)
+				listeners[i]->text(s, data, len);
 		break;
 	case SI_TITLE:
 		screen_set_title(s->screen, data, len);
 		tty_on_title(s, data, len);
+		break;
+	default:
+		session_mark(s, ev, data, len, code);
 		break;
 	}
 }
@@ -135,7 +164,7 @@ static void child_exec(struct session *s, const char *slave, const char *cwd, co
 	}
 	const char *sh = shell_path();
 	char rc[4200];
-	if (s->is_shell && s->shell_kind == 0) {
+	if (s->is_shell && s->shell_kind == SHELL_BASH) {
 		setenv("TERMD_NONCE", shellint_nonce(s->si), 1);
 		snprintf(rc, sizeof rc, "%s/termd.bash", srv.rundir);
 		execl(sh, sh, "--noprofile", "--rcfile", rc, "-i", (char *)NULL);
@@ -185,7 +214,7 @@ static int spawn(struct session *s, const char *cwd, const cJSON *env, char *err
 	const char *sh = shell_path();
 	const char *base = strrchr(sh, '/');
 	base = base ? base + 1 : sh;
-	s->shell_kind = strcmp(base, "bash") == 0 ? 0 : 1;
+	s->shell_kind = strcmp(base, "bash") == 0 ? SHELL_BASH : SHELL_SH;
 
 	pid_t pid = fork();
 	if (pid < 0) {
@@ -240,7 +269,7 @@ struct session *session_open(const char *name, const char *command, const char *
 	s->screen = screen_new(s->rows, s->cols);
 	screen_set_scrollback(s->screen, opts.scrollback);
 	screen_set_output(s->screen, vt_answer, s);
-	s->si = shellint_new(si_event, s);
+	s->si = shellint_new(on_shellint, s);
 	s->cwd = xstrdup(cwd ? cwd : opts.cwd);
 	if (spawn(s, s->cwd, env, err, errlen) < 0) {
 		screen_free(s->screen);
@@ -262,7 +291,7 @@ struct session *session_open(const char *name, const char *command, const char *
 int session_respawn(struct session *s, char *err, size_t errlen)
 {
 	shellint_free(s->si);
-	s->si = shellint_new(si_event, s);
+	s->si = shellint_new(on_shellint, s);
 	buf_reset(&s->inq);
 	free(s->cwd);
 	s->cwd = xstrdup(opts.cwd);
@@ -349,7 +378,7 @@ static void finalize_exit(struct session *s)
 	else
 		cJSON_AddNullToObject(ex, "signal");
 	log_debug("session %s: exited (code %d, signal %d)", s->name, s->exit_code, s->exit_signal);
-	run_on_session_exit(s);
+	session_exited(s);
 	tty_on_exit(s);
 	events_emit(NULL, NULL, "session.exit", "", ex);
 	/* a closed one is freed here, or by its KILL timer if that is still to
@@ -463,8 +492,7 @@ static void session_free(struct session *s)
 	lws_sul_cancel(&s->ready_sul);
 	lws_sul_cancel(&s->exit_sul);
 	lws_sul_cancel(&s->close_sul);
-	pending_session_gone(s);
-	cmd_session_gone(s);
+	session_gone(s);
 	tty_session_gone(s);
 	if (s->wsi) {
 		lws_set_opaque_user_data(s->wsi, NULL);
@@ -499,8 +527,7 @@ void session_stop_all(void)
 			lws_sul_cancel(&s->ready_sul);
 			lws_sul_cancel(&s->exit_sul);
 			lws_sul_cancel(&s->close_sul);
-			pending_session_gone(s);
-			cmd_session_gone(s);
+			session_gone(s);
 			tty_session_gone(s);
 			if (s->alive && s->pid > 0) {
 				kill(-s->pid, SIGHUP);

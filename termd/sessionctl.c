@@ -105,7 +105,7 @@ static int session_open_action(struct act *a)
 	if (!s)
 		return act_error(a, code, "cannot open session '%s': %s", name, err);
 	if (command)
-		run_program_started(s);
+		cmd_program_started(s);
 	sessionctl_announce(a->conn, a->id, s);
 	return 0;
 }

@@ -346,7 +346,7 @@ static int paste_fits(const char *text, size_t len)
 void shellint_type_command(struct session *s, const char *text, buf_t *out)
 {
 	size_t len = strlen(text);
-	if (s->shell_kind != 0) {
+	if (s->shell_kind != SHELL_BASH) {
 		/* POSIX sh has no line editor to paste into: the text goes to a
 		 * file that the shell sources (see share/shell/termd.sh) */
 		buf_t path = {0};

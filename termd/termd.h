@@ -12,11 +12,17 @@
 #include "proto.h"
 #include "util.h"
 #include "render.h"
+#include "output.h"
 #include "vtfilter.h"
 #include "wsconn.h"
 
 struct session;
 struct conn;
+
+/* What the shell-integration scanner (shellint.c) finds in a session's
+ * output: text, termd's marks (C start, D done, P continuation), readline
+ * ready (bracketed paste on), a window title. */
+enum si_event { SI_TEXT, SI_MARK_START, SI_MARK_DONE, SI_MARK_CONT, SI_READY, SI_TITLE };
 struct screen;
 struct cmd;
 struct expect;
@@ -133,7 +139,7 @@ struct waiter {
 /* One command line in flight in a session (typed by the agent or a viewer). */
 struct cmd {
 	char *text;
-	char sname[TD_SESSION_NAME_MAX + 1]; /* its session, for naming the output file */
+	char sname[TD_SESSION_NAME_MAX + 1]; /* its session, for messages */
 	int by_viewer;
 	int typed;                /* an agent's text, typed into the shell */
 	int awaiting_shell;       /* typed, and the shell has not shown it read it
@@ -142,33 +148,21 @@ struct cmd {
 	int finished;
 	int exit_code;
 	uint64_t start_us, end_us;
-	render_t *render;
-	/* rendered output store: memory, spilled to a file when large. Bytes
-	 * [0, file_bytes) of the text are in the file, [mem_base, total_bytes)
-	 * in mem; mem_base > file_bytes only once the file failed (store_err),
-	 * and what lies between is lost */
-	buf_t mem;
-	char *file_path;
-	int file_fd;
-	size_t file_bytes;
-	size_t mem_base;
-	char *store_err;          /* why the output file failed, or NULL */
-	size_t total_bytes;       /* bytes of rendered text produced */
-	size_t total_lines;
-	size_t delivered;         /* bytes already returned to the agent */
-	size_t delivered_lines;
-	char *shown_live;         /* live text returned last time */
+	render_t *render;         /* NULL once finished */
+	struct output out;        /* its rendered text (output.c) */
 };
 
 /* ---- sessions (session.c) ---- */
 enum shell_state { SH_STARTING, SH_IDLE, SH_RUNNING, SH_DEAD };
+/* bash (readline, PS0, PROMPT_COMMAND) or a POSIX sh (termd.sh via $ENV) */
+enum shell_kind { SHELL_BASH, SHELL_SH };
 
 struct session {
 	struct session *next;
 	char name[TD_SESSION_NAME_MAX + 1];
 	char *command;            /* session program (NULL = interactive shell) */
 	int is_shell;             /* has termd's shell integration */
-	int shell_kind;           /* 0 bash, 1 posix sh */
+	enum shell_kind shell_kind;
 	int master_fd;
 	char slave_name[64];
 	pid_t pid;
@@ -188,6 +182,7 @@ struct session {
 	struct viewer *viewers;   /* /tty connections */
 	buf_t inq;                /* bytes waiting to be written to the pty */
 	buf_t typed;              /* keys/viewer bytes since the last prompt */
+	int typed_by_agent;       /* ... some of them by `keys` */
 	uint64_t last_output_us;
 	lws_sorted_usec_list_t ready_sul;
 	lws_sorted_usec_list_t exit_sul;
@@ -202,7 +197,6 @@ struct session {
 /* ---- events (events.c) ---- */
 void events_init(void);
 void events_shutdown(void);
-uint64_t events_last_seq(void);
 /* Build and deliver an observation. `cause` may be NULL (→ null). Takes
  * ownership of extras (may be NULL). Delivered to `to` (if not NULL) and to
  * every subscriber. */
@@ -308,6 +302,20 @@ void pending_conn_gone(struct conn *c);
 void pending_session_gone(struct session *s);
 
 /* ---- sessions (session.c) ---- */
+/* What a session tells the modules that follow it, in the order they
+ * listened (main.c): cmd before run. Every hook may be NULL. */
+struct session_listener {
+	void (*text)(struct session *s, const char *data, size_t n);   /* output, marks removed */
+	void (*mark)(struct session *s, enum si_event ev, const char *data, size_t n, int code);
+	void (*exit)(struct session *s);   /* its process ended (before session.exit) */
+	void (*gone)(struct session *s);   /* restarted or freed: drop what refers to it */
+};
+void session_listen(const struct session_listener *l);
+/* Fan a shell-integration mark out to the listeners (the scanner's, or a
+ * synthetic SI_READY from cmd.c's fallback timer). */
+void session_mark(struct session *s, enum si_event ev, const char *data, size_t n, int code);
+/* The session is restarted or freed: every listener's gone. */
+void session_gone(struct session *s);
 struct session *session_find(const char *name);
 /* Start a session; command NULL = interactive shell. NULL + code and msg
  * on error (too_large at --max-sessions, else internal). */
@@ -331,7 +339,6 @@ void sessionctl_register(void);
 void sessionctl_announce(struct conn *c, const cJSON *id, struct session *s);
 
 /* ---- shell integration (shellint.c) ---- */
-enum si_event { SI_TEXT, SI_MARK_START, SI_MARK_DONE, SI_MARK_CONT, SI_READY, SI_TITLE };
 /* commands longer than this (bytes or lines) are sourced from a file */
 #define SHELLINT_PASTE_MAX   4096
 #define SHELLINT_PASTE_LINES 24
@@ -372,20 +379,22 @@ void screen_unichar(struct screen *sc, uint32_t c, int mod);
 /* Terminal answers (DSR, DA) go back to the program through this. */
 void screen_set_output(struct screen *sc, void (*cb)(const char *, size_t, void *), void *user);
 
-/* ---- run, keys, screen actions and command life (run.c) ---- */
-void run_register(void);
-void run_on_output(struct session *s, const char *data, size_t n);
-void run_on_mark_start(struct session *s);
-void run_on_mark_done(struct session *s, int exit_code, const char *cwd);
-void run_on_mark_cont(struct session *s);
-void run_on_ready(struct session *s);
-void run_on_session_exit(struct session *s);
+/* ---- command life (cmd.c) ---- */
+void cmd_init(void);      /* its session listener: before run.c's */
+struct cmd *cmd_new(struct session *s, const char *text, int by_viewer);
+void cmd_free(struct cmd *cmd);
+/* make cmd the session's command (the previous one is freed) */
+void cmd_set(struct session *s, struct cmd *cmd);
+/* what the command printed since the last answer (output_collect) */
+void cmd_collect(struct cmd *cmd, size_t max_output, buf_t *out, int *truncated);
+/* A person (viewer) or `keys` (by_agent) typed these bytes at the prompt:
+ * they name the command the shell starts next. */
+void cmd_note_typed(struct session *s, const char *data, size_t n, int by_agent);
 /* A session.open program began: it is the session's command. */
-void run_program_started(struct session *s);
-/* A person (viewer) or keys typed these bytes at the session's prompt. */
-void run_note_typed(struct session *s, const char *data, size_t n);
-/* The session is restarted or freed: its command record goes. */
-void cmd_session_gone(struct session *s);
+void cmd_program_started(struct session *s);
+
+/* ---- run, keys, screen actions (run.c) ---- */
+void run_register(void);
 
 /* ---- files (files.c) ---- */
 /* Largest `content` a read/view answer may carry once JSON-escaped (base64
@@ -406,8 +415,6 @@ void edit_register(void);
 
 /* ---- expect (expect.c) ---- */
 void expect_register(void);
-void expect_on_output(struct session *s, const char *data, size_t n);
-void expect_on_session_exit(struct session *s);
 
 /* ---- live terminal channel (tty.c) ---- */
 extern const struct lws_protocols tty_protocol;

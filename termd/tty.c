@@ -150,7 +150,7 @@ static void on_message(struct viewer *v, const unsigned char *m, size_t n)
 		if (!s || !s->alive || n < 2)
 			return;
 		session_write(s, m + 1, n - 1);
-		run_note_typed(s, (const char *)m + 1, n - 1);
+		cmd_note_typed(s, (const char *)m + 1, n - 1, 0);
 		{
 			cJSON *ex = cJSON_CreateObject();
 			cJSON_AddStringToObject(ex, "session", s->name);

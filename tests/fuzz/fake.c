@@ -204,13 +204,14 @@ void session_resize(struct session *s, int cols, int rows)
 	tty_on_resize(s);
 }
 
-/* ---- run.c ---- */
+/* ---- cmd.c ---- */
 
-void run_note_typed(struct session *s, const char *data, size_t n)
+void cmd_note_typed(struct session *s, const char *data, size_t n, int by_agent)
 {
 	(void)s;
 	(void)data;
 	(void)n;
+	(void)by_agent;
 }
 
 /* ---- the action handlers: arguments read as the real ones do ---- */
@@ -363,7 +364,12 @@ void fake_register_actions(void)
 
 /* ---- run.c, session.c, sessionctl.c pieces actions.c links to ---- */
 
-void cmd_session_gone(struct session *s)
+void session_listen(const struct session_listener *l)
+{
+	(void)l;
+}
+
+void session_gone(struct session *s)
 {
 	(void)s;
 }
