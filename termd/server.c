@@ -292,7 +292,7 @@ static int cb_raw(struct lws *wsi, enum lws_callback_reasons reason, void *user,
 			struct signalfd_siginfo si;
 			while (read(sig_fd, &si, sizeof si) == (ssize_t)sizeof si) {
 				if (si.ssi_signo == SIGCHLD) {
-					session_on_sigchld();
+					child_reap_all();
 				} else {
 					log_info("signal %u: shutting down", si.ssi_signo);
 					srv.stopping = 1;
