@@ -318,6 +318,7 @@ int main(int argc, char **argv)
 	server_shutdown();
 	events_shutdown();
 	actions_shutdown();
+	child_forget_all();
 	free(opts.listen_host);
 	free(opts.listen_unix);
 	free(opts.token);

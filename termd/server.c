@@ -40,7 +40,7 @@ static int on_signal(struct lws *wsi, enum lws_callback_reasons reason, void *ar
 	struct signalfd_siginfo si;
 	while (read(sig_fd, &si, sizeof si) == (ssize_t)sizeof si) {
 		if (si.ssi_signo == SIGCHLD) {
-			session_on_sigchld();
+			child_reap_all();
 		} else {
 			log_info("signal %u: shutting down", si.ssi_signo);
 			srv.stopping = 1;

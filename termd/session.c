@@ -24,6 +24,7 @@
 static int rc_written;
 
 static int pty_event(struct lws *wsi, enum lws_callback_reasons reason, void *arg);
+static void session_reaped(void *arg, pid_t pid, int st);
 
 struct session *session_find(const char *name)
 {
@@ -226,6 +227,7 @@ static int spawn(struct session *s, const char *cwd, const cJSON *env, char *err
 	}
 	if (pid == 0)
 		child_exec(s, s->slave_name, cwd, env);
+	child_watch(pid, session_reaped, s);
 	if (sfd >= 0)
 		close(sfd);
 	fcntl(m, F_SETFL, fcntl(m, F_GETFL) | O_NONBLOCK);
@@ -393,34 +395,25 @@ static void finalize_timer(lws_sorted_usec_list_t *sul)
 	finalize_exit(s);
 }
 
-void session_on_sigchld(void)
+/* The session's process was reaped (child.c): its exit status; the end
+ * is final once the pty is drained too (or after a grace time). */
+static void session_reaped(void *arg, pid_t pid, int st)
 {
-	for (;;) {
-		int st;
-		pid_t pid = waitpid(-1, &st, WNOHANG);
-		if (pid <= 0)
-			break;
-		struct session *lists[2] = {srv.sessions, srv.closing};
-		for (int l = 0; l < 2; l++)
-		for (struct session *s = lists[l], *next; s; s = next) {
-			next = s->next;
-			if (s->pid != pid || !s->alive || s->reaped)
-				continue;
-			s->reaped = 1;
-			if (WIFEXITED(st)) {
-				s->exit_code = WEXITSTATUS(st);
-			} else if (WIFSIGNALED(st)) {
-				s->exit_signal = WTERMSIG(st);
-				s->exit_code = 128 + s->exit_signal;
-			}
-			if (s->pty_closed || s->closing)
-				finalize_exit(s);
-			else
-				server_timer(&s->exit_sul, finalize_timer, FINALIZE_GRACE_US);
-			l = 2;
-			break;
-		}
+	struct session *s = arg;
+	(void)pid;
+	if (!s->alive || s->reaped)
+		return;
+	s->reaped = 1;
+	if (WIFEXITED(st)) {
+		s->exit_code = WEXITSTATUS(st);
+	} else if (WIFSIGNALED(st)) {
+		s->exit_signal = WTERMSIG(st);
+		s->exit_code = 128 + s->exit_signal;
 	}
+	if (s->pty_closed || s->closing)
+		finalize_exit(s);
+	else
+		server_timer(&s->exit_sul, finalize_timer, FINALIZE_GRACE_US);
 }
 
 /* Drain what the pty has (up to a budget, so one busy session cannot
@@ -489,6 +482,8 @@ static int pty_event(struct lws *wsi, enum lws_callback_reasons reason, void *ar
 
 static void session_free(struct session *s)
 {
+	if (!s->reaped && s->pid > 0)
+		child_unwatch(s->pid);
 	lws_sul_cancel(&s->ready_sul);
 	lws_sul_cancel(&s->exit_sul);
 	lws_sul_cancel(&s->close_sul);
@@ -541,6 +536,7 @@ void session_stop_all(void)
 			if (s->alive && s->pid > 0 && !s->reaped) {
 				kill(-s->pid, SIGKILL);
 				kill(s->pid, SIGKILL);
+				child_unwatch(s->pid);
 				waitpid(s->pid, NULL, 0);
 			}
 			s->alive = 0;

@@ -326,7 +326,6 @@ int session_respawn(struct session *s, char *err, size_t errlen);
 void session_write(struct session *s, const void *data, size_t len);
 void session_resize(struct session *s, int cols, int rows);
 pid_t session_fg_pid(struct session *s);
-void session_on_sigchld(void);
 void session_stop_all(void);
 /* Free a session that is off the lists (closing, process gone). */
 void session_destroy(struct session *s);
@@ -337,6 +336,15 @@ cJSON *session_names_json(void);
 void sessionctl_register(void);
 /* The session.open event (to subscribers, and as the answer to c/id). */
 void sessionctl_announce(struct conn *c, const cJSON *id, struct session *s);
+
+/* ---- child processes (child.c) ---- */
+typedef void (*child_cb)(void *arg, pid_t pid, int status);
+/* cb gets pid's wait status once it is reaped (then the watch is gone) */
+void child_watch(pid_t pid, child_cb cb, void *arg);
+void child_unwatch(pid_t pid);
+/* SIGCHLD: reap every child, hand each status to its watcher */
+void child_reap_all(void);
+void child_forget_all(void);
 
 /* ---- shell integration (shellint.c) ---- */
 /* commands longer than this (bytes or lines) are sourced from a file */
