@@ -23,6 +23,7 @@
 
 static int rc_written;
 
+static int pty_event(struct lws *wsi, enum lws_callback_reasons reason, void *arg);
 static void session_reaped(void *arg, pid_t pid, int st);
 
 struct session *session_find(const char *name)
@@ -239,8 +240,8 @@ static int spawn(struct session *s, const char *cwd, const cJSON *env, char *err
 	s->exit_signal = 0;
 	s->state = s->is_shell ? SH_STARTING : SH_RUNNING;
 	s->ready = 0;
-	s->wsi = NULL;
-	if (server_adopt_fd(m, s) < 0) {
+	s->wsi = server_adopt_fd(m, pty_event, s);
+	if (!s->wsi) {
 		snprintf(err, errlen, "cannot watch the pty");
 		kill(pid, SIGKILL);
 		return -1;
@@ -442,13 +443,10 @@ static void on_pty_readable(struct session *s)
 	}
 }
 
-int session_raw_callback(struct lws *wsi, enum lws_callback_reasons reason,
-			 void *user, void *in, size_t len)
+/* the pty master's events; s is NULL once the session let go of it */
+static int pty_event(struct lws *wsi, enum lws_callback_reasons reason, void *arg)
 {
-	(void)user;
-	(void)in;
-	(void)len;
-	struct session *s = lws_get_opaque_user_data(wsi);
+	struct session *s = arg;
 	switch (reason) {
 	case LWS_CALLBACK_RAW_RX_FILE:
 		if (!s)

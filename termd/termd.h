@@ -14,6 +14,7 @@
 #include "render.h"
 #include "output.h"
 #include "vtfilter.h"
+#include "wsconn.h"
 
 struct session;
 struct conn;
@@ -67,25 +68,26 @@ struct server {
 
 extern struct server srv;
 
+/* ---- the /events channel (conn.c) ---- */
 /* An /events WebSocket connection. */
 struct conn {
 	struct conn *next;
-	struct lws *wsi;
+	struct wsconn ws;         /* its queue and reassembly */
 	int readonly;
 	int subscribed;
-	buf_t rx;                 /* message being reassembled */
-	int rx_discard;           /* current message is over the limit */
-	size_t rx_total;
-	/* outgoing queue of whole messages */
-	struct outmsg *out_head, *out_tail;
-	size_t out_bytes;
 	int closing;
 };
 
-struct outmsg {
-	struct outmsg *next;
-	size_t len;
-	unsigned char *data;      /* LWS_PRE bytes of headroom, then payload */
+/* ---- the upgrade checks (http.c) ---- */
+/* What a request's token admits. */
+enum auth_level { AUTH_NONE, AUTH_VIEW, AUTH_FULL };
+enum channel { CHANNEL_EVENTS, CHANNEL_TTY };
+/* A WebSocket upgrade request that passed every check. */
+struct upgrade {
+	enum channel channel;
+	enum auth_level auth;
+	int rw;                   /* /tty: mode=rw */
+	char session[TD_SESSION_NAME_MAX + 1]; /* /tty: the session */
 };
 
 /* ---- pending actions (actions.c) ---- */
@@ -212,12 +214,28 @@ int events_replay(struct conn *c, const cJSON *id);
 int server_init(void);
 void server_run(void);
 void server_shutdown(void);
-void conn_send(struct conn *c, const char *data, size_t len);
-/* 0 no access, 1 view token, 2 full access */
-int server_auth_level(struct lws *wsi);
-int server_adopt_fd(int fd, void *user);
+/* An adopted fd's events: arg is the one given to server_adopt_fd, or NULL
+ * once the owner cleared the wsi's opaque user data. Nonzero closes it. */
+typedef int (*server_fd_cb)(struct lws *wsi, enum lws_callback_reasons reason, void *arg);
+/* Watch fd (a pty master, the signalfd) in the loop; NULL on failure. */
+struct lws *server_adopt_fd(int fd, server_fd_cb cb, void *arg);
 /* Schedule a timer callback; call with us=0 to cancel. */
 void server_timer(lws_sorted_usec_list_t *sul, sul_cb_t cb, uint64_t delay_us);
+
+/* ---- the /events channel (conn.c) ---- */
+extern const struct lws_protocols conn_protocol;
+/* Queue one observation for c (dropped if c is closing). */
+void conn_send(struct conn *c, const char *data, size_t len);
+
+/* ---- the HTTP side: health, tokens, upgrade checks (http.c) ---- */
+/* LWS_CALLBACK_HTTP: /healthz, else 401 or 404. */
+int http_request(struct lws *wsi, const char *uri);
+/* LWS_CALLBACK_HTTP_CONFIRM_UPGRADE: 0 to upgrade, or -1 once a refusal
+ * (401, 404, 503, 403, 400) has been answered. */
+int http_confirm_upgrade(struct lws *wsi);
+/* LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION for channel ch: 0 and *u filled
+ * if the request passes every check and is for ch, else -1. */
+int http_upgrade(struct lws *wsi, enum channel ch, struct upgrade *u);
 
 /* ---- actions (actions.c) ---- */
 /* The action being handled. A handler answers (events_emit to a->conn with
@@ -312,8 +330,6 @@ void session_stop_all(void);
 /* Free a session that is off the lists (closing, process gone). */
 void session_destroy(struct session *s);
 void session_free_all(void);
-int session_raw_callback(struct lws *wsi, enum lws_callback_reasons reason,
-			 void *user, void *in, size_t len);
 cJSON *session_names_json(void);
 
 /* ---- session management actions (sessionctl.c) ---- */
@@ -409,22 +425,7 @@ void edit_register(void);
 void expect_register(void);
 
 /* ---- live terminal channel (tty.c) ---- */
-struct vframe;
-struct viewer {
-	struct viewer *next;      /* in the session's list */
-	struct lws *wsi;
-	struct session *s;
-	char name[TD_SESSION_NAME_MAX + 1];
-	int rw;
-	int attached;
-	int resync;               /* backlog dropped: snapshot next */
-	struct vframe *head, *tail;
-	size_t queued;
-	buf_t rx;
-	int closing;
-};
-int tty_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user,
-		 void *in, size_t len);
+extern const struct lws_protocols tty_protocol;
 void tty_on_output(struct session *s, const char *data, size_t n);
 void tty_on_title(struct session *s, const char *t, size_t n);
 void tty_on_resize(struct session *s);
