@@ -62,7 +62,8 @@ cJSON *actions_list_json(void)
 {
 	cJSON *a = cJSON_CreateArray();
 	for (size_t i = 0; i < ndefs; i++)
-		cJSON_AddItemToArray(a, cJSON_CreateString(defs[i].name));
+		if (!(defs[i].flags & ACT_HIDDEN))
+			cJSON_AddItemToArray(a, cJSON_CreateString(defs[i].name));
 	return a;
 }
 
@@ -377,6 +378,7 @@ void actions_dispatch(struct conn *c, const char *json, size_t len)
 	 * waiting gets its answer on this connection */
 	if (id && (events_replay(c, id) || pending_rebind(id, c)))
 		goto done;
+	a.action = action->valuestring;
 	const struct action_def *e = actions_find(action->valuestring);
 	if (!e) {
 		const char *name = action->valuestring;

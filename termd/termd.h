@@ -48,6 +48,9 @@ struct termd_opts {
 	size_t max_pending;       /* unsent bytes before an /events client is dropped */
 	size_t scrollback;        /* lines kept above each session's screen */
 	size_t output_mem;        /* a command's output kept in memory, then file only */
+	char *plugins;            /* --plugins a,b,… or all (NULL: none) */
+	char *plugin_dir;         /* --plugin-dir (NULL: next to the binary) */
+	char *state_dir;          /* --state-dir: setup markers (once per image) */
 };
 
 extern struct termd_opts opts;
@@ -244,6 +247,7 @@ int http_upgrade(struct lws *wsi, enum channel ch, struct upgrade *u);
  * and actions_dispatch answers that error: the one way an action fails. */
 struct act {
 	struct conn *conn;
+	const char *action;       /* its name */
 	const cJSON *id;          /* NULL when the action had none */
 	const cJSON *args;        /* NULL when empty */
 	int failed;               /* act_error was called */
@@ -253,7 +257,10 @@ struct act {
 };
 #define ACT_MSG_MAX 4096      /* bytes of an error message, cut at a character */
 typedef int (*action_fn)(struct act *a);
-enum { ACT_READONLY = 1 };    /* a view-token connection may use it */
+enum {
+	ACT_READONLY = 1,     /* a view-token connection may use it */
+	ACT_HIDDEN = 2,       /* not in hello's list (a plugin's, until it is ready) */
+};
 struct action_def {
 	const char *name;
 	action_fn fn;
@@ -336,6 +343,15 @@ cJSON *session_names_json(void);
 void sessionctl_register(void);
 /* The session.open event (to subscribers, and as the answer to c/id). */
 void sessionctl_announce(struct conn *c, const cJSON *id, struct session *s);
+
+/* ---- plugins (plugin.c) ---- */
+struct plugin;
+/* Find plugins, register their actions, start the setups (in the
+ * background): -1 + err for a --plugins name that is not there. */
+int plugin_init(char *err, size_t errlen);
+void plugin_stop_all(void);   /* their processes end with termd */
+void plugin_free(struct plugin *pl);
+void plugin_shutdown(void);
 
 /* ---- child processes (child.c) ---- */
 typedef void (*child_cb)(void *arg, pid_t pid, int status);
