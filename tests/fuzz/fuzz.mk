@@ -21,7 +21,7 @@ FUZZ_CFLAGS     := -O1 -g $(FUZZ_SAN) -std=c11 -Wall -Wextra -Werror -D_GNU_SOUR
                    -Iproto -Itermd -Itests/fuzz -I$(FUZZ_BUILD)/gen
 FUZZ_LIBS       := $(shell pkg-config --libs vterm libcjson 2>/dev/null) -lm
 # the termd files the targets use; fake.c stands in for the rest
-FUZZ_TERMD      := termd/actions.c termd/events.c termd/tty.c termd/screen.c proto/vtfilter.c \
+FUZZ_TERMD      := termd/actions.c termd/events.c termd/tty.c termd/screen.c proto/vtfilter.c proto/vtparse.c \
                    termd/shellint.c termd/render.c proto/util.c proto/proto.c
 FUZZ_OBJ        := $(FUZZ_TERMD:%.c=$(FUZZ_BUILD)/obj/%.o) $(FUZZ_BUILD)/obj/tests/fuzz/fake.o
 FUZZ_BINS       := $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
