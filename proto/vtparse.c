@@ -135,6 +135,8 @@ void vtparse_feed(struct vtparse *p, const char *data, size_t n, vtp_cb cb, void
 	const unsigned char *mark = s;          /* first byte no event has had */
 	struct vtp_event ev;
 
+	memset(&ev, 0, sizeof ev);
+
 /* hand ev to the callback with the raw bytes [mark, upto) */
 #define EMIT(upto) do { \
 	ev.raw = (const char *)mark; \
@@ -142,7 +144,8 @@ void vtparse_feed(struct vtparse *p, const char *data, size_t n, vtp_cb cb, void
 	mark = (upto); \
 	cb(user, &ev); \
 } while (0)
-#define EV(t) do { memset(&ev, 0, sizeof ev); ev.type = (t); } while (0)
+/* only the fields of the type are set; the rest keep what they had */
+#define EV(t) do { ev.type = (t); } while (0)
 
 	while (s < end) {
 		unsigned char b;
@@ -228,6 +231,20 @@ void vtparse_feed(struct vtparse *p, const char *data, size_t n, vtp_cb cb, void
 		}
 
 		/* S_ESC, S_ESC_INTER, S_CSI */
+		if (p->state == S_CSI) {
+			/* the body of a CSI, the common case, in one go */
+			while (s < end && *s >= 0x20 && *s < 0x40) {
+				b = *s++;
+				if (b < 0x30) {
+					add_body(&p->seq, b);
+					add_inter(p, b);
+				} else {
+					csi_param(&p->seq, b);
+				}
+			}
+			if (s == end)
+				continue;
+		}
 		b = *s;
 		if (b == 0x1b || b == 0x18 || b == 0x1a || b >= 0x80) {
 			EV(VTP_CANCEL);

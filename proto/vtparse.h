@@ -83,6 +83,8 @@ struct vtp_seq {
 	int ndig;                           /* parsing: digits of the current parameter */
 };
 
+/* Only the fields named for an event's type are set; the others are left
+ * over from earlier events. */
 struct vtp_event {
 	enum vtp_type type;
 	unsigned char ch;

@@ -15,7 +15,7 @@ FUZZ_CC         ?= clang
 FUZZ_BUILD      := build-fuzz
 FUZZ_TIME       ?= 60
 FUZZ_SHORT_TIME ?= 300
-FUZZ_TARGETS    := action tty shellint render
+FUZZ_TARGETS    := action tty shellint render vtparse
 FUZZ_SAN        := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 FUZZ_CFLAGS     := -O1 -g $(FUZZ_SAN) -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE \
                    -Iproto -Itermd -Itests/fuzz -I$(FUZZ_BUILD)/gen
@@ -30,6 +30,7 @@ FUZZ_MAXLEN_action   := 8192
 FUZZ_MAXLEN_tty      := 4096
 FUZZ_MAXLEN_shellint := 20000
 FUZZ_MAXLEN_render   := 8192
+FUZZ_MAXLEN_vtparse  := 4096
 
 .PHONY: fuzz fuzz-short fuzz-build fuzz-clean
 .SECONDARY: $(FUZZ_OBJ)
