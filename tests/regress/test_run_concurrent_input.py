@@ -12,9 +12,13 @@ T = 60
 
 def test_ctrl_c_from_second_client_while_run_waits(termd):
     a, b = termd.events(), termd.events()
+    b.call("subscribe", {}, timeout=T)
     a.send_action("run", {"session": "flood", "command": "yes"}, id="flood-run")
     # the flood is on: a's run is waiting (no timeout, output never idle)
-    time.sleep(1.0)
+    b.wait_for(lambda o: o.get("observation") == "command.start" and
+               o["extras"].get("session") == "flood", timeout=T)
+    flowing = b.call("expect", {"session": "flood", "pattern": "y\ny\ny", "timeout": 30}, timeout=T)
+    assert flowing["extras"]["matched"] is True, fmt(flowing)
     obs = b.call("run", {"session": "flood", "command": "C-c", "is_input": True}, timeout=T)
     assert obs["observation"] == "run", fmt(obs)
     assert obs["extras"]["running"] is False and obs["extras"]["exit_code"] == 130, fmt(obs)
@@ -48,15 +52,20 @@ def test_input_on_same_connection_while_its_run_waits(ev):
 
 def test_second_command_is_busy_input_is_not(termd):
     a, b = termd.events(), termd.events()
-    a.send_action("run", {"command": "sleep 3; echo slept"}, id="sleeper")
-    time.sleep(0.3)
+    b.call("subscribe", {}, timeout=T)
+    # "started" is printed by the foreground job itself, so a C-c after it
+    # reaches sleep (one typed while bash still sets the job up reaches bash)
+    a.send_action("run", {"command": "sh -c 'echo started; exec sleep 3'; echo slept"},
+                  id="sleeper")
+    up = b.call("expect", {"pattern": "^started$", "timeout": 30}, timeout=T)
+    assert up["extras"]["matched"] is True, fmt(up)
     assert_error(b.call("run", {"command": "echo x"}, timeout=T), "busy")
     assert_error(b.call("run", {"command": ""}, timeout=T), "busy")
     obs = b.call("keys", {"keys": ["C-c"]}, timeout=T)
     assert obs["observation"] == "screen", fmt(obs)
     got = a.recv_obs(timeout=T)
     assert got["cause"] == "sleeper" and got["extras"]["exit_code"] == 130, fmt(got)
-    assert "slept" not in content(got), fmt(got)
+    assert "slept" not in content(got).split("\n"), fmt(got)
 
 
 def test_keys_while_keys_wait(ev, termd):
