@@ -277,7 +277,8 @@ def reset_hwm(pid):
 # ---------------------------------------------------------------- termd
 
 class Termd:
-    def __init__(self, tmp):
+    def __init__(self, tmp, args=()):
+        self.args = list(args)
         self.home = os.path.join(tmp, "home")
         self.tmpdir = os.path.join(tmp, "tmp")
         os.makedirs(self.home)
@@ -290,7 +291,7 @@ class Termd:
     def start(self):
         log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(
-            [TERMD_BIN, "--listen", self.url, "--cwd", self.home],
+            [TERMD_BIN, "--listen", self.url, "--cwd", self.home] + self.args,
             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=self.home,
             env=clean_env(self.home, TMPDIR=self.tmpdir), start_new_session=True)
         log.close()
@@ -579,7 +580,8 @@ def idle_sessions_termd(tmp, n):
     """A fresh termd's own VmRSS with its main session, then with n sessions
     (n - 1 opened with session.open, no command: an interactive bash each),
     all idle (a `run true` answered in each, then RSS left to settle)."""
-    td = Termd(os.path.join(tmp, "idle"))
+    # the default --max-sessions (64) is below the sessions opened here
+    td = Termd(os.path.join(tmp, "idle"), args=["--max-sessions", str(n + 8)])
     ws = None
     r = {}
     try:
