@@ -106,14 +106,17 @@ static int healthz_main(int argc, char **argv)
 		fprintf(stderr, "termd-healthz: %s: %s\n", addr, gai_strerror(rc));
 		return 1;
 	}
-	int fd = socket(ai->ai_family, SOCK_STREAM, 0);
 	struct timeval tv = {.tv_sec = 3};
 	size_t got = 0;
-	if (fd >= 0) {
+	/* every address the name has (localhost: ::1 and 127.0.0.1), until one answers */
+	for (struct addrinfo *a = ai; a && !got; a = a->ai_next) {
+		int fd = socket(a->ai_family, SOCK_STREAM, 0);
+		if (fd < 0)
+			continue;
 		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
 		setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
 		int n = snprintf(req, sizeof req, "GET /healthz HTTP/1.0\r\nHost: %s\r\n\r\n", addr);
-		if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 && write(fd, req, n) == n) {
+		if (connect(fd, a->ai_addr, a->ai_addrlen) == 0 && write(fd, req, n) == n) {
 			ssize_t r;
 			while (got < sizeof ans - 1 && (r = read(fd, ans + got, sizeof ans - 1 - got)) > 0)
 				got += r;
