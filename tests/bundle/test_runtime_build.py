@@ -308,3 +308,11 @@ def test_base_not_found_and_build_failed(store, bases, bundle, tmp_path):
     r = builder("--base", bases["busybox"], "--engine", "buildah", "--bundle", str(bundle), "--pull", "never",
                 "--plugin", "nosuch", "--version", "0.0.0-x", env=store)
     assert r.returncode == 1 and "plugin nosuch: the bundle has no plugins/nosuch/setup.sh" in r.stderr, r
+
+
+def test_builder_inside_the_bundle_takes_its_version(bundle):
+    ver = subprocess.run([str(bundle / "bin/termd"), "--version"], capture_output=True, text=True).stdout.split()[1]
+    r = subprocess.run(["sh", str(bundle / "share/runtime/od-runtime-build"), "--base", "ubuntu:22.04", "--tag-only"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r
+    assert r.stdout == f"od_runtime:od_v{ver}_image_ubuntu__22.04\n", r
