@@ -249,12 +249,12 @@ int arg_session(struct act *a, const char *key, int flags, struct session **out,
 			return act_error(a, code, "cannot start a shell: %s", err);
 		sessionctl_announce(NULL, NULL, s);
 	}
-	if (!s->alive && (flags & SESS_RESPAWN)) {
+	if (!s->pty.alive && (flags & SESS_RESPAWN)) {
 		if (!s->is_shell) {
 			if (flags & SESS_ALLOW_DEAD)
 				goto done;   /* an ended program's last screen can still be read */
 			return act_error(a, TD_ERR_NO_COMMAND, "session '%s' has ended (exit code %d)",
-					 s->name, s->exit_code);
+					 s->name, s->pty.exit_code);
 		}
 		session_gone(s);
 		if (session_respawn(s, err, sizeof err) < 0)

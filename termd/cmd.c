@@ -251,7 +251,7 @@ static void cmd_on_exit(struct session *s)
 	struct cmd *cmd = s->cmd;
 	if (cmd && !cmd->finished) {
 		cmd->started = 1;
-		cmd_finish(s, cmd, s->exit_code);
+		cmd_finish(s, cmd, s->pty.exit_code);
 	}
 }
 

@@ -174,7 +174,7 @@ static int expect_action(struct act *a)
 	pending_add(&e->p, &expect_ops, a, s);
 	e->render = render_new(200, exp_line, e);
 	s->expect = e;
-	if (!s->alive) {
+	if (!s->pty.alive) {
 		exp_timeout(&e->sul);
 		return 0;
 	}

@@ -329,13 +329,17 @@ int main(int argc, char **argv)
 	cmd_init();           /* before run: the shell's state, then the waiters */
 	run_register();
 	expect_register();
-	sessionctl_register();
+	tty_register();
+	sessionctl_register();   /* after tty: session.exit after the viewers' exit frames */
 	files_register();
 	edit_register();
 	char err[256];
 	td_err code;
 	if (!session_open("main", NULL, NULL, NULL, 0, 0, &code, err, sizeof err)) {
 		fprintf(stderr, "termd: cannot start the main shell: %s\n", err);
+		session_stop_all();
+		server_close_loop();
+		session_free_all();
 		server_shutdown();
 		events_shutdown();
 		actions_shutdown();
@@ -344,6 +348,9 @@ int main(int argc, char **argv)
 	if (plugin_init(err, sizeof err) < 0) {
 		fprintf(stderr, "termd: %s\n", err);
 		plugin_stop_all();
+		session_stop_all();
+		server_close_loop();
+		session_free_all();
 		server_shutdown();
 		events_shutdown();
 		plugin_shutdown();
@@ -355,7 +362,13 @@ int main(int argc, char **argv)
 	else
 		log_info("listening on %s:%d", opts.listen_host, opts.listen_port);
 	server_run();
+	/* the end, in order: plugin processes; sessions' timers, waiters and
+	 * processes while the loop still exists; the loop (every connection
+	 * and pty closed); the sessions freed; the listener and run folder */
 	plugin_stop_all();
+	session_stop_all();
+	server_close_loop();
+	session_free_all();
 	server_shutdown();
 	events_shutdown();
 	plugin_shutdown();

@@ -985,7 +985,9 @@ static int cmp_names(const void *a, const void *b)
 int plugin_init(char *err, size_t errlen)
 {
 	static const struct action_def own[] = {
-		{"plugin.list", plugin_list_action, ACT_READONLY},
+		/* the view token gets subscribe, session.list, screen and ping
+		 * only (PROTOCOL.md §1) */
+		{"plugin.list", plugin_list_action, 0},
 	};
 	actions_register(own, 1);
 	plugin_dir = opts.plugin_dir ? xstrdup(opts.plugin_dir) : default_plugin_dir();

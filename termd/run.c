@@ -154,7 +154,7 @@ static void run_answer(struct waiter *w, const char *timed_out, int waiting_inpu
 	cJSON_AddNumberToObject(ex, "exit_code", finished ? (cmd ? cmd->exit_code : -1) : -1);
 	cJSON_AddBoolToObject(ex, "running", !finished);
 	cJSON_AddStringToObject(ex, "cwd", s->cwd ? s->cwd : "");
-	cJSON_AddNumberToObject(ex, "pid", finished ? s->pid : session_fg_pid(s));
+	cJSON_AddNumberToObject(ex, "pid", finished ? s->pty.pid : session_fg_pid(s));
 	uint64_t end = finished && cmd && cmd->end_us ? cmd->end_us : now;
 	cJSON_AddNumberToObject(ex, "duration_ms",
 				cmd ? (double)(end - cmd->start_us) / 1000.0 : 0.0);
@@ -185,14 +185,6 @@ static void run_answer(struct waiter *w, const char *timed_out, int waiting_inpu
 
 static void run_check(struct waiter *w);
 
-/* Output the pty holds that termd has not read yet: the program was not
- * quiet, whatever last_output_us says (the loop will read it next). */
-static int pty_unread(struct session *s)
-{
-	int n = 0;
-	return s->master_fd >= 0 && ioctl(s->master_fd, FIONREAD, &n) == 0 && n > 0;
-}
-
 static void waiter_timer(lws_sorted_usec_list_t *sul)
 {
 	struct waiter *w = lws_container_of(sul, struct waiter, sul);
@@ -213,11 +205,11 @@ static void run_check(struct waiter *w)
 	uint64_t last = s->last_output_us > w->start_us ? s->last_output_us : w->start_us;
 
 	if (w->kind == WAIT_KEYS) {
-		if (w->pending_keys && !(w->hard_us && now >= w->hard_us) && s->alive) {
+		if (w->pending_keys && !(w->hard_us && now >= w->hard_us) && s->pty.alive) {
 			schedule_at(w, w->hard_us);
 			return;
 		}
-		if (now - last >= w->settle_us || (w->hard_us && now >= w->hard_us) || !s->alive) {
+		if (now - last >= w->settle_us || (w->hard_us && now >= w->hard_us) || !s->pty.alive) {
 			emit_screen(s, w->p.conn, w->p.id, w->restarted, 0);
 			waiter_free(w);
 			return;
@@ -239,7 +231,7 @@ static void run_check(struct waiter *w)
 	}
 	int quiet_check = (w->idle_us && now - last >= w->idle_us) ||
 			  (w->typed && now - last >= QUIET_FOR_INPUT_US);
-	if (quiet_check && pty_unread(s)) {
+	if (quiet_check && pty_unread(&s->pty)) {
 		/* e.g. the command just ended: its done mark is still unread */
 		schedule_at(w, now + 5000);
 		return;
@@ -250,7 +242,7 @@ static void run_check(struct waiter *w)
 	}
 	/* still typing: bytes not yet written to the pty, or a command typed
 	 * that the shell has not shown it read (no mark yet) */
-	int typing = s->inq.len > 0 || (s->cmd && s->cmd->awaiting_shell);
+	int typing = s->pty.inq.len > 0 || (s->cmd && s->cmd->awaiting_shell);
 	enum inputwait iw = IW_NO;
 	if (w->typed && !typing && now - last >= QUIET_FOR_INPUT_US)
 		iw = inputwait_blocked_on_tty(s);
@@ -323,7 +315,7 @@ static void type_keys(struct session *s, const cJSON *keys)
  * would reach a terminal still in cooked mode (echoed, not edited). */
 static int shell_not_ready(struct session *s)
 {
-	return s->is_shell && s->alive &&
+	return s->is_shell && s->pty.alive &&
 	       (s->state == SH_STARTING || (s->state == SH_IDLE && !s->ready));
 }
 

@@ -265,15 +265,17 @@ static void rm_rf(const char *dir)
 	rmdir(dir);
 }
 
-void server_shutdown(void)
+void server_close_loop(void)
 {
-	/* timers and waiters go while the loop still exists; then the loop
-	 * closes every connection and pty; then the sessions are freed */
-	session_stop_all();
+	/* closes every connection and adopted fd (ptys, pipes) */
 	if (srv.ctx)
 		lws_context_destroy(srv.ctx);
 	srv.ctx = NULL;
-	session_free_all();
+}
+
+void server_shutdown(void)
+{
+	server_close_loop();
 	if (srv.unix_bound)
 		unlink(opts.listen_unix);
 	if (srv.rundir) {

@@ -13,6 +13,7 @@
 #include "util.h"
 #include "render.h"
 #include "output.h"
+#include "pty.h"
 #include "vtfilter.h"
 #include "wsconn.h"
 
@@ -166,10 +167,8 @@ struct session {
 	char *command;            /* session program (NULL = interactive shell) */
 	int is_shell;             /* has termd's shell integration */
 	enum shell_kind shell_kind;
-	int master_fd;
-	char slave_name[64];
-	pid_t pid;
-	struct lws *wsi;          /* adopted pty master */
+	struct pty pty;           /* its process: fd, pid, alive, exit code (pty.c) */
+	const cJSON *spawn_env;   /* session.open's env, while spawning only */
 	int rows, cols;
 	struct screen *screen;
 	struct shellint *si;
@@ -177,24 +176,18 @@ struct session {
 	int ready;                /* line editor is reading (prompt shown) */
 	int cont;                 /* the shell reads the rest of a command (PS2) */
 	char *cwd;
-	int exit_code, exit_signal;
-	int alive;
 	struct cmd *cmd;          /* current or last undelivered command */
 	struct waiter *waiters;   /* run and keys actions waiting on it, in order */
 	struct expect *expect;    /* the expect action waiting on it */
 	struct viewer *viewers;   /* /tty connections */
-	buf_t inq;                /* bytes waiting to be written to the pty */
 	buf_t typed;              /* keys/viewer bytes since the last prompt */
 	int typed_by_agent;       /* ... some of them by `keys` */
 	uint64_t last_output_us;
 	lws_sorted_usec_list_t ready_sul;
-	lws_sorted_usec_list_t exit_sul;
 	lws_sorted_usec_list_t close_sul;
 	int closing;              /* session.close: freed once its process ends */
 	int close_killed;         /* ... and the KILL after the grace time was sent */
 	int nviewers;
-	int reaped;
-	int pty_closed;
 };
 
 /* ---- events (events.c) ---- */
@@ -216,6 +209,9 @@ int events_replay(struct conn *c, const cJSON *id);
 /* ---- server (server.c) ---- */
 int server_init(void);
 void server_run(void);
+/* the loop goes: every connection and adopted fd is closed */
+void server_close_loop(void);
+/* then the listener's socket and the runtime folder */
 void server_shutdown(void);
 /* An adopted fd's events: arg is the one given to server_adopt_fd, or NULL
  * once the owner cleared the wsi's opaque user data. Nonzero closes it. */
@@ -312,7 +308,10 @@ void pending_session_gone(struct session *s);
 /* What a session tells the modules that follow it, in the order they
  * listened (main.c): cmd before run. Every hook may be NULL. */
 struct session_listener {
+	void (*output)(struct session *s, const char *data, size_t n); /* the pty's bytes */
 	void (*text)(struct session *s, const char *data, size_t n);   /* output, marks removed */
+	void (*title)(struct session *s, const char *t, size_t n);
+	void (*resize)(struct session *s);
 	void (*mark)(struct session *s, enum si_event ev, const char *data, size_t n, int code);
 	void (*exit)(struct session *s);   /* its process ended (before session.exit) */
 	void (*gone)(struct session *s);   /* restarted or freed: drop what refers to it */
@@ -442,11 +441,7 @@ void expect_register(void);
 
 /* ---- live terminal channel (tty.c) ---- */
 extern const struct lws_protocols tty_protocol;
-void tty_on_output(struct session *s, const char *data, size_t n);
-void tty_on_title(struct session *s, const char *t, size_t n);
-void tty_on_resize(struct session *s);
-void tty_on_exit(struct session *s);
-void tty_session_gone(struct session *s);
+void tty_register(void);   /* its session listener */
 
 /* ---- keys (keys.c) ---- */
 /* Type one key name or literal text into the session; 1 if it was a

@@ -77,7 +77,7 @@ static void viewer_unlink(struct viewer *v)
 	v->s = NULL;
 }
 
-void tty_on_output(struct session *s, const char *data, size_t n)
+static void tty_on_output(struct session *s, const char *data, size_t n)
 {
 	for (struct viewer *v = s->viewers; v; v = v->next) {
 		if (v->resync)
@@ -92,14 +92,14 @@ void tty_on_output(struct session *s, const char *data, size_t n)
 	}
 }
 
-void tty_on_title(struct session *s, const char *t, size_t n)
+static void tty_on_title(struct session *s, const char *t, size_t n)
 {
 	for (struct viewer *v = s->viewers; v; v = v->next)
 		if (!v->resync)
 			vq_push(v, TD_TTY_TITLE, t, n);
 }
 
-void tty_on_resize(struct session *s)
+static void tty_on_resize(struct session *s)
 {
 	for (struct viewer *v = s->viewers; v; v = v->next)
 		if (!v->resync)
@@ -111,10 +111,10 @@ void tty_on_resize(struct session *s)
 	events_emit(NULL, NULL, "session.resize", "", ex);
 }
 
-void tty_on_exit(struct session *s)
+static void tty_on_exit(struct session *s)
 {
 	char j[48];
-	int n = snprintf(j, sizeof j, "{\"exit_code\":%d}", s->exit_code);
+	int n = snprintf(j, sizeof j, "{\"exit_code\":%d}", s->pty.exit_code);
 	for (struct viewer *v = s->viewers; v; v = v->next) {
 		if (v->resync) {
 			v->resync = 0;
@@ -125,7 +125,7 @@ void tty_on_exit(struct session *s)
 	}
 }
 
-void tty_session_gone(struct session *s)
+static void tty_session_gone(struct session *s)
 {
 	while (s->viewers) {
 		struct viewer *v = s->viewers;
@@ -147,7 +147,7 @@ static void on_message(struct viewer *v, const unsigned char *m, size_t n)
 			vq_push(v, TD_TTY_ERROR, msg, sizeof msg - 1);
 			return;
 		}
-		if (!s || !s->alive || n < 2)
+		if (!s || !s->pty.alive || n < 2)
 			return;
 		session_write(s, m + 1, n - 1);
 		cmd_note_typed(s, (const char *)m + 1, n - 1, 0);
@@ -226,9 +226,9 @@ static int tty_callback(struct lws *wsi, enum lws_callback_reasons reason, void 
 		send_size(v);
 		send_snapshot(v);
 		viewer_event("viewer.attach", v);
-		if (!s->alive) {
+		if (!s->pty.alive) {
 			char j[48];
-			int n = snprintf(j, sizeof j, "{\"exit_code\":%d}", s->exit_code);
+			int n = snprintf(j, sizeof j, "{\"exit_code\":%d}", s->pty.exit_code);
 			vq_push(v, TD_TTY_EXIT, j, (size_t)n);
 			v->closing = 1;
 		}
@@ -278,3 +278,15 @@ static int tty_callback(struct lws *wsi, enum lws_callback_reasons reason, void 
 const struct lws_protocols tty_protocol = {
 	TD_SUBPROTO_TTY, tty_callback, sizeof(struct viewer), 65536, 0, NULL, 0
 };
+
+void tty_register(void)
+{
+	static const struct session_listener l = {
+		.output = tty_on_output,
+		.title = tty_on_title,
+		.resize = tty_on_resize,
+		.exit = tty_on_exit,
+		.gone = tty_session_gone,
+	};
+	session_listen(&l);
+}

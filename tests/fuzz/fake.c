@@ -151,6 +151,9 @@ int lws_write(struct lws *wsi, unsigned char *buf, size_t len, enum lws_write_pr
 
 /* ---- session.c: one session without a pty ---- */
 
+static const struct session_listener *fake_listeners[8];
+static size_t fake_nlisteners;
+
 struct session *fake_session_new(int rows, int cols)
 {
 	struct session *s = xcalloc(1, sizeof *s);
@@ -158,8 +161,8 @@ struct session *fake_session_new(int rows, int cols)
 	s->rows = rows;
 	s->cols = cols;
 	s->screen = screen_new(rows, cols);
-	s->alive = 1;
-	s->master_fd = -1;
+	s->pty.alive = 1;
+	s->pty.fd = -1;
 	return s;
 }
 
@@ -201,7 +204,9 @@ void session_resize(struct session *s, int cols, int rows)
 	s->cols = cols;
 	s->rows = rows;
 	screen_resize(s->screen, rows, cols);
-	tty_on_resize(s);
+	for (size_t i = 0; i < fake_nlisteners; i++)
+		if (fake_listeners[i]->resize)
+			fake_listeners[i]->resize(s);
 }
 
 /* ---- cmd.c ---- */
@@ -366,7 +371,11 @@ void fake_register_actions(void)
 
 void session_listen(const struct session_listener *l)
 {
-	(void)l;
+	for (size_t i = 0; i < fake_nlisteners; i++)
+		if (fake_listeners[i] == l)
+			return;   /* registered once, whatever the runs */
+	if (fake_nlisteners < sizeof fake_listeners / sizeof fake_listeners[0])
+		fake_listeners[fake_nlisteners++] = l;
 }
 
 void session_gone(struct session *s)
