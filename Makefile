@@ -177,7 +177,11 @@ VG_TESTS := $(addprefix tests/regress/, \
   test_health_events.py::test_client_disconnects_mid_command \
   test_health_events.py::test_client_disconnects_mid_frame \
   test_health_events.py::test_many_connections_come_and_go \
-  test_health_events.py::test_token_auth)
+  test_health_events.py::test_token_auth \
+  test_plugins.py::test_custom_plugin_json_lines \
+  test_plugins.py::test_setup_failure_message_exact \
+  test_plugins.py::test_dead_program_restarted_and_said_so \
+  test_plugins.py::test_plugin_processes_end_with_termd)
 # the slowest twins of tests kept in the subset
 VG_DESELECT := \
   --deselect 'tests/regress/test_faults.py::test_client_gone_while_termd_writes_a_large_answer[tcp-rst]' \

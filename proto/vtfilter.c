@@ -19,183 +19,100 @@
  *     libvterm's string callbacks are not used;
  *   - C1 controls written as UTF-8 (U+0080 to U+009F) are dropped.
  *     libvterm would act on some of them, and they are never text.
- * The state survives across feeds, so a sequence split between two reads
- * is handled as if it came whole. */
+ * The sequences come from proto/vtparse.c (options: C0 controls stay in
+ * text runs, BEL ends every kind of string); a sequence is re-emitted from
+ * its parsed parts when it is within the bounds above. The state survives
+ * across feeds, so a sequence split between two reads is handled as if it
+ * came whole. */
 #include "vtfilter.h"
 
 #include <string.h>
 
-enum { VF_GROUND, VF_C2, VF_ESC, VF_CSI, VF_STR, VF_STR_ESC };
+#define VF_MAX_SEQ 64          /* bytes of one CSI, ESC [ and final included */
 
-#define VF_MAX_INTER   3
-#define VF_MAX_SEPS    15      /* 16 parameters */
-#define VF_MAX_DIGITS  6
-
-static void seq_start(struct vtfilter *f)
+/* Text: passed on, except C1 controls written as UTF-8 (C2 80 to C2 9F). A
+ * C2 at the end of a run is held until the next byte is known. */
+static void vf_text(struct vtfilter *f, const char *p, size_t n)
 {
-	f->state = VF_ESC;
-	f->seq[0] = 0x1b;
-	f->seqlen = 1;
-	f->bad = 0;
-	f->nsep = f->ndig = f->ninter = 0;
-}
-
-static void seq_add(struct vtfilter *f, unsigned char b)
-{
-	if (f->seqlen >= sizeof f->seq)
-		f->bad = 1;
-	else
-		f->seq[f->seqlen++] = b;
-}
-
-/* The sequence is complete: pass it on unless it was malformed. */
-static void seq_end(struct vtfilter *f, buf_t *out)
-{
-	if (!f->bad)
-		buf_append(out, (const char *)f->seq, f->seqlen);
-	f->state = VF_GROUND;
-	f->seqlen = 0;
-}
-
-/* Bytes handled alike inside an ESC sequence and a CSI: 1 handled, 0 not
- * (a parameter or final byte), -1 the sequence is broken off and b is to be
- * read again as text. */
-static int seq_common(struct vtfilter *f, unsigned char b, buf_t *out)
-{
-	if (b == 0x1b) {
-		seq_start(f);                 /* ESC restarts */
-	} else if (b == 0x18 || b == 0x1a) {
-		f->state = VF_GROUND;         /* CAN, SUB: cancelled */
-		f->seqlen = 0;
-	} else if (b < 0x20) {
-		buf_putc(out, (char)b);       /* executed in the middle */
-	} else if (b < 0x30) {
-		if (++f->ninter > VF_MAX_INTER)
-			f->bad = 1;
-		seq_add(f, b);
-	} else if (b == 0x7f) {
-		/* DEL is ignored inside a sequence */
-	} else if (b >= 0x80) {
-		f->state = VF_GROUND;         /* not ASCII: broken off */
-		f->seqlen = 0;
-		return -1;
-	} else {
-		return 0;
+	const char *end = p + n;
+	if (f->c2) {
+		f->c2 = 0;
+		if ((unsigned char)*p >= 0x80 && (unsigned char)*p <= 0x9f)
+			p++;
+		else
+			buf_putc(f->out, (char)0xc2);
 	}
-	return 1;
-}
-
-/* ESC [intermediates] and a byte 0x30-0x7e. */
-static void esc_final(struct vtfilter *f, unsigned char b, buf_t *out)
-{
-	if (f->seqlen == 1 && b == '[') {
-		seq_add(f, b);
-		f->state = VF_CSI;
-	} else if (f->seqlen == 1 && strchr("]PX^_", b)) {
-		f->state = VF_STR;
-		f->seqlen = 0;
-	} else {
-		/* libvterm 0.1.4 reads ESC <intermediates> [ (or ] P X ^ _) as
-		 * the start of a CSI or a string, with its bugs: never passed on */
-		if (f->seqlen > 1 && strchr("[]PX^_", b))
-			f->bad = 1;
-		seq_add(f, b);
-		seq_end(f, out);
+	while (p < end) {
+		const char *c = memchr(p, 0xc2, (size_t)(end - p));
+		if (!c) {
+			buf_append(f->out, p, (size_t)(end - p));
+			return;
+		}
+		buf_append(f->out, p, (size_t)(c - p));
+		if (c + 1 == end) {
+			f->c2 = 1;
+			return;
+		}
+		unsigned char b = (unsigned char)c[1];
+		if (b >= 0x80 && b <= 0x9f) {
+			p = c + 2;             /* a C1 control: dropped */
+		} else {
+			buf_putc(f->out, (char)0xc2);
+			p = c + 1;
+		}
 	}
 }
 
-/* A CSI parameter (0x30-0x3f) or final byte (0x40-0x7e). */
-static void csi_byte(struct vtfilter *f, unsigned char b, buf_t *out)
+static void vf_event(void *user, const struct vtp_event *ev)
 {
-	if (b >= 0x40) {
-		seq_add(f, b);
-		seq_end(f, out);
+	struct vtfilter *f = user;
+	const struct vtp_seq *q = ev->seq;
+	if (ev->type == VTP_TEXT) {
+		vf_text(f, ev->data, ev->len);
 		return;
 	}
-	if (f->ninter)
-		f->bad = 1;    /* a parameter after an intermediate */
-	if (b == ';' || b == ':') {
-		f->ndig = 0;
-		if (++f->nsep > VF_MAX_SEPS)
-			f->bad = 1;
-	} else if (b >= '0' && b <= '9') {
-		if (++f->ndig > VF_MAX_DIGITS)
-			f->bad = 1;
+	if (f->c2) {
+		f->c2 = 0;
+		buf_putc(f->out, (char)0xc2);
 	}
-	seq_add(f, b);
+	switch (ev->type) {
+	case VTP_CTRL:
+		buf_putc(f->out, (char)ev->ch);   /* executed inside a sequence */
+		break;
+	case VTP_ESC:
+		/* libvterm 0.1.4 reads ESC <intermediates> [ (or ] P X ^ _) as
+		 * the start of a CSI or a string, with its bugs: never passed on */
+		if ((q->flags & VTP_INTER_OVER) || (q->ninter && strchr("[]PX^_", q->final)))
+			break;
+		buf_putc(f->out, 0x1b);
+		buf_append(f->out, (const char *)q->inter, q->ninter);
+		buf_putc(f->out, (char)q->final);
+		break;
+	case VTP_CSI:
+		if ((q->flags & (VTP_TOO_MANY | VTP_TOO_LONG | VTP_BODY_OVER | VTP_INTER_OVER |
+				 VTP_PARAM_AFTER_INTER)) || 3 + q->bodylen > VF_MAX_SEQ)
+			break;
+		buf_append(f->out, "\x1b[", 2);
+		buf_append(f->out, q->body, q->bodylen);
+		buf_putc(f->out, (char)q->final);
+		break;
+	default:
+		/* CAN/SUB/ESC/non-ASCII breaking a sequence off, strings, and
+		 * sequences still open: nothing */
+		break;
+	}
 }
 
 void vtfilter_reset(struct vtfilter *f)
 {
 	memset(f, 0, sizeof *f);
+	vtparse_init(&f->vp, VTP_C0_IN_TEXT | VTP_BEL_ENDS_ALL);
 }
 
 void vtfilter_feed(struct vtfilter *f, const char *data, size_t n, buf_t *out)
 {
-	const unsigned char *p = (const unsigned char *)data;
 	buf_reserve(out, n);
-	size_t i = 0;
-	while (i < n) {
-		unsigned char b = p[i];
-		switch (f->state) {
-		case VF_GROUND: {
-			/* text: copy the run up to the next ESC or 0xC2 at once */
-			size_t j = i;
-			while (j < n && p[j] != 0x1b && p[j] != 0xc2)
-				j++;
-			if (j > i)
-				buf_append(out, data + i, j - i);
-			if (j == n)
-				return;
-			i = j;
-			if (p[i] == 0x1b)
-				seq_start(f);
-			else
-				f->state = VF_C2;
-			i++;
-			continue;
-		}
-		case VF_C2:
-			f->state = VF_GROUND;
-			if (b >= 0x80 && b <= 0x9f) {
-				i++;           /* a C1 control as UTF-8: dropped */
-				continue;
-			}
-			buf_putc(out, (char)0xc2);
-			continue;          /* b again, as text */
-		case VF_ESC:
-		case VF_CSI: {
-			int r = seq_common(f, b, out);
-			if (r < 0)
-				continue;      /* the sequence broke off: b is text */
-			if (r == 0) {
-				if (f->state == VF_ESC)
-					esc_final(f, b, out);
-				else
-					csi_byte(f, b, out);
-			}
-			i++;
-			continue;
-		}
-		case VF_STR:
-			/* dropped up to BEL, ST (ESC \) or CAN/SUB */
-			while (i < n && p[i] != 0x07 && p[i] != 0x1b && p[i] != 0x18 && p[i] != 0x1a)
-				i++;
-			if (i == n)
-				return;
-			f->state = p[i] == 0x1b ? VF_STR_ESC : VF_GROUND;
-			i++;
-			continue;
-		case VF_STR_ESC:
-			if (b == '\\') {
-				f->state = VF_GROUND;
-				i++;
-			} else {
-				/* an ESC that is not ST ends the string and begins
-				 * a sequence of its own */
-				seq_start(f);
-			}
-			continue;
-		}
-	}
+	f->out = out;
+	vtparse_feed(&f->vp, data, n, vf_event, f);
+	f->out = NULL;
 }

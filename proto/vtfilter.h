@@ -6,11 +6,12 @@
 #include <stddef.h>
 
 #include "util.h"
+#include "vtparse.h"
 
 struct vtfilter {
-	int state, bad, nsep, ndig, ninter;
-	size_t seqlen;
-	unsigned char seq[64];    /* the escape sequence being read */
+	struct vtparse vp;
+	int c2;                   /* a 0xC2 held: U+0080-U+009F would follow */
+	buf_t *out;               /* during vtfilter_feed */
 };
 
 void vtfilter_reset(struct vtfilter *f);

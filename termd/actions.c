@@ -62,7 +62,8 @@ cJSON *actions_list_json(void)
 {
 	cJSON *a = cJSON_CreateArray();
 	for (size_t i = 0; i < ndefs; i++)
-		cJSON_AddItemToArray(a, cJSON_CreateString(defs[i].name));
+		if (!(defs[i].flags & ACT_HIDDEN))
+			cJSON_AddItemToArray(a, cJSON_CreateString(defs[i].name));
 	return a;
 }
 
@@ -78,6 +79,8 @@ void actions_init(void)
 		{"ping", ping_action, ACT_READONLY},
 	};
 	actions_register(own, sizeof own / sizeof own[0]);
+	static const struct session_listener l = {.gone = pending_session_gone};
+	session_listen(&l);
 }
 
 /* -------------------------------------------------------------- errors */
@@ -246,15 +249,14 @@ int arg_session(struct act *a, const char *key, int flags, struct session **out,
 			return act_error(a, code, "cannot start a shell: %s", err);
 		sessionctl_announce(NULL, NULL, s);
 	}
-	if (!s->alive && (flags & SESS_RESPAWN)) {
+	if (!s->pty.alive && (flags & SESS_RESPAWN)) {
 		if (!s->is_shell) {
 			if (flags & SESS_ALLOW_DEAD)
 				goto done;   /* an ended program's last screen can still be read */
 			return act_error(a, TD_ERR_NO_COMMAND, "session '%s' has ended (exit code %d)",
-					 s->name, s->exit_code);
+					 s->name, s->pty.exit_code);
 		}
-		pending_session_gone(s);
-		cmd_session_gone(s);
+		session_gone(s);
 		if (session_respawn(s, err, sizeof err) < 0)
 			return act_error(a, TD_ERR_INTERNAL, "cannot restart the shell: %s", err);
 		if (restarted)
@@ -376,6 +378,7 @@ void actions_dispatch(struct conn *c, const char *json, size_t len)
 	 * waiting gets its answer on this connection */
 	if (id && (events_replay(c, id) || pending_rebind(id, c)))
 		goto done;
+	a.action = action->valuestring;
 	const struct action_def *e = actions_find(action->valuestring);
 	if (!e) {
 		const char *name = action->valuestring;

@@ -142,11 +142,6 @@ void events_shutdown(void)
 	log_failing = 0;
 }
 
-uint64_t events_last_seq(void)
-{
-	return last_seq;
-}
-
 static void drop_oldest(void)
 {
 	struct retained *old = &ring[ring_head];
@@ -223,11 +218,12 @@ static void retain(uint64_t seq, char *json, size_t len, char *key)
 	ring_len++;
 }
 
-void events_emit(struct conn *to, const cJSON *cause, const char *observation,
-		 const char *content, cJSON *extras)
+/* The one builder of an observation's JSON (PROTOCOL.md §2); takes
+ * ownership of extras (may be NULL). Free the result. */
+static char *envelope(uint64_t seq, const cJSON *cause, const char *observation,
+		      const char *content, cJSON *extras)
 {
 	cJSON *o = cJSON_CreateObject();
-	uint64_t seq = ++last_seq;
 	cJSON_AddNumberToObject(o, "seq", (double)seq);
 	cJSON_AddNumberToObject(o, "ts", (double)(int64_t)(wall_s() * 1000.0) / 1000.0);
 	if (cause)
@@ -239,6 +235,14 @@ void events_emit(struct conn *to, const cJSON *cause, const char *observation,
 	cJSON_AddItemToObject(o, "extras", extras ? extras : cJSON_CreateObject());
 	char *json = cJSON_PrintUnformatted(o);
 	cJSON_Delete(o);
+	return json;
+}
+
+void events_emit(struct conn *to, const cJSON *cause, const char *observation,
+		 const char *content, cJSON *extras)
+{
+	uint64_t seq = ++last_seq;
+	char *json = envelope(seq, cause, observation, content, extras);
 	if (!json) {
 		log_warn("cannot serialize an observation");
 		return;
@@ -323,21 +327,14 @@ void events_error(struct conn *to, const cJSON *cause, td_err code, const char *
  * own, and is not retained. */
 void events_hello(struct conn *c)
 {
-	cJSON *o = cJSON_CreateObject();
-	cJSON_AddNumberToObject(o, "seq", (double)last_seq);
-	cJSON_AddNumberToObject(o, "ts", (double)(int64_t)(wall_s() * 1000.0) / 1000.0);
-	cJSON_AddNullToObject(o, "cause");
-	cJSON_AddStringToObject(o, "observation", "hello");
-	cJSON_AddStringToObject(o, "content", "termd " TERMD_VERSION);
-	cJSON *ex = cJSON_AddObjectToObject(o, "extras");
+	cJSON *ex = cJSON_CreateObject();
 	cJSON_AddStringToObject(ex, "version", TERMD_VERSION);
 	cJSON_AddNumberToObject(ex, "protocol", PROTOCOL_VERSION);
 	cJSON_AddNumberToObject(ex, "seq", (double)last_seq);
 	cJSON_AddItemToObject(ex, "sessions", session_names_json());
 	cJSON_AddItemToObject(ex, "actions", actions_list_json());
 	cJSON_AddBoolToObject(ex, "readonly", c->readonly);
-	char *json = cJSON_PrintUnformatted(o);
-	cJSON_Delete(o);
+	char *json = envelope(last_seq, NULL, "hello", "termd " TERMD_VERSION, ex);
 	if (json) {
 		conn_send(c, json, strlen(json));
 		free(json);
@@ -356,13 +353,16 @@ static int events_subscribe(struct act *a)
 	if (ring_len && from < last_seq) {
 		uint64_t oldest = ring[ring_head].seq;
 		if (from + 1 < oldest) {
-			char gap[200];
-			snprintf(gap, sizeof gap,
-				 "{\"seq\":%llu,\"ts\":%.3f,\"cause\":null,\"observation\":\"gap\",\"content\":\"\","
-				 "\"extras\":{\"from\":%llu,\"to\":%llu}}",
-				 (unsigned long long)(oldest - 1), wall_s(),
-				 (unsigned long long)(from + 1), (unsigned long long)(oldest - 1));
-			conn_send(a->conn, gap, strlen(gap));
+			/* not an event of its own: it carries the seq of the last
+			 * event it stands for */
+			cJSON *gx = cJSON_CreateObject();
+			cJSON_AddNumberToObject(gx, "from", (double)(from + 1));
+			cJSON_AddNumberToObject(gx, "to", (double)(oldest - 1));
+			char *gap = envelope(oldest - 1, NULL, "gap", "", gx);
+			if (gap) {
+				conn_send(a->conn, gap, strlen(gap));
+				free(gap);
+			}
 		}
 		for (size_t i = 0; i < ring_len; i++) {
 			struct retained *r = &ring[(ring_head + i) % ring_cap];

@@ -115,14 +115,16 @@ static void exp_timeout(lws_sorted_usec_list_t *sul)
 	exp_free(e);
 }
 
-void expect_on_output(struct session *s, const char *data, size_t n)
+static void expect_on_output(struct session *s, const char *data, size_t n)
 {
 	struct expect *e = s->expect;
+	if (!e)
+		return;
 	render_feed(e->render, data, n);
 	exp_check(e);
 }
 
-void expect_on_session_exit(struct session *s)
+static void expect_on_session_exit(struct session *s)
 {
 	struct expect *e = s->expect;
 	if (!e)
@@ -172,7 +174,7 @@ static int expect_action(struct act *a)
 	pending_add(&e->p, &expect_ops, a, s);
 	e->render = render_new(200, exp_line, e);
 	s->expect = e;
-	if (!s->alive) {
+	if (!s->pty.alive) {
 		exp_timeout(&e->sul);
 		return 0;
 	}
@@ -182,6 +184,11 @@ static int expect_action(struct act *a)
 
 void expect_register(void)
 {
+	static const struct session_listener l = {
+		.text = expect_on_output,
+		.exit = expect_on_session_exit,
+	};
+	session_listen(&l);
 	static const struct action_def defs[] = {
 		{"expect", expect_action, 0},
 	};

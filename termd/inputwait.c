@@ -198,9 +198,9 @@ int proc_stat(pid_t pid, char *state, pid_t *pgrp, pid_t *sid)
 
 enum inputwait inputwait_blocked_on_tty(struct session *s)
 {
-	if (!s->alive || s->master_fd < 0)
+	if (!s->pty.alive || s->pty.fd < 0)
 		return IW_NO;
-	pid_t fg = tcgetpgrp(s->master_fd);
+	pid_t fg = tcgetpgrp(s->pty.fd);
 	if (fg <= 0)
 		return IW_NO;
 	DIR *d = opendir("/proc");
@@ -233,7 +233,7 @@ enum inputwait inputwait_blocked_on_tty(struct session *s)
 				continue;
 			char tpath[384];
 			snprintf(tpath, sizeof tpath, "%s/%s", tdir, te->d_name);
-			enum inputwait w = task_waits_on_tty((pid_t)pid, tpath, s->slave_name);
+			enum inputwait w = task_waits_on_tty((pid_t)pid, tpath, s->pty.slave);
 			if (w > waiting)
 				waiting = w;
 		}

@@ -57,6 +57,10 @@ static void usage(FILE *f)
 		"  --shell PATH            shell for sessions (default bash, else sh)\n"
 		"  --cwd DIR               start directory of sessions (default: current)\n"
 		"  --event-log FILE        append every event as a JSON line\n"
+		"  --plugins a,b|all       plugins to load (default none)\n"
+		"  --plugin-dir DIR        where plugins are (default: plugins/ next to termd)\n"
+		"  --state-dir DIR         what lasts across runs: plugin setup markers\n"
+		"                          (default /var/lib/termd as root, else ~/.local/state/termd)\n"
 		"  -v, --verbose           log more\n"
 		"  --help, --version\n"
 		"limits:\n",
@@ -156,6 +160,7 @@ static int resolve_listen_host(int *loopback)
 int main(int argc, char **argv)
 {
 	enum { O_LISTEN = 256, O_TOKEN, O_VIEW, O_SHELL, O_CWD, O_LOG, O_TLS_CERT, O_TLS_KEY,
+	       O_PLUGINS, O_PLUGIN_DIR, O_STATE_DIR,
 	       O_HELP, O_VERSION, O_LIMIT /* + index into limits[] */ };
 	static const struct option fixed[] = {
 		{"listen", required_argument, NULL, O_LISTEN},
@@ -166,6 +171,9 @@ int main(int argc, char **argv)
 		{"event-log", required_argument, NULL, O_LOG},
 		{"tls-cert", required_argument, NULL, O_TLS_CERT},
 		{"tls-key", required_argument, NULL, O_TLS_KEY},
+		{"plugins", required_argument, NULL, O_PLUGINS},
+		{"plugin-dir", required_argument, NULL, O_PLUGIN_DIR},
+		{"state-dir", required_argument, NULL, O_STATE_DIR},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, O_HELP},
 		{"version", no_argument, NULL, O_VERSION},
@@ -209,6 +217,18 @@ int main(int argc, char **argv)
 		case O_TLS_KEY:
 			free(opts.tls_key);
 			opts.tls_key = xstrdup(optarg);
+			break;
+		case O_PLUGINS:
+			free(opts.plugins);
+			opts.plugins = xstrdup(optarg);
+			break;
+		case O_PLUGIN_DIR:
+			free(opts.plugin_dir);
+			opts.plugin_dir = xstrdup(optarg);
+			break;
+		case O_STATE_DIR:
+			free(opts.state_dir);
+			opts.state_dir = xstrdup(optarg);
 			break;
 		case 'v':
 			opts.verbose = log_verbose = 1;
@@ -272,6 +292,17 @@ int main(int argc, char **argv)
 		fprintf(stderr, "termd: --cwd %s is not a directory\n", opts.cwd);
 		return 2;
 	}
+	if (!opts.state_dir) {
+		const char *xdg = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
+		buf_t b = {0};
+		if (getuid() == 0)
+			buf_puts(&b, "/var/lib/termd");
+		else if (xdg && *xdg)
+			buf_printf(&b, "%s/termd", xdg);
+		else
+			buf_printf(&b, "%s/.local/state/termd", home && *home ? home : "/tmp");
+		opts.state_dir = buf_steal(&b);
+	}
 	if (opts.shell && access(opts.shell, X_OK) != 0) {
 		fprintf(stderr, "termd: --shell %s is not executable\n", opts.shell);
 		return 2;
@@ -295,28 +326,57 @@ int main(int argc, char **argv)
 	/* every module registers its actions (plugins will add theirs) */
 	actions_init();
 	events_register();
+	cmd_init();           /* before run: the shell's state, then the waiters */
 	run_register();
 	expect_register();
-	sessionctl_register();
+	tty_register();
+	sessionctl_register();   /* after tty: session.exit after the viewers' exit frames */
 	files_register();
 	edit_register();
 	char err[256];
 	td_err code;
 	if (!session_open("main", NULL, NULL, NULL, 0, 0, &code, err, sizeof err)) {
 		fprintf(stderr, "termd: cannot start the main shell: %s\n", err);
+		session_stop_all();
+		server_close_loop();
+		session_free_all();
 		server_shutdown();
 		events_shutdown();
 		actions_shutdown();
 		return 1;
+	}
+	if (plugin_init(err, sizeof err) < 0) {
+		fprintf(stderr, "termd: %s\n", err);
+		plugin_stop_all();
+		session_stop_all();
+		server_close_loop();
+		session_free_all();
+		server_shutdown();
+		events_shutdown();
+		plugin_shutdown();
+		actions_shutdown();
+		return 2;
 	}
 	if (opts.listen_unix)
 		log_info("listening on unix:%s", opts.listen_unix);
 	else
 		log_info("listening on %s:%d", opts.listen_host, opts.listen_port);
 	server_run();
+	/* the end, in order: plugin processes; sessions' timers, waiters and
+	 * processes while the loop still exists; the loop (every connection
+	 * and pty closed); the sessions freed; the listener and run folder */
+	plugin_stop_all();
+	session_stop_all();
+	server_close_loop();
+	session_free_all();
 	server_shutdown();
 	events_shutdown();
+	plugin_shutdown();
 	actions_shutdown();
+	child_forget_all();
+	free(opts.plugins);
+	free(opts.plugin_dir);
+	free(opts.state_dir);
 	free(opts.listen_host);
 	free(opts.listen_unix);
 	free(opts.token);

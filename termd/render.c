@@ -1,11 +1,14 @@
-/* render.c — owns the output renderer: the escape-sequence parser and UTF-8
- * decoder state, and the window of live lines (a ring of the last
+/* render.c — owns the output renderer: the UTF-8 decoder state, what
+ * escape sequences do to the text (a consumer of proto/vtparse.c, the
+ * tokenizer, which gives it text runs, C0 controls inside sequences, ESC
+ * and CSI sequences and strings), and the window of live lines (a ring of the last
  * window_rows lines plus the cursor) that turns pty output into the text a
  * person would see. Lines are stored narrow (one byte per column, printable
  * ASCII only, the fast path) until something else lands on them; then they
  * switch to 32-bit cells (code point, right half of a wide character, or an
  * index into the line's pool of combining sequences). */
 #include "render.h"
+#include "vtparse.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -16,8 +19,6 @@
 /* Columns are 0..RENDER_MAX_COLS-1; text reaching the limit wraps (a forced
  * new line) so memory per line stays bounded. Cursor movement is clamped. */
 #define RENDER_MAX_COLS   65536u
-#define RENDER_NPARAM     16             /* CSI params kept; more are ignored */
-#define RENDER_PARAM_MAX  65535u
 #define RENDER_COMB_MAX   8              /* code points per cell, base included */
 #define RENDER_KEEP_BYTES (64u << 10)    /* a cleared line keeps this much */
 
@@ -31,14 +32,6 @@ struct line {
 	bool cells;
 	uint32_t *pool;     /* combining sequences, cells mode only */
 	size_t plen, pcap;  /* in uint32_t */
-};
-
-enum {
-	ST_GROUND,
-	ST_ESC,
-	ST_ESC_INTER,       /* ESC + intermediates, waiting for the final */
-	ST_CSI,
-	ST_STR,             /* OSC / DCS / SOS / PM / APC body */
 };
 
 struct render {
@@ -55,11 +48,8 @@ struct render {
 	uint64_t saved_abs;     /* ESC 7: absolute row, column */
 	size_t saved_col;
 
-	int state;
-	bool str_bel;           /* BEL ends the string (OSC) */
-	bool csi_ignore;        /* private marker or intermediate seen */
-	int np;                 /* index of the CSI param being read */
-	uint32_t params[RENDER_NPARAM];
+	struct vtparse vp;      /* the tokenizer (CSI params: 16 kept, values
+				 * up to 65535) */
 
 	uint32_t u8cp;          /* partial UTF-8 character */
 	int u8need;             /* continuation bytes still expected */
@@ -649,15 +639,15 @@ static void render_reset(render_t *r)
 	r->row = 0;
 	r->col = 0;
 	r->saved = false;
-	r->state = ST_GROUND;
 	r->u8need = 0;
 }
 
 /* ---- the parser ---- */
 
-static void render_csi_dispatch(render_t *r, uint8_t f)
+static void render_csi_dispatch(render_t *r, const struct vtp_seq *q)
 {
-	uint32_t p0 = r->params[0], p1 = r->np >= 1 ? r->params[1] : 0;
+	uint8_t f = q->final;
+	uint32_t p0 = q->param[0], p1 = q->param[1];   /* 0 when not given */
 	uint32_t n = p0 ? p0 : 1;
 	struct line *l = render_line(r, r->row);
 
@@ -766,14 +756,7 @@ static void render_control(render_t *r, uint8_t b)
 	case '\t':
 		render_tab(r, 1);
 		break;
-	case 0x1b:
-		r->state = ST_ESC;
-		break;
-	case 0x18:                              /* CAN, SUB: abort a sequence */
-	case 0x1a:
-		r->state = ST_GROUND;
-		break;
-	default:                                /* BEL and the rest */
+	default:                                /* BEL, CAN, SUB and the rest */
 		break;
 	}
 }
@@ -826,32 +809,10 @@ static void render_ground(render_t *r, uint8_t b)
 	}
 }
 
-static void render_csi_start(render_t *r)
-{
-	r->state = ST_CSI;
-	r->csi_ignore = false;
-	r->np = 0;
-	memset(r->params, 0, sizeof r->params);
-}
-
+/* ESC and a final byte (no intermediates). */
 static void render_esc(render_t *r, uint8_t b)
 {
-	r->state = ST_GROUND;
 	switch (b) {
-	case '[':
-		render_csi_start(r);
-		break;
-	case ']':
-		r->state = ST_STR;
-		r->str_bel = true;
-		break;
-	case 'P':
-	case 'X':
-	case '^':
-	case '_':
-		r->state = ST_STR;
-		r->str_bel = false;
-		break;
 	case '7':
 		render_save(r);
 		break;
@@ -872,104 +833,16 @@ static void render_esc(render_t *r, uint8_t b)
 	case 'c':                               /* RIS */
 		render_reset(r);
 		break;
-	default:
-		if (b >= 0x20 && b <= 0x2F)
-			r->state = ST_ESC_INTER;
-		break;                          /* other finals: ignored */
-	}
-}
-
-/* One byte through the state machine (everything but the fast path). */
-static void render_byte(render_t *r, uint8_t b)
-{
-	switch (r->state) {
-	case ST_GROUND:
-		render_ground(r, b);
-		return;
-	case ST_STR:
-		if (b == 0x1b)
-			r->state = ST_ESC;      /* ESC \ ends it; ESC x aborts it */
-		else if ((b == 0x07 && r->str_bel) || b == 0x18 || b == 0x1a)
-			r->state = ST_GROUND;
-		return;
-	default:
-		break;
-	}
-	/* ESC, ESC_INTER, CSI: C0 controls act immediately */
-	if (b < 0x20) {
-		render_control(r, b);
-		return;
-	}
-	if (b == 0x7F)
-		return;
-	if (b >= 0x80) {                        /* not part of a sequence */
-		r->state = ST_GROUND;
-		render_ground(r, b);
-		return;
-	}
-	switch (r->state) {
-	case ST_ESC:
-		render_esc(r, b);
-		break;
-	case ST_ESC_INTER:
-		if (b >= 0x30)
-			r->state = ST_GROUND;   /* ESC ( B and friends */
-		break;
-	case ST_CSI:
-		if (b >= '0' && b <= '9') {
-			if (r->np < RENDER_NPARAM) {
-				uint32_t v = r->params[r->np] * 10 + (b - '0');
-				r->params[r->np] = v > RENDER_PARAM_MAX ? RENDER_PARAM_MAX : v;
-			}
-		} else if (b == ';' || b == ':') {
-			if (r->np < RENDER_NPARAM)
-				r->np++;
-		} else if (b < 0x40) {          /* private markers, intermediates */
-			r->csi_ignore = true;
-		} else {
-			r->state = ST_GROUND;
-			if (!r->csi_ignore)
-				render_csi_dispatch(r, b);
-		}
+	default:                                /* other finals: ignored */
 		break;
 	}
 }
 
-/* ---- interface ---- */
-
-render_t *render_new(int window_rows, render_line_cb cb, void *user)
+/* A run of ground bytes: text, UTF-8, and C0 controls other than ESC. */
+static void render_run(render_t *r, const uint8_t *s, const uint8_t *end)
 {
-	render_t *r = xcalloc(1, sizeof *r);
-
-	if (window_rows < 1)
-		window_rows = 1;
-	r->rows = window_rows;
-	r->cb = cb;
-	r->user = user;
-	r->ring = xcalloc((size_t)window_rows, sizeof *r->ring);
-	r->tmp = xcalloc((size_t)window_rows, sizeof *r->tmp);
-	r->count = 1;
-	return r;
-}
-
-void render_free(render_t *r)
-{
-	if (!r)
-		return;
-	for (int i = 0; i < r->rows; i++)
-		line_free(&r->ring[i]);
-	free(r->ring);
-	free(r->tmp);
-	buf_free(&r->scratch);
-	free(r);
-}
-
-void render_feed(render_t *r, const char *data, size_t n)
-{
-	const uint8_t *s = (const uint8_t *)data, *end = s + n;
-
 	while (s < end) {
-		if (r->state == ST_GROUND && !r->u8need) {
+		if (!r->u8need) {
 			const uint8_t *t = s;
 
 			/* fast path: a run of printable ASCII, CR, LF */
@@ -990,14 +863,81 @@ void render_feed(render_t *r, const char *data, size_t n)
 				s++;
 				continue;
 			}
-		} else if (r->state == ST_STR) {
-			/* swallow the body of a string without looking at it */
-			while (s < end && *s != 0x1b && *s != 0x07 && *s != 0x18 && *s != 0x1a)
-				s++;
-			if (s == end)
-				break;
 		}
-		render_byte(r, *s++);
+		render_ground(r, *s++);
+	}
+}
+
+static void render_event(void *user, const struct vtp_event *ev)
+{
+	render_t *r = user;
+	const struct vtp_seq *q = ev->seq;
+
+	if (ev->type == VTP_TEXT) {
+		render_run(r, (const uint8_t *)ev->data, (const uint8_t *)ev->data + ev->len);
+		return;
+	}
+	if (ev->type == VTP_PENDING)
+		return;
+	if (r->u8need) {                        /* truncated by the sequence */
+		r->u8need = 0;
+		render_char(r, 0xFFFD);
+	}
+	switch (ev->type) {
+	case VTP_CTRL:                          /* C0 inside a sequence */
+		render_control(r, ev->ch);
+		break;
+	case VTP_ESC:
+		if (!q->ninter)
+			render_esc(r, q->final);
+		break;
+	case VTP_CSI:
+		/* private markers and intermediates: modes and such, ignored */
+		if (!q->priv && !q->ninter && !(q->flags & VTP_LATE_PRIVATE))
+			render_csi_dispatch(r, q);
+		break;
+	default:                                /* cancelled sequences, strings */
+		break;
+	}
+}
+
+/* ---- interface ---- */
+
+render_t *render_new(int window_rows, render_line_cb cb, void *user)
+{
+	render_t *r = xcalloc(1, sizeof *r);
+
+	if (window_rows < 1)
+		window_rows = 1;
+	r->rows = window_rows;
+	r->cb = cb;
+	r->user = user;
+	r->ring = xcalloc((size_t)window_rows, sizeof *r->ring);
+	r->tmp = xcalloc((size_t)window_rows, sizeof *r->tmp);
+	r->count = 1;
+	vtparse_init(&r->vp, VTP_C0_IN_TEXT);
+	return r;
+}
+
+void render_free(render_t *r)
+{
+	if (!r)
+		return;
+	for (int i = 0; i < r->rows; i++)
+		line_free(&r->ring[i]);
+	free(r->ring);
+	free(r->tmp);
+	buf_free(&r->scratch);
+	free(r);
+}
+
+void render_feed(render_t *r, const char *data, size_t n)
+{
+	vtparse_feed(&r->vp, data, n, render_event, r);
+	/* a character cut short by a sequence still open shows now */
+	if (r->u8need && !vtparse_in_ground(&r->vp)) {
+		r->u8need = 0;
+		render_char(r, 0xFFFD);
 	}
 }
 
@@ -1042,4 +982,5 @@ void render_finish(render_t *r)
 	for (int i = 0; i <= last; i++)
 		render_emit(r, render_line(r, i));
 	render_reset(r);
+	vtparse_reset(&r->vp);
 }

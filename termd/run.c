@@ -1,9 +1,10 @@
-/* run.c — the `run`, `keys` and `screen` actions and the life of a command
- * in a session: typing it when the shell is ready, following the shell's
- * marks (start, done with exit code and cwd), rendering its output into a
- * store (memory, spilled to a file past --output-mem), answering with what is new
- * since the last observation (head + tail when over max_output), hard and
- * idle timeouts, and noticing a program waiting for terminal input. */
+/* run.c — the `run`, `keys` and `screen` actions: their waiters (pending
+ * actions, a list per session in arrival order), typing what they carry in
+ * that order once the shell is ready (commands, input, keys), answering
+ * with what is new since the last observation (cmd.c, output.c), hard and
+ * idle timeouts, and noticing a program waiting for terminal input. A
+ * session listener after cmd.c's: on the shell's marks it answers what can
+ * be answered and types what waited for the prompt. */
 #include "termd.h"
 
 #include <errno.h>
@@ -18,349 +19,9 @@
 #define QUIET_FOR_INPUT_US   1000000u  /* "nothing new for about a second" */
 #define RELAY_QUIET_US      10000000u  /* a relay with no question on screen */
 #define INPUT_RECHECK_US      250000u
-#define READY_FALLBACK_US     300000u  /* no readline ready signal: type anyway */
-#define STORE_WRITE_CHUNK    (64u * 1024u)
-#define RENDER_WINDOW        200
 #define DEFAULT_IDLE_S       30.0
 #define DEFAULT_MAX_OUTPUT   30000
 #define MAX_MAX_OUTPUT       (16 * 1024 * 1024)
-
-static unsigned out_counter;
-
-/* ---------------------------------------------------------------- store */
-
-/* The output file could not be created or written (disk full, file size
- * limit): said once — log, an io_error event for subscribers, and
- * extras.output_error on the command's run answers — and the command goes
- * on with its text in memory: the file's part, then a bounded tail. */
-static void store_failed(struct cmd *cmd, const char *path, int err)
-{
-	if (cmd->store_err)
-		return;
-	buf_t m = {0};
-	if (cmd->file_fd < 0)
-		buf_printf(&m, "cannot create the output file %s: %s", path, strerror(err));
-	else
-		buf_printf(&m, "cannot write the output file %s: %s (it holds the first %zu bytes "
-			   "of the output)", path, strerror(err), cmd->file_bytes);
-	buf_printf(&m, "; of the rest termd keeps only the last %zu KiB or more",
-		   opts.output_mem / 2 / 1024);
-	cmd->store_err = buf_steal(&m);
-	log_warn("session %s: %s", cmd->sname, cmd->store_err);
-	cJSON *ex = cJSON_CreateObject();
-	cJSON_AddStringToObject(ex, "code", td_err_name(TD_ERR_IO_ERROR));
-	cJSON_AddStringToObject(ex, "session", cmd->sname);
-	cJSON_AddStringToObject(ex, "path", path);
-	events_emit(NULL, NULL, "error", cmd->store_err, ex);
-}
-
-static int store_spill(struct cmd *cmd)
-{
-	if (cmd->file_fd >= 0)
-		return 0;
-	if (cmd->store_err)
-		return -1;
-	buf_t p = {0};
-	buf_printf(&p, "%s/output-%s-%u.txt", srv.rundir, cmd->sname, ++out_counter);
-	int fd = open(p.p, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (fd < 0) {
-		store_failed(cmd, p.p, errno);
-		buf_free(&p);
-		return -1;
-	}
-	cmd->file_fd = fd;
-	cmd->file_path = buf_steal(&p);
-	return 0;
-}
-
-/* In file mode `mem` holds the bytes not written yet. */
-static void store_flush(struct cmd *cmd)
-{
-	if (cmd->file_fd < 0 || cmd->store_err || !cmd->mem.len)
-		return;
-	size_t off = 0;
-	int err = 0;
-	while (off < cmd->mem.len) {
-		ssize_t w = write(cmd->file_fd, cmd->mem.p + off, cmd->mem.len - off);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0) {
-			err = w < 0 ? errno : ENOSPC;
-			break;
-		}
-		off += (size_t)w;
-	}
-	buf_consume(&cmd->mem, off);
-	cmd->file_bytes += off;
-	cmd->mem_base = cmd->file_bytes;
-	if (err)
-		store_failed(cmd, cmd->file_path, err);
-}
-
-/* After a failure: keep the last half of the memory cap (from a line
- * start) once mem is over the cap. */
-static void store_trim(struct cmd *cmd)
-{
-	if (cmd->mem.len <= opts.output_mem)
-		return;
-	size_t cut = cmd->mem.len - opts.output_mem / 2;
-	const char *nl = memchr(cmd->mem.p + cut, '\n', cmd->mem.len - cut);
-	size_t n = nl ? (size_t)(nl - cmd->mem.p) + 1 : cut;
-	buf_consume(&cmd->mem, n);
-	cmd->mem_base += n;
-}
-
-static void store_line(void *user, const char *line, size_t len)
-{
-	struct cmd *cmd = user;
-	buf_append(&cmd->mem, line, len);
-	buf_putc(&cmd->mem, '\n');
-	cmd->total_bytes += len + 1;
-	cmd->total_lines++;
-	if (cmd->store_err) {
-		store_trim(cmd);
-	} else if (cmd->file_fd >= 0) {
-		if (cmd->mem.len >= STORE_WRITE_CHUNK)
-			store_flush(cmd);
-	} else if (cmd->mem.len > opts.output_mem) {
-		if (store_spill(cmd) == 0)
-			store_flush(cmd);
-	}
-}
-
-/* Bytes [off, off + n) of the text, as far as they are kept; a line in
- * their place says where text was lost to a failed output file. */
-static void store_read(struct cmd *cmd, size_t off, size_t n, buf_t *out)
-{
-	if (off >= cmd->total_bytes)
-		return;
-	if (off + n > cmd->total_bytes)
-		n = cmd->total_bytes - off;
-	size_t end = off + n;
-	if (off < cmd->file_bytes && cmd->file_fd >= 0) {
-		size_t fe = end < cmd->file_bytes ? end : cmd->file_bytes;
-		buf_reserve(out, fe - off);
-		while (off < fe) {
-			ssize_t r = pread(cmd->file_fd, out->p + out->len, fe - off, (off_t)off);
-			if (r < 0 && errno == EINTR)
-				continue;
-			if (r <= 0)
-				break;
-			out->len += (size_t)r;
-			off += (size_t)r;
-		}
-		out->p[out->len] = 0;
-		off = fe;
-	}
-	if (off >= end)
-		return;
-	if (off < cmd->mem_base) {
-		if (out->len && out->p[out->len - 1] != '\n')
-			buf_putc(out, '\n');
-		buf_printf(out, "[... %zu bytes of output not kept: the output file could not be "
-			   "written ...]\n", cmd->mem_base - cmd->file_bytes);
-		off = cmd->mem_base;
-	}
-	if (off < end)
-		buf_append(out, cmd->mem.p + (off - cmd->mem_base), end - off);
-}
-
-static struct cmd *cmd_new(struct session *s, const char *text, int by_viewer)
-{
-	struct cmd *cmd = xcalloc(1, sizeof *cmd);
-	cmd->text = text ? xstrdup(text) : NULL;
-	cmd->by_viewer = by_viewer;
-	cmd->file_fd = -1;
-	cmd->exit_code = -1;
-	cmd->start_us = mono_us();
-	cmd->render = render_new(RENDER_WINDOW, store_line, cmd);
-	snprintf(cmd->sname, sizeof cmd->sname, "%s", s->name);
-	return cmd;
-}
-
-void cmd_free(struct cmd *cmd)
-{
-	if (!cmd)
-		return;
-	render_free(cmd->render);
-	buf_free(&cmd->mem);
-	if (cmd->file_fd >= 0)
-		close(cmd->file_fd);
-	free(cmd->file_path);
-	free(cmd->store_err);
-	free(cmd->shown_live);
-	free(cmd->text);
-	free(cmd);
-}
-
-static void session_set_cmd(struct session *s, struct cmd *cmd)
-{
-	if (s->cmd && s->cmd != cmd)
-		cmd_free(s->cmd);
-	s->cmd = cmd;
-}
-
-/* ------------------------------------------------------- new output text */
-
-/* Append to out the first `chars` characters' worth of whole lines of src
- * (a partial first line if none fits). Returns the number of lines. */
-static size_t take_head(const char *src, size_t n, size_t chars, buf_t *out)
-{
-	size_t pos = 0, used = 0, lines = 0;
-	while (pos < n) {
-		const char *nl = memchr(src + pos, '\n', n - pos);
-		size_t end = nl ? (size_t)(nl - src) : n;
-		size_t c = utf8_count(src + pos, end - pos);
-		if (used + c + (lines ? 1 : 0) > chars)
-			break;
-		if (lines)
-			buf_putc(out, '\n');
-		buf_append(out, src + pos, end - pos);
-		used += c + (lines ? 1 : 0);
-		lines++;
-		pos = end + 1;
-	}
-	if (!lines && n) {
-		const char *nl = memchr(src, '\n', n);
-		size_t end = nl ? (size_t)(nl - src) : n;
-		buf_append(out, src, utf8_offset(src, end, chars));
-		lines = 1;
-	}
-	return lines;
-}
-
-/* Like take_head from the end of src; `start_partial`: src[0] may be in the
- * middle of a line, which is then never taken. */
-static size_t take_tail(const char *src, size_t n, size_t chars, int start_partial, buf_t *out)
-{
-	size_t end = n, used = 0, lines = 0, first = n;
-	while (end > 0) {
-		size_t b = end;
-		while (b > 0 && src[b - 1] != '\n')
-			b--;
-		if (b == 0 && start_partial)
-			break;
-		size_t c = utf8_count(src + b, end - b);
-		if (used + c + (lines ? 1 : 0) > chars)
-			break;
-		used += c + (lines ? 1 : 0);
-		lines++;
-		first = b;
-		if (b == 0)
-			break;
-		end = b - 1;
-	}
-	if (!lines && n) {
-		size_t b = n;
-		while (b > 0 && src[b - 1] != '\n')
-			b--;
-		size_t c = utf8_count(src + b, n - b);
-		size_t skip = c > chars ? c - chars : 0;
-		size_t off = b + utf8_offset(src + b, n - b, skip);
-		buf_append(out, src + off, n - off);
-		return 1;
-	}
-	if (lines)
-		buf_append(out, src + first, n - first);
-	return lines;
-}
-
-static size_t count_lines(const char *p, size_t n)
-{
-	if (!n)
-		return 0;
-	size_t k = 1;
-	for (const char *q = p; (q = memchr(q, '\n', n - (size_t)(q - p))); q++)
-		k++;
-	return k;
-}
-
-/* What the command printed since the last observation, as content; sets
- * *truncated and makes sure the output file exists when it is. */
-static void cmd_collect(struct cmd *cmd, size_t max_output,
-			buf_t *out, int *truncated)
-{
-	*truncated = 0;
-	/* head + marker line + tail stay within max_output characters */
-	size_t budget = max_output > 200 ? max_output - 48 : max_output;
-	if (!cmd->finished)
-		render_commit_above_cursor(cmd->render);
-	buf_t live = {0};
-	if (!cmd->finished)
-		render_live(cmd->render, &live);
-	buf_reserve(&live, 0);
-
-	size_t D = cmd->delivered, T = cmd->total_bytes;
-	size_t seg = T - D;
-
-	/* small enough to look at whole */
-	size_t limit = 4 * max_output + 4096;
-	if (seg + live.len <= limit) {
-		buf_t all = {0};
-		store_read(cmd, D, seg, &all);
-		if (live.len)
-			buf_append(&all, live.p, live.len);
-		else if (all.len && all.p[all.len - 1] == '\n')
-			all.len--;
-		size_t skip = 0;
-		if (cmd->shown_live && *cmd->shown_live) {
-			size_t sl = strlen(cmd->shown_live);
-			if (all.len >= sl && memcmp(all.p, cmd->shown_live, sl) == 0)
-				skip = sl;
-		}
-		/* the partial line shown last time (a prompt) was trimmed of its
-		 * trailing spaces: drop the space that separated it from what
-		 * followed on the same line */
-		if (skip)
-			while (skip < all.len && all.p[skip] == ' ')
-				skip++;
-		const char *p = all.p ? all.p + skip : "";
-		size_t n = all.len - skip;
-		if (utf8_count(p, n) <= max_output) {
-			buf_append(out, p, n);
-		} else {
-			*truncated = 1;
-			size_t total = count_lines(p, n);
-			size_t h = take_head(p, n, budget / 2, out);
-			buf_t tail = {0};
-			size_t t = take_tail(p, n, budget - budget / 2, 0, &tail);
-			size_t omitted = total > h + t ? total - h - t : 0;
-			buf_printf(out, "\n[... %zu lines truncated ...]\n", omitted);
-			buf_append(out, tail.p ? tail.p : "", tail.len);
-			buf_free(&tail);
-		}
-		buf_free(&all);
-	} else {
-		*truncated = 1;
-		size_t total = cmd->total_lines - cmd->delivered_lines + (live.len ? 1 : 0);
-		size_t window = 4 * (budget / 2) + 4096;
-		buf_t head = {0}, tailsrc = {0}, tail = {0};
-		store_read(cmd, D, window < seg ? window : seg, &head);
-		size_t h = take_head(head.p, head.len, budget / 2, out);
-		size_t from = seg > window ? T - window : D;
-		store_read(cmd, from, T - from, &tailsrc);
-		if (live.len)
-			buf_append(&tailsrc, live.p, live.len);
-		else if (tailsrc.len && tailsrc.p[tailsrc.len - 1] == '\n')
-			tailsrc.len--;
-		size_t t = take_tail(tailsrc.p, tailsrc.len, budget - budget / 2, from > D, &tail);
-		size_t omitted = total > h + t ? total - h - t : 0;
-		buf_printf(out, "\n[... %zu lines truncated ...]\n", omitted);
-		buf_append(out, tail.p ? tail.p : "", tail.len);
-		buf_free(&head);
-		buf_free(&tailsrc);
-		buf_free(&tail);
-	}
-	if (*truncated && cmd->file_fd < 0 && store_spill(cmd) == 0)
-		store_flush(cmd);
-	if (*truncated)
-		store_flush(cmd);
-	cmd->delivered = T;
-	cmd->delivered_lines = cmd->total_lines;
-	free(cmd->shown_live);
-	cmd->shown_live = live.len ? buf_steal(&live) : NULL;
-	buf_free(&live);
-}
 
 /* --------------------------------------------------------------- waiters */
 
@@ -493,7 +154,7 @@ static void run_answer(struct waiter *w, const char *timed_out, int waiting_inpu
 	cJSON_AddNumberToObject(ex, "exit_code", finished ? (cmd ? cmd->exit_code : -1) : -1);
 	cJSON_AddBoolToObject(ex, "running", !finished);
 	cJSON_AddStringToObject(ex, "cwd", s->cwd ? s->cwd : "");
-	cJSON_AddNumberToObject(ex, "pid", finished ? s->pid : session_fg_pid(s));
+	cJSON_AddNumberToObject(ex, "pid", finished ? s->pty.pid : session_fg_pid(s));
 	uint64_t end = finished && cmd && cmd->end_us ? cmd->end_us : now;
 	cJSON_AddNumberToObject(ex, "duration_ms",
 				cmd ? (double)(end - cmd->start_us) / 1000.0 : 0.0);
@@ -504,10 +165,10 @@ static void run_answer(struct waiter *w, const char *timed_out, int waiting_inpu
 	cJSON_AddBoolToObject(ex, "waiting_for_input", waiting_input);
 	cJSON_AddBoolToObject(ex, "alt_screen", alt);
 	cJSON_AddBoolToObject(ex, "truncated", truncated);
-	if (truncated && cmd && cmd->file_path)
-		cJSON_AddStringToObject(ex, "output_file", cmd->file_path);
-	if (cmd && cmd->store_err)
-		cJSON_AddStringToObject(ex, "output_error", cmd->store_err);
+	if (truncated && cmd && cmd->out.file_path)
+		cJSON_AddStringToObject(ex, "output_file", cmd->out.file_path);
+	if (cmd && cmd->out.err)
+		cJSON_AddStringToObject(ex, "output_error", cmd->out.err);
 	if (w->restarted)
 		cJSON_AddBoolToObject(ex, "restarted", 1);
 	pending_emit(&w->p, "run", content.p ? content.p : "", ex);
@@ -523,14 +184,6 @@ static void run_answer(struct waiter *w, const char *timed_out, int waiting_inpu
 }
 
 static void run_check(struct waiter *w);
-
-/* Output the pty holds that termd has not read yet: the program was not
- * quiet, whatever last_output_us says (the loop will read it next). */
-static int pty_unread(struct session *s)
-{
-	int n = 0;
-	return s->master_fd >= 0 && ioctl(s->master_fd, FIONREAD, &n) == 0 && n > 0;
-}
 
 static void waiter_timer(lws_sorted_usec_list_t *sul)
 {
@@ -552,11 +205,11 @@ static void run_check(struct waiter *w)
 	uint64_t last = s->last_output_us > w->start_us ? s->last_output_us : w->start_us;
 
 	if (w->kind == WAIT_KEYS) {
-		if (w->pending_keys && !(w->hard_us && now >= w->hard_us) && s->alive) {
+		if (w->pending_keys && !(w->hard_us && now >= w->hard_us) && s->pty.alive) {
 			schedule_at(w, w->hard_us);
 			return;
 		}
-		if (now - last >= w->settle_us || (w->hard_us && now >= w->hard_us) || !s->alive) {
+		if (now - last >= w->settle_us || (w->hard_us && now >= w->hard_us) || !s->pty.alive) {
 			emit_screen(s, w->p.conn, w->p.id, w->restarted, 0);
 			waiter_free(w);
 			return;
@@ -578,7 +231,7 @@ static void run_check(struct waiter *w)
 	}
 	int quiet_check = (w->idle_us && now - last >= w->idle_us) ||
 			  (w->typed && now - last >= QUIET_FOR_INPUT_US);
-	if (quiet_check && pty_unread(s)) {
+	if (quiet_check && pty_unread(&s->pty)) {
 		/* e.g. the command just ended: its done mark is still unread */
 		schedule_at(w, now + 5000);
 		return;
@@ -589,7 +242,7 @@ static void run_check(struct waiter *w)
 	}
 	/* still typing: bytes not yet written to the pty, or a command typed
 	 * that the shell has not shown it read (no mark yet) */
-	int typing = s->inq.len > 0 || (s->cmd && s->cmd->awaiting_shell);
+	int typing = s->pty.inq.len > 0 || (s->cmd && s->cmd->awaiting_shell);
 	enum inputwait iw = IW_NO;
 	if (w->typed && !typing && now - last >= QUIET_FOR_INPUT_US)
 		iw = inputwait_blocked_on_tty(s);
@@ -648,13 +301,13 @@ static void type_keys(struct session *s, const cJSON *keys)
 	cJSON_ArrayForEach(k, keys) {
 		const char *v = k->valuestring;
 		if (!keys_type(s, v)) {
-			run_note_typed(s, v, strlen(v));   /* literal text */
+			cmd_note_typed(s, v, strlen(v), 1);   /* literal text */
 			continue;
 		}
 		/* the named keys that matter for naming a typed command */
 		for (size_t i = 0; i < sizeof noted / sizeof noted[0]; i++)
 			if (strcmp(v, noted[i].name) == 0)
-				run_note_typed(s, noted[i].bytes, strlen(noted[i].bytes));
+				cmd_note_typed(s, noted[i].bytes, strlen(noted[i].bytes), 1);
 	}
 }
 
@@ -662,7 +315,7 @@ static void type_keys(struct session *s, const cJSON *keys)
  * would reach a terminal still in cooked mode (echoed, not edited). */
 static int shell_not_ready(struct session *s)
 {
-	return s->is_shell && s->alive &&
+	return s->is_shell && s->pty.alive &&
 	       (s->state == SH_STARTING || (s->state == SH_IDLE && !s->ready));
 }
 
@@ -710,7 +363,7 @@ static void type_pending(struct session *s)
 			cmd->start_us = w->start_us;
 			cmd->typed = 1;
 			cmd->awaiting_shell = 1;
-			session_set_cmd(s, cmd);
+			cmd_set(s, cmd);
 			session_write(s, b.p, b.len);
 			buf_free(&b);
 			run_check(w);
@@ -721,184 +374,36 @@ static void type_pending(struct session *s)
 	}
 }
 
-static void ready_fallback(lws_sorted_usec_list_t *sul)
+/* ------------------------------------------------- the session's events */
+
+/* After cmd.c's listener has updated the shell's state: answer what can
+ * be answered, type what waits for the prompt. */
+static void run_on_mark(struct session *s, enum si_event ev, const char *data, size_t n,
+			int code)
 {
-	struct session *s = lws_container_of(sul, struct session, ready_sul);
-	if (s->state == SH_IDLE && !s->ready) {
-		s->ready = 1;
+	(void)data;
+	(void)n;
+	(void)code;
+	switch (ev) {
+	case SI_MARK_DONE:
+		check_all(s);
 		type_pending(s);
+		break;
+	case SI_MARK_CONT:
+		check_all(s);
+		break;
+	case SI_READY:
+		type_pending(s);
+		break;
+	default:
+		break;
 	}
 }
 
-void run_on_ready(struct session *s)
+/* The session's process ended (cmd.c finished its command first): every
+ * run answers now; nothing pending will be typed. */
+static void run_on_exit(struct session *s)
 {
-	if (s->state != SH_IDLE)
-		return;
-	lws_sul_cancel(&s->ready_sul);
-	s->ready = 1;
-	type_pending(s);
-}
-
-void run_on_output(struct session *s, const char *data, size_t n)
-{
-	struct cmd *cmd = s->cmd;
-	if (cmd && cmd->started && !cmd->finished)
-		render_feed(cmd->render, data, n);
-	if (s->expect)
-		expect_on_output(s, data, n);
-}
-
-#define TYPED_MAX 8192
-
-void run_note_typed(struct session *s, const char *data, size_t n)
-{
-	if (!s->is_shell || s->typed.len + n > TYPED_MAX)
-		return;
-	buf_append(&s->typed, data, n);
-}
-
-/* The command line as typed: backspaces applied, escape sequences and
- * other control bytes left out, up to the first Enter. */
-static char *typed_command(const buf_t *raw)
-{
-	buf_t out = {0};
-	buf_reserve(&out, 1);
-	for (size_t i = 0; i < raw->len; i++) {
-		unsigned char c = (unsigned char)raw->p[i];
-		if (c == '\r' || c == '\n')
-			break;
-		if (c == 0x7f || c == 0x08) {
-			while (out.len && ((unsigned char)out.p[out.len - 1] & 0xC0) == 0x80)
-				out.len--;
-			if (out.len)
-				out.len--;
-		} else if (c == 0x15) {          /* C-u */
-			out.len = 0;
-		} else if (c == 0x1b) {          /* skip an escape sequence */
-			if (i + 1 < raw->len && (raw->p[i + 1] == '[' || raw->p[i + 1] == 'O')) {
-				i += 2;
-				while (i < raw->len && !((unsigned char)raw->p[i] >= 0x40 &&
-							 (unsigned char)raw->p[i] <= 0x7e))
-					i++;
-			} else {
-				i++;
-			}
-		} else if (c >= 0x20) {
-			buf_putc(&out, (char)c);
-		}
-	}
-	out.p[out.len] = 0;
-	if (!out.len) {
-		buf_free(&out);
-		return NULL;
-	}
-	return buf_steal(&out);
-}
-
-static void emit_command_start(struct session *s, struct cmd *cmd)
-{
-	cJSON *ex = cJSON_CreateObject();
-	cJSON_AddStringToObject(ex, "session", s->name);
-	if (cmd->text)
-		cJSON_AddStringToObject(ex, "command", cmd->text);
-	else
-		cJSON_AddNullToObject(ex, "command");
-	cJSON_AddStringToObject(ex, "by", cmd->by_viewer ? "viewer" : "agent");
-	events_emit(NULL, NULL, "command.start", "", ex);
-}
-
-void run_on_mark_start(struct session *s)
-{
-	if (s->state != SH_IDLE)
-		return;   /* a multi-command unit prints PS0 once per command */
-	s->state = SH_RUNNING;
-	s->ready = 0;
-	s->cont = 0;
-	lws_sul_cancel(&s->ready_sul);
-	struct cmd *cmd = s->cmd;
-	if (!cmd || cmd->started || cmd->finished || !cmd->typed) {
-		/* not typed by a `run`: a person at a viewer, or agent `keys` */
-		int by_keys = 0;
-		for (struct waiter *w = s->waiters; w; w = w->next)
-			by_keys |= w->kind == WAIT_KEYS;
-		cmd = cmd_new(s, NULL, !by_keys);
-		cmd->text = typed_command(&s->typed);
-		session_set_cmd(s, cmd);
-	}
-	buf_reset(&s->typed);
-	cmd->started = 1;
-	cmd->awaiting_shell = 0;
-	emit_command_start(s, cmd);
-}
-
-static void cmd_finish(struct session *s, struct cmd *cmd, int code)
-{
-	cmd->finished = 1;
-	cmd->exit_code = code;
-	cmd->end_us = mono_us();
-	render_finish(cmd->render);
-	render_free(cmd->render);   /* an idle session keeps no renderer */
-	cmd->render = NULL;
-	cJSON *ex = cJSON_CreateObject();
-	cJSON_AddStringToObject(ex, "session", s->name);
-	cJSON_AddNumberToObject(ex, "exit_code", code);
-	cJSON_AddStringToObject(ex, "cwd", s->cwd ? s->cwd : "");
-	cJSON_AddNumberToObject(ex, "duration_ms", (double)(cmd->end_us - cmd->start_us) / 1000.0);
-	cJSON_AddStringToObject(ex, "by", cmd->by_viewer ? "viewer" : "agent");
-	events_emit(NULL, NULL, "command.end", "", ex);
-}
-
-void run_on_mark_done(struct session *s, int exit_code, const char *cwd)
-{
-	enum shell_state prev = s->state;
-	if (cwd && *cwd) {
-		free(s->cwd);
-		s->cwd = xstrdup(cwd);
-	}
-	s->state = SH_IDLE;
-	s->ready = 0;
-	s->cont = 0;
-	/* text typed before the first prompt is still unread: the shell's line
-	 * editor reads it now, so it names the first command */
-	if (prev != SH_STARTING)
-		buf_reset(&s->typed);
-	if (s->shell_kind == 0)
-		server_timer(&s->ready_sul, ready_fallback, READY_FALLBACK_US);
-	else
-		s->ready = 1;   /* no line editor: the shell reads lines as they come */
-	struct cmd *cmd = s->cmd;
-	if (cmd && !cmd->finished && (prev == SH_RUNNING || cmd->typed)) {
-		/* the latter: a line with nothing to run (blank, comment), or a
-		 * continuation ended by C-c */
-		cmd->started = 1;
-		cmd_finish(s, cmd, exit_code);
-	}
-	if (cmd)
-		cmd->awaiting_shell = 0;
-	check_all(s);
-	type_pending(s);
-}
-
-/* The shell shows PS2: it reads the rest of an unfinished command (heredoc
- * body, open quote, trailing \ or |), a program waiting for input. */
-void run_on_mark_cont(struct session *s)
-{
-	if (s->state != SH_IDLE)
-		return;
-	s->cont = 1;
-	if (s->cmd && !s->cmd->finished)
-		s->cmd->awaiting_shell = 0;
-	check_all(s);
-}
-
-void run_on_session_exit(struct session *s)
-{
-	struct cmd *cmd = s->cmd;
-	if (cmd && !cmd->finished) {
-		cmd->started = 1;
-		cmd_finish(s, cmd, s->exit_code);
-	}
-	/* every run answers now; nothing pending will be typed */
 	for (struct waiter *w = s->waiters; w; w = w->next) {
 		if (w->kind != WAIT_RUN)
 			continue;
@@ -915,22 +420,6 @@ void run_on_session_exit(struct session *s)
 		else
 			run_check(w);
 	}
-	expect_on_session_exit(s);
-}
-
-/* A session.open program: it is the session's one command, by the agent. */
-void run_program_started(struct session *s)
-{
-	struct cmd *cmd = cmd_new(s, s->command, 0);
-	cmd->started = 1;
-	session_set_cmd(s, cmd);
-	emit_command_start(s, cmd);
-}
-
-void cmd_session_gone(struct session *s)
-{
-	cmd_free(s->cmd);
-	s->cmd = NULL;
 }
 
 /* ---------------------------------------------------------------- actions */
@@ -1001,7 +490,7 @@ static int run_action(struct act *a)
 		/* a session program with no command record yet */
 		struct cmd *cmd = cmd_new(s, NULL, 0);
 		cmd->started = 1;
-		session_set_cmd(s, cmd);
+		cmd_set(s, cmd);
 	}
 	if (is_input || (!s->is_shell && command[0])) {
 		char b;
@@ -1088,6 +577,11 @@ static int screen_action(struct act *a)
 
 void run_register(void)
 {
+	static const struct session_listener l = {
+		.mark = run_on_mark,
+		.exit = run_on_exit,
+	};
+	session_listen(&l);
 	static const struct action_def defs[] = {
 		{"run", run_action, 0},
 		{"keys", keys_action, 0},

@@ -1,9 +1,9 @@
 /* server.c — the listener and event loop: the libwebsockets context (TCP or
- * unix socket), HTTP `GET /healthz`, token checks before any upgrade, the
- * `/events` WebSocket (fragment reassembly, size limit, per-connection
- * outgoing queue written only when writable), the signalfd for SIGCHLD and
- * SIGTERM, and timers. Every fd (listener, sockets, ptys, signals) belongs
- * to this one loop. */
+ * unix socket, TLS) and vhost with the channels' protocols (conn.c, tty.c),
+ * fd adoption with a callback and an argument (ptys, the signalfd), the
+ * signalfd for SIGCHLD and SIGTERM, timers, and the runtime directory. Every
+ * fd belongs to this one loop. It knows no session: their owners pass their
+ * own callbacks. */
 #include "termd.h"
 
 #include <errno.h>
@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <dirent.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -24,262 +23,28 @@
 struct server srv;
 struct termd_opts opts;
 static int sig_fd = -1;
-static char sig_tag;   /* opaque marker of the signalfd wsi */
 
-enum auth_level { AUTH_NONE, AUTH_VIEW, AUTH_FULL };
+/* An adopted fd's per-connection data (lws allocates it): whom to tell.
+ * Its argument is the wsi's opaque user data, which the owner may clear
+ * (lws_set_opaque_user_data(wsi, NULL)) to let go of it. */
+struct fdwatch {
+	server_fd_cb cb;
+};
 
-/* constant-time comparison of a presented token with the expected one */
-static int token_eq(const char *got, const char *want)
+static int on_signal(struct lws *wsi, enum lws_callback_reasons reason, void *arg)
 {
-	size_t gl = strlen(got), wl = strlen(want);
-	unsigned char diff = (unsigned char)(gl != wl);
-	for (size_t i = 0; i < wl; i++)
-		diff |= (unsigned char)(want[i] ^ (i < gl ? got[i] : 0));
-	return diff == 0;
-}
-
-static enum auth_level auth_check(struct lws *wsi);
-
-int server_auth_level(struct lws *wsi)
-{
-	return (int)auth_check(wsi);
-}
-
-static enum auth_level auth_check(struct lws *wsi)
-{
-	if (!opts.token && !opts.view_token)
-		return AUTH_FULL;
-	char got[640] = "";
-	char hdr[600];
-	if (lws_hdr_copy(wsi, hdr, sizeof hdr, WSI_TOKEN_HTTP_AUTHORIZATION) > 0 &&
-	    strncasecmp(hdr, "Bearer ", 7) == 0) {
-		snprintf(got, sizeof got, "%s", hdr + 7);
-	} else {
-		const char *v = lws_get_urlarg_by_name(wsi, "token=", hdr, sizeof hdr);
-		if (v)
-			snprintf(got, sizeof got, "%s", v);
-	}
-	if (!got[0])
-		return AUTH_NONE;
-	if (opts.token && token_eq(got, opts.token))
-		return AUTH_FULL;
-	if (opts.view_token && token_eq(got, opts.view_token))
-		return AUTH_VIEW;
-	return AUTH_NONE;
-}
-
-static void uri_path(struct lws *wsi, char *out, size_t n)
-{
-	out[0] = 0;
-	if (lws_hdr_copy(wsi, out, (int)n, WSI_TOKEN_GET_URI) < 0)
-		out[0] = 0;
-	char *q = strchr(out, '?');
-	if (q)
-		*q = 0;
-}
-
-static void conn_free_queue(struct conn *c);
-
-void conn_send(struct conn *c, const char *data, size_t len)
-{
-	if (c->closing)
-		return;
-	/* one message is always taken, however large: the limit is on a
-	 * backlog, and an answer bigger than it must still reach a client
-	 * that reads */
-	if (c->out_bytes && c->out_bytes + len > opts.max_pending) {
-		/* it is not reading: drop it now (it can reconnect and subscribe
-		 * from the last seq it saw); waiting for the queue to drain would
-		 * pin the memory for as long as it stalls */
-		log_warn("client not reading: %zu bytes pending, disconnecting it", c->out_bytes);
-		c->closing = 1;
-		conn_free_queue(c);
-		lws_set_timeout(c->wsi, PENDING_TIMEOUT_KILLED_BY_PARENT, LWS_TO_KILL_ASYNC);
-		return;
-	}
-	struct outmsg *m = xmalloc(sizeof *m);
-	m->next = NULL;
-	m->len = len;
-	m->data = xmalloc(LWS_PRE + len);
-	memcpy(m->data + LWS_PRE, data, len);
-	if (c->out_tail)
-		c->out_tail->next = m;
-	else
-		c->out_head = m;
-	c->out_tail = m;
-	c->out_bytes += len;
-	lws_callback_on_writable(c->wsi);
-}
-
-static void conn_free_queue(struct conn *c)
-{
-	while (c->out_head) {
-		struct outmsg *m = c->out_head;
-		c->out_head = m->next;
-		free(m->data);
-		free(m);
-	}
-	c->out_tail = NULL;
-	c->out_bytes = 0;
-	buf_free(&c->rx);
-}
-
-static int http_reply(struct lws *wsi, int status, const char *ctype, const char *body)
-{
-	unsigned char buf[LWS_PRE + 1024];
-	unsigned char *start = buf + LWS_PRE, *p = start, *end = buf + sizeof buf - 1;
-	size_t blen = strlen(body);
-	if (lws_add_http_common_headers(wsi, (unsigned int)status, ctype, (lws_filepos_t)blen, &p, end))
-		return -1;
-	if (lws_finalize_write_http_header(wsi, start, &p, end))
-		return -1;
-	/* small bodies: written at once, then the transaction ends */
-	unsigned char *b = xmalloc(LWS_PRE + blen + 1);
-	memcpy(b + LWS_PRE, body, blen);
-	int w = lws_write(wsi, b + LWS_PRE, blen, LWS_WRITE_HTTP_FINAL);
-	free(b);
-	if (w < (int)blen)
-		return -1;
-	if (lws_http_transaction_completed(wsi))
-		return -1;
-	return 0;
-}
-
-static int on_http(struct lws *wsi, const char *uri)
-{
-	if (strcmp(uri, TD_PATH_HEALTH) == 0) {
-		char body[256];
-		snprintf(body, sizeof body,
-			 "{\"ok\":true,\"version\":\"%s\",\"sessions\":%d,\"uptime_s\":%.3f}",
-			 TERMD_VERSION, srv.nsessions,
-			 (double)(mono_us() - srv.start_mono) / 1e6);
-		return http_reply(wsi, 200, "application/json", body);
-	}
-	if (auth_check(wsi) == AUTH_NONE)
-		return http_reply(wsi, 401, "text/plain", "unauthorized\n");
-	return http_reply(wsi, 404, "text/plain", "not found\n");
-}
-
-static void on_rx(struct conn *c, struct lws *wsi, const char *in, size_t len)
-{
-	if (lws_is_first_fragment(wsi) && c->rx.len == 0 && !c->rx_discard)
-		c->rx_total = 0;
-	c->rx_total += len;
-	if (!c->rx_discard) {
-		if (c->rx_total > opts.max_frame) {
-			c->rx_discard = 1;
-			buf_free(&c->rx);
+	(void)wsi;
+	(void)arg;
+	if (reason != LWS_CALLBACK_RAW_RX_FILE)
+		return 0;
+	struct signalfd_siginfo si;
+	while (read(sig_fd, &si, sizeof si) == (ssize_t)sizeof si) {
+		if (si.ssi_signo == SIGCHLD) {
+			child_reap_all();
 		} else {
-			buf_append(&c->rx, in, len);
+			log_info("signal %u: shutting down", si.ssi_signo);
+			srv.stopping = 1;
 		}
-	}
-	if (!lws_is_final_fragment(wsi) || lws_remaining_packet_payload(wsi) > 0)
-		return;
-	if (c->rx_discard) {
-		events_error(c, NULL, TD_ERR_TOO_LARGE, "frame of %zu bytes is over the limit of %zu bytes",
-			     c->rx_total, opts.max_frame);
-		c->rx_discard = 0;
-		c->rx_total = 0;
-		return;
-	}
-	buf_t msg = c->rx;
-	memset(&c->rx, 0, sizeof c->rx);
-	c->rx_total = 0;
-	actions_dispatch(c, msg.p ? msg.p : "", msg.len);
-	buf_free(&msg);
-}
-
-static int cb_main(struct lws *wsi, enum lws_callback_reasons reason, void *user,
-		   void *in, size_t len)
-{
-	struct conn *c = user;
-	char path[512];
-	switch (reason) {
-	case LWS_CALLBACK_HTTP:
-		return on_http(wsi, in ? (const char *)in : "");
-	case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE: {
-		/* answer with a status before any upgrade: 401, 404, 403 */
-		enum auth_level a = auth_check(wsi);
-		if (a == AUTH_NONE) {
-			http_reply(wsi, 401, "text/plain", "unauthorized\n");
-			return -1;
-		}
-		uri_path(wsi, path, sizeof path);
-		size_t tl = strlen(TD_PATH_TTY);
-		if (strncmp(path, TD_PATH_TTY, tl) == 0) {
-			struct session *s = td_valid_session_name(path + tl) ? session_find(path + tl) : NULL;
-			if (!s) {
-				http_reply(wsi, 404, "text/plain", "no such session\n");
-				return -1;
-			}
-			if ((size_t)s->nviewers >= opts.max_viewers) {
-				http_reply(wsi, 503, "text/plain",
-					   "this session has as many viewers as termd allows (--max-viewers)\n");
-				return -1;
-			}
-			char mode[16];
-			const char *m = lws_get_urlarg_by_name(wsi, "mode=", mode, sizeof mode);
-			if (m && strcmp(m, "rw") == 0 && a != AUTH_FULL) {
-				http_reply(wsi, 403, "text/plain", "mode=rw needs the full token\n");
-				return -1;
-			}
-		} else if (strcmp(path, TD_PATH_EVENTS) != 0 && strcmp(path, TD_PATH_EVENTS "/") != 0) {
-			http_reply(wsi, 404, "text/plain", "not found\n");
-			return -1;
-		}
-		return 0;
-	}
-	case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION: {
-		uri_path(wsi, path, sizeof path);
-		if (strcmp(path, TD_PATH_EVENTS) != 0 && strcmp(path, TD_PATH_EVENTS "/") != 0)
-			return 1;
-		enum auth_level a = auth_check(wsi);
-		if (a == AUTH_NONE)
-			return 1;
-		memset(c, 0, sizeof *c);
-		c->readonly = a == AUTH_VIEW;
-		return 0;
-	}
-	case LWS_CALLBACK_ESTABLISHED:
-		c->wsi = wsi;
-		c->next = srv.conns;
-		srv.conns = c;
-		events_hello(c);
-		break;
-	case LWS_CALLBACK_RECEIVE:
-		if (!c->closing)
-			on_rx(c, wsi, in, len);
-		break;
-	case LWS_CALLBACK_SERVER_WRITEABLE: {
-		struct outmsg *m = c->out_head;
-		if (!m)
-			return c->closing ? -1 : 0;
-		int w = lws_write(wsi, m->data + LWS_PRE, m->len, LWS_WRITE_TEXT);
-		c->out_head = m->next;
-		if (!c->out_head)
-			c->out_tail = NULL;
-		c->out_bytes -= m->len;
-		free(m->data);
-		free(m);
-		if (w < 0)
-			return -1;
-		if (c->out_head || c->closing)
-			lws_callback_on_writable(wsi);
-		break;
-	}
-	case LWS_CALLBACK_CLOSED:
-		for (struct conn **pp = &srv.conns; *pp; pp = &(*pp)->next) {
-			if (*pp == c) {
-				*pp = c->next;
-				break;
-			}
-		}
-		c->closing = 1;
-		pending_conn_gone(c);
-		conn_free_queue(c);
-		break;
-	default:
-		break;
 	}
 	return 0;
 }
@@ -287,31 +52,24 @@ static int cb_main(struct lws *wsi, enum lws_callback_reasons reason, void *user
 static int cb_raw(struct lws *wsi, enum lws_callback_reasons reason, void *user,
 		  void *in, size_t len)
 {
-	if (lws_get_opaque_user_data(wsi) == &sig_tag) {
-		if (reason == LWS_CALLBACK_RAW_RX_FILE) {
-			struct signalfd_siginfo si;
-			while (read(sig_fd, &si, sizeof si) == (ssize_t)sizeof si) {
-				if (si.ssi_signo == SIGCHLD) {
-					session_on_sigchld();
-				} else {
-					log_info("signal %u: shutting down", si.ssi_signo);
-					srv.stopping = 1;
-				}
-			}
-		}
-		return 0;
-	}
-	return session_raw_callback(wsi, reason, user, in, len);
+	(void)in;
+	(void)len;
+	struct fdwatch *fw = user;
+	if (!fw || !fw->cb)
+		return 0;   /* being adopted: the callback is not set yet */
+	return fw->cb(wsi, reason, lws_get_opaque_user_data(wsi));
 }
 
-static const struct lws_protocols protocols[] = {
-	{TD_SUBPROTO_EVENTS, cb_main, sizeof(struct conn), 65536, 0, NULL, 0},
-	{TD_SUBPROTO_TTY, tty_callback, sizeof(struct viewer), 65536, 0, NULL, 0},
-	{"termd-raw", cb_raw, 0, 0, 0, NULL, 0},
+/* The channels' entries are filled in by server_init: /events first, as
+ * the vhost's plain HTTP requests and upgrade checks go to protocols[0]. */
+static struct lws_protocols protocols[] = {
+	{NULL, NULL, 0, 0, 0, NULL, 0},   /* conn_protocol */
+	{NULL, NULL, 0, 0, 0, NULL, 0},   /* tty_protocol */
+	{"termd-raw", cb_raw, sizeof(struct fdwatch), 0, 0, NULL, 0},
 	{NULL, NULL, 0, 0, 0, NULL, 0},
 };
 
-int server_adopt_fd(int fd, void *user)
+struct lws *server_adopt_fd(int fd, server_fd_cb cb, void *arg)
 {
 	lws_adopt_desc_t d;
 	memset(&d, 0, sizeof d);
@@ -319,13 +77,13 @@ int server_adopt_fd(int fd, void *user)
 	d.type = LWS_ADOPT_RAW_FILE_DESC;
 	d.fd.filefd = fd;
 	d.vh_prot_name = "termd-raw";
-	d.opaque = user;
+	d.opaque = arg;
 	struct lws *w = lws_adopt_descriptor_vhost_via_info(&d);
 	if (!w)
-		return -1;
-	if (user != &sig_tag)
-		((struct session *)user)->wsi = w;
-	return 0;
+		return NULL;
+	struct fdwatch *fw = lws_wsi_user(w);
+	fw->cb = cb;
+	return w;
 }
 
 void server_timer(lws_sorted_usec_list_t *sul, sul_cb_t cb, uint64_t delay_us)
@@ -404,6 +162,8 @@ int server_init(void)
 	lws_set_log_level(LLL_ERR | LLL_WARN | (log_verbose ? LLL_NOTICE : 0), lws_log);
 	struct lws_context_creation_info info;
 	memset(&info, 0, sizeof info);
+	protocols[0] = conn_protocol;
+	protocols[1] = tty_protocol;
 	info.protocols = protocols;
 	info.gid = (gid_t)-1;
 	info.uid = (uid_t)-1;
@@ -470,7 +230,7 @@ int server_init(void)
 	sigaddset(&set, SIGHUP);
 	sigprocmask(SIG_BLOCK, &set, NULL);
 	sig_fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
-	if (sig_fd < 0 || server_adopt_fd(sig_fd, &sig_tag) < 0) {
+	if (sig_fd < 0 || !server_adopt_fd(sig_fd, on_signal, NULL)) {
 		log_warn("cannot watch signals");
 		return -1;
 	}
@@ -505,15 +265,17 @@ static void rm_rf(const char *dir)
 	rmdir(dir);
 }
 
-void server_shutdown(void)
+void server_close_loop(void)
 {
-	/* timers and waiters go while the loop still exists; then the loop
-	 * closes every connection and pty; then the sessions are freed */
-	session_stop_all();
+	/* closes every connection and adopted fd (ptys, pipes) */
 	if (srv.ctx)
 		lws_context_destroy(srv.ctx);
 	srv.ctx = NULL;
-	session_free_all();
+}
+
+void server_shutdown(void)
+{
+	server_close_loop();
 	if (srv.unix_bound)
 		unlink(opts.listen_unix);
 	if (srv.rundir) {

@@ -1,7 +1,10 @@
-/* session.c — named pty sessions: spawning the shell (or a session program)
- * in a new pty, the pty master adopted into the lws event loop, the output
- * path (screen, shell-integration scan, command output), input queueing,
- * resizing, child reaping and the end of a session's process. */
+/* session.c — named sessions: the registry (open, find, respawn, close's
+ * destroy, stop and free at shutdown), each session's process on a pty
+ * (pty.c) with termd's shell integration, its screen (screen.c) and the
+ * shell-integration scanner (shellint.c) fed from the pty's output, and
+ * the fan-out of what happens to a session to the modules that listen
+ * (session_listen): raw output, text without termd's marks, marks, title,
+ * resize, the process's end, and the session going away. */
 #include "termd.h"
 
 #include <errno.h>
@@ -15,13 +18,9 @@
 #include <termios.h>
 #include <unistd.h>
 
-#define PTY_READ_MAX 65536
-/* bytes taken from one pty per wakeup: a flooding session must not keep
- * the loop from the other sessions and clients for long */
-#define PTY_READ_BUDGET 16384
-#define FINALIZE_GRACE_US 150000   /* after the child is reaped, wait this long for pty EOF */
 
 static int rc_written;
+
 
 struct session *session_find(const char *name)
 {
@@ -44,31 +43,69 @@ static void vt_answer(const char *data, size_t n, void *user)
 	session_write(user, data, n);
 }
 
-static void si_event(void *user, enum si_event ev, const char *data, size_t len, int code)
+/* ------------------------------------------------------------ listeners */
+
+#define MAX_LISTENERS 8
+static const struct session_listener *listeners[MAX_LISTENERS];
+static size_t nlisteners;
+
+void session_listen(const struct session_listener *l)
+{
+	if (nlisteners == MAX_LISTENERS) {   /* a start-up wiring error */
+		log_warn("session_listen: more than %d listeners", MAX_LISTENERS);
+		abort();
+	}
+	listeners[nlisteners++] = l;
+}
+
+void session_mark(struct session *s, enum si_event ev, const char *data, size_t n, int code)
+{
+	for (size_t i = 0; i < nlisteners; i++)
+		if (listeners[i]->mark)
+			listeners[i]->mark(s, ev, data, n, code);
+}
+
+void session_gone(struct session *s)
+{
+	for (size_t i = 0; i < nlisteners; i++)
+		if (listeners[i]->gone)
+			listeners[i]->gone(s);
+}
+
+static void session_exited(struct session *s)
+{
+	for (size_t i = 0; i < nlisteners; i++)
+		if (listeners[i]->exit)
+			listeners[i]->exit(s);
+}
+
+static void session_resized(struct session *s)
+{
+	for (size_t i = 0; i < nlisteners; i++)
+		if (listeners[i]->resize)
+			listeners[i]->resize(s);
+}
+
+/* The shell-integration scanner's events: text (the output without
+ * termd's marks) and marks go to the listeners; titles to the screen and
+ * its viewers. */
+static void on_shellint(void *user, enum si_event ev, const char *data, size_t len, int code)
 {
 	struct session *s = user;
 	switch (ev) {
 	case SI_TEXT:
-		run_on_output(s, data, len);
-		break;
-	case SI_MARK_START:
-		run_on_mark_start(s);
-		break;
-	case SI_MARK_DONE: {
-		char *cwd = xstrndup(data, len);
-		run_on_mark_done(s, code, cwd);
-		free(cwd);
-		break;
-	}
-	case SI_MARK_CONT:
-		run_on_mark_cont(s);
-		break;
-	case SI_READY:
-		run_on_ready(s);
+		for (size_t i = 0; i < nlisteners; i++)
+			if (listeners[i]->text)
+				listeners[i]->text(s, data, len);
 		break;
 	case SI_TITLE:
 		screen_set_title(s->screen, data, len);
-		tty_on_title(s, data, len);
+		for (size_t i = 0; i < nlisteners; i++)
+			if (listeners[i]->title)
+				listeners[i]->title(s, data, len);
+		break;
+	default:
+		session_mark(s, ev, data, len, code);
 		break;
 	}
 }
@@ -89,51 +126,29 @@ static void setenv_default(const char *k, const char *v)
 		setenv(k, v, 1);
 }
 
-/* In the child: become the session leader with the pty as controlling
- * terminal, set the environment and exec. Never returns. */
-static void child_exec(struct session *s, const char *slave, const char *cwd, const cJSON *env)
+/* pty.c's child hook: the environment and exec. Never returns. */
+static void child_exec(void *owner)
 {
-	setsid();
-	int fd = open(slave, O_RDWR);
-	if (fd < 0)
-		_exit(127);
-	ioctl(fd, TIOCSCTTY, 0);
-	dup2(fd, 0);
-	dup2(fd, 1);
-	dup2(fd, 2);
-	if (fd > 2)
-		close(fd);
-	/* close every other descriptor termd holds */
-	long maxfd = sysconf(_SC_OPEN_MAX);
-	if (maxfd < 0 || maxfd > 65536)
-		maxfd = 65536;
-	for (int i = 3; i < maxfd; i++)
-		close(i);
-	sigset_t none;
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
-	for (int sig = 1; sig < NSIG; sig++)
-		signal(sig, SIG_DFL);
-
+	struct session *s = owner;
 	setenv("TERM", "xterm-256color", 1);
 	setenv_default("PAGER", "cat");
 	setenv_default("GIT_PAGER", "cat");
 	setenv_default("LANG", "C.UTF-8");
 	setenv("TERMD_SESSION", s->name, 1);
 	unsetenv("TERMD_TOKEN");
-	if (env && cJSON_IsObject(env)) {
+	if (s->spawn_env && cJSON_IsObject(s->spawn_env)) {
 		const cJSON *e;
-		cJSON_ArrayForEach(e, env) {
+		cJSON_ArrayForEach(e, s->spawn_env) {
 			if (cJSON_IsString(e) && e->string)
 				setenv(e->string, e->valuestring, 1);
 		}
 	}
-	if (cwd && chdir(cwd) != 0) {
-		fprintf(stderr, "termd: cannot cd to %s: %s\n", cwd, strerror(errno));
+	if (s->cwd && chdir(s->cwd) != 0) {
+		fprintf(stderr, "termd: cannot cd to %s: %s\n", s->cwd, strerror(errno));
 	}
 	const char *sh = shell_path();
 	char rc[4200];
-	if (s->is_shell && s->shell_kind == 0) {
+	if (s->is_shell && s->shell_kind == SHELL_BASH) {
 		setenv("TERMD_NONCE", shellint_nonce(s->si), 1);
 		snprintf(rc, sizeof rc, "%s/termd.bash", srv.rundir);
 		execl(sh, sh, "--noprofile", "--rcfile", rc, "-i", (char *)NULL);
@@ -152,7 +167,41 @@ static void child_exec(struct session *s, const char *slave, const char *cwd, co
 	_exit(127);
 }
 
-static int spawn(struct session *s, const char *cwd, const cJSON *env, char *err, size_t errlen)
+/* pty.c's output hook: the screen, the scanner (text and marks to the
+ * listeners), then the raw bytes to the listeners (viewers). */
+static void on_output(void *owner, const char *data, size_t n)
+{
+	struct session *s = owner;
+	s->last_output_us = mono_us();
+	screen_feed(s->screen, data, n);
+	shellint_feed(s->si, data, n);
+	for (size_t i = 0; i < nlisteners; i++)
+		if (listeners[i]->output)
+			listeners[i]->output(s, data, n);
+}
+
+/* pty.c's end hook: reaped and drained, the session's process has ended. */
+static void on_ended(void *owner)
+{
+	struct session *s = owner;
+	s->state = SH_DEAD;
+	lws_sul_cancel(&s->ready_sul);
+	log_debug("session %s: exited (code %d, signal %d)", s->name, s->pty.exit_code,
+		  s->pty.exit_signal);
+	session_exited(s);
+	/* a closed one is freed here, or by its KILL timer if that is still to
+	 * run; a shell (main included) starts again on the next action */
+	if (s->closing && s->close_killed)
+		session_destroy(s);
+}
+
+static const struct pty_hooks pty_hooks = {
+	.output = on_output,
+	.ended = on_ended,
+	.child = child_exec,
+};
+
+static int spawn(struct session *s, const cJSON *env, char *err, size_t errlen)
 {
 	if (!rc_written) {
 		if (shellint_write_rc(srv.rundir) < 0) {
@@ -161,59 +210,18 @@ static int spawn(struct session *s, const char *cwd, const cJSON *env, char *err
 		}
 		rc_written = 1;
 	}
-	int m = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
-	if (m < 0 || grantpt(m) < 0 || unlockpt(m) < 0 ||
-	    ptsname_r(m, s->slave_name, sizeof s->slave_name) != 0) {
-		snprintf(err, errlen, "cannot allocate a pty: %s", strerror(errno));
-		if (m >= 0)
-			close(m);
-		return -1;
-	}
-	struct winsize ws = {.ws_row = (unsigned short)s->rows, .ws_col = (unsigned short)s->cols};
-	ioctl(m, TIOCSWINSZ, &ws);
-	/* set sane modes on the slave before the child opens it */
-	int sfd = open(s->slave_name, O_RDWR | O_NOCTTY | O_CLOEXEC);
-	if (sfd >= 0) {
-		struct termios t;
-		if (tcgetattr(sfd, &t) == 0) {
-			t.c_iflag |= IUTF8;
-			tcsetattr(sfd, TCSANOW, &t);
-		}
-	}
 	const char *sh = shell_path();
 	const char *base = strrchr(sh, '/');
 	base = base ? base + 1 : sh;
-	s->shell_kind = strcmp(base, "bash") == 0 ? 0 : 1;
-
-	pid_t pid = fork();
-	if (pid < 0) {
-		snprintf(err, errlen, "fork failed: %s", strerror(errno));
-		close(m);
-		if (sfd >= 0)
-			close(sfd);
+	s->shell_kind = strcmp(base, "bash") == 0 ? SHELL_BASH : SHELL_SH;
+	s->spawn_env = env;   /* read by child_exec in the child only */
+	int r = pty_spawn(&s->pty, s->cols, s->rows, &pty_hooks, s, err, errlen);
+	s->spawn_env = NULL;
+	if (r < 0)
 		return -1;
-	}
-	if (pid == 0)
-		child_exec(s, s->slave_name, cwd, env);
-	if (sfd >= 0)
-		close(sfd);
-	fcntl(m, F_SETFL, fcntl(m, F_GETFL) | O_NONBLOCK);
-	s->master_fd = m;
-	s->pid = pid;
-	s->alive = 1;
-	s->reaped = 0;
-	s->pty_closed = 0;
-	s->exit_code = -1;
-	s->exit_signal = 0;
 	s->state = s->is_shell ? SH_STARTING : SH_RUNNING;
 	s->ready = 0;
-	s->wsi = NULL;
-	if (server_adopt_fd(m, s) < 0) {
-		snprintf(err, errlen, "cannot watch the pty");
-		kill(pid, SIGKILL);
-		return -1;
-	}
-	log_debug("session %s: pid %d on %s", s->name, (int)pid, s->slave_name);
+	log_debug("session %s: pid %d on %s", s->name, (int)s->pty.pid, s->pty.slave);
 	return 0;
 }
 
@@ -234,13 +242,13 @@ struct session *session_open(const char *name, const char *command, const char *
 	s->is_shell = command == NULL;
 	s->cols = cols > 0 ? cols : TD_DEFAULT_COLS;
 	s->rows = rows > 0 ? rows : TD_DEFAULT_ROWS;
-	s->master_fd = -1;
+	s->pty.fd = -1;
 	s->screen = screen_new(s->rows, s->cols);
 	screen_set_scrollback(s->screen, opts.scrollback);
 	screen_set_output(s->screen, vt_answer, s);
-	s->si = shellint_new(si_event, s);
+	s->si = shellint_new(on_shellint, s);
 	s->cwd = xstrdup(cwd ? cwd : opts.cwd);
-	if (spawn(s, s->cwd, env, err, errlen) < 0) {
+	if (spawn(s, env, err, errlen) < 0) {
 		screen_free(s->screen);
 		shellint_free(s->si);
 		free(s->cwd);
@@ -260,36 +268,16 @@ struct session *session_open(const char *name, const char *command, const char *
 int session_respawn(struct session *s, char *err, size_t errlen)
 {
 	shellint_free(s->si);
-	s->si = shellint_new(si_event, s);
-	buf_reset(&s->inq);
+	s->si = shellint_new(on_shellint, s);
+	buf_reset(&s->pty.inq);
 	free(s->cwd);
 	s->cwd = xstrdup(opts.cwd);
-	return spawn(s, s->cwd, NULL, err, errlen);
-}
-
-static void flush_input(struct session *s)
-{
-	while (s->inq.len && s->master_fd >= 0) {
-		ssize_t w = write(s->master_fd, s->inq.p, s->inq.len);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			if (errno != EAGAIN)
-				buf_reset(&s->inq);   /* pty gone: input is lost */
-			break;
-		}
-		buf_consume(&s->inq, (size_t)w);
-	}
-	if (s->inq.len && s->wsi)
-		lws_callback_on_writable(s->wsi);
+	return spawn(s, NULL, err, errlen);
 }
 
 void session_write(struct session *s, const void *data, size_t len)
 {
-	if (!s->alive || s->master_fd < 0 || !len)
-		return;
-	buf_append(&s->inq, data, len);
-	flush_input(s);
+	pty_write(&s->pty, data, len);
 }
 
 void session_resize(struct session *s, int cols, int rows)
@@ -301,180 +289,24 @@ void session_resize(struct session *s, int cols, int rows)
 	s->cols = cols;
 	s->rows = rows;
 	screen_resize(s->screen, rows, cols);
-	if (s->master_fd >= 0) {
-		struct winsize ws = {.ws_row = (unsigned short)rows, .ws_col = (unsigned short)cols};
-		ioctl(s->master_fd, TIOCSWINSZ, &ws);
-	}
-	tty_on_resize(s);
+	pty_resize(&s->pty, cols, rows);
+	session_resized(s);
 }
 
 pid_t session_fg_pid(struct session *s)
 {
-	if (s->master_fd >= 0 && s->alive) {
-		pid_t pg = tcgetpgrp(s->master_fd);
-		if (pg > 0)
-			return pg;
-	}
-	return s->pid;
-}
-
-/* Both the child is reaped and the pty drained (or the grace time passed):
- * the session's process has ended. */
-static void finalize_exit(struct session *s)
-{
-	if (!s->alive)
-		return;
-	s->alive = 0;
-	s->state = SH_DEAD;
-	lws_sul_cancel(&s->ready_sul);
-	lws_sul_cancel(&s->exit_sul);
-	if (s->wsi) {
-		struct lws *w = s->wsi;
-		s->wsi = NULL;
-		lws_set_opaque_user_data(w, NULL);
-		lws_set_timeout(w, PENDING_TIMEOUT_KILLED_BY_PARENT, LWS_TO_KILL_ASYNC);
-	}
-	s->master_fd = -1;
-	buf_reset(&s->inq);
-	cJSON *ex = cJSON_CreateObject();
-	cJSON_AddStringToObject(ex, "name", s->name);
-	cJSON_AddNumberToObject(ex, "exit_code", s->exit_code);
-	const char *signame = s->exit_signal ? sigabbrev_np(s->exit_signal) : NULL;
-	if (signame)
-		cJSON_AddStringToObject(ex, "signal", signame);   /* "KILL", as session.signal names it */
-	else if (s->exit_signal)
-		cJSON_AddNumberToObject(ex, "signal", s->exit_signal);
-	else
-		cJSON_AddNullToObject(ex, "signal");
-	log_debug("session %s: exited (code %d, signal %d)", s->name, s->exit_code, s->exit_signal);
-	run_on_session_exit(s);
-	tty_on_exit(s);
-	events_emit(NULL, NULL, "session.exit", "", ex);
-	/* a closed one is freed here, or by its KILL timer if that is still to
-	 * run; a shell (main included) starts again on the next action */
-	if (s->closing && s->close_killed)
-		session_destroy(s);
-}
-
-static void finalize_timer(lws_sorted_usec_list_t *sul)
-{
-	struct session *s = lws_container_of(sul, struct session, exit_sul);
-	finalize_exit(s);
-}
-
-void session_on_sigchld(void)
-{
-	for (;;) {
-		int st;
-		pid_t pid = waitpid(-1, &st, WNOHANG);
-		if (pid <= 0)
-			break;
-		struct session *lists[2] = {srv.sessions, srv.closing};
-		for (int l = 0; l < 2; l++)
-		for (struct session *s = lists[l], *next; s; s = next) {
-			next = s->next;
-			if (s->pid != pid || !s->alive || s->reaped)
-				continue;
-			s->reaped = 1;
-			if (WIFEXITED(st)) {
-				s->exit_code = WEXITSTATUS(st);
-			} else if (WIFSIGNALED(st)) {
-				s->exit_signal = WTERMSIG(st);
-				s->exit_code = 128 + s->exit_signal;
-			}
-			if (s->pty_closed || s->closing)
-				finalize_exit(s);
-			else
-				server_timer(&s->exit_sul, finalize_timer, FINALIZE_GRACE_US);
-			l = 2;
-			break;
-		}
-	}
-}
-
-/* Drain what the pty has (up to a budget, so one busy session cannot
- * starve the others): fewer trips through poll for a fast producer. */
-static void on_pty_readable(struct session *s)
-{
-	static char buf[PTY_READ_MAX];
-	size_t budget = PTY_READ_BUDGET;
-	while (budget && s->master_fd >= 0) {
-		ssize_t n = read(s->master_fd, buf, sizeof buf);
-		if (n > 0) {
-			s->last_output_us = mono_us();
-			screen_feed(s->screen, buf, (size_t)n);
-			shellint_feed(s->si, buf, (size_t)n);
-			if (s->viewers)
-				tty_on_output(s, buf, (size_t)n);
-			budget = (size_t)n >= budget ? 0 : budget - (size_t)n;
-			continue;
-		}
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && errno == EAGAIN)
-			return;
-		/* EOF / EIO: every slave fd is closed */
-		s->pty_closed = 1;
-		return;
-	}
-}
-
-int session_raw_callback(struct lws *wsi, enum lws_callback_reasons reason,
-			 void *user, void *in, size_t len)
-{
-	(void)user;
-	(void)in;
-	(void)len;
-	struct session *s = lws_get_opaque_user_data(wsi);
-	switch (reason) {
-	case LWS_CALLBACK_RAW_RX_FILE:
-		if (!s)
-			return -1;
-		on_pty_readable(s);
-		if (s->pty_closed) {
-			s->wsi = NULL;
-			lws_set_opaque_user_data(wsi, NULL);
-			if (s->reaped)
-				finalize_exit(s);
-			s->master_fd = -1;
-			return -1;   /* lws closes the fd */
-		}
-		break;
-	case LWS_CALLBACK_RAW_WRITEABLE_FILE:
-		if (s)
-			flush_input(s);
-		break;
-	case LWS_CALLBACK_RAW_CLOSE_FILE:
-		if (s && s->wsi == wsi) {
-			s->wsi = NULL;
-			s->master_fd = -1;
-			s->pty_closed = 1;
-			if (s->reaped)
-				finalize_exit(s);
-		}
-		break;
-	default:
-		break;
-	}
-	return 0;
+	return pty_fg_pid(&s->pty);
 }
 
 static void session_free(struct session *s)
 {
+	pty_release(&s->pty);
 	lws_sul_cancel(&s->ready_sul);
-	lws_sul_cancel(&s->exit_sul);
 	lws_sul_cancel(&s->close_sul);
-	pending_session_gone(s);
-	cmd_session_gone(s);
-	tty_session_gone(s);
-	if (s->wsi) {
-		lws_set_opaque_user_data(s->wsi, NULL);
-		lws_set_timeout(s->wsi, PENDING_TIMEOUT_KILLED_BY_PARENT, LWS_TO_KILL_ASYNC);
-		s->wsi = NULL;
-	}
+	session_gone(s);
 	screen_free(s->screen);
 	shellint_free(s->si);
-	buf_free(&s->inq);
+	buf_free(&s->pty.inq);
 	buf_free(&s->typed);
 	free(s->cwd);
 	free(s->command);
@@ -498,30 +330,18 @@ void session_stop_all(void)
 	for (int l = 0; l < 2; l++) {
 		for (struct session *s = lists[l]; s; s = s->next) {
 			lws_sul_cancel(&s->ready_sul);
-			lws_sul_cancel(&s->exit_sul);
 			lws_sul_cancel(&s->close_sul);
-			pending_session_gone(s);
-			cmd_session_gone(s);
-			tty_session_gone(s);
-			if (s->alive && s->pid > 0) {
-				kill(-s->pid, SIGHUP);
-				kill(s->pid, SIGHUP);
-			}
+			session_gone(s);
+			pty_signal_end(&s->pty, 0);
 		}
 	}
 	usleep(50000);
 	for (int l = 0; l < 2; l++) {
 		for (struct session *s = lists[l]; s; s = s->next) {
-			if (s->alive && s->pid > 0 && !s->reaped) {
-				kill(-s->pid, SIGKILL);
-				kill(s->pid, SIGKILL);
-				waitpid(s->pid, NULL, 0);
-			}
-			s->alive = 0;
+			pty_signal_end(&s->pty, 1);
 			/* the loop closes the pty fds as it goes away */
-			if (s->wsi)
-				lws_set_opaque_user_data(s->wsi, NULL);
-			s->wsi = NULL;
+			pty_release(&s->pty);
+			s->pty.alive = 0;
 		}
 	}
 }

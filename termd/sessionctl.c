@@ -36,14 +36,14 @@ static cJSON *session_json(struct session *s)
 {
 	cJSON *o = cJSON_CreateObject();
 	cJSON_AddStringToObject(o, "name", s->name);
-	cJSON_AddNumberToObject(o, "pid", s->pid);
-	cJSON_AddBoolToObject(o, "alive", s->alive);
-	if (s->alive)
+	cJSON_AddNumberToObject(o, "pid", s->pty.pid);
+	cJSON_AddBoolToObject(o, "alive", s->pty.alive);
+	if (s->pty.alive)
 		cJSON_AddNullToObject(o, "exit_code");
 	else
-		cJSON_AddNumberToObject(o, "exit_code", s->exit_code);
+		cJSON_AddNumberToObject(o, "exit_code", s->pty.exit_code);
 	const char *running = NULL;
-	if (s->alive) {
+	if (s->pty.alive) {
 		if (!s->is_shell)
 			running = s->command;
 		else if (s->state == SH_RUNNING && s->cmd && !s->cmd->finished)
@@ -105,7 +105,7 @@ static int session_open_action(struct act *a)
 	if (!s)
 		return act_error(a, code, "cannot open session '%s': %s", name, err);
 	if (command)
-		run_program_started(s);
+		cmd_program_started(s);
 	sessionctl_announce(a->conn, a->id, s);
 	return 0;
 }
@@ -138,9 +138,9 @@ static int session_signal_action(struct act *a)
 			     "unknown signal '%.32s' (INT TERM KILL HUP QUIT STOP CONT USR1 USR2)", signame);
 		return -1;
 	}
-	if (!s->alive) {
+	if (!s->pty.alive) {
 		act_error(a, TD_ERR_NO_COMMAND, "session '%s' has ended (exit code %d)",
-			     s->name, s->exit_code);
+			     s->name, s->pty.exit_code);
 		return -1;
 	}
 	pid_t pg = session_fg_pid(s);
@@ -160,10 +160,10 @@ static int session_signal_action(struct act *a)
  * jobs in their own process groups, and their children. */
 static void signal_tree(struct session *s, int sig)
 {
-	if (s->pid <= 0)
+	if (s->pty.pid <= 0)
 		return;
-	if (s->alive)   /* once reaped, its pid may belong to someone else */
-		kill(-s->pid, sig);
+	if (s->pty.alive)   /* once reaped, its pid may belong to someone else */
+		kill(-s->pty.pid, sig);
 	DIR *d = opendir("/proc");
 	if (!d)
 		return;
@@ -173,7 +173,7 @@ static void signal_tree(struct session *s, int sig)
 		long pid = strtol(e->d_name, &end, 10);
 		char st;
 		pid_t pg, sid;
-		if (*end || pid <= 0 || proc_stat((pid_t)pid, &st, &pg, &sid) < 0 || sid != s->pid)
+		if (*end || pid <= 0 || proc_stat((pid_t)pid, &st, &pg, &sid) < 0 || sid != s->pty.pid)
 			continue;
 		kill((pid_t)pid, sig);
 		if (sig == SIGHUP)
@@ -188,7 +188,7 @@ static void close_kill_timer(lws_sorted_usec_list_t *sul)
 	/* the leader may be gone already; its session id still names the rest */
 	signal_tree(s, SIGKILL);
 	s->close_killed = 1;
-	if (!s->alive)
+	if (!s->pty.alive)
 		session_destroy(s);
 }
 
@@ -220,7 +220,7 @@ static int session_close_action(struct act *a)
 	s->next = srv.closing;
 	srv.closing = s;
 	s->closing = 1;
-	int was_alive = s->alive;
+	int was_alive = s->pty.alive;
 	cJSON *ex = cJSON_CreateObject();
 	cJSON_AddStringToObject(ex, "name", s->name);
 	cJSON_AddBoolToObject(ex, "was_alive", was_alive);
@@ -235,8 +235,28 @@ static int session_close_action(struct act *a)
 	return 0;
 }
 
+/* The session's process ended: the session.exit event (after the
+ * listeners registered before: answers, viewers' exit frames). */
+static void sessionctl_on_exit(struct session *s)
+{
+	cJSON *ex = cJSON_CreateObject();
+	cJSON_AddStringToObject(ex, "name", s->name);
+	cJSON_AddNumberToObject(ex, "exit_code", s->pty.exit_code);
+	int sig = s->pty.exit_signal;
+	const char *signame = sig ? sigabbrev_np(sig) : NULL;
+	if (signame)
+		cJSON_AddStringToObject(ex, "signal", signame);   /* "KILL", as session.signal names it */
+	else if (sig)
+		cJSON_AddNumberToObject(ex, "signal", sig);
+	else
+		cJSON_AddNullToObject(ex, "signal");
+	events_emit(NULL, NULL, "session.exit", "", ex);
+}
+
 void sessionctl_register(void)
 {
+	static const struct session_listener l = {.exit = sessionctl_on_exit};
+	session_listen(&l);
 	static const struct action_def defs[] = {
 		{"session.open", session_open_action, 0},
 		{"session.list", session_list_action, ACT_READONLY},

@@ -5,8 +5,11 @@
  * in a session's output, and how a command is typed so that the shell takes
  * all of it as one unit (bracketed paste when short, else a file the shell
  * sources). Marks: C start (PS0), D done (PROMPT_COMMAND), P continuation
- * (PS2: the shell reads the rest of an unfinished command). */
+ * (PS2: the shell reads the rest of an unfinished command). The scanner is
+ * a consumer of proto/vtparse.c: it passes every byte on in order (the raw
+ * bytes of the tokenizer's events) except its marks. */
 #include "termd.h"
+#include "vtparse.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -26,17 +29,25 @@ static const char rc_sh[] =
 #define OSC_HOLD_MAX 8192   /* an OSC longer than this is passed on unread */
 #define MARK_PREFIX "6973;"
 
-enum si_state { S_TEXT, S_ESC, S_OSC, S_OSC_ESC, S_CSI };
+/* What is done with the string being read. */
+enum si_mode {
+	M_NONE,     /* no string */
+	M_OSC,      /* an OSC held back in hold (starting with ESC ]) */
+	M_PASS,     /* passed through unread: other strings, an OSC over the
+		     * hold limit or not right after its ESC */
+};
 
 struct shellint {
 	si_cb cb;
 	void *user;
 	char nonce[33];
-	enum si_state st;
-	buf_t hold;          /* OSC being held back (starts with ESC ]) */
-	int osc_pass;        /* OSC too long: passing through until its end */
-	char csi[16];
-	size_t csi_len;
+	struct vtparse vp;
+	enum si_mode mode;
+	buf_t hold;          /* the OSC being held back */
+	int esc_pend;        /* an ESC (the last byte of a feed) not yet passed on:
+			      * it may begin an OSC or be the ESC of an ST */
+	const char *out;     /* text of this feed not yet handed on (contiguous) */
+	size_t outn;
 };
 
 struct shellint *shellint_new(si_cb cb, void *user)
@@ -44,6 +55,7 @@ struct shellint *shellint_new(si_cb cb, void *user)
 	struct shellint *si = xcalloc(1, sizeof *si);
 	si->cb = cb;
 	si->user = user;
+	vtparse_init(&si->vp, VTP_C0_IN_TEXT);
 	unsigned char rnd[16];
 	if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) {
 		uint64_t t = mono_us() ^ ((uint64_t)getpid() << 32);
@@ -71,6 +83,45 @@ const char *shellint_nonce(struct shellint *si)
 void shellint_set_nonce(struct shellint *si, const char *nonce)
 {
 	snprintf(si->nonce, sizeof si->nonce, "%s", nonce);
+}
+
+/* ---- passing text on: input bytes are handed on as few, long runs ---- */
+
+static void flush(struct shellint *si)
+{
+	if (si->outn)
+		si->cb(si->user, SI_TEXT, si->out, si->outn, 0);
+	si->outn = 0;
+}
+
+/* Bytes of the current feed, passed on in order. */
+static void pass(struct shellint *si, const char *p, size_t n)
+{
+	if (!n)
+		return;
+	if (si->outn && si->out + si->outn == p) {
+		si->outn += n;
+		return;
+	}
+	flush(si);
+	si->out = p;
+	si->outn = n;
+}
+
+/* Bytes from elsewhere (the hold, a held ESC). */
+static void emit_text(struct shellint *si, const char *p, size_t n)
+{
+	flush(si);
+	if (n)
+		si->cb(si->user, SI_TEXT, p, n, 0);
+}
+
+static void esc_out(struct shellint *si)
+{
+	if (si->esc_pend) {
+		si->esc_pend = 0;
+		emit_text(si, "\x1b", 1);
+	}
 }
 
 /* A complete OSC body (between "ESC ]" and its terminator). Returns 1 if it
@@ -115,153 +166,150 @@ static int handle_osc(struct shellint *si, const char *body, size_t n)
 	return 0;
 }
 
-static void emit_text(struct shellint *si, const char *p, size_t n)
+/* The held OSC is let go unread. */
+static void hold_out(struct shellint *si)
 {
-	if (n)
-		si->cb(si->user, SI_TEXT, p, n, 0);
-}
-
-/* The OSC in si->hold ended (terminator of tlen bytes included at its end). */
-static void osc_end(struct shellint *si, size_t tlen)
-{
-	if (si->osc_pass) {
-		si->osc_pass = 0;
-		return;
-	}
-	const char *body = si->hold.p + 2;
-	size_t n = si->hold.len - 2 - tlen;
-	if (!handle_osc(si, body, n))
-		emit_text(si, si->hold.p, si->hold.len);
+	emit_text(si, si->hold.p, si->hold.len);
 	buf_reset(&si->hold);
 }
 
+/* A terminator byte of the held OSC (the limit counts it too). */
 static void hold_byte(struct shellint *si, char c)
 {
-	if (si->osc_pass) {
+	if (si->mode == M_PASS) {
 		emit_text(si, &c, 1);
 		return;
 	}
 	buf_putc(&si->hold, c);
 	if (si->hold.len > OSC_HOLD_MAX) {
-		emit_text(si, si->hold.p, si->hold.len);
-		buf_reset(&si->hold);
-		si->osc_pass = 1;
+		hold_out(si);
+		si->mode = M_PASS;
 	}
 }
 
+/* The held OSC ended (terminator of tlen bytes included at its end). */
+static void osc_end(struct shellint *si, size_t tlen)
+{
+	enum si_mode m = si->mode;
+	si->mode = M_NONE;
+	if (m == M_PASS)
+		return;
+	flush(si);
+	if (!handle_osc(si, si->hold.p + 2, si->hold.len - 2 - tlen))
+		emit_text(si, si->hold.p, si->hold.len);
+	buf_reset(&si->hold);
+}
+
+/* A string begins. Only an OSC whose ESC ] came together is held (and so
+ * can be a mark or a title); one with a control between them, as in any
+ * other string, is passed through. */
+static void str_start(struct shellint *si, const struct vtp_event *ev)
+{
+	const char *raw = ev->raw;
+	size_t rn = ev->rawlen;
+	if (ev->ch == ']' && rn >= 2 && raw[rn - 2] == 0x1b) {
+		esc_out(si);
+		pass(si, raw, rn - 2);
+	} else if (ev->ch == ']' && rn == 1 && si->esc_pend) {
+		si->esc_pend = 0;
+	} else {
+		esc_out(si);
+		pass(si, raw, rn);
+		si->mode = M_PASS;
+		return;
+	}
+	buf_reset(&si->hold);
+	buf_append(&si->hold, "\x1b]", 2);
+	si->mode = M_OSC;
+}
+
+static void str_end(struct shellint *si, const struct vtp_event *ev)
+{
+	switch (ev->end) {
+	case 0x07:
+		if (si->mode == M_OSC) {
+			hold_byte(si, 0x07);
+			osc_end(si, 1);
+		} else {
+			pass(si, ev->raw, ev->rawlen);
+		}
+		break;
+	case '\\':
+		if (si->mode == M_OSC) {
+			si->esc_pend = 0;
+			hold_byte(si, 0x1b);
+			hold_byte(si, '\\');
+			osc_end(si, 2);
+		} else {
+			esc_out(si);
+			pass(si, ev->raw, ev->rawlen);
+		}
+		break;
+	default:
+		/* cut short (ESC x: the ESC goes with what follows) or cancelled
+		 * (CAN, SUB): what was held goes out unread */
+		if (si->mode == M_OSC)
+			hold_out(si);
+		pass(si, ev->raw, ev->rawlen);
+		break;
+	}
+	si->mode = M_NONE;
+}
+
+static void si_vt(void *user, const struct vtp_event *ev)
+{
+	struct shellint *si = user;
+	switch (ev->type) {
+	case VTP_PENDING:
+		/* the feed ends inside a sequence; a last ESC is held back */
+		if (ev->rawlen && ev->raw[ev->rawlen - 1] == 0x1b) {
+			esc_out(si);
+			pass(si, ev->raw, ev->rawlen - 1);
+			si->esc_pend = 1;
+		} else {
+			esc_out(si);
+			pass(si, ev->raw, ev->rawlen);
+		}
+		return;
+	case VTP_STR_START:
+		str_start(si, ev);
+		return;
+	case VTP_STR_DATA:
+		if (si->mode != M_OSC) {
+			pass(si, ev->raw, ev->rawlen);
+			return;
+		}
+		/* the body, held; past the limit the OSC is let go unread (the
+		 * held part before it ends, so holding stays bounded) */
+		buf_append(&si->hold, ev->data, ev->len);
+		if (si->hold.len > OSC_HOLD_MAX) {
+			hold_out(si);
+			si->mode = M_PASS;
+		}
+		return;
+	case VTP_STR_END:
+		str_end(si, ev);
+		return;
+	default:
+		/* text, controls, ESC and CSI sequences: passed on */
+		esc_out(si);
+		pass(si, ev->raw, ev->rawlen);
+		if (ev->type == VTP_CSI && ev->ch == 'h' && ev->seq->bodylen == 5 &&
+		    memcmp(ev->seq->body, "?2004", 5) == 0) {
+			flush(si);
+			si->cb(si->user, SI_READY, NULL, 0, 0);
+		}
+		return;
+	}
+}
+
+/* Every byte is passed on as SI_TEXT, in order, except the marks; an OSC
+ * is held back (up to OSC_HOLD_MAX) until it is known to be one, and an
+ * ESC at the end of a feed until the next byte. */
 void shellint_feed(struct shellint *si, const char *data, size_t n)
 {
-	size_t i = 0;
-	while (i < n) {
-		if (si->st == S_TEXT) {
-			const char *esc = memchr(data + i, 0x1b, n - i);
-			size_t run = esc ? (size_t)(esc - (data + i)) : n - i;
-			emit_text(si, data + i, run);
-			i += run;
-			if (!esc)
-				break;
-			i++;
-			si->st = S_ESC;
-			continue;
-		}
-		char c = data[i];
-		switch (si->st) {
-		case S_ESC:
-			if (c == ']') {
-				buf_reset(&si->hold);
-				buf_append(&si->hold, "\x1b]", 2);
-				si->osc_pass = 0;
-				si->st = S_OSC;
-				i++;
-			} else if (c == '[') {
-				emit_text(si, "\x1b[", 2);
-				si->csi_len = 0;
-				si->st = S_CSI;
-				i++;
-			} else {
-				emit_text(si, "\x1b", 1);
-				si->st = S_TEXT;   /* reprocess c as text */
-			}
-			break;
-		case S_OSC:
-			if (c != 0x07 && c != 0x1b) {
-				/* the body up to its terminator, as one run */
-				size_t j = i;
-				while (j < n && data[j] != 0x07 && data[j] != 0x1b)
-					j++;
-				if (si->osc_pass) {
-					emit_text(si, data + i, j - i);
-				} else {
-					buf_append(&si->hold, data + i, j - i);
-					if (si->hold.len > OSC_HOLD_MAX) {
-						emit_text(si, si->hold.p, si->hold.len);
-						buf_reset(&si->hold);
-						si->osc_pass = 1;
-					}
-				}
-				i = j;
-				break;
-			}
-			if (c == 0x07) {
-				hold_byte(si, c);
-				osc_end(si, 1);
-				si->st = S_TEXT;
-			} else {
-				/* the ESC is held or passed on once the next byte says
-				 * whether it ends the OSC (passing it on here made an
-				 * over-long OSC cut short by ESC x come out with the ESC
-				 * twice; found by tests/fuzz/fuzz_shellint) */
-				si->st = S_OSC_ESC;
-			}
-			i++;
-			break;
-		case S_OSC_ESC:
-			if (c == '\\') {
-				hold_byte(si, 0x1b);
-				hold_byte(si, c);
-				osc_end(si, 2);
-				si->st = S_TEXT;
-				i++;
-			} else {
-				/* ESC not followed by '\': the OSC was cut short. Pass
-				 * what we held on and restart at this ESC. */
-				if (!si->osc_pass)
-					emit_text(si, si->hold.p, si->hold.len);
-				buf_reset(&si->hold);
-				si->osc_pass = 0;
-				si->st = S_ESC;
-			}
-			break;
-		case S_CSI: {
-			if (c == 0x1b) {
-				/* ESC cuts an unfinished CSI short, as in terminals */
-				si->st = S_ESC;
-				i++;
-				break;
-			}
-			/* parameters and intermediates up to the final byte, as one run */
-			size_t j = i;
-			while (j < n && data[j] != 0x1b &&
-			       !((unsigned char)data[j] >= 0x40 && (unsigned char)data[j] <= 0x7e)) {
-				if (si->csi_len < sizeof si->csi)
-					si->csi[si->csi_len++] = data[j];
-				j++;
-			}
-			int final = j < n && data[j] != 0x1b;
-			emit_text(si, data + i, j - i + (size_t)final);
-			if (final) {
-				if (data[j] == 'h' && si->csi_len == 5 && memcmp(si->csi, "?2004", 5) == 0)
-					si->cb(si->user, SI_READY, NULL, 0, 0);
-				si->st = S_TEXT;
-				j++;
-			}
-			i = j;
-			break;
-		}
-		case S_TEXT:
-			break;
-		}
-	}
+	vtparse_feed(&si->vp, data, n, si_vt, si);
+	flush(si);
 }
 
 static int write_file(const char *path, const char *data, size_t len)
@@ -346,7 +394,7 @@ static int paste_fits(const char *text, size_t len)
 void shellint_type_command(struct session *s, const char *text, buf_t *out)
 {
 	size_t len = strlen(text);
-	if (s->shell_kind != 0) {
+	if (s->shell_kind != SHELL_BASH) {
 		/* POSIX sh has no line editor to paste into: the text goes to a
 		 * file that the shell sources (see share/shell/termd.sh) */
 		buf_t path = {0};

@@ -12,10 +12,18 @@
 #include "proto.h"
 #include "util.h"
 #include "render.h"
+#include "output.h"
+#include "pty.h"
 #include "vtfilter.h"
+#include "wsconn.h"
 
 struct session;
 struct conn;
+
+/* What the shell-integration scanner (shellint.c) finds in a session's
+ * output: text, termd's marks (C start, D done, P continuation), readline
+ * ready (bracketed paste on), a window title. */
+enum si_event { SI_TEXT, SI_MARK_START, SI_MARK_DONE, SI_MARK_CONT, SI_READY, SI_TITLE };
 struct screen;
 struct cmd;
 struct expect;
@@ -41,6 +49,9 @@ struct termd_opts {
 	size_t max_pending;       /* unsent bytes before an /events client is dropped */
 	size_t scrollback;        /* lines kept above each session's screen */
 	size_t output_mem;        /* a command's output kept in memory, then file only */
+	char *plugins;            /* --plugins a,b,… or all (NULL: none) */
+	char *plugin_dir;         /* --plugin-dir (NULL: next to the binary) */
+	char *state_dir;          /* --state-dir: setup markers (once per image) */
 };
 
 extern struct termd_opts opts;
@@ -61,25 +72,26 @@ struct server {
 
 extern struct server srv;
 
+/* ---- the /events channel (conn.c) ---- */
 /* An /events WebSocket connection. */
 struct conn {
 	struct conn *next;
-	struct lws *wsi;
+	struct wsconn ws;         /* its queue and reassembly */
 	int readonly;
 	int subscribed;
-	buf_t rx;                 /* message being reassembled */
-	int rx_discard;           /* current message is over the limit */
-	size_t rx_total;
-	/* outgoing queue of whole messages */
-	struct outmsg *out_head, *out_tail;
-	size_t out_bytes;
 	int closing;
 };
 
-struct outmsg {
-	struct outmsg *next;
-	size_t len;
-	unsigned char *data;      /* LWS_PRE bytes of headroom, then payload */
+/* ---- the upgrade checks (http.c) ---- */
+/* What a request's token admits. */
+enum auth_level { AUTH_NONE, AUTH_VIEW, AUTH_FULL };
+enum channel { CHANNEL_EVENTS, CHANNEL_TTY };
+/* A WebSocket upgrade request that passed every check. */
+struct upgrade {
+	enum channel channel;
+	enum auth_level auth;
+	int rw;                   /* /tty: mode=rw */
+	char session[TD_SESSION_NAME_MAX + 1]; /* /tty: the session */
 };
 
 /* ---- pending actions (actions.c) ---- */
@@ -131,7 +143,7 @@ struct waiter {
 /* One command line in flight in a session (typed by the agent or a viewer). */
 struct cmd {
 	char *text;
-	char sname[TD_SESSION_NAME_MAX + 1]; /* its session, for naming the output file */
+	char sname[TD_SESSION_NAME_MAX + 1]; /* its session, for messages */
 	int by_viewer;
 	int typed;                /* an agent's text, typed into the shell */
 	int awaiting_shell;       /* typed, and the shell has not shown it read it
@@ -140,37 +152,23 @@ struct cmd {
 	int finished;
 	int exit_code;
 	uint64_t start_us, end_us;
-	render_t *render;
-	/* rendered output store: memory, spilled to a file when large. Bytes
-	 * [0, file_bytes) of the text are in the file, [mem_base, total_bytes)
-	 * in mem; mem_base > file_bytes only once the file failed (store_err),
-	 * and what lies between is lost */
-	buf_t mem;
-	char *file_path;
-	int file_fd;
-	size_t file_bytes;
-	size_t mem_base;
-	char *store_err;          /* why the output file failed, or NULL */
-	size_t total_bytes;       /* bytes of rendered text produced */
-	size_t total_lines;
-	size_t delivered;         /* bytes already returned to the agent */
-	size_t delivered_lines;
-	char *shown_live;         /* live text returned last time */
+	render_t *render;         /* NULL once finished */
+	struct output out;        /* its rendered text (output.c) */
 };
 
 /* ---- sessions (session.c) ---- */
 enum shell_state { SH_STARTING, SH_IDLE, SH_RUNNING, SH_DEAD };
+/* bash (readline, PS0, PROMPT_COMMAND) or a POSIX sh (termd.sh via $ENV) */
+enum shell_kind { SHELL_BASH, SHELL_SH };
 
 struct session {
 	struct session *next;
 	char name[TD_SESSION_NAME_MAX + 1];
 	char *command;            /* session program (NULL = interactive shell) */
 	int is_shell;             /* has termd's shell integration */
-	int shell_kind;           /* 0 bash, 1 posix sh */
-	int master_fd;
-	char slave_name[64];
-	pid_t pid;
-	struct lws *wsi;          /* adopted pty master */
+	enum shell_kind shell_kind;
+	struct pty pty;           /* its process: fd, pid, alive, exit code (pty.c) */
+	const cJSON *spawn_env;   /* session.open's env, while spawning only */
 	int rows, cols;
 	struct screen *screen;
 	struct shellint *si;
@@ -178,29 +176,23 @@ struct session {
 	int ready;                /* line editor is reading (prompt shown) */
 	int cont;                 /* the shell reads the rest of a command (PS2) */
 	char *cwd;
-	int exit_code, exit_signal;
-	int alive;
 	struct cmd *cmd;          /* current or last undelivered command */
 	struct waiter *waiters;   /* run and keys actions waiting on it, in order */
 	struct expect *expect;    /* the expect action waiting on it */
 	struct viewer *viewers;   /* /tty connections */
-	buf_t inq;                /* bytes waiting to be written to the pty */
 	buf_t typed;              /* keys/viewer bytes since the last prompt */
+	int typed_by_agent;       /* ... some of them by `keys` */
 	uint64_t last_output_us;
 	lws_sorted_usec_list_t ready_sul;
-	lws_sorted_usec_list_t exit_sul;
 	lws_sorted_usec_list_t close_sul;
 	int closing;              /* session.close: freed once its process ends */
 	int close_killed;         /* ... and the KILL after the grace time was sent */
 	int nviewers;
-	int reaped;
-	int pty_closed;
 };
 
 /* ---- events (events.c) ---- */
 void events_init(void);
 void events_shutdown(void);
-uint64_t events_last_seq(void);
 /* Build and deliver an observation. `cause` may be NULL (→ null). Takes
  * ownership of extras (may be NULL). Delivered to `to` (if not NULL) and to
  * every subscriber. */
@@ -217,13 +209,32 @@ int events_replay(struct conn *c, const cJSON *id);
 /* ---- server (server.c) ---- */
 int server_init(void);
 void server_run(void);
+/* the loop goes: every connection and adopted fd is closed */
+void server_close_loop(void);
+/* then the listener's socket and the runtime folder */
 void server_shutdown(void);
-void conn_send(struct conn *c, const char *data, size_t len);
-/* 0 no access, 1 view token, 2 full access */
-int server_auth_level(struct lws *wsi);
-int server_adopt_fd(int fd, void *user);
+/* An adopted fd's events: arg is the one given to server_adopt_fd, or NULL
+ * once the owner cleared the wsi's opaque user data. Nonzero closes it. */
+typedef int (*server_fd_cb)(struct lws *wsi, enum lws_callback_reasons reason, void *arg);
+/* Watch fd (a pty master, the signalfd) in the loop; NULL on failure. */
+struct lws *server_adopt_fd(int fd, server_fd_cb cb, void *arg);
 /* Schedule a timer callback; call with us=0 to cancel. */
 void server_timer(lws_sorted_usec_list_t *sul, sul_cb_t cb, uint64_t delay_us);
+
+/* ---- the /events channel (conn.c) ---- */
+extern const struct lws_protocols conn_protocol;
+/* Queue one observation for c (dropped if c is closing). */
+void conn_send(struct conn *c, const char *data, size_t len);
+
+/* ---- the HTTP side: health, tokens, upgrade checks (http.c) ---- */
+/* LWS_CALLBACK_HTTP: /healthz, else 401 or 404. */
+int http_request(struct lws *wsi, const char *uri);
+/* LWS_CALLBACK_HTTP_CONFIRM_UPGRADE: 0 to upgrade, or -1 once a refusal
+ * (401, 404, 503, 403, 400) has been answered. */
+int http_confirm_upgrade(struct lws *wsi);
+/* LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION for channel ch: 0 and *u filled
+ * if the request passes every check and is for ch, else -1. */
+int http_upgrade(struct lws *wsi, enum channel ch, struct upgrade *u);
 
 /* ---- actions (actions.c) ---- */
 /* The action being handled. A handler answers (events_emit to a->conn with
@@ -232,6 +243,7 @@ void server_timer(lws_sorted_usec_list_t *sul, sul_cb_t cb, uint64_t delay_us);
  * and actions_dispatch answers that error: the one way an action fails. */
 struct act {
 	struct conn *conn;
+	const char *action;       /* its name */
 	const cJSON *id;          /* NULL when the action had none */
 	const cJSON *args;        /* NULL when empty */
 	int failed;               /* act_error was called */
@@ -241,7 +253,10 @@ struct act {
 };
 #define ACT_MSG_MAX 4096      /* bytes of an error message, cut at a character */
 typedef int (*action_fn)(struct act *a);
-enum { ACT_READONLY = 1 };    /* a view-token connection may use it */
+enum {
+	ACT_READONLY = 1,     /* a view-token connection may use it */
+	ACT_HIDDEN = 2,       /* not in hello's list (a plugin's, until it is ready) */
+};
 struct action_def {
 	const char *name;
 	action_fn fn;
@@ -290,6 +305,23 @@ void pending_conn_gone(struct conn *c);
 void pending_session_gone(struct session *s);
 
 /* ---- sessions (session.c) ---- */
+/* What a session tells the modules that follow it, in the order they
+ * listened (main.c): cmd before run. Every hook may be NULL. */
+struct session_listener {
+	void (*output)(struct session *s, const char *data, size_t n); /* the pty's bytes */
+	void (*text)(struct session *s, const char *data, size_t n);   /* output, marks removed */
+	void (*title)(struct session *s, const char *t, size_t n);
+	void (*resize)(struct session *s);
+	void (*mark)(struct session *s, enum si_event ev, const char *data, size_t n, int code);
+	void (*exit)(struct session *s);   /* its process ended (before session.exit) */
+	void (*gone)(struct session *s);   /* restarted or freed: drop what refers to it */
+};
+void session_listen(const struct session_listener *l);
+/* Fan a shell-integration mark out to the listeners (the scanner's, or a
+ * synthetic SI_READY from cmd.c's fallback timer). */
+void session_mark(struct session *s, enum si_event ev, const char *data, size_t n, int code);
+/* The session is restarted or freed: every listener's gone. */
+void session_gone(struct session *s);
 struct session *session_find(const char *name);
 /* Start a session; command NULL = interactive shell. NULL + code and msg
  * on error (too_large at --max-sessions, else internal). */
@@ -300,13 +332,10 @@ int session_respawn(struct session *s, char *err, size_t errlen);
 void session_write(struct session *s, const void *data, size_t len);
 void session_resize(struct session *s, int cols, int rows);
 pid_t session_fg_pid(struct session *s);
-void session_on_sigchld(void);
 void session_stop_all(void);
 /* Free a session that is off the lists (closing, process gone). */
 void session_destroy(struct session *s);
 void session_free_all(void);
-int session_raw_callback(struct lws *wsi, enum lws_callback_reasons reason,
-			 void *user, void *in, size_t len);
 cJSON *session_names_json(void);
 
 /* ---- session management actions (sessionctl.c) ---- */
@@ -314,8 +343,25 @@ void sessionctl_register(void);
 /* The session.open event (to subscribers, and as the answer to c/id). */
 void sessionctl_announce(struct conn *c, const cJSON *id, struct session *s);
 
+/* ---- plugins (plugin.c) ---- */
+struct plugin;
+/* Find plugins, register their actions, start the setups (in the
+ * background): -1 + err for a --plugins name that is not there. */
+int plugin_init(char *err, size_t errlen);
+void plugin_stop_all(void);   /* their processes end with termd */
+void plugin_free(struct plugin *pl);
+void plugin_shutdown(void);
+
+/* ---- child processes (child.c) ---- */
+typedef void (*child_cb)(void *arg, pid_t pid, int status);
+/* cb gets pid's wait status once it is reaped (then the watch is gone) */
+void child_watch(pid_t pid, child_cb cb, void *arg);
+void child_unwatch(pid_t pid);
+/* SIGCHLD: reap every child, hand each status to its watcher */
+void child_reap_all(void);
+void child_forget_all(void);
+
 /* ---- shell integration (shellint.c) ---- */
-enum si_event { SI_TEXT, SI_MARK_START, SI_MARK_DONE, SI_MARK_CONT, SI_READY, SI_TITLE };
 /* commands longer than this (bytes or lines) are sourced from a file */
 #define SHELLINT_PASTE_MAX   4096
 #define SHELLINT_PASTE_LINES 24
@@ -356,20 +402,22 @@ void screen_unichar(struct screen *sc, uint32_t c, int mod);
 /* Terminal answers (DSR, DA) go back to the program through this. */
 void screen_set_output(struct screen *sc, void (*cb)(const char *, size_t, void *), void *user);
 
-/* ---- run, keys, screen actions and command life (run.c) ---- */
-void run_register(void);
-void run_on_output(struct session *s, const char *data, size_t n);
-void run_on_mark_start(struct session *s);
-void run_on_mark_done(struct session *s, int exit_code, const char *cwd);
-void run_on_mark_cont(struct session *s);
-void run_on_ready(struct session *s);
-void run_on_session_exit(struct session *s);
+/* ---- command life (cmd.c) ---- */
+void cmd_init(void);      /* its session listener: before run.c's */
+struct cmd *cmd_new(struct session *s, const char *text, int by_viewer);
+void cmd_free(struct cmd *cmd);
+/* make cmd the session's command (the previous one is freed) */
+void cmd_set(struct session *s, struct cmd *cmd);
+/* what the command printed since the last answer (output_collect) */
+void cmd_collect(struct cmd *cmd, size_t max_output, buf_t *out, int *truncated);
+/* A person (viewer) or `keys` (by_agent) typed these bytes at the prompt:
+ * they name the command the shell starts next. */
+void cmd_note_typed(struct session *s, const char *data, size_t n, int by_agent);
 /* A session.open program began: it is the session's command. */
-void run_program_started(struct session *s);
-/* A person (viewer) or keys typed these bytes at the session's prompt. */
-void run_note_typed(struct session *s, const char *data, size_t n);
-/* The session is restarted or freed: its command record goes. */
-void cmd_session_gone(struct session *s);
+void cmd_program_started(struct session *s);
+
+/* ---- run, keys, screen actions (run.c) ---- */
+void run_register(void);
 
 /* ---- files (files.c) ---- */
 /* Largest `content` a read/view answer may carry once JSON-escaped (base64
@@ -390,31 +438,10 @@ void edit_register(void);
 
 /* ---- expect (expect.c) ---- */
 void expect_register(void);
-void expect_on_output(struct session *s, const char *data, size_t n);
-void expect_on_session_exit(struct session *s);
 
 /* ---- live terminal channel (tty.c) ---- */
-struct vframe;
-struct viewer {
-	struct viewer *next;      /* in the session's list */
-	struct lws *wsi;
-	struct session *s;
-	char name[TD_SESSION_NAME_MAX + 1];
-	int rw;
-	int attached;
-	int resync;               /* backlog dropped: snapshot next */
-	struct vframe *head, *tail;
-	size_t queued;
-	buf_t rx;
-	int closing;
-};
-int tty_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user,
-		 void *in, size_t len);
-void tty_on_output(struct session *s, const char *data, size_t n);
-void tty_on_title(struct session *s, const char *t, size_t n);
-void tty_on_resize(struct session *s);
-void tty_on_exit(struct session *s);
-void tty_session_gone(struct session *s);
+extern const struct lws_protocols tty_protocol;
+void tty_register(void);   /* its session listener */
 
 /* ---- keys (keys.c) ---- */
 /* Type one key name or literal text into the session; 1 if it was a

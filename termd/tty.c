@@ -3,7 +3,9 @@
  * and a snapshot of the screen, then the pty's bytes in order. Each viewer
  * has its own bounded queue: one that falls behind has its backlog dropped
  * and gets a fresh snapshot, so it never slows the pty or anyone else.
- * Input and resizes from rw viewers; attach/detach/input/resize events. */
+ * Input and resizes from rw viewers; attach/detach/input/resize events.
+ * The connection plumbing is wsconn.c's, the upgrade checks http.c's; the
+ * channel's lws_protocols entry is exported, struct viewer is private. */
 #include "termd.h"
 
 #include <stdio.h>
@@ -11,41 +13,28 @@
 #include <string.h>
 
 #define VIEWER_QUEUE_MAX (2u * 1024u * 1024u)
+/* largest client frame (input, resize): anything sane is far below */
+#define TTY_FRAME_MAX (1024u * 1024u)
 
-struct vframe {
-	struct vframe *next;
-	size_t len;
-	unsigned char *data;       /* LWS_PRE headroom, type byte, payload */
+/* One /tty connection; lws allocates it (tty_protocol's per-session size). */
+struct viewer {
+	struct wsconn ws;         /* its queue and reassembly */
+	struct viewer *next;      /* in the session's list */
+	struct session *s;
+	char name[TD_SESSION_NAME_MAX + 1];
+	int rw;
+	int attached;
+	int resync;               /* backlog dropped: snapshot next */
+	int closing;              /* close once the queue is sent */
 };
 
-static void vq_clear(struct viewer *v)
-{
-	while (v->head) {
-		struct vframe *f = v->head;
-		v->head = f->next;
-		free(f->data);
-		free(f);
-	}
-	v->tail = NULL;
-	v->queued = 0;
-}
-
+/* queue one frame: its type byte, then the payload */
 static void vq_push(struct viewer *v, char type, const void *data, size_t n)
 {
-	struct vframe *f = xmalloc(sizeof *f);
-	f->next = NULL;
-	f->len = n + 1;
-	f->data = xmalloc(LWS_PRE + n + 1);
-	f->data[LWS_PRE] = (unsigned char)type;
+	unsigned char *p = wsconn_queue(&v->ws, n + 1);
+	p[0] = (unsigned char)type;
 	if (n)
-		memcpy(f->data + LWS_PRE + 1, data, n);
-	if (v->tail)
-		v->tail->next = f;
-	else
-		v->head = f;
-	v->tail = f;
-	v->queued += n + 1;
-	lws_callback_on_writable(v->wsi);
+		memcpy(p + 1, data, n);
 }
 
 static void send_size(struct viewer *v)
@@ -88,29 +77,29 @@ static void viewer_unlink(struct viewer *v)
 	v->s = NULL;
 }
 
-void tty_on_output(struct session *s, const char *data, size_t n)
+static void tty_on_output(struct session *s, const char *data, size_t n)
 {
 	for (struct viewer *v = s->viewers; v; v = v->next) {
 		if (v->resync)
 			continue;   /* a snapshot will replace what it missed */
-		if (v->queued + n > VIEWER_QUEUE_MAX) {
-			vq_clear(v);
+		if (wsconn_over(&v->ws, n + 1, VIEWER_QUEUE_MAX)) {
+			wsconn_drop_queue(&v->ws);
 			v->resync = 1;
-			lws_callback_on_writable(v->wsi);
+			lws_callback_on_writable(v->ws.wsi);
 			continue;
 		}
 		vq_push(v, TD_TTY_OUTPUT, data, n);
 	}
 }
 
-void tty_on_title(struct session *s, const char *t, size_t n)
+static void tty_on_title(struct session *s, const char *t, size_t n)
 {
 	for (struct viewer *v = s->viewers; v; v = v->next)
 		if (!v->resync)
 			vq_push(v, TD_TTY_TITLE, t, n);
 }
 
-void tty_on_resize(struct session *s)
+static void tty_on_resize(struct session *s)
 {
 	for (struct viewer *v = s->viewers; v; v = v->next)
 		if (!v->resync)
@@ -122,10 +111,10 @@ void tty_on_resize(struct session *s)
 	events_emit(NULL, NULL, "session.resize", "", ex);
 }
 
-void tty_on_exit(struct session *s)
+static void tty_on_exit(struct session *s)
 {
 	char j[48];
-	int n = snprintf(j, sizeof j, "{\"exit_code\":%d}", s->exit_code);
+	int n = snprintf(j, sizeof j, "{\"exit_code\":%d}", s->pty.exit_code);
 	for (struct viewer *v = s->viewers; v; v = v->next) {
 		if (v->resync) {
 			v->resync = 0;
@@ -136,13 +125,13 @@ void tty_on_exit(struct session *s)
 	}
 }
 
-void tty_session_gone(struct session *s)
+static void tty_session_gone(struct session *s)
 {
 	while (s->viewers) {
 		struct viewer *v = s->viewers;
 		viewer_unlink(v);
 		v->closing = 1;
-		lws_callback_on_writable(v->wsi);
+		lws_callback_on_writable(v->ws.wsi);
 	}
 }
 
@@ -158,10 +147,10 @@ static void on_message(struct viewer *v, const unsigned char *m, size_t n)
 			vq_push(v, TD_TTY_ERROR, msg, sizeof msg - 1);
 			return;
 		}
-		if (!s || !s->alive || n < 2)
+		if (!s || !s->pty.alive || n < 2)
 			return;
 		session_write(s, m + 1, n - 1);
-		run_note_typed(s, (const char *)m + 1, n - 1);
+		cmd_note_typed(s, (const char *)m + 1, n - 1, 0);
 		{
 			cJSON *ex = cJSON_CreateObject();
 			cJSON_AddStringToObject(ex, "session", s->name);
@@ -200,49 +189,22 @@ static void on_message(struct viewer *v, const unsigned char *m, size_t n)
 	}
 }
 
-/* "/tty/<name>" → name, or NULL */
-static int tty_name(const char *path, char *name, size_t n)
-{
-	size_t pl = strlen(TD_PATH_TTY);
-	if (strncmp(path, TD_PATH_TTY, pl) != 0)
-		return -1;
-	size_t nl = strlen(path + pl);
-	if (nl >= n)
-		return -1;
-	memcpy(name, path + pl, nl + 1);
-	return td_valid_session_name(name) ? 0 : -1;
-}
-
-int tty_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user,
-		 void *in, size_t len)
+static int tty_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user,
+			void *in, size_t len)
 {
 	struct viewer *v = user;
 	switch (reason) {
 	case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION: {
-		char path[256], mode[16] = "ro";
-		if (lws_hdr_copy(wsi, path, sizeof path, WSI_TOKEN_GET_URI) < 0)
-			return 1;
-		char *q = strchr(path, '?');
-		if (q)
-			*q = 0;
+		struct upgrade u;
 		memset(v, 0, sizeof *v);
-		if (tty_name(path, v->name, sizeof v->name) < 0 || !session_find(v->name))
+		if (http_upgrade(wsi, CHANNEL_TTY, &u) < 0)
 			return 1;
-		int level = server_auth_level(wsi);
-		if (level == 0)
-			return 1;
-		const char *m = lws_get_urlarg_by_name(wsi, "mode=", mode, sizeof mode);
-		if (m && strcmp(m, "rw") == 0) {
-			if (level < 2)
-				return 1;   /* the view token cannot type */
-			v->rw = 1;
-		} else if (m && strcmp(m, "ro") != 0) {
-			return 1;
-		}
+		memcpy(v->name, u.session, sizeof v->name);
+		v->rw = u.rw;
 		return 0;
 	}
 	case LWS_CALLBACK_ESTABLISHED: {
-		v->wsi = wsi;
+		wsconn_init(&v->ws, wsi, 1);
 		struct session *s = session_find(v->name);
 		if (!s) {
 			v->closing = 1;
@@ -264,59 +226,67 @@ int tty_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user,
 		send_size(v);
 		send_snapshot(v);
 		viewer_event("viewer.attach", v);
-		if (!s->alive) {
+		if (!s->pty.alive) {
 			char j[48];
-			int n = snprintf(j, sizeof j, "{\"exit_code\":%d}", s->exit_code);
+			int n = snprintf(j, sizeof j, "{\"exit_code\":%d}", s->pty.exit_code);
 			vq_push(v, TD_TTY_EXIT, j, (size_t)n);
 			v->closing = 1;
 		}
 		break;
 	}
-	case LWS_CALLBACK_RECEIVE:
-		if (v->rx.len + len > 1024 * 1024) {
-			buf_free(&v->rx);   /* over a sane frame size: dropped */
+	case LWS_CALLBACK_RECEIVE: {
+		buf_t m;
+		size_t total;
+		switch (wsconn_receive(&v->ws, in, len, TTY_FRAME_MAX, &m, &total)) {
+		case WSRX_PARTIAL:
+			break;
+		case WSRX_TOO_LARGE: {
+			/* as /events answers too_large: said, and otherwise ignored */
+			char msg[96];
+			int n = snprintf(msg, sizeof msg, "frame of %zu bytes is over the limit of %u bytes",
+					 total, TTY_FRAME_MAX);
+			vq_push(v, TD_TTY_ERROR, msg, (size_t)n);
 			break;
 		}
-		buf_append(&v->rx, in, len);
-		if (lws_is_final_fragment(wsi) && !lws_remaining_packet_payload(wsi)) {
-			buf_t m = v->rx;
-			memset(&v->rx, 0, sizeof v->rx);
+		case WSRX_MESSAGE:
 			on_message(v, (const unsigned char *)(m.p ? m.p : ""), m.len);
 			buf_free(&m);
+			break;
 		}
 		break;
-	case LWS_CALLBACK_SERVER_WRITEABLE: {
+	}
+	case LWS_CALLBACK_SERVER_WRITEABLE:
 		if (v->resync && v->s) {
 			v->resync = 0;
 			send_snapshot(v);   /* queues and asks for writable again */
 		}
-		struct vframe *f = v->head;
-		if (!f)
-			return v->closing ? -1 : 0;
-		int w = lws_write(wsi, f->data + LWS_PRE, f->len, LWS_WRITE_BINARY);
-		v->head = f->next;
-		if (!v->head)
-			v->tail = NULL;
-		v->queued -= f->len;
-		free(f->data);
-		free(f);
-		if (w < 0)
-			return -1;
-		if (v->head || v->closing)
-			lws_callback_on_writable(wsi);
-		break;
-	}
+		return wsconn_writable(&v->ws, v->closing);
 	case LWS_CALLBACK_CLOSED:
 		if (v->attached) {
 			if (!srv.stopping)
 				viewer_event("viewer.detach", v);
 			viewer_unlink(v);
 		}
-		vq_clear(v);
-		buf_free(&v->rx);
+		wsconn_free(&v->ws);
 		break;
 	default:
 		break;
 	}
 	return 0;
+}
+
+const struct lws_protocols tty_protocol = {
+	TD_SUBPROTO_TTY, tty_callback, sizeof(struct viewer), 65536, 0, NULL, 0
+};
+
+void tty_register(void)
+{
+	static const struct session_listener l = {
+		.output = tty_on_output,
+		.title = tty_on_title,
+		.resize = tty_on_resize,
+		.exit = tty_on_exit,
+		.gone = tty_session_gone,
+	};
+	session_listen(&l);
 }

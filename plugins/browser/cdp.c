@@ -77,7 +77,12 @@ static void last_log_line(char *out, size_t outlen)
         size_t n = strlen(line);
         while (n && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = 0;
         /* dbus noise is always there and never the reason */
-        if (n && !strstr(line, "dbus") && !strstr(line, "D-Bus")) snprintf(out, outlen, "%s", line);
+        if (n && !strstr(line, "dbus") && !strstr(line, "D-Bus") && outlen) {
+            /* a copy, not snprintf: gcc -O1 warns that it may truncate */
+            size_t k = n < outlen - 1 ? n : outlen - 1;
+            memcpy(out, line, k);
+            out[k] = 0;
+        }
     }
     fclose(f);
 }
@@ -289,6 +294,7 @@ static cJSON *read_some(int ms, int want, bool *eof)
     cJSON *found = NULL;
     size_t start = 0;
     for (;;) {
+        if (start >= B.rlen) break;   /* nothing buffered (rbuf may be NULL) */
         char *z = memchr(B.rbuf + start, 0, B.rlen - start);
         if (!z) break;
         size_t mlen = (size_t)(z - (B.rbuf + start));
@@ -304,8 +310,10 @@ static cJSON *read_some(int ms, int want, bool *eof)
             cJSON_Delete(m);
         }
     }
-    memmove(B.rbuf, B.rbuf + start, B.rlen - start);
-    B.rlen -= start;
+    if (start) {
+        memmove(B.rbuf, B.rbuf + start, B.rlen - start);
+        B.rlen -= start;
+    }
     return found;
 }
 

@@ -256,3 +256,49 @@ def test_ca_certificates(bundle, tls_files, tmp_path, where):
             assert r.returncode == 0 and r.stdout.strip() == "pong", r
     finally:
         c.stop_all()
+
+
+# ---- plugins: termd from the bundle finds bin/../plugins by itself
+
+ECHO_PLUGIN = r'''#!/bin/sh
+while IFS= read -r line; do
+  id=$(printf '%s' "$line" | sed -n 's/.*"id": *\([0-9]*\).*/\1/p')
+  printf '{"id":%s,"observation":"echo_test","content":"plugin-ok in %s","extras":{}}\n' "$id" "$(pwd)"
+done
+'''
+
+
+def test_plugins_found_in_the_bundle(bundle, tmp_path):
+    need_root()
+    path = tmp_path / "root"
+    path.mkdir()
+    make_busybox_root(path)
+    copy_bundle(bundle, path)
+    c = Chroot(path, "busybox-plugins")
+    # a plugin made here (a POSIX sh program), next to the bundle's own
+    d = c.host(f"{IN}/plugins/echo")
+    os.makedirs(d)
+    with open(os.path.join(d, "plugin.json"), "w") as f:
+        json.dump({"name": "echo", "version": "1.0.0", "actions": ["echo_test"], "run": "prog.sh"}, f)
+    with open(os.path.join(d, "prog.sh"), "w") as f:
+        f.write(ECHO_PLUGIN)
+    os.chmod(os.path.join(d, "prog.sh"), 0o755)
+    try:
+        t = Termd(c, ["--plugins", "echo,browser", "--state-dir", "/root/state"])
+        deadline = time.monotonic() + 60
+        while True:
+            r = t.ctl("raw", json.dumps({"action": "plugin.list"}))
+            plugins = {p["name"]: p for p in json.loads(r.stdout)["extras"]["plugins"]}
+            if all(p["state"] != "installing" for p in plugins.values()) or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert plugins["echo"]["state"] == "ready", plugins
+        # the bundle's browser plugin: its setup finds no package manager in busybox, and says so
+        assert plugins["browser"]["state"] == "failed", plugins
+        assert plugins["browser"]["error"].startswith("Failed to install browser on unknown: "), plugins
+        assert "package manager" in plugins["browser"]["error"], plugins
+        r = t.ctl("raw", json.dumps({"action": "echo_test", "args": {}}))
+        obs = json.loads(r.stdout)
+        assert obs["content"] == "plugin-ok in /root", obs
+    finally:
+        c.stop_all()

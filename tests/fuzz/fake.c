@@ -1,10 +1,10 @@
 /* fake.c — owns the fuzz targets' stand-ins for the parts of termd that
- * need a network, a pty or a file system: the server (conn_send and
- * lws_write record what would go out), the few libwebsockets calls tty.c
- * makes, one pty-less session "main" with a real screen, and the action
- * handlers of run.c, sessionctl.c, files.c, edit.c and expect.c, which
- * here only read their arguments with the real typed helpers and answer
- * "fake". */
+ * need a network, a pty or a file system: conn_send and lws_write record
+ * what would go out, http.c's upgrade check reads fake_uri and fake_mode,
+ * the few libwebsockets calls tty.c and wsconn.c make, one pty-less
+ * session "main" with a real screen, and the action handlers of run.c,
+ * sessionctl.c, files.c, edit.c and expect.c, which here only read their
+ * arguments with the real typed helpers and answer "fake". */
 #include "fake.h"
 
 #include <string.h>
@@ -94,42 +94,39 @@ void conn_send(struct conn *c, const char *data, size_t len)
 	record(c, data, len);
 }
 
-int server_auth_level(struct lws *wsi)
-{
-	(void)wsi;
-	return 2;
-}
-
-/* ---- libwebsockets, as tty.c uses it ---- */
-
-int lws_callback_on_writable(struct lws *wsi)
-{
-	(void)wsi;
-	return 1;
-}
+/* ---- http.c: the upgrade check, from fake_uri and fake_mode ---- */
 
 const char *fake_uri = "/tty/main";
 const char *fake_mode;
 
-int lws_hdr_copy(struct lws *wsi, char *dest, int len, enum lws_token_indexes h)
+int http_upgrade(struct lws *wsi, enum channel ch, struct upgrade *u)
 {
 	(void)wsi;
-	(void)h;
-	int n = (int)strlen(fake_uri);
-	if (n >= len)
+	memset(u, 0, sizeof *u);
+	size_t tl = strlen(TD_PATH_TTY);
+	if (ch != CHANNEL_TTY || strncmp(fake_uri, TD_PATH_TTY, tl) != 0 ||
+	    strlen(fake_uri + tl) >= sizeof u->session ||
+	    !td_valid_session_name(fake_uri + tl) || !session_find(fake_uri + tl))
 		return -1;
-	memcpy(dest, fake_uri, (size_t)n + 1);
-	return n;
+	if (fake_mode && strcmp(fake_mode, "rw") == 0)
+		u->rw = 1;
+	else if (fake_mode && strcmp(fake_mode, "ro") != 0)
+		return -1;
+	u->channel = CHANNEL_TTY;
+	u->auth = AUTH_FULL;
+	memcpy(u->session, fake_uri + tl, strlen(fake_uri + tl) + 1);
+	return 0;
 }
 
-const char *lws_get_urlarg_by_name(struct lws *wsi, const char *name, char *buf, int len)
+/* ---- libwebsockets, as tty.c uses it ---- */
+
+int fake_writable;
+
+int lws_callback_on_writable(struct lws *wsi)
 {
 	(void)wsi;
-	(void)name;
-	if (!fake_mode || (int)strlen(fake_mode) >= len)
-		return NULL;
-	memcpy(buf, fake_mode, strlen(fake_mode) + 1);
-	return buf;
+	fake_writable = 1;
+	return 1;
 }
 
 int lws_is_final_fragment(struct lws *wsi)
@@ -154,6 +151,9 @@ int lws_write(struct lws *wsi, unsigned char *buf, size_t len, enum lws_write_pr
 
 /* ---- session.c: one session without a pty ---- */
 
+static const struct session_listener *fake_listeners[8];
+static size_t fake_nlisteners;
+
 struct session *fake_session_new(int rows, int cols)
 {
 	struct session *s = xcalloc(1, sizeof *s);
@@ -161,8 +161,8 @@ struct session *fake_session_new(int rows, int cols)
 	s->rows = rows;
 	s->cols = cols;
 	s->screen = screen_new(rows, cols);
-	s->alive = 1;
-	s->master_fd = -1;
+	s->pty.alive = 1;
+	s->pty.fd = -1;
 	return s;
 }
 
@@ -204,16 +204,19 @@ void session_resize(struct session *s, int cols, int rows)
 	s->cols = cols;
 	s->rows = rows;
 	screen_resize(s->screen, rows, cols);
-	tty_on_resize(s);
+	for (size_t i = 0; i < fake_nlisteners; i++)
+		if (fake_listeners[i]->resize)
+			fake_listeners[i]->resize(s);
 }
 
-/* ---- run.c ---- */
+/* ---- cmd.c ---- */
 
-void run_note_typed(struct session *s, const char *data, size_t n)
+void cmd_note_typed(struct session *s, const char *data, size_t n, int by_agent)
 {
 	(void)s;
 	(void)data;
 	(void)n;
+	(void)by_agent;
 }
 
 /* ---- the action handlers: arguments read as the real ones do ---- */
@@ -366,7 +369,16 @@ void fake_register_actions(void)
 
 /* ---- run.c, session.c, sessionctl.c pieces actions.c links to ---- */
 
-void cmd_session_gone(struct session *s)
+void session_listen(const struct session_listener *l)
+{
+	for (size_t i = 0; i < fake_nlisteners; i++)
+		if (fake_listeners[i] == l)
+			return;   /* registered once, whatever the runs */
+	if (fake_nlisteners < sizeof fake_listeners / sizeof fake_listeners[0])
+		fake_listeners[fake_nlisteners++] = l;
+}
+
+void session_gone(struct session *s)
 {
 	(void)s;
 }

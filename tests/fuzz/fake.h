@@ -27,9 +27,11 @@ void fake_session_free(struct session *s);
 extern buf_t fake_written;    /* bytes session_write got */
 extern int fake_resizes;      /* session_resize calls with a valid size */
 
+/* Set by lws_callback_on_writable (the test clears it). */
+extern int fake_writable;
 /* What lws_is_final_fragment answers for the next RECEIVE. */
 extern int fake_final;
-/* The request URI and mode= argument the FILTER callback sees. */
+/* The request URI and mode= argument the fake upgrade check sees. */
 extern const char *fake_uri, *fake_mode;
 
 /* Abort with a message (the fuzzer reports it as a crash with the input). */

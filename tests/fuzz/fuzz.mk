@@ -15,14 +15,15 @@ FUZZ_CC         ?= clang
 FUZZ_BUILD      := build-fuzz
 FUZZ_TIME       ?= 60
 FUZZ_SHORT_TIME ?= 300
-FUZZ_TARGETS    := action tty shellint render
+FUZZ_TARGETS    := action tty shellint render vtparse
 FUZZ_SAN        := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 FUZZ_CFLAGS     := -O1 -g $(FUZZ_SAN) -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE \
                    -Iproto -Itermd -Itests/fuzz -I$(FUZZ_BUILD)/gen
 FUZZ_LIBS       := $(shell pkg-config --libs vterm libcjson 2>/dev/null) -lm
 # the termd files the targets use; fake.c stands in for the rest
-FUZZ_TERMD      := termd/actions.c termd/events.c termd/tty.c termd/screen.c proto/vtfilter.c \
-                   termd/shellint.c termd/render.c proto/util.c proto/proto.c
+FUZZ_TERMD      := termd/actions.c termd/events.c termd/tty.c termd/wsconn.c termd/screen.c \
+                   proto/vtfilter.c proto/vtparse.c termd/shellint.c termd/render.c proto/util.c \
+                   proto/proto.c
 FUZZ_OBJ        := $(FUZZ_TERMD:%.c=$(FUZZ_BUILD)/obj/%.o) $(FUZZ_BUILD)/obj/tests/fuzz/fake.o
 FUZZ_BINS       := $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
 # longest input per target (shellint: past its 8 KiB OSC hold limit)
@@ -30,6 +31,7 @@ FUZZ_MAXLEN_action   := 8192
 FUZZ_MAXLEN_tty      := 4096
 FUZZ_MAXLEN_shellint := 20000
 FUZZ_MAXLEN_render   := 8192
+FUZZ_MAXLEN_vtparse  := 4096
 
 .PHONY: fuzz fuzz-short fuzz-build fuzz-clean
 .SECONDARY: $(FUZZ_OBJ)

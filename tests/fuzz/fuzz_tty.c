@@ -1,6 +1,7 @@
 /* fuzz_tty.c — owns the libFuzzer target for the /tty client frame decoder:
- * the real tty_callback (attach, fragment reassembly, on_message, writable,
- * close) with libwebsockets and the session faked (tests/fuzz/fake.c) and a
+ * the real /tty callback (tty_protocol: attach, fragment reassembly in
+ * wsconn.c, on_message, writable, close) with libwebsockets, http.c's
+ * upgrade check and the session faked (tests/fuzz/fake.c) and a
  * real screen behind the session, so resizes reach screen.c too. Input:
  * byte 0 bit 0 = the viewer asked for mode=rw; then fragments, each one
  * header byte (bits 0-6 length, bit 7 = more fragments of this message
@@ -32,14 +33,23 @@ static void model_message(struct model *m, int rw)
 	m->answers++;     /* read-only refusal, a resize or its error, unknown type */
 }
 
-/* Send everything queued for the viewer; count error frames. */
-static void drain(struct viewer *v, struct lws *wsi, int *errors)
+static int tty_cb(struct lws *wsi, enum lws_callback_reasons reason, void *v,
+		  const void *in, size_t len)
+{
+	return tty_protocol.callback(wsi, reason, v, (void *)in, len);
+}
+
+/* Send everything queued for the viewer (while it asks for writable
+ * callbacks: it does as long as anything is queued); count error frames. */
+static void drain(void *v, struct lws *wsi, int *errors)
 {
 	size_t first = fake_nsent;
-	for (int guard = 0; v->head && guard < 1000; guard++)
-		FUZZ_CHECK(tty_callback(wsi, LWS_CALLBACK_SERVER_WRITEABLE, v, NULL, 0) == 0,
+	for (int guard = 0; fake_writable && guard < 1000; guard++) {
+		fake_writable = 0;
+		FUZZ_CHECK(tty_cb(wsi, LWS_CALLBACK_SERVER_WRITEABLE, v, NULL, 0) == 0,
 			   "writable callback failed");
-	FUZZ_CHECK(v->head == NULL && v->queued == 0, "queue not drained");
+	}
+	FUZZ_CHECK(!fake_writable, "queue not drained");
 	for (size_t i = first; i < fake_nsent; i++) {
 		const struct sent *s = &fake_sent[i];
 		FUZZ_CHECK(s->conn == NULL && s->len >= 1, "empty tty frame");
@@ -72,8 +82,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size < 1)
 		return 0;
 	int rw = data[0] & 1;
-	struct viewer v;
-	struct lws *wsi = (struct lws *)&v;   /* never dereferenced by the fakes */
+	/* the viewer is tty.c's own struct: lws allocates it, so does this */
+	void *v = xcalloc(1, tty_protocol.per_session_data_size);
+	struct lws *wsi = v;   /* never dereferenced by the fakes */
 	struct model m;
 	int errors = 0;
 
@@ -81,18 +92,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	opts.retain = 4;
 	opts.max_viewers = TD_DEFAULT_MAX_VIEWERS;
 	events_init();
+	tty_register();   /* its session listener (resize), kept once */
 	fake_session = fake_session_new(24, 80);
 	fake_resizes = 0;
 	fake_uri = "/tty/main";
 	fake_mode = rw ? "rw" : "ro";
-	FUZZ_CHECK(tty_callback(wsi, LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION, &v, NULL, 0) == 0,
+	fake_writable = 0;
+	FUZZ_CHECK(tty_cb(wsi, LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION, v, NULL, 0) == 0,
 		   "connection refused");
-	FUZZ_CHECK(v.rw == rw, "mode not taken");
-	tty_callback(wsi, LWS_CALLBACK_ESTABLISHED, &v, NULL, 0);
-	FUZZ_CHECK(v.s == fake_session, "not attached");
-	drain(&v, wsi, &errors);
+	tty_cb(wsi, LWS_CALLBACK_ESTABLISHED, v, NULL, 0);
+	FUZZ_CHECK(fake_session->viewers != NULL && fake_session->nviewers == 1, "not attached");
+	drain(v, wsi, &errors);
 	FUZZ_CHECK(fake_nsent >= 2 && fake_sent[0].data[0] == TD_TTY_SIZE &&
 		   fake_sent[1].data[0] == TD_TTY_SNAPSHOT, "attach does not start with size, snapshot");
+	/* the mode was taken: an 'I' without bytes is refused on ro only */
+	fake_final = 1;
+	tty_cb(wsi, LWS_CALLBACK_RECEIVE, v, "I", 1);
+	drain(v, wsi, &errors);
+	FUZZ_CHECK(errors == !rw, "mode %s not taken", rw ? "rw" : "ro");
+	errors = 0;
 
 	size_t i = 1;
 	while (i < size) {
@@ -103,21 +121,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			len = size - i;
 		buf_append(&m.msg, data + i, len);
 		fake_final = !more;
-		tty_callback(wsi, LWS_CALLBACK_RECEIVE, &v, (void *)(data + i), len);
+		tty_cb(wsi, LWS_CALLBACK_RECEIVE, v, data + i, len);
 		i += len;
 		if (!more) {
 			model_message(&m, rw);
 			buf_reset(&m.msg);
 		}
-		drain(&v, wsi, &errors);
+		drain(v, wsi, &errors);
 	}
 	FUZZ_CHECK(fake_written.len == m.written.len &&
 		   (m.written.len == 0 || memcmp(fake_written.p, m.written.p, m.written.len) == 0),
 		   "the pty got %zu bytes, %zu expected", fake_written.len, m.written.len);
 	FUZZ_CHECK(errors + fake_resizes == m.answers, "%d errors + %d resizes, %d answers expected",
 		   errors, fake_resizes, m.answers);
-	FUZZ_CHECK(v.s->cols >= 2 && v.s->cols <= 1000 && v.s->rows >= 1 && v.s->rows <= 1000,
-		   "session size %dx%d", v.s->cols, v.s->rows);
+	FUZZ_CHECK(fake_session->cols >= 2 && fake_session->cols <= 1000 &&
+		   fake_session->rows >= 1 && fake_session->rows <= 1000,
+		   "session size %dx%d", fake_session->cols, fake_session->rows);
 
 	/* the screen after the resizes still answers */
 	static const char out[] = "hello\r\n\x1b[31mworld";
@@ -126,8 +145,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	screen_text(fake_session->screen, &b);
 	buf_free(&b);
 
-	tty_callback(wsi, LWS_CALLBACK_CLOSED, &v, NULL, 0);
+	tty_cb(wsi, LWS_CALLBACK_CLOSED, v, NULL, 0);
 	FUZZ_CHECK(fake_session->viewers == NULL && fake_session->nviewers == 0, "viewer not unlinked");
+	free(v);
 	fake_session_free(fake_session);
 	fake_session = NULL;
 	buf_free(&m.msg);

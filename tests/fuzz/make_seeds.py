@@ -134,3 +134,20 @@ put(R, "unicode", rd("e\u0301 \u00e9 \U0001f600 \u4e2d\u6587 \u200b|\t|x\b\by\r\
 put(R, "cursor", rd(b"line1\r\nline2\r\nline3\x1b[2A\x1b[3Cx\x1b[10;200Hfar\x1b[1;1H\x1b[J"
    b"\x1b[s\x1b[5Bdown\x1b[u\x1b[Kup\x1b[99999C!\x1b[3Z\x1b[2I\x1bMri\x1bD\x1bE\x1bc\x1b[?25l"
    b"\x1b]0;title\x07\x1bP+q\x1b\\\x1b(B\x1b[1;2;3;4;5;6;7;8;9;10;11;12;13;14;15;16;17;18m", rows=3))
+
+
+# ---- vtparse: byte 0 bits 0-2 k, bits 3-4 options (1 C0 in text, 2 BEL ends all); k piece sizes - 1 ----
+def vp(out, opts=0, sizes=(0, 3, 17)):
+    return bytes([len(sizes) | (opts << 3)]) + bytes(sizes) + out
+
+
+V = "vtparse"
+put(V, "csi", vp(b"\x1b[1;31mred\x1b[0m\x1b[?1049h\x1b[>c\x1b[ q\x1b[38:2:1:2:3m\x1b[;5H\x1b[1?2h\x1b[ 1q"
+   b"\x1b[1;2;3;4;5;6;7;8;9;10;11;12;13;14;15;16;17m\x1b[1234567C\x1b[1    q"))
+put(V, "esc", vp(b"\x1b7\x1b8\x1b(B\x1b#8\x1bc\x1b*[?1m\x1b((((B\x1b\\\x1b\r(B", opts=1))
+put(V, "osc", vp(b"a\x1b]0;title\x07b\x1b]2;t\x1b\\c\x1b]\x07\x1b]0;a\nb\xc3\xa9\x07"
+   b"\x1b]0;t\x1b[1mx\x1b]0;t\x1b\x1b]1\x07\x1b]0;t\x18x", sizes=(0, 1)))
+put(V, "strings", vp(b"\x1bPq#0\x07!\x1b\\x\x1bXs\x1b\\\x1b^p\x07\x1b_a\x1a\x1bPq\x1b", opts=2))
+put(V, "cancel", vp(b"\x1b[1\n;2H\x1b[12\x18x\x1b[3\x1ay\x1b[12\x1b[3mx\x1b[1\xc3\xa9m\x1b[1\x7fm\x1b(\x18", opts=3))
+put(V, "utf8-long", vp("caf\u00e9 \u65e5 \U0001f600 ".encode() + b"\xc2\x9b1m\x7f\r\n" * 20 +
+   b"\x1b]2;" + b"x" * 3000 + b"\x07", opts=1, sizes=(255, 100, 7)))

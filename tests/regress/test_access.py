@@ -47,6 +47,7 @@ def test_view_token_cannot_act(termd_factory, tmp_path):
         ("write", {"path": str(marker), "content": "x"}),
         ("edit", {"command": "create", "path": str(marker), "file_text": "x"}),
         ("read", {"path": "/etc/hostname"}),
+        ("plugin.list", {}),
     ]
     for action, args in forbidden:
         assert_error(ro.call(action, args), "forbidden")

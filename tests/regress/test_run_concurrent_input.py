@@ -12,9 +12,11 @@ T = 60
 
 def test_ctrl_c_from_second_client_while_run_waits(termd):
     a, b = termd.events(), termd.events()
+    b.call("subscribe", {}, timeout=T)
     a.send_action("run", {"session": "flood", "command": "yes"}, id="flood-run")
     # the flood is on: a's run is waiting (no timeout, output never idle)
-    time.sleep(1.0)
+    b.wait_for(lambda o: o.get("observation") == "command.start" and
+               o["extras"].get("session") == "flood", timeout=T)
     obs = b.call("run", {"session": "flood", "command": "C-c", "is_input": True}, timeout=T)
     assert obs["observation"] == "run", fmt(obs)
     assert obs["extras"]["running"] is False and obs["extras"]["exit_code"] == 130, fmt(obs)
@@ -48,8 +50,11 @@ def test_input_on_same_connection_while_its_run_waits(ev):
 
 def test_second_command_is_busy_input_is_not(termd):
     a, b = termd.events(), termd.events()
+    b.call("subscribe", {}, timeout=T)
     a.send_action("run", {"command": "sleep 3; echo slept"}, id="sleeper")
-    time.sleep(0.3)
+    # the command runs (C-c typed while the shell still reads the line
+    # would reach the shell, not sleep)
+    b.wait_for(lambda o: o.get("observation") == "command.start", timeout=T)
     assert_error(b.call("run", {"command": "echo x"}, timeout=T), "busy")
     assert_error(b.call("run", {"command": ""}, timeout=T), "busy")
     obs = b.call("keys", {"keys": ["C-c"]}, timeout=T)

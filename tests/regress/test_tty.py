@@ -185,6 +185,14 @@ def test_unknown_session_and_path_refused(termd):
     assert e.value.status == 404
 
 
+def test_unknown_mode_refused_before_upgrade(termd):
+    # mode is ro or rw; anything else is a 400 with a reason, not an upgrade
+    with pytest.raises(wsclient.HandshakeError) as e:
+        attach(termd, mode="write")
+    assert e.value.status == 400
+    assert frame(attach(termd, mode="ro"))[0] == "Z"
+
+
 def test_view_token_is_read_only(termd_factory, tmp_path):
     vt = tmp_path / "view"
     vt.write_text("viewsecret\n")
@@ -233,3 +241,40 @@ def test_text_typed_before_first_prompt_names_the_command(termd_factory, tmp_pat
     assert start["by"] == "viewer"
     end = events_until(sub, lambda o: o["observation"] == "command.end", timeout=30)[-1]
     assert end["extras"]["exit_code"] == 0
+
+
+def test_oversized_frame_answered_and_connection_usable(termd, ev):
+    # a client frame over termd's /tty limit (1 MiB) is answered with one 'E'
+    # and dropped whole, as one frame or as fragments; the viewer goes on
+    limit = 1024 * 1024
+    ws = attach(termd, mode="rw")
+    frame(ws), frame(ws)
+
+    def chunks(total, first=b"I"):
+        yield first
+        left = total - len(first)
+        while left:
+            n = min(left, 64 * 1024)
+            yield b"x" * n
+            left -= n
+
+    ws.send_large(wsclient.OP_BINARY, limit + 1, chunks(limit + 1), send_timeout=120)
+    t, p = frames_until(ws, lambda fs: fs[-1][0] == "E")[-1]
+    assert b"over the limit" in p and str(limit + 1).encode() in p, p
+
+    # three fragments of one message, together over the limit
+    part = 400 * 1024
+    ws.send_frame(wsclient.OP_BINARY, b"I" + b"y" * (part - 1), fin=False)
+    ws.send_frame(wsclient.OP_CONT, b"y" * part, fin=False)
+    ws.send_frame(wsclient.OP_CONT, b"y" * part, fin=True)
+    t, p = frames_until(ws, lambda fs: fs[-1][0] == "E")[-1]
+    assert b"over the limit" in p and str(3 * part).encode() in p, p
+
+    # still attached and typing: the next input runs, nothing of the
+    # dropped frames reached the shell
+    ws.send_binary(b"Iecho tty-after-$((6*7))\r")
+    frames_until(ws, lambda fs: b"tty-after-42" in b"".join(p for t, p in fs if t == "O"))
+    obs = ev.call("screen", {})
+    assert "tty-after-42" in obs["content"]
+    assert "xxxx" not in obs["content"] and "yyyy" not in obs["content"]
+    ws.close()

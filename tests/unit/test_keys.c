@@ -86,9 +86,9 @@ static int fx_setup(void **state)
 	f->rfd = p[0];
 	struct session *s = &f->s;
 	snprintf(s->name, sizeof s->name, "keys");
-	s->master_fd = p[1];
-	s->alive = 1;
-	s->wsi = NULL;             /* no lws: session_write must not poke it */
+	s->pty.fd = p[1];
+	s->pty.alive = 1;
+	s->pty.wsi = NULL;             /* no lws: session_write must not poke it */
 	s->rows = 24;
 	s->cols = 80;
 	s->screen = screen_new(s->rows, s->cols);
@@ -101,8 +101,8 @@ static int fx_teardown(void **state)
 {
 	struct fx *f = *state;
 	screen_free(f->s.screen);
-	buf_free(&f->s.inq);
-	close(f->s.master_fd);
+	buf_free(&f->s.pty.inq);
+	close(f->s.pty.fd);
 	close(f->rfd);
 	free(f);
 	return 0;
@@ -126,7 +126,7 @@ static const char *typed(struct fx *f, size_t *len)
 	out[n] = 0;
 	if (len)
 		*len = n;
-	assert_int_equal(f->s.inq.len, 0);   /* nothing left queued */
+	assert_int_equal(f->s.pty.inq.len, 0);   /* nothing left queued */
 	return out;
 }
 
@@ -272,11 +272,11 @@ static void test_literal_text(void **state)
 static void test_dead_session(void **state)
 {
 	struct fx *f = *state;
-	f->s.alive = 0;
+	f->s.pty.alive = 0;
 	keys_type(&f->s, "hello");
 	keys_type(&f->s, "Up");
 	keys_type(&f->s, "C-c");
-	f->s.alive = 1;
+	f->s.pty.alive = 1;
 	TEXT(f, "", "");
 }
 

@@ -630,7 +630,7 @@ static void test_type_bash(void **state)
 	(void)state;
 	struct session s;
 	memset(&s, 0, sizeof s);
-	s.shell_kind = 0;
+	s.shell_kind = SHELL_BASH;
 	snprintf(s.name, sizeof s.name, "main");
 	static const struct {
 		const char *in, *want;
@@ -666,7 +666,7 @@ static void test_type_bash_long(void **state)
 	srv.rundir = dir;
 	struct session s;
 	memset(&s, 0, sizeof s);
-	s.shell_kind = 0;
+	s.shell_kind = SHELL_BASH;
 	snprintf(s.name, sizeof s.name, "main");
 
 	buf_t text = {0}, out = {0};
@@ -716,7 +716,7 @@ static void test_type_sh(void **state)
 
 	struct session s;
 	memset(&s, 0, sizeof s);
-	s.shell_kind = 1;
+	s.shell_kind = SHELL_SH;
 	snprintf(s.name, sizeof s.name, "work-1");
 	const char *text = "echo 'a b'\nfor i in 1 2; do echo $i; done\n\x1b[1m";
 	buf_t out = {0};

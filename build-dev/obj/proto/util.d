@@ -1,0 +1,2 @@
+build-dev/obj/proto/util.o: proto/util.c proto/util.h
+proto/util.h:

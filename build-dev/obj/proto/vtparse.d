@@ -1,0 +1,2 @@
+build-dev/obj/proto/vtparse.o: proto/vtparse.c proto/vtparse.h
+proto/vtparse.h:

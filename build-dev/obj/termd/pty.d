@@ -1,0 +1,15 @@
+build-dev/obj/termd/pty.o: termd/pty.c termd/termd.h \
+ /usr/include/cjson/cJSON.h proto/proto.h proto/util.h termd/render.h \
+ termd/output.h termd/pty.h proto/vtfilter.h proto/util.h proto/vtparse.h \
+ termd/wsconn.h
+termd/termd.h:
+/usr/include/cjson/cJSON.h:
+proto/proto.h:
+proto/util.h:
+termd/render.h:
+termd/output.h:
+termd/pty.h:
+proto/vtfilter.h:
+proto/util.h:
+proto/vtparse.h:
+termd/wsconn.h:

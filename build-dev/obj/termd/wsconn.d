@@ -1,0 +1,3 @@
+build-dev/obj/termd/wsconn.o: termd/wsconn.c termd/wsconn.h proto/util.h
+termd/wsconn.h:
+proto/util.h:

@@ -1,0 +1,284 @@
+/* cmd.c — the life of a command in a session, driven by the shell's marks:
+ * the shell's state (starting, at its prompt, running, reading a
+ * continuation; ready for typing), the command record (typed by an agent's
+ * `run`, or named from what a person or `keys` typed), its rendered output
+ * (output.c), and the command.start / command.end events. A session
+ * listener: session.c hands it the output without termd's marks, and the
+ * marks, before run.c's listener sees them. */
+#include "termd.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define RENDER_WINDOW        200
+#define READY_FALLBACK_US    300000u   /* no readline ready signal: type anyway */
+#define TYPED_MAX            8192
+
+static void cmd_output_error(void *user, const char *msg, const char *path)
+{
+	struct cmd *cmd = user;
+	log_warn("session %s: %s", cmd->sname, msg);
+	cJSON *ex = cJSON_CreateObject();
+	cJSON_AddStringToObject(ex, "code", td_err_name(TD_ERR_IO_ERROR));
+	cJSON_AddStringToObject(ex, "session", cmd->sname);
+	cJSON_AddStringToObject(ex, "path", path);
+	events_emit(NULL, NULL, "error", msg, ex);
+}
+
+struct cmd *cmd_new(struct session *s, const char *text, int by_viewer)
+{
+	struct cmd *cmd = xcalloc(1, sizeof *cmd);
+	cmd->text = text ? xstrdup(text) : NULL;
+	cmd->by_viewer = by_viewer;
+	cmd->exit_code = -1;
+	cmd->start_us = mono_us();
+	snprintf(cmd->sname, sizeof cmd->sname, "%s", s->name);
+	output_init(&cmd->out, srv.rundir, s->name, opts.output_mem);
+	cmd->out.on_error = cmd_output_error;
+	cmd->out.user = cmd;
+	cmd->render = render_new(RENDER_WINDOW, output_line, &cmd->out);
+	return cmd;
+}
+
+void cmd_free(struct cmd *cmd)
+{
+	if (!cmd)
+		return;
+	render_free(cmd->render);
+	output_free(&cmd->out);
+	free(cmd->text);
+	free(cmd);
+}
+
+void cmd_set(struct session *s, struct cmd *cmd)
+{
+	if (s->cmd && s->cmd != cmd)
+		cmd_free(s->cmd);
+	s->cmd = cmd;
+}
+
+void cmd_collect(struct cmd *cmd, size_t max_output, buf_t *out, int *truncated)
+{
+	buf_t live = {0};
+	if (!cmd->finished) {
+		render_commit_above_cursor(cmd->render);
+		render_live(cmd->render, &live);
+	}
+	output_collect(&cmd->out, &live, max_output, out, truncated);
+}
+
+void cmd_note_typed(struct session *s, const char *data, size_t n, int by_agent)
+{
+	if (!s->is_shell || s->typed.len + n > TYPED_MAX)
+		return;
+	buf_append(&s->typed, data, n);
+	if (by_agent)
+		s->typed_by_agent = 1;
+}
+
+/* The command line as typed: backspaces applied, escape sequences and
+ * other control bytes left out, up to the first Enter. */
+static char *typed_command(const buf_t *raw)
+{
+	buf_t out = {0};
+	buf_reserve(&out, 1);
+	for (size_t i = 0; i < raw->len; i++) {
+		unsigned char c = (unsigned char)raw->p[i];
+		if (c == '\r' || c == '\n')
+			break;
+		if (c == 0x7f || c == 0x08) {
+			while (out.len && ((unsigned char)out.p[out.len - 1] & 0xC0) == 0x80)
+				out.len--;
+			if (out.len)
+				out.len--;
+		} else if (c == 0x15) {          /* C-u */
+			out.len = 0;
+		} else if (c == 0x1b) {          /* skip an escape sequence */
+			if (i + 1 < raw->len && (raw->p[i + 1] == '[' || raw->p[i + 1] == 'O')) {
+				i += 2;
+				while (i < raw->len && !((unsigned char)raw->p[i] >= 0x40 &&
+							 (unsigned char)raw->p[i] <= 0x7e))
+					i++;
+			} else {
+				i++;
+			}
+		} else if (c >= 0x20) {
+			buf_putc(&out, (char)c);
+		}
+	}
+	out.p[out.len] = 0;
+	if (!out.len) {
+		buf_free(&out);
+		return NULL;
+	}
+	return buf_steal(&out);
+}
+
+static void forget_typed(struct session *s)
+{
+	buf_reset(&s->typed);
+	s->typed_by_agent = 0;
+}
+
+static void emit_command_start(struct session *s, struct cmd *cmd)
+{
+	cJSON *ex = cJSON_CreateObject();
+	cJSON_AddStringToObject(ex, "session", s->name);
+	if (cmd->text)
+		cJSON_AddStringToObject(ex, "command", cmd->text);
+	else
+		cJSON_AddNullToObject(ex, "command");
+	cJSON_AddStringToObject(ex, "by", cmd->by_viewer ? "viewer" : "agent");
+	events_emit(NULL, NULL, "command.start", "", ex);
+}
+
+static void cmd_finish(struct session *s, struct cmd *cmd, int code)
+{
+	cmd->finished = 1;
+	cmd->exit_code = code;
+	cmd->end_us = mono_us();
+	render_finish(cmd->render);
+	render_free(cmd->render);   /* an idle session keeps no renderer */
+	cmd->render = NULL;
+	cJSON *ex = cJSON_CreateObject();
+	cJSON_AddStringToObject(ex, "session", s->name);
+	cJSON_AddNumberToObject(ex, "exit_code", code);
+	cJSON_AddStringToObject(ex, "cwd", s->cwd ? s->cwd : "");
+	cJSON_AddNumberToObject(ex, "duration_ms", (double)(cmd->end_us - cmd->start_us) / 1000.0);
+	cJSON_AddStringToObject(ex, "by", cmd->by_viewer ? "viewer" : "agent");
+	events_emit(NULL, NULL, "command.end", "", ex);
+}
+
+/* ------------------------------------------------------------ the marks */
+
+static void mark_start(struct session *s)
+{
+	s->state = SH_RUNNING;
+	s->ready = 0;
+	s->cont = 0;
+	lws_sul_cancel(&s->ready_sul);
+	struct cmd *cmd = s->cmd;
+	if (!cmd || cmd->started || cmd->finished || !cmd->typed) {
+		/* not typed by a `run`: a person at a viewer, or agent `keys` */
+		cmd = cmd_new(s, NULL, !s->typed_by_agent);
+		cmd->text = typed_command(&s->typed);
+		cmd_set(s, cmd);
+	}
+	forget_typed(s);
+	cmd->started = 1;
+	cmd->awaiting_shell = 0;
+	emit_command_start(s, cmd);
+}
+
+static void ready_fallback(lws_sorted_usec_list_t *sul)
+{
+	struct session *s = lws_container_of(sul, struct session, ready_sul);
+	if (s->state == SH_IDLE && !s->ready)
+		session_mark(s, SI_READY, NULL, 0, 0);
+}
+
+static void mark_done(struct session *s, int exit_code, const char *cwd, size_t cwd_len)
+{
+	enum shell_state prev = s->state;
+	if (cwd_len) {
+		free(s->cwd);
+		s->cwd = xstrndup(cwd, cwd_len);
+	}
+	s->state = SH_IDLE;
+	s->ready = 0;
+	s->cont = 0;
+	/* text typed before the first prompt is still unread: the shell's line
+	 * editor reads it now, so it names the first command */
+	if (prev != SH_STARTING)
+		forget_typed(s);
+	if (s->shell_kind == SHELL_BASH)
+		server_timer(&s->ready_sul, ready_fallback, READY_FALLBACK_US);
+	else
+		s->ready = 1;   /* no line editor: the shell reads lines as they come */
+	struct cmd *cmd = s->cmd;
+	if (cmd && !cmd->finished && (prev == SH_RUNNING || cmd->typed)) {
+		/* the latter: a line with nothing to run (blank, comment), or a
+		 * continuation ended by C-c */
+		cmd->started = 1;
+		cmd_finish(s, cmd, exit_code);
+	}
+	if (cmd)
+		cmd->awaiting_shell = 0;
+}
+
+static void cmd_on_mark(struct session *s, enum si_event ev, const char *data, size_t n,
+			int code)
+{
+	switch (ev) {
+	case SI_MARK_START:
+		if (s->state == SH_IDLE)   /* a multi-command unit prints PS0 once per command */
+			mark_start(s);
+		break;
+	case SI_MARK_DONE:
+		mark_done(s, code, data, n);
+		break;
+	case SI_MARK_CONT:
+		/* PS2: the shell reads the rest of an unfinished command
+		 * (heredoc body, open quote, trailing \ or |) */
+		if (s->state != SH_IDLE)
+			break;
+		s->cont = 1;
+		if (s->cmd && !s->cmd->finished)
+			s->cmd->awaiting_shell = 0;
+		break;
+	case SI_READY:
+		if (s->state != SH_IDLE)
+			break;
+		lws_sul_cancel(&s->ready_sul);
+		s->ready = 1;
+		break;
+	default:
+		break;
+	}
+}
+
+static void cmd_on_text(struct session *s, const char *data, size_t n)
+{
+	struct cmd *cmd = s->cmd;
+	if (cmd && cmd->started && !cmd->finished)
+		render_feed(cmd->render, data, n);
+}
+
+static void cmd_on_exit(struct session *s)
+{
+	lws_sul_cancel(&s->ready_sul);
+	struct cmd *cmd = s->cmd;
+	if (cmd && !cmd->finished) {
+		cmd->started = 1;
+		cmd_finish(s, cmd, s->pty.exit_code);
+	}
+}
+
+static void cmd_on_gone(struct session *s)
+{
+	lws_sul_cancel(&s->ready_sul);
+	cmd_free(s->cmd);
+	s->cmd = NULL;
+	forget_typed(s);
+}
+
+/* A session.open program: it is the session's one command, by the agent. */
+void cmd_program_started(struct session *s)
+{
+	struct cmd *cmd = cmd_new(s, s->command, 0);
+	cmd->started = 1;
+	cmd_set(s, cmd);
+	emit_command_start(s, cmd);
+}
+
+void cmd_init(void)
+{
+	static const struct session_listener l = {
+		.text = cmd_on_text,
+		.mark = cmd_on_mark,
+		.exit = cmd_on_exit,
+		.gone = cmd_on_gone,
+	};
+	session_listen(&l);
+}
