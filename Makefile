@@ -206,6 +206,7 @@ test: deps
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  $(MAKE) test-asan
 	$(MAKE) valgrind
+	$(MAKE) test-bundle
 
 bench: deps
 	$(MAKE) all $(BUILD)/bench-rtt
@@ -223,3 +224,5 @@ clean:
 include tests/fuzz/fuzz.mk
 # each plugin's own build and tests (plugins/<name>/plugin.mk)
 -include $(wildcard plugins/*/plugin.mk)
+# make bundle (static musl bundle), make test-bundle (share/bundle/bundle.mk)
+include share/bundle/bundle.mk

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdarg.h>
+#include "compat.h"
 
 void *xmalloc(size_t n);
 void *xcalloc(size_t n, size_t size);
