@@ -329,6 +329,8 @@ static void done_error(struct ohreq *r, const char *msg)
 	oh_done(r, o);
 }
 
+static void done_errorf(struct ohreq *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* ============================================ termd actions, one a step */
 
 static void deliver(struct ohreq *r, cJSON *ans)
@@ -611,6 +613,11 @@ static void run_start(struct ohreq *r)
 	if (r->is_static) {
 		snprintf(r->sname, sizeof r->sname, "openhands-static-%u", ++oh.nstatic);
 		const char *cwd = arg_str(r, "cwd");
+		struct stat st;
+		if (cwd && *cwd && (stat(cwd, &st) != 0 || !S_ISDIR(st.st_mode))) {
+			done_errorf(r, "Cannot run a static command in %s: not a directory", cwd);
+			return;
+		}
 		cJSON *a = cJSON_CreateObject();
 		cJSON_AddStringToObject(a, "name", r->sname);
 		cJSON_AddStringToObject(a, "cwd", cwd && *cwd ? cwd : opts.cwd);
@@ -740,7 +747,6 @@ static cJSON *read_obs(const char *path, const char *content, const char *impl)
 	return o;
 }
 
-static void done_errorf(struct ohreq *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void done_errorf(struct ohreq *r, const char *fmt, ...)
 {
 	buf_t b = {0};
