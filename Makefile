@@ -8,6 +8,8 @@ CFLAGS  ?= -O2 -g
 TD_CFLAGS = $(CFLAGS) -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -Iproto -Itermd -I$(BUILD)/gen
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+# zlib: termd's zip reader and writer (OpenHands' file transfer) only
+ZLIB_LIBS  := $(shell pkg-config --libs zlib 2>/dev/null || echo -lz)
 PY      := /usr/bin/python3
 BUILD   ?= build
 SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
@@ -15,7 +17,7 @@ SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-
 # Debian packages needed to build, test and benchmark.
 DEB_PKGS := build-essential pkg-config libvterm-dev libwebsockets-dev libcjson-dev \
             libssl-dev libncurses-dev libcmocka-dev python3 python3-pytest python3-pexpect \
-            tmux vim-tiny procps curl clang libclang-rt-14-dev openssl valgrind
+            tmux vim-tiny procps curl clang libclang-rt-14-dev openssl valgrind zlib1g-dev
 
 TERMD_SRC := $(wildcard termd/*.c)
 PROTO_SRC := $(wildcard proto/*.c)
@@ -71,7 +73,7 @@ $(LIBTD): $(PROTO_OBJ)
 	ar rcs $@ $^
 
 $(BUILD)/termd: $(TERMD_OBJ) $(LIBTD)
-	$(CC) $(TD_CFLAGS) -o $@ $^ $(PKG_LIBS) -lutil -lm
+	$(CC) $(TD_CFLAGS) -o $@ $^ $(PKG_LIBS) $(ZLIB_LIBS) -lutil -lm
 
 $(BUILD)/termctl: $(BUILD)/obj/viewer/termctl.o $(LIBTD)
 	$(CC) $(TD_CFLAGS) -o $@ $^ $(PKG_LIBS) -lm
@@ -82,7 +84,7 @@ $(BUILD)/od-attach: $(ATTACH_OBJ) $(LIBTD)
 
 $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/tests/%.d $(TERMD_LIB_OBJ) $(LIBTD)
 	@mkdir -p $(dir $@)
-	$(CC) $(TD_CFLAGS) $(PKG_CFLAGS) -MMD -MP -o $@ $< $(TERMD_LIB_OBJ) $(LIBTD) $(PKG_LIBS) -lcmocka -lutil -lm
+	$(CC) $(TD_CFLAGS) $(PKG_CFLAGS) -MMD -MP -o $@ $< $(TERMD_LIB_OBJ) $(LIBTD) $(PKG_LIBS) $(ZLIB_LIBS) -lcmocka -lutil -lm
 	@touch $@
 
 # the header dependencies the compiler wrote (none before the first build)
@@ -212,6 +214,7 @@ bench: deps
 	$(MAKE) all $(BUILD)/bench-rtt
 	TERMD_BIN=$(abspath $(BUILD)/termd) BENCH_RTT_BIN=$(abspath $(BUILD)/bench-rtt) $(PY) tests/bench/bench.py
 	TERMD_BIN=$(abspath $(BUILD)/termd) $(PY) tests/bench/bench_tty.py
+	TERMD_BIN=$(abspath $(BUILD)/termd) $(PY) tests/bench/bench_openhands.py
 
 # the C round-trip client the bench drives
 $(BUILD)/bench-rtt: tests/bench/rtt.c $(LIBTD)

@@ -1,8 +1,9 @@
 /* conn.c — the `/events` channel (subprotocol termd.events.v1) on top of
  * wsconn.c: hello on connect, each whole text message to actions_dispatch
  * (over --max-frame: too_large), observations queued by conn_send (a client
- * whose backlog passes --max-pending is dropped), and on close the actions
- * it was waiting on are told it is gone. Being protocols[0], its callback
+ * whose backlog passes --max-pending is dropped, or handed to the sink of
+ * a connection without a socket), and on close the actions it was waiting
+ * on are told it is gone. Being protocols[0], its callback
  * also takes the vhost's HTTP requests and upgrade checks (http.c). */
 #include "termd.h"
 
@@ -12,6 +13,10 @@ void conn_send(struct conn *c, const char *data, size_t len)
 {
 	if (c->closing)
 		return;
+	if (c->sink) {
+		c->sink(c, data, len);
+		return;
+	}
 	if (wsconn_over(&c->ws, len, opts.max_pending)) {
 		/* it is not reading: drop it now (it can reconnect and subscribe
 		 * from the last seq it saw); waiting for the queue to drain would
@@ -50,6 +55,15 @@ static int conn_callback(struct lws *wsi, enum lws_callback_reasons reason, void
 	switch (reason) {
 	case LWS_CALLBACK_HTTP:
 		return http_request(wsi, in ? (const char *)in : "");
+	case LWS_CALLBACK_HTTP_BODY:
+		return http_body(wsi, in, len);
+	case LWS_CALLBACK_HTTP_BODY_COMPLETION:
+		return http_body_done(wsi);
+	case LWS_CALLBACK_HTTP_WRITEABLE:
+		return http_writeable(wsi);
+	case LWS_CALLBACK_CLOSED_HTTP:
+		http_closed(wsi);
+		break;
 	case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE:
 		return http_confirm_upgrade(wsi);
 	case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION: {

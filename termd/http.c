@@ -2,7 +2,10 @@
  * `GET /healthz`, the token check (bearer header or ?token=, compared in
  * constant time) and the upgrade filter (path, session, --max-viewers,
  * mode=ro/rw against the token). Refusals are answered with a status
- * before any upgrade: 401, 404, 503, 403, 400. */
+ * before any upgrade: 401, 404, 503, 403, 400. Also the table of plain
+ * HTTP routes other modules register (openhands.c): a request's body
+ * gathered up to --max-frame, answers given at once or later and written
+ * in pieces as the socket takes them. */
 #include "termd.h"
 
 #include <stdio.h>
@@ -18,6 +21,11 @@ static int token_eq(const char *got, const char *want)
 	for (size_t i = 0; i < wl; i++)
 		diff |= (unsigned char)(want[i] ^ (i < gl ? got[i] : 0));
 	return diff == 0;
+}
+
+int http_token_ok(const char *token)
+{
+	return !opts.token || (token && token_eq(token, opts.token));
 }
 
 static enum auth_level http_auth(struct lws *wsi)
@@ -75,16 +83,211 @@ static int http_reply(struct lws *wsi, int status, const char *ctype, const char
 	return 0;
 }
 
+/* ------------------------------------------------------------- routes */
+
+static struct http_route *routes;
+static size_t nroutes;
+
+void http_routes_register(const struct http_route *r, size_t n)
+{
+	routes = xrealloc(routes, (nroutes + n) * sizeof *routes);
+	memcpy(routes + nroutes, r, n * sizeof *r);
+	nroutes += n;
+}
+
+static void txn_free(struct http_txn *t)
+{
+	buf_free(&t->body);
+	buf_free(&t->out);
+	free(t->disposition);
+	free(t);
+}
+
+/* The transaction is over on this connection (answered, or the client
+ * left): the next request on a kept-alive connection starts afresh. */
+static void txn_detach(struct http_txn *t)
+{
+	if (t->wsi)
+		lws_set_opaque_user_data(t->wsi, NULL);
+	txn_free(t);
+}
+
+void http_answer(struct http_txn *t, int status, const char *ctype, const void *body,
+		 size_t len)
+{
+	if (t->answered)
+		return;
+	t->answered = 1;
+	t->status = status;
+	snprintf(t->ctype, sizeof t->ctype, "%s", ctype);
+	buf_reset(&t->out);
+	buf_append(&t->out, body, len);
+	t->off = 0;
+	lws_set_timeout(t->wsi, NO_PENDING_TIMEOUT, 0);
+	lws_callback_on_writable(t->wsi);
+}
+
+int http_header(struct http_txn *t, const char *name, char *out, size_t n)
+{
+	out[0] = 0;
+	int l = lws_hdr_custom_length(t->wsi, name, (int)strlen(name));
+	if (l < 0)
+		return -1;
+	if (lws_hdr_custom_copy(t->wsi, out, (int)n, name, (int)strlen(name)) < 0)
+		return -1;
+	return (int)strlen(out);
+}
+
+const char *http_arg(struct http_txn *t, const char *name, char *out, size_t n)
+{
+	return lws_get_urlarg_by_name(t->wsi, name, out, (int)n);
+}
+
+static const struct http_route *route_find(const char *path)
+{
+	for (size_t i = 0; i < nroutes; i++)
+		if (strcmp(routes[i].path, path) == 0)
+			return &routes[i];
+	return NULL;
+}
+
+static const char method_not_allowed[] = "{\"detail\":\"Method Not Allowed\"}";
+static const char too_large[] = "{\"detail\":\"Request body over the limit (--max-frame)\"}";
+
+static int route_request(struct lws *wsi, const struct http_route *r, const char *uri)
+{
+	struct http_txn *t = xcalloc(1, sizeof *t);
+	t->wsi = wsi;
+	t->route = r;
+	snprintf(t->path, sizeof t->path, "%s", uri);
+	t->post = lws_hdr_total_length(wsi, WSI_TOKEN_POST_URI) > 0;
+	char cl[32];
+	if (lws_hdr_copy(wsi, cl, sizeof cl, WSI_TOKEN_HTTP_CONTENT_LENGTH) > 0)
+		t->announced = (size_t)strtoull(cl, NULL, 10);
+	lws_set_opaque_user_data(wsi, t);
+	/* a body left unread would be taken for the next request: a refusal
+	 * before it closes the connection */
+	t->close_after = t->announced > 0;
+	int is_get = lws_hdr_total_length(wsi, WSI_TOKEN_GET_URI) > 0;
+	if ((strcmp(r->method, "POST") == 0 && !t->post) ||
+	    (strcmp(r->method, "GET") == 0 && !is_get)) {
+		http_answer(t, 405, "application/json", method_not_allowed, sizeof method_not_allowed - 1);
+		return 0;
+	}
+	if (r->admit && r->admit(t))
+		return 0;
+	if (t->announced > opts.max_frame) {
+		http_answer(t, 413, "application/json", too_large, sizeof too_large - 1);
+		return 0;
+	}
+	t->close_after = 0;
+	if (t->post && t->announced > 0)
+		return 0;   /* the body comes next (http_body) */
+	r->fn(t);
+	return 0;
+}
+
+int http_body(struct lws *wsi, const void *in, size_t len)
+{
+	struct http_txn *t = lws_get_opaque_user_data(wsi);
+	if (!t || t->answered)
+		return 0;
+	if (t->body.len + len > opts.max_frame) {
+		t->close_after = 1;
+		http_answer(t, 413, "application/json", too_large, sizeof too_large - 1);
+		return 0;
+	}
+	buf_append(&t->body, in, len);
+	return 0;
+}
+
+int http_body_done(struct lws *wsi)
+{
+	struct http_txn *t = lws_get_opaque_user_data(wsi);
+	if (!t || t->answered)
+		return 0;
+	if (!t->body.p)
+		buf_append(&t->body, "", 0);
+	/* the route may take as long as its action does */
+	lws_set_timeout(wsi, NO_PENDING_TIMEOUT, 0);
+	t->route->fn(t);
+	return 0;
+}
+
+#define HTTP_CHUNK 65536
+
+int http_writeable(struct lws *wsi)
+{
+	struct http_txn *t = lws_get_opaque_user_data(wsi);
+	if (!t || !t->answered)
+		return 0;
+	static unsigned char buf[LWS_PRE + HTTP_CHUNK];
+	if (!t->hdr_sent) {
+		unsigned char *start = buf + LWS_PRE, *p = start, *end = buf + sizeof buf - 1;
+		if (lws_add_http_common_headers(wsi, (unsigned int)t->status, t->ctype,
+						(lws_filepos_t)t->out.len, &p, end))
+			return -1;
+		if (t->disposition &&
+		    lws_add_http_header_by_name(wsi, (const unsigned char *)"content-disposition:",
+						(const unsigned char *)t->disposition,
+						(int)strlen(t->disposition), &p, end))
+			return -1;
+		if (t->close_after &&
+		    lws_add_http_header_by_token(wsi, WSI_TOKEN_CONNECTION,
+						 (const unsigned char *)"close", 5, &p, end))
+			return -1;
+		if (lws_finalize_write_http_header(wsi, start, &p, end))
+			return -1;
+		t->hdr_sent = 1;
+		if (t->out.len) {
+			lws_callback_on_writable(wsi);
+			return 0;
+		}
+	} else {
+		size_t n = t->out.len - t->off;
+		if (n > HTTP_CHUNK)
+			n = HTTP_CHUNK;
+		int last = t->off + n == t->out.len;
+		memcpy(buf + LWS_PRE, t->out.p + t->off, n);
+		if (lws_write(wsi, buf + LWS_PRE, n, last ? LWS_WRITE_HTTP_FINAL : LWS_WRITE_HTTP) < (int)n)
+			return -1;
+		t->off += n;
+		if (!last) {
+			lws_callback_on_writable(wsi);
+			return 0;
+		}
+	}
+	int close = t->close_after;
+	txn_detach(t);
+	if (close)
+		return -1;
+	return lws_http_transaction_completed(wsi) ? -1 : 0;
+}
+
+void http_closed(struct lws *wsi)
+{
+	struct http_txn *t = lws_get_opaque_user_data(wsi);
+	if (!t)
+		return;
+	if (!t->answered && t->gone)
+		t->gone(t);
+	txn_detach(t);
+}
+
 int http_request(struct lws *wsi, const char *uri)
 {
 	if (strcmp(uri, TD_PATH_HEALTH) == 0) {
-		char body[256];
+		char body[320];
 		snprintf(body, sizeof body,
-			 "{\"ok\":true,\"version\":\"%s\",\"sessions\":%d,\"uptime_s\":%.3f}",
+			 "{\"ok\":true,\"version\":\"%s\",\"sessions\":%d,\"uptime_s\":%.3f%s}",
 			 TERMD_VERSION, srv.nsessions,
-			 (double)(mono_us() - srv.start_mono) / 1e6);
+			 (double)(mono_us() - srv.start_mono) / 1e6,
+			 opts.insecure_no_token ? ",\"insecure_no_token\":true" : "");
 		return http_reply(wsi, 200, "application/json", body);
 	}
+	const struct http_route *r = route_find(uri);
+	if (r)
+		return route_request(wsi, r, uri);
 	if (http_auth(wsi) == AUTH_NONE)
 		return http_reply(wsi, 401, "text/plain", "unauthorized\n");
 	return http_reply(wsi, 404, "text/plain", "not found\n");

@@ -53,6 +53,7 @@ static void usage(FILE *f)
 		"  --listen HOST:PORT | unix:PATH   where to listen (default %s:%d)\n"
 		"  --token-file F          full-access token (also env TERMD_TOKEN)\n"
 		"  --view-token-file F     read-only token\n"
+		"  --insecure-no-token     serve a non-loopback address without a token (loudly)\n"
 		"  --tls-cert F --tls-key F   serve wss:// and https:// with this PEM pair\n"
 		"  --shell PATH            shell for sessions (default bash, else sh)\n"
 		"  --cwd DIR               start directory of sessions (default: current)\n"
@@ -160,7 +161,7 @@ static int resolve_listen_host(int *loopback)
 int main(int argc, char **argv)
 {
 	enum { O_LISTEN = 256, O_TOKEN, O_VIEW, O_SHELL, O_CWD, O_LOG, O_TLS_CERT, O_TLS_KEY,
-	       O_PLUGINS, O_PLUGIN_DIR, O_STATE_DIR,
+	       O_PLUGINS, O_PLUGIN_DIR, O_STATE_DIR, O_INSECURE,
 	       O_HELP, O_VERSION, O_LIMIT /* + index into limits[] */ };
 	static const struct option fixed[] = {
 		{"listen", required_argument, NULL, O_LISTEN},
@@ -174,6 +175,7 @@ int main(int argc, char **argv)
 		{"plugins", required_argument, NULL, O_PLUGINS},
 		{"plugin-dir", required_argument, NULL, O_PLUGIN_DIR},
 		{"state-dir", required_argument, NULL, O_STATE_DIR},
+		{"insecure-no-token", no_argument, NULL, O_INSECURE},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, O_HELP},
 		{"version", no_argument, NULL, O_VERSION},
@@ -230,6 +232,9 @@ int main(int argc, char **argv)
 			free(opts.state_dir);
 			opts.state_dir = xstrdup(optarg);
 			break;
+		case O_INSECURE:
+			opts.insecure_no_token = 1;
+			break;
 		case 'v':
 			opts.verbose = log_verbose = 1;
 			break;
@@ -267,7 +272,14 @@ int main(int argc, char **argv)
 	int loopback = 1;
 	if (opts.listen_host && resolve_listen_host(&loopback) < 0)
 		return 2;
-	if (!loopback && !opts.token) {
+	if (opts.token || loopback)
+		opts.insecure_no_token = 0;   /* not in effect: nothing to warn about */
+	if (opts.insecure_no_token) {
+		fprintf(stderr, "termd: WARNING: --insecure-no-token: serving %s WITHOUT A TOKEN. Anyone "
+				"who can reach this address gets a shell. Meant for a container whose port "
+				"only its owner reaches (OpenHands' Docker runtime sends no key).\n",
+			opts.listen_host);
+	} else if (!loopback && !opts.token) {
 		fprintf(stderr, "termd: refusing to listen on %s without a token: anyone who can reach it "
 				"would get a shell. Use --token-file F (or env TERMD_TOKEN), or listen on "
 				"127.0.0.1 or a unix socket.\n", opts.listen_host);
@@ -333,6 +345,7 @@ int main(int argc, char **argv)
 	sessionctl_register();   /* after tty: session.exit after the viewers' exit frames */
 	files_register();
 	edit_register();
+	openhands_register();
 	char err[256];
 	td_err code;
 	if (!session_open("main", NULL, NULL, NULL, 0, 0, &code, err, sizeof err)) {
@@ -372,6 +385,7 @@ int main(int argc, char **argv)
 	server_shutdown();
 	events_shutdown();
 	plugin_shutdown();
+	openhands_shutdown();
 	actions_shutdown();
 	child_forget_all();
 	free(opts.plugins);

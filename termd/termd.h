@@ -6,6 +6,7 @@
 
 #include <stdint.h>
 #include <sys/types.h>
+#include <time.h>
 #include <libwebsockets.h>
 #include <cJSON.h>
 
@@ -52,6 +53,7 @@ struct termd_opts {
 	char *plugins;            /* --plugins a,b,… or all (NULL: none) */
 	char *plugin_dir;         /* --plugin-dir (NULL: next to the binary) */
 	char *state_dir;          /* --state-dir: setup markers (once per image) */
+	int insecure_no_token;    /* --insecure-no-token: serve a non-loopback address without one */
 };
 
 extern struct termd_opts opts;
@@ -80,6 +82,9 @@ struct conn {
 	int readonly;
 	int subscribed;
 	int closing;
+	/* a connection without a socket (openhands.c): conn_send hands each
+	 * message to sink instead of queueing it */
+	void (*sink)(struct conn *c, const char *data, size_t len);
 };
 
 /* ---- the upgrade checks (http.c) ---- */
@@ -226,9 +231,54 @@ extern const struct lws_protocols conn_protocol;
 /* Queue one observation for c (dropped if c is closing). */
 void conn_send(struct conn *c, const char *data, size_t len);
 
-/* ---- the HTTP side: health, tokens, upgrade checks (http.c) ---- */
-/* LWS_CALLBACK_HTTP: /healthz, else 401 or 404. */
+/* ---- the HTTP side: health, tokens, upgrade checks, routes (http.c) ---- */
+/* One plain HTTP request to a registered route: its method, path, body
+ * and, once the route has it, its answer (written when the socket can
+ * take it, in pieces). Freed by http.c once answered or once the client
+ * left (then `gone`, if set, is called first). */
+struct http_route;
+struct http_txn {
+	struct lws *wsi;
+	const struct http_route *route;
+	int post;                 /* POST (else GET) */
+	char path[256];
+	buf_t body;               /* the whole body (at most --max-frame bytes) */
+	size_t announced;         /* its Content-Length */
+	void *user;               /* the route's */
+	void (*gone)(struct http_txn *t);
+	int answered, status, hdr_sent, close_after;
+	char ctype[64];
+	char *disposition;        /* Content-Disposition or NULL */
+	buf_t out;
+	size_t off;
+};
+struct http_route {
+	const char *method;       /* "GET" or "POST" */
+	const char *path;         /* exact */
+	/* before the body is read: 0, or it answered (a refusal) */
+	int (*admit)(struct http_txn *t);
+	/* the request is in: answer now or later (http_answer) */
+	void (*fn)(struct http_txn *t);
+};
+/* Routes other modules serve on the listener (consulted before 404). */
+void http_routes_register(const struct http_route *r, size_t n);
+/* The answer (body copied); written when the socket is writable. */
+void http_answer(struct http_txn *t, int status, const char *ctype, const void *body,
+		 size_t len);
+/* A request header by lws custom name ("x-session-api-key:"): its length,
+ * or -1 when absent. */
+int http_header(struct http_txn *t, const char *name, char *out, size_t n);
+/* A query argument ("destination="), URL-decoded, or NULL. */
+const char *http_arg(struct http_txn *t, const char *name, char *out, size_t n);
+/* Does token equal termd's full token (constant time)? No token set: 1. */
+int http_token_ok(const char *token);
+/* LWS_CALLBACK_HTTP: /healthz, a route, else 401 or 404. */
 int http_request(struct lws *wsi, const char *uri);
+/* LWS_CALLBACK_HTTP_BODY, _BODY_COMPLETION, _WRITEABLE, CLOSED_HTTP */
+int http_body(struct lws *wsi, const void *in, size_t len);
+int http_body_done(struct lws *wsi);
+int http_writeable(struct lws *wsi);
+void http_closed(struct lws *wsi);
 /* LWS_CALLBACK_HTTP_CONFIRM_UPGRADE: 0 to upgrade, or -1 once a refusal
  * (401, 404, 503, 403, 400) has been answered. */
 int http_confirm_upgrade(struct lws *wsi);
@@ -432,6 +482,34 @@ char *files_resolve(const char *path);
 int files_error(struct act *a, td_err code, const char *msg, cJSON *extras);
 /* Append path with invalid UTF-8 replaced, for messages and extras. */
 void files_put_path(buf_t *b, const char *path);
+
+/* ---- zip archives (zip.c) ---- */
+/* Each entry of a zip held in memory: 0 to go on, -1 (err set) to stop. */
+typedef int (*zip_entry_fn)(void *arg, const char *name, const unsigned char *data, size_t len,
+			    int is_dir, char *err, size_t errlen);
+int zip_read(const void *zip, size_t len, zip_entry_fn fn, void *arg, char *err, size_t errlen);
+struct zipw {
+	buf_t out, cd;            /* entries so far, their central directory */
+	unsigned n;
+};
+void zipw_add(struct zipw *zw, const char *name, const void *data, size_t len, time_t mtime);
+/* The archive into *out (taken over by the caller); zw is empty again. */
+void zipw_finish(struct zipw *zw, buf_t *out);
+
+/* ---- multipart/form-data (multipart.c) ---- */
+struct mp_part {
+	const char *data;         /* points into the body */
+	size_t len;
+	int has_filename;
+	char filename[1024];
+};
+/* The part named `field`: 0, or -1 and why. */
+int multipart_find(const char *ctype, const char *body, size_t len, const char *field,
+		   struct mp_part *part, char *err, size_t errlen);
+
+/* ---- OpenHands' action execution server API (openhands.c) ---- */
+void openhands_register(void);
+void openhands_shutdown(void);
 
 /* ---- edit (edit.c) ---- */
 void edit_register(void);
