@@ -36,5 +36,7 @@ test-plugin-browser: plugin-browser
 	TERMD_BROWSER_BIN=$(abspath $(BROWSER_OUT)/termd-browser) \
 	  $(PY) -m pytest -q -p no:cacheprovider tests/plugins/test_browser.py
 
-bench-plugin-browser: plugin-browser
-	TERMD_BROWSER_BIN=$(abspath $(BROWSER_OUT)/termd-browser) $(PY) tests/bench/bench_browser.py
+# through termd's /events next to Chromium's one-shot modes (also part of `make bench`)
+bench-plugin-browser: plugin-browser $(BUILD)/termd
+	TERMD_BIN=$(abspath $(BUILD)/termd) TERMD_PLUGIN_DIR=$(abspath $(BUILD)/plugins) \
+	  TERMD_BROWSER_BIN=$(abspath $(BROWSER_OUT)/termd-browser) $(PY) tests/bench/bench_browser.py

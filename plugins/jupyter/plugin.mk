@@ -31,5 +31,6 @@ test-plugin-jupyter: plugin-jupyter plugin-agentskills
 	TERMD_PLUGIN_DIR=$(abspath $(BUILD)/plugins) \
 	  $(PY) -m pytest -q -p no:cacheprovider tests/plugins/test_jupyter.py
 
-bench-jupyter: plugin-jupyter
-	TERMD_PLUGIN_DIR=$(abspath $(BUILD)/plugins) $(PY) tests/bench/bench_jupyter.py
+# through termd's /events next to a jupyter_client loop (also part of `make bench`)
+bench-jupyter: plugin-jupyter plugin-agentskills $(BUILD)/termd
+	TERMD_BIN=$(abspath $(BUILD)/termd) TERMD_PLUGIN_DIR=$(abspath $(BUILD)/plugins) $(PY) tests/bench/bench_jupyter.py

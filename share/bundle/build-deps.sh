@@ -18,7 +18,7 @@ log() { echo "build-deps: $*" >&2; }
 command -v musl-gcc >/dev/null || die "musl-gcc not found (apt-get install musl-tools; make deps)"
 
 # source package and the -dev package whose installed version pins it
-PKGS="cjson:libcjson-dev libvterm:libvterm-dev libwebsockets:libwebsockets-dev ncurses:libncurses-dev openssl:libssl-dev"
+PKGS="cjson:libcjson-dev libvterm:libvterm-dev libwebsockets:libwebsockets-dev ncurses:libncurses-dev openssl:libssl-dev zlib:zlib1g-dev"
 
 # The recipe is part of the key: a change to this script rebuilds.
 RECIPE=$(cksum < "$0" | cut -d' ' -f1)
@@ -130,6 +130,13 @@ ar rcs "$PREFIX/lib/libcjson.a" "$B/cJSON.o"
 mkdir -p "$PREFIX/include/cjson"
 cp "$SRCDIR/cJSON.h" "$PREFIX/include/cjson/cJSON.h"
 cp "$SRCDIR/cJSON.h" "$PREFIX/include/cJSON.h"
+
+# zlib: the OpenHands API's zip files (termd/zip.c)
+fetch zlib "$(ver_of zlib)"; VERS="$VERS $(cat "$SRCDIR/.unpacked")"
+step "zlib"
+(cd "$SRCDIR" && CC="$CC" CFLAGS="$OPT" ./configure --static --prefix="$PREFIX" >"$B/zlib.log" 2>&1 \
+	&& make -j"$JOBS" libz.a >>"$B/zlib.log" 2>&1 && make install >>"$B/zlib.log" 2>&1) \
+	|| die "zlib build failed: $(tail -5 "$B/zlib.log")"
 
 # libvterm: the .inc tables are in the tarball
 fetch libvterm "$(ver_of libvterm)"; VERS="$VERS $(cat "$SRCDIR/.unpacked")"

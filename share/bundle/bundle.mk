@@ -22,7 +22,7 @@ BUNDLE_CFLAGS := -ffunction-sections -fdata-sections -std=c11 -Wall -Wextra -Wer
                  -Iproto -Itermd -I$(BUILD)/gen -I$(BUNDLE_MUSL)/include -I$(BUNDLE_MUSL)/include/cjson \
                  -I$(BUNDLE_MUSL)/include/ncursesw -DNCURSES_WIDECHAR=1
 BUNDLE_LDFLAGS := -static -Wl,--gc-sections -s
-BUNDLE_LIBS   := -L$(BUNDLE_MUSL)/lib -lwebsockets -lvterm -lcjson -lncursesw -lssl -lcrypto -lm
+BUNDLE_LIBS   := -L$(BUNDLE_MUSL)/lib -lwebsockets -lvterm -lcjson -lncursesw -lssl -lcrypto -lz -lm
 
 BUNDLE_SRC := $(TERMD_SRC) $(PROTO_SRC) viewer/termctl.c $(wildcard viewer/attach*.c) share/bundle/multicall.c
 BUNDLE_OBJ := $(BUNDLE_SRC:%.c=$(BUNDLE_B)/obj/%.o)
@@ -62,7 +62,7 @@ $(BUNDLE_PLUGBIN)/termd-browser: $(BROWSER_MUSL_OBJ)
 	$(BUNDLE_CC) $(BUNDLE_LDFLAGS) -o $@ $^ -L$(BUNDLE_MUSL)/lib -lcjson -lpthread -lm
 
 $(BUNDLE_TAR): $(BUNDLE_BIN) $(BUNDLE_PLUGBIN)/termd-browser share/bundle/stage.sh share/runtime/od-runtime-build \
-		share/runtime/od-runtime-start $(BUNDLE_STAMP) \
+		share/runtime/od-runtime-start share/runtime/openhands-shim $(BUNDLE_STAMP) \
 		$(wildcard plugins/*/plugin.json plugins/*/setup.sh plugins/*/python/*/*.py)
 	sh share/bundle/stage.sh $(BUNDLE_B)/stage $(BUNDLE_NAME) $(BUNDLE_BIN) $(BUNDLE_PLUGBIN) \
 	  $(BUNDLE_MUSL)/VERSIONS $@

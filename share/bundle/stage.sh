@@ -56,8 +56,8 @@ done
 
 # the image builder, to run from the bundle
 mkdir -p "$D/share/runtime"
-cp share/runtime/od-runtime-build share/runtime/od-runtime-start "$D/share/runtime/"
-chmod 755 "$D/share/runtime/od-runtime-build" "$D/share/runtime/od-runtime-start"
+cp share/runtime/od-runtime-build share/runtime/od-runtime-start share/runtime/openhands-shim "$D/share/runtime/"
+chmod 755 "$D/share/runtime/od-runtime-build" "$D/share/runtime/od-runtime-start" "$D/share/runtime/openhands-shim"
 
 # CA certificates for images that have none (the clients look in the image first)
 CA=/etc/ssl/certs/ca-certificates.crt

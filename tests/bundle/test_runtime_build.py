@@ -289,6 +289,32 @@ def test_dev_rebuild_replaces_only_termd(store, bases, bundle, tmp_path):
     assert "COPY" in h_dev[-1].get("created_by", ""), h_dev[-1]
 
 
+def test_openhands_flavour_runs_the_shim_at_openhands_path(store, bases, bundle):
+    """--openhands: OpenHands' Docker runtime runs a fixed command line; in the
+    image that path is openhands-shim, which maps it onto termd."""
+    r = builder("--base", bases["busybox"], "--engine", "buildah", "--bundle", str(bundle), "--pull", "never",
+                "--openhands", env=store)
+    assert r.returncode == 0, r
+    tag = r.stdout.strip()
+    assert tag.startswith("od_runtime_openhands:od_v"), tag
+    assert builder("--base", bases["busybox"], "--tag-only", "--openhands",
+                   "--bundle", str(bundle)).stdout.strip() == tag
+    cfg = image_config(store, tag)
+    assert cfg["WorkingDir"] == "/openhands/code", cfg
+    script = ("OH_SHIM_NO_USER=1 OH_SHIM_DRY_RUN=1 /openhands/micromamba/bin/micromamba run -n openhands "
+              "poetry run python -u -m openhands.runtime.action_execution_server 30123 "
+              "--working-dir /workspace --plugins agent_skills jupyter --username root --user-id 0")
+    r = run_in_image(store, tag, script)
+    assert r.returncode == 0, r
+    argv = r.stdout.strip().split("\n")   # one argument a line
+    assert argv[0] == "/opt/od_runtime/bin/termd", argv
+    assert argv[argv.index("--listen") + 1] == "0.0.0.0:30123", argv
+    assert argv[argv.index("--cwd") + 1] == "/workspace", argv
+    assert argv[argv.index("--plugins") + 1] == "agentskills,jupyter,browser", argv
+    assert argv[argv.index("--plugin-dir") + 1] == "/opt/od_runtime/plugins", argv
+    assert "--insecure-no-token" in argv, argv
+
+
 def test_base_not_found_and_build_failed(store, bases, bundle, tmp_path):
     r = builder("--base", "no-such-image:1", "--engine", "buildah", "--bundle", str(bundle), "--pull", "never",
                 env=store)
