@@ -158,6 +158,13 @@ static int resolve_listen_host(int *loopback)
 	return 0;
 }
 
+/* a string option given again replaces the earlier one */
+static void set_str(char **dst, const char *v)
+{
+	free(*dst);
+	*dst = xstrdup(v);
+}
+
 int main(int argc, char **argv)
 {
 	enum { O_LISTEN = 256, O_TOKEN, O_VIEW, O_SHELL, O_CWD, O_LOG, O_TLS_CERT, O_TLS_KEY,
@@ -204,33 +211,28 @@ int main(int argc, char **argv)
 				return 2;
 			break;
 		case O_SHELL:
-			opts.shell = xstrdup(optarg);
+			set_str(&opts.shell, optarg);
 			break;
 		case O_CWD:
-			opts.cwd = xstrdup(optarg);
+			set_str(&opts.cwd, optarg);
 			break;
 		case O_LOG:
-			opts.event_log = xstrdup(optarg);
+			set_str(&opts.event_log, optarg);
 			break;
 		case O_TLS_CERT:
-			free(opts.tls_cert);
-			opts.tls_cert = xstrdup(optarg);
+			set_str(&opts.tls_cert, optarg);
 			break;
 		case O_TLS_KEY:
-			free(opts.tls_key);
-			opts.tls_key = xstrdup(optarg);
+			set_str(&opts.tls_key, optarg);
 			break;
 		case O_PLUGINS:
-			free(opts.plugins);
-			opts.plugins = xstrdup(optarg);
+			set_str(&opts.plugins, optarg);
 			break;
 		case O_PLUGIN_DIR:
-			free(opts.plugin_dir);
-			opts.plugin_dir = xstrdup(optarg);
+			set_str(&opts.plugin_dir, optarg);
 			break;
 		case O_STATE_DIR:
-			free(opts.state_dir);
-			opts.state_dir = xstrdup(optarg);
+			set_str(&opts.state_dir, optarg);
 			break;
 		case O_INSECURE:
 			opts.insecure_no_token = 1;
