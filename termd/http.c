@@ -73,7 +73,8 @@ static int http_reply(struct lws *wsi, int status, const char *ctype, const char
 		return -1;
 	/* small bodies: written at once, then the transaction ends */
 	unsigned char *b = xmalloc(LWS_PRE + blen + 1);
-	memcpy(b + LWS_PRE, body, blen);
+	if (blen)
+		memcpy(b + LWS_PRE, body, blen);
 	int w = lws_write(wsi, b + LWS_PRE, blen, LWS_WRITE_HTTP_FINAL);
 	free(b);
 	if (w < (int)blen)

@@ -1547,7 +1547,8 @@ static void list_files(struct http_txn *t)
 			v[n++].name = buf_steal(&nm);
 		}
 		closedir(d);
-		qsort(v, n, sizeof *v, name_cmp);
+		if (n)   /* v is NULL for an empty folder: qsort wants a pointer */
+			qsort(v, n, sizeof *v, name_cmp);
 		for (size_t i = 0; i < n; i++) {
 			cJSON_AddItemToArray(arr, cJSON_CreateString(v[i].name));
 			free(v[i].name);
@@ -1722,7 +1723,8 @@ static void zip_walk(struct zwalk *w, const char *dir, const char *rel)
 		names[n++] = xstrdup(e->d_name);
 	}
 	closedir(d);
-	qsort(names, n, sizeof *names, str_cmp);
+	if (n)   /* names is NULL for an empty folder */
+		qsort(names, n, sizeof *names, str_cmp);
 	for (size_t i = 0; i < n; i++) {
 		buf_t full = {0}, arc = {0};
 		buf_printf(&full, "%s/%s", dir, names[i]);
