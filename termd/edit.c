@@ -480,6 +480,29 @@ done:
 	buf_free(&old);
 }
 
+/* The end of str_replace and insert: the edited text written (the old
+ * one kept for undo_edit) and answered with a snippet of lines
+ * first..last. FSIO_OK once answered; otherwise msg says why. */
+static enum fsio_status edit_write_and_answer(const struct edit_req *r, const char *command,
+					      const buf_t *old, const struct stat *st,
+					      const buf_t *text, size_t first, size_t last,
+					      buf_t *msg)
+{
+	if (text->len > FSIO_MAX_BYTES)
+		return fsio_too_large(msg, r->path, "the edited file", FSIO_MAX_BYTES);
+	char after[65];
+	enum fsio_status fs = edit_commit(r->path, old, 1, st, text->p, text->len, 0, after, msg);
+	if (fs != FSIO_OK)
+		return fs;
+	buf_reset(msg);
+	put_snippet(msg, r->path, text->p, text->len, first, last);
+	cJSON *ex = cJSON_CreateObject();
+	cJSON_AddStringToObject(ex, "sha256", after);
+	cJSON_AddNumberToObject(ex, "line", (double)first);
+	emit_edit(r, command, msg->p, ex);
+	return FSIO_OK;
+}
+
 /* ============================================================ str_replace */
 
 /* Occurrences of needle in hay, overlapping ones included; the first
@@ -615,22 +638,10 @@ static void edit_str_replace(const struct edit_req *r)
 	buf_append(&text, data.p, at);
 	buf_append(&text, new_s, new_n);
 	buf_append(&text, data.p + at + old_n, data.len - at - old_n);
-	if (text.len > FSIO_MAX_BYTES) {
-		fs = fsio_too_large(&msg, r->path, "the edited file", FSIO_MAX_BYTES);
-		goto fail;
-	}
-	char after[65];
-	if ((fs = edit_commit(r->path, &data, 1, &st, text.p, text.len, 0, after, &msg)) != FSIO_OK)
-		goto fail;
 	size_t first = line_of(text.p, at);
-	size_t last = first + count_nl(new_s, new_n);
-	buf_reset(&msg);
-	put_snippet(&msg, r->path, text.p, text.len, first, last);
-	cJSON *ex = cJSON_CreateObject();
-	cJSON_AddStringToObject(ex, "sha256", after);
-	cJSON_AddNumberToObject(ex, "line", (double)first);
-	emit_edit(r, "str_replace", msg.p, ex);
-	goto done;
+	if ((fs = edit_write_and_answer(r, "str_replace", &data, &st, &text, first,
+					first + count_nl(new_s, new_n), &msg)) == FSIO_OK)
+		goto done;
 fail:
 	files_error(r->a, fsio_td_err(fs), msg.p, NULL);
 done:
@@ -710,23 +721,11 @@ static void edit_insert(const struct edit_req *r)
 	buf_append(&text, data.p, at);
 	buf_append(&text, ins.p, ins.len);
 	buf_append(&text, data.p + at, data.len - at);
-	if (text.len > FSIO_MAX_BYTES) {
-		fs = fsio_too_large(&msg, r->path, "the edited file", FSIO_MAX_BYTES);
-		goto fail;
-	}
-	char after[65];
-	if ((fs = edit_commit(r->path, &data, 1, &st, text.p, text.len, 0, after, &msg)) != FSIO_OK)
-		goto fail;
 	size_t first = (size_t)line + 1;
 	size_t added = fsio_count_lines(new_arg, strlen(new_arg));
-	size_t last = first + (added ? added - 1 : 0);
-	buf_reset(&msg);
-	put_snippet(&msg, r->path, text.p, text.len, first, last);
-	cJSON *ex = cJSON_CreateObject();
-	cJSON_AddStringToObject(ex, "sha256", after);
-	cJSON_AddNumberToObject(ex, "line", (double)first);
-	emit_edit(r, "insert", msg.p, ex);
-	goto done;
+	if ((fs = edit_write_and_answer(r, "insert", &data, &st, &text, first,
+					first + (added ? added - 1 : 0), &msg)) == FSIO_OK)
+		goto done;
 fail:
 	files_error(r->a, fsio_td_err(fs), msg.p, NULL);
 done:

@@ -1061,13 +1061,10 @@ int plugin_init(char *err, size_t errlen)
 void plugin_stop_all(void)
 {
 	stopping = 1;
-	for (struct plugin *pl = plugins; pl; pl = pl->next) {
-		if (pl->in_fd >= 0 && pl->pid > 0) {
-			/* EOF: the program ends its kernel/browser itself */
-			pl->outq.len = 0;
-		}
+	/* their pipes go with the loop; SIGTERM lets a program end its
+	 * kernel or browser itself, SIGKILL follows */
+	for (struct plugin *pl = plugins; pl; pl = pl->next)
 		program_close_fds(pl);
-	}
 	uint64_t deadline = mono_us() + 1500000;
 	for (struct plugin *pl = plugins; pl; pl = pl->next) {
 		pid_t ps[2] = {pl->pid, pl->setup_pid};
