@@ -99,6 +99,7 @@ void http_routes_register(const struct http_route *r, size_t n)
 static void txn_free(struct http_txn *t)
 {
 	buf_free(&t->body);
+	buf_free(&t->hdrs);
 	buf_free(&t->out);
 	free(t->disposition);
 	free(t);
@@ -128,6 +129,44 @@ void http_answer(struct http_txn *t, int status, const char *ctype, const void *
 	lws_callback_on_writable(t->wsi);
 }
 
+void http_set_header(struct http_txn *t, const char *name, const char *value)
+{
+	buf_append(&t->hdrs, name, strlen(name));
+	buf_append(&t->hdrs, ":", 2);
+	buf_append(&t->hdrs, value, strlen(value) + 1);
+}
+
+void http_stream_start(struct http_txn *t, int status, const char *ctype)
+{
+	if (t->answered)
+		return;
+	t->streaming = 1;
+	t->close_after = 1;   /* the end of the body is the end of the connection */
+	http_answer(t, status, ctype, "", 0);
+}
+
+size_t http_stream_write(struct http_txn *t, const void *p, size_t n)
+{
+	if (!t->streaming || t->ended)
+		return 0;
+	if (t->off && t->off == t->out.len) {
+		buf_reset(&t->out);
+		t->off = 0;
+	}
+	buf_append(&t->out, p, n);
+	if (n && t->hdr_sent)
+		lws_callback_on_writable(t->wsi);
+	return t->out.len - t->off;
+}
+
+void http_stream_end(struct http_txn *t)
+{
+	if (!t->streaming || t->ended)
+		return;
+	t->ended = 1;
+	lws_callback_on_writable(t->wsi);
+}
+
 int http_header(struct http_txn *t, const char *name, char *out, size_t n)
 {
 	out[0] = 0;
@@ -147,7 +186,8 @@ const char *http_arg(struct http_txn *t, const char *name, char *out, size_t n)
 static const struct http_route *route_find(const char *path)
 {
 	for (size_t i = 0; i < nroutes; i++)
-		if (strcmp(routes[i].path, path) == 0)
+		if (routes[i].prefix ? strncmp(routes[i].path, path, strlen(routes[i].path)) == 0
+				     : strcmp(routes[i].path, path) == 0)
 			return &routes[i];
 	return NULL;
 }
@@ -160,6 +200,7 @@ static int route_request(struct lws *wsi, const struct http_route *r, const char
 	struct http_txn *t = xcalloc(1, sizeof *t);
 	t->wsi = wsi;
 	t->route = r;
+	t->auth = http_auth(wsi);
 	snprintf(t->path, sizeof t->path, "%s", uri);
 	t->post = lws_hdr_total_length(wsi, WSI_TOKEN_POST_URI) > 0;
 	char cl[32];
@@ -217,6 +258,33 @@ int http_body_done(struct lws *wsi)
 
 #define HTTP_CHUNK 65536
 
+static int write_headers(struct lws *wsi, struct http_txn *t, unsigned char *buf, size_t size)
+{
+	unsigned char *start = buf + LWS_PRE, *p = start, *end = buf + size - 1;
+	if (lws_add_http_common_headers(wsi, (unsigned int)t->status, t->ctype,
+					t->streaming ? LWS_ILLEGAL_HTTP_CONTENT_LEN
+						     : (lws_filepos_t)t->out.len, &p, end))
+		return -1;
+	if (t->disposition &&
+	    lws_add_http_header_by_name(wsi, (const unsigned char *)"content-disposition:",
+					(const unsigned char *)t->disposition,
+					(int)strlen(t->disposition), &p, end))
+		return -1;
+	for (size_t i = 0; i < t->hdrs.len;) {
+		const char *name = t->hdrs.p + i;
+		const char *val = name + strlen(name) + 1;
+		i = (size_t)(val - t->hdrs.p) + strlen(val) + 1;
+		if (lws_add_http_header_by_name(wsi, (const unsigned char *)name,
+						(const unsigned char *)val, (int)strlen(val), &p, end))
+			return -1;
+	}
+	if (t->close_after &&
+	    lws_add_http_header_by_token(wsi, WSI_TOKEN_CONNECTION,
+					 (const unsigned char *)"close", 5, &p, end))
+		return -1;
+	return lws_finalize_write_http_header(wsi, start, &p, end);
+}
+
 int http_writeable(struct lws *wsi)
 {
 	struct http_txn *t = lws_get_opaque_user_data(wsi);
@@ -224,39 +292,32 @@ int http_writeable(struct lws *wsi)
 		return 0;
 	static unsigned char buf[LWS_PRE + HTTP_CHUNK];
 	if (!t->hdr_sent) {
-		unsigned char *start = buf + LWS_PRE, *p = start, *end = buf + sizeof buf - 1;
-		if (lws_add_http_common_headers(wsi, (unsigned int)t->status, t->ctype,
-						(lws_filepos_t)t->out.len, &p, end))
-			return -1;
-		if (t->disposition &&
-		    lws_add_http_header_by_name(wsi, (const unsigned char *)"content-disposition:",
-						(const unsigned char *)t->disposition,
-						(int)strlen(t->disposition), &p, end))
-			return -1;
-		if (t->close_after &&
-		    lws_add_http_header_by_token(wsi, WSI_TOKEN_CONNECTION,
-						 (const unsigned char *)"close", 5, &p, end))
-			return -1;
-		if (lws_finalize_write_http_header(wsi, start, &p, end))
+		if (write_headers(wsi, t, buf, sizeof buf))
 			return -1;
 		t->hdr_sent = 1;
-		if (t->out.len) {
+		if (t->out.len > t->off || t->ended)
 			lws_callback_on_writable(wsi);
-			return 0;
-		}
-	} else {
-		size_t n = t->out.len - t->off;
-		if (n > HTTP_CHUNK)
-			n = HTTP_CHUNK;
-		int last = t->off + n == t->out.len;
+		return 0;
+	}
+	size_t n = t->out.len - t->off;
+	if (n > HTTP_CHUNK)
+		n = HTTP_CHUNK;
+	if (n) {
+		int last = !t->streaming && t->off + n == t->out.len;
 		memcpy(buf + LWS_PRE, t->out.p + t->off, n);
 		if (lws_write(wsi, buf + LWS_PRE, n, last ? LWS_WRITE_HTTP_FINAL : LWS_WRITE_HTTP) < (int)n)
 			return -1;
 		t->off += n;
-		if (!last) {
-			lws_callback_on_writable(wsi);
-			return 0;
-		}
+	}
+	if (t->off < t->out.len) {
+		lws_callback_on_writable(wsi);
+		return 0;
+	}
+	if (t->streaming) {
+		if (!t->ended)
+			return 0;   /* drained: wait for more (http_stream_write) */
+		txn_detach(t);
+		return -1;      /* the end of the body */
 	}
 	int close = t->close_after;
 	txn_detach(t);
@@ -270,7 +331,7 @@ void http_closed(struct lws *wsi)
 	struct http_txn *t = lws_get_opaque_user_data(wsi);
 	if (!t)
 		return;
-	if (!t->answered && t->gone)
+	if ((!t->answered || (t->streaming && !t->ended)) && t->gone)
 		t->gone(t);
 	txn_detach(t);
 }

@@ -1799,13 +1799,13 @@ static void download_files(struct http_txn *t)
 void openhands_register(void)
 {
 	static const struct http_route routes[] = {
-		{"GET", "/alive", NULL, alive},
-		{"GET", "/server_info", NULL, server_info},
-		{"POST", "/execute_action", admit_key, execute_action},
-		{"POST", "/list_files", admit_key, list_files},
-		{"POST", "/upload_file", admit_key, upload_file},
-		{"GET", "/download_files", admit_key, download_files},
-		{"GET", "/vscode/connection_token", admit_key, vscode_token},
+		{"GET", "/alive", NULL, alive, 0},
+		{"GET", "/server_info", NULL, server_info, 0},
+		{"POST", "/execute_action", admit_key, execute_action, 0},
+		{"POST", "/list_files", admit_key, list_files, 0},
+		{"POST", "/upload_file", admit_key, upload_file, 0},
+		{"GET", "/download_files", admit_key, download_files, 0},
+		{"GET", "/vscode/connection_token", admit_key, vscode_token, 0},
 	};
 	http_routes_register(routes, sizeof routes / sizeof routes[0]);
 	oh.conn.sink = oh_sink;

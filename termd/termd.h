@@ -247,24 +247,39 @@ struct http_txn {
 	void *user;               /* the route's */
 	void (*gone)(struct http_txn *t);
 	int answered, status, hdr_sent, close_after;
+	enum auth_level auth;     /* what the request's token admits */
+	int streaming, ended;     /* an answer of unknown length (http_stream_*) */
 	char ctype[64];
 	char *disposition;        /* Content-Disposition or NULL */
+	buf_t hdrs;               /* more headers: "name:\0value\0" pairs */
 	buf_t out;
 	size_t off;
 };
 struct http_route {
 	const char *method;       /* "GET" or "POST" */
-	const char *path;         /* exact */
+	const char *path;         /* exact, or a prefix when .prefix */
 	/* before the body is read: 0, or it answered (a refusal) */
 	int (*admit)(struct http_txn *t);
 	/* the request is in: answer now or later (http_answer) */
 	void (*fn)(struct http_txn *t);
+	int prefix;               /* path is a prefix ("/s/" serves /s/<any>) */
 };
 /* Routes other modules serve on the listener (consulted before 404). */
 void http_routes_register(const struct http_route *r, size_t n);
 /* The answer (body copied); written when the socket is writable. */
 void http_answer(struct http_txn *t, int status, const char *ctype, const void *body,
 		 size_t len);
+/* One more header on the answer (set before http_answer or
+ * http_stream_start): name without its colon, value as is. */
+void http_set_header(struct http_txn *t, const char *name, const char *value);
+/* An answer of unknown length: headers now (no Content-Length, the
+ * connection closes at the end), then data as it comes. write returns the
+ * bytes not yet taken by the socket, so a producer can hold back; end
+ * finishes the answer once those are written. t->gone is called when the
+ * client leaves before end. */
+void http_stream_start(struct http_txn *t, int status, const char *ctype);
+size_t http_stream_write(struct http_txn *t, const void *p, size_t n);
+void http_stream_end(struct http_txn *t);
 /* A request header by lws custom name ("x-session-api-key:"): its length,
  * or -1 when absent. */
 int http_header(struct http_txn *t, const char *name, char *out, size_t n);
