@@ -278,11 +278,23 @@ void pending_add(struct pending *p, const struct pending_ops *ops, struct act *a
 	p->id = a->id ? cJSON_Duplicate(a->id, 1) : NULL;
 	p->conn = a->conn;
 	p->s = s;
+	p->start_us = mono_us();
 	p->next = pendings;
 	p->pprev = &pendings;
 	if (pendings)
 		pendings->pprev = &p->next;
 	pendings = p;
+	if (s)
+		fair_pending_changed(s, 0);
+}
+
+uint64_t pending_newest(const struct session *s)
+{
+	uint64_t t = 0;
+	for (const struct pending *p = pendings; p; p = p->next)
+		if (p->s == s && p->start_us > t)
+			t = p->start_us;
+	return t;
 }
 
 void pending_del(struct pending *p)
@@ -296,6 +308,8 @@ void pending_del(struct pending *p)
 	p->pprev = NULL;
 	cJSON_Delete(p->id);
 	p->id = NULL;
+	if (p->s)
+		fair_pending_changed(p->s, 1);
 }
 
 void pending_emit(struct pending *p, const char *observation, const char *content,

@@ -225,13 +225,36 @@ void pty_release(struct pty *p)
 	p->fd = -1;
 }
 
+void pty_hold(struct pty *p, int hold, int once)
+{
+	if (!p->wsi || (p->held == hold && !once))
+		return;
+	p->held = hold;
+	p->read_once = once;
+	lws_rx_flow_control(p->wsi, !hold);
+}
+
 /* Drain what the pty has (up to a budget): fewer trips through poll for a
- * fast producer. */
+ * fast producer. A read after the first only when the kernel says there
+ * is more: a read of an empty pty waits for the kernel's worker to move
+ * what the writer wrote (n_tty's flush_work), which can take milliseconds
+ * on a busy machine. */
 static void on_readable(struct pty *p)
 {
 	static char buf[PTY_READ_MAX];
 	size_t budget = PTY_READ_BUDGET;
-	while (budget && p->fd >= 0) {
+	int full = 0, first = 1;
+	if (p->held)
+		return;
+	while (p->fd >= 0) {
+		int avail = 0;
+		if (!budget) {
+			full = 1;
+			break;
+		}
+		if (!first && (ioctl(p->fd, FIONREAD, &avail) < 0 || avail <= 0))
+			break;
+		first = 0;
 		ssize_t n = read(p->fd, buf, sizeof buf);
 		if (n > 0) {
 			p->hooks->output(p->owner, buf, (size_t)n);
@@ -241,11 +264,14 @@ static void on_readable(struct pty *p)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && errno == EAGAIN)
-			return;
+			break;
 		/* EOF / EIO: every slave fd is closed */
 		p->closed = 1;
 		return;
 	}
+	p->read_once = 0;
+	if (p->hooks->read_done)
+		p->hooks->read_done(p->owner, full);
 }
 
 /* the master's events; p is NULL once the owner let go of it */

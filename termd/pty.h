@@ -10,6 +10,8 @@
 
 struct pty_hooks {
 	void (*output)(void *owner, const char *data, size_t n);
+	/* a read turn is over: full = it used the whole budget (optional) */
+	void (*read_done)(void *owner, int full);
 	/* the process was reaped and the pty drained (or a grace time
 	 * passed): exit_code / exit_signal are set */
 	void (*ended)(void *owner);
@@ -30,6 +32,8 @@ struct pty {
 	const struct pty_hooks *hooks;
 	void *owner;
 	lws_sorted_usec_list_t end_sul;
+	int held;                 /* not read (pty_hold) */
+	int read_once;            /* released for one read turn, then held */
 };
 
 int pty_spawn(struct pty *p, int cols, int rows, const struct pty_hooks *hooks, void *owner,
@@ -40,6 +44,10 @@ void pty_resize(struct pty *p, int cols, int rows);
 pid_t pty_fg_pid(struct pty *p);
 /* output the pty holds that termd has not read yet */
 int pty_unread(struct pty *p);
+/* Stop reading it (hold = 1: the kernel blocks its writer once its buffer
+ * is full), or read it again; once = 1: for one read turn (the owner holds
+ * it again when told the turn is over). */
+void pty_hold(struct pty *p, int hold, int once);
 /* HUP its process group (kill = 0) or KILL it and wait (kill = 1) */
 void pty_signal_end(struct pty *p, int kill);
 /* stop watching: the owner goes away (the fd is closed by the loop) */

@@ -195,8 +195,14 @@ static void on_ended(void *owner)
 		session_destroy(s);
 }
 
+static void on_read_done(void *owner, int full)
+{
+	fair_read(owner, full);
+}
+
 static const struct pty_hooks pty_hooks = {
 	.output = on_output,
+	.read_done = on_read_done,
 	.ended = on_ended,
 	.child = child_exec,
 };
@@ -278,6 +284,7 @@ int session_respawn(struct session *s, char *err, size_t errlen)
 void session_write(struct session *s, const void *data, size_t len)
 {
 	pty_write(&s->pty, data, len);
+	fair_typed(s);
 }
 
 void session_resize(struct session *s, int cols, int rows)
@@ -348,6 +355,7 @@ void session_stop_all(void)
 
 void session_free_all(void)
 {
+	fair_shutdown();
 	struct session *lists[2] = {srv.sessions, srv.closing};
 	srv.sessions = srv.closing = NULL;
 	for (int l = 0; l < 2; l++) {

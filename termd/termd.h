@@ -116,6 +116,7 @@ struct pending {
 	cJSON *id;                /* owned copy */
 	struct conn *conn;        /* weak: NULL once the client left */
 	struct session *s;        /* or NULL */
+	uint64_t start_us;        /* when the action began (fair.c) */
 };
 /* ---- commands and waiters (run.c) ---- */
 enum waiter_kind { WAIT_RUN, WAIT_KEYS };
@@ -193,7 +194,23 @@ struct session {
 	int closing;              /* session.close: freed once its process ends */
 	int close_killed;         /* ... and the KILL after the grace time was sent */
 	int nviewers;
+	struct {                  /* fair.c's */
+		int bulk;         /* its last read used the whole budget */
+		int typed;        /* typed into, nothing printed since */
+		uint64_t typed_us, newest_pending, held_since;
+	} fair;
 };
+
+/* ---- fairness between sessions (fair.c) ---- */
+/* Decide again which bulk sessions are held (also on its own timer). */
+void fair_update(void);
+/* s's pty was read: full = the read used the whole budget */
+void fair_read(struct session *s, int full);
+/* s was typed into (a viewer, keys, run) */
+void fair_typed(struct session *s);
+/* an action began or ended waiting on s (s may be NULL) */
+void fair_pending_changed(struct session *s, int ended);
+void fair_shutdown(void);
 
 /* ---- events (events.c) ---- */
 void events_init(void);
@@ -363,6 +380,8 @@ int arg_session(struct act *a, const char *key, int flags, struct session **out,
 void pending_add(struct pending *p, const struct pending_ops *ops, struct act *a,
 		 struct session *s);
 void pending_del(struct pending *p);
+/* when the newest action waiting on s began (0: none) */
+uint64_t pending_newest(const struct session *s);
 void pending_emit(struct pending *p, const char *observation, const char *content,
 		  cJSON *extras);
 int pending_rebind(const cJSON *id, struct conn *c);
