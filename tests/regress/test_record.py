@@ -168,10 +168,14 @@ def test_input_with_record_input(termd_factory, tmp_path):
     ws = wsclient.connect(t.url, "/tty/main?mode=rw", TTY)
     tdtest.run_done(ev, "true")
     ws.send_binary(b"Iecho from-viewer-\xc3\xa9\r")
-    _, evs = wait_file(d, "main", lambda e: "from-viewer-\u00e9\r\n" in output(e))
+    _, evs = wait_file(d, "main", lambda e: "echo from-viewer-\u00e9" in markers(e) and
+                       markers(e)[-1].startswith("exit"))
     typed = "".join(e[2] for e in evs if e[1] == "i")
     assert "echo from-viewer-\u00e9\r" in typed
     assert "true" in typed   # run's text is input too
+    # a command typed at a viewer gets its markers like a run's
+    m = markers(evs)
+    assert "echo from-viewer-\u00e9" in m and m[m.index("echo from-viewer-\u00e9") + 1].startswith("exit 0")
 
 
 def test_sessions_opened_later_and_program_markers(termd_factory, tmp_path):
