@@ -545,3 +545,14 @@ def test_replay_notes_a_resize_larger_than_the_terminal(tmp_path):
     finally:
         v.tmux("kill-server", check=False)
         shutil.rmtree(v.tmpdir, ignore_errors=True)
+
+
+def test_long_command_marker_is_cut(termd_factory, tmp_path):
+    t, d = start(termd_factory, tmp_path)
+    ev = t.events()
+    cmd = "echo long-one # " + "\u00e9" * 3000
+    tdtest.run_done(ev, cmd)
+    _, evs = wait_file(d, "main", lambda e: any(m.startswith("exit") for m in markers(e)))
+    m = [x for x in markers(evs) if x.startswith("echo long-one")]
+    assert len(m) == 1 and m[0].endswith("\u2026") and cmd.startswith(m[0][:-1])
+    assert len(m[0][:-1].encode()) <= 1024
