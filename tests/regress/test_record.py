@@ -556,3 +556,22 @@ def test_long_command_marker_is_cut(termd_factory, tmp_path):
     m = [x for x in markers(evs) if x.startswith("echo long-one")]
     assert len(m) == 1 and m[0].endswith("\u2026") and cmd.startswith(m[0][:-1])
     assert len(m[0][:-1].encode()) <= 1024
+
+
+def test_many_sessions_each_recorded_and_listed(termd_factory, tmp_path):
+    t, d = start(termd_factory, tmp_path)
+    ev = t.events()
+    names = ["s%02d" % i for i in range(20)] + ["a.b-c_d", "x-20260101T000000Z"]
+    for n in names:
+        o = ev.call("session.open", {"name": n, "command": "echo out-of-%s" % n})
+        assert o["observation"] == "session.open", o
+    for n in names:
+        wait_file(d, n, lambda e, n=n: "out-of-%s\r\n" % n in output(e) and len(markers(e)) >= 2)
+    s, _, body = get(t, "/record/")
+    assert s == 200
+    listed = json.loads(body)
+    got = sorted(x["session"] for x in listed)
+    assert got == sorted(names + ["main"])
+    for x in listed:
+        assert (d / x["file"]).stat().st_size == x["bytes"] or x["session"] == "main"
+        assert x["live"] is (x["session"] == "main")
