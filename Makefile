@@ -229,5 +229,7 @@ clean:
 include tests/fuzz/fuzz.mk
 # each plugin's own build and tests (plugins/<name>/plugin.mk)
 -include $(wildcard plugins/*/plugin.mk)
+# the web page's files embedded in termd: xterm.js from npm, share/web/ (share/web/web.mk)
+include share/web/web.mk
 # make bundle (static musl bundle), make test-bundle (share/bundle/bundle.mk)
 include share/bundle/bundle.mk
