@@ -295,7 +295,9 @@ int http_writeable(struct lws *wsi)
 		if (write_headers(wsi, t, buf, sizeof buf))
 			return -1;
 		t->hdr_sent = 1;
-		if (t->out.len > t->off || t->ended)
+		/* an empty answer (a 304, an empty file) ends here: nothing
+		 * else would make the socket writable again */
+		if (t->out.len > t->off || t->ended || !t->streaming)
 			lws_callback_on_writable(wsi);
 		return 0;
 	}
