@@ -85,8 +85,8 @@ static int takes_gzip(struct http_txn *t)
 			q++;
 			while (*q == ' ')
 				q++;
-			if (strncmp(q, "q=0", 3) == 0 && strspn(q + 3, ".0") == strlen(q + 3))
-				continue;   /* gzip;q=0 (or q=0.0…): refused */
+			if ((q[0] == 'q' || q[0] == 'Q') && q[1] == '=' && strtod(q + 2, NULL) <= 0.0)
+				continue;   /* gzip;q=0: refused */
 		}
 		return 1;
 	}
