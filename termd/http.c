@@ -278,7 +278,8 @@ static int write_headers(struct lws *wsi, struct http_txn *t, unsigned char *buf
 						(const unsigned char *)val, (int)strlen(val), &p, end))
 			return -1;
 	}
-	if (t->close_after &&
+	/* (an answer of unknown length: lws says close itself) */
+	if (t->close_after && !t->streaming &&
 	    lws_add_http_header_by_token(wsi, WSI_TOKEN_CONNECTION,
 					 (const unsigned char *)"close", 5, &p, end))
 		return -1;
@@ -316,8 +317,13 @@ int http_writeable(struct lws *wsi)
 		return 0;
 	}
 	if (t->streaming) {
-		if (!t->ended)
-			return 0;   /* drained: wait for more (http_stream_write) */
+		if (!t->ended) {
+			/* drained: the producer may write more now, else it
+			 * does when it has some (http_stream_write) */
+			if (t->drained)
+				t->drained(t);
+			return 0;
+		}
 		txn_detach(t);
 		return -1;      /* the end of the body */
 	}

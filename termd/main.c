@@ -62,6 +62,8 @@ static void usage(FILE *f)
 		"  --plugin-dir DIR        where plugins are (default: plugins/ next to termd)\n"
 		"  --state-dir DIR         what lasts across runs: plugin setup markers\n"
 		"                          (default /var/lib/termd as root, else ~/.local/state/termd)\n"
+		"  --record DIR            write each session as an asciicast v2 file in DIR (must exist)\n"
+		"  --record-input          ... with what was typed into it too (passwords included)\n"
 		"  -v, --verbose           log more\n"
 		"  --help, --version\n"
 		"limits:\n",
@@ -168,7 +170,7 @@ static void set_str(char **dst, const char *v)
 int main(int argc, char **argv)
 {
 	enum { O_LISTEN = 256, O_TOKEN, O_VIEW, O_SHELL, O_CWD, O_LOG, O_TLS_CERT, O_TLS_KEY,
-	       O_PLUGINS, O_PLUGIN_DIR, O_STATE_DIR, O_INSECURE,
+	       O_PLUGINS, O_PLUGIN_DIR, O_STATE_DIR, O_INSECURE, O_RECORD, O_RECORD_INPUT,
 	       O_HELP, O_VERSION, O_LIMIT /* + index into limits[] */ };
 	static const struct option fixed[] = {
 		{"listen", required_argument, NULL, O_LISTEN},
@@ -183,6 +185,8 @@ int main(int argc, char **argv)
 		{"plugin-dir", required_argument, NULL, O_PLUGIN_DIR},
 		{"state-dir", required_argument, NULL, O_STATE_DIR},
 		{"insecure-no-token", no_argument, NULL, O_INSECURE},
+		{"record", required_argument, NULL, O_RECORD},
+		{"record-input", no_argument, NULL, O_RECORD_INPUT},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, O_HELP},
 		{"version", no_argument, NULL, O_VERSION},
@@ -236,6 +240,12 @@ int main(int argc, char **argv)
 			break;
 		case O_INSECURE:
 			opts.insecure_no_token = 1;
+			break;
+		case O_RECORD:
+			set_str(&opts.record_dir, optarg);
+			break;
+		case O_RECORD_INPUT:
+			opts.record_input = 1;
 			break;
 		case 'v':
 			opts.verbose = log_verbose = 1;
@@ -317,6 +327,17 @@ int main(int argc, char **argv)
 			buf_printf(&b, "%s/.local/state/termd", home && *home ? home : "/tmp");
 		opts.state_dir = buf_steal(&b);
 	}
+	if (opts.record_input && !opts.record_dir) {
+		fprintf(stderr, "termd: --record-input needs --record DIR\n");
+		return 2;
+	}
+	if (opts.record_dir) {
+		char rerr[4400];
+		if (record_check_dir(opts.record_dir, rerr, sizeof rerr) < 0) {
+			fprintf(stderr, "termd: %s\n", rerr);
+			return 2;
+		}
+	}
 	if (opts.shell && access(opts.shell, X_OK) != 0) {
 		fprintf(stderr, "termd: --shell %s is not executable\n", opts.shell);
 		return 2;
@@ -341,6 +362,7 @@ int main(int argc, char **argv)
 	actions_init();
 	events_register();
 	cmd_init();           /* before run: the shell's state, then the waiters */
+	record_register();    /* after cmd, before run: markers from the command record */
 	run_register();
 	expect_register();
 	tty_register();
@@ -404,5 +426,6 @@ int main(int argc, char **argv)
 	free(opts.event_log);
 	free(opts.tls_cert);
 	free(opts.tls_key);
+	free(opts.record_dir);
 	return 0;
 }

@@ -3,8 +3,9 @@
  * (pty.c) with termd's shell integration, its screen (screen.c) and the
  * shell-integration scanner (shellint.c) fed from the pty's output, and
  * the fan-out of what happens to a session to the modules that listen
- * (session_listen): raw output, text without termd's marks, marks, title,
- * resize, the process's end, and the session going away. */
+ * (session_listen): the process started, what is written to it, raw
+ * output, text without termd's marks, marks, title, resize, the
+ * process's end, and the session going away. */
 #include "termd.h"
 
 #include <errno.h>
@@ -45,7 +46,7 @@ static void vt_answer(const char *data, size_t n, void *user)
 
 /* ------------------------------------------------------------ listeners */
 
-#define MAX_LISTENERS 8
+#define MAX_LISTENERS 16
 static const struct session_listener *listeners[MAX_LISTENERS];
 static size_t nlisteners;
 
@@ -222,6 +223,9 @@ static int spawn(struct session *s, const cJSON *env, char *err, size_t errlen)
 	s->state = s->is_shell ? SH_STARTING : SH_RUNNING;
 	s->ready = 0;
 	log_debug("session %s: pid %d on %s", s->name, (int)s->pty.pid, s->pty.slave);
+	for (size_t i = 0; i < nlisteners; i++)
+		if (listeners[i]->started)
+			listeners[i]->started(s);
 	return 0;
 }
 
@@ -277,6 +281,9 @@ int session_respawn(struct session *s, char *err, size_t errlen)
 
 void session_write(struct session *s, const void *data, size_t len)
 {
+	for (size_t i = 0; i < nlisteners; i++)
+		if (listeners[i]->input)
+			listeners[i]->input(s, data, len);
 	pty_write(&s->pty, data, len);
 }
 

@@ -29,6 +29,7 @@ struct screen;
 struct cmd;
 struct expect;
 struct viewer;
+struct recording;
 
 /* ---- options (main.c) ---- */
 struct termd_opts {
@@ -54,6 +55,8 @@ struct termd_opts {
 	char *plugin_dir;         /* --plugin-dir (NULL: next to the binary) */
 	char *state_dir;          /* --state-dir: setup markers (once per image) */
 	int insecure_no_token;    /* --insecure-no-token: serve a non-loopback address without one */
+	char *record_dir;         /* --record DIR: an asciicast v2 file per session (record.c) */
+	int record_input;         /* --record-input: "i" events too */
 };
 
 extern struct termd_opts opts;
@@ -157,6 +160,7 @@ struct cmd {
 	int finished;
 	int exit_code;
 	uint64_t start_us, end_us;
+	int rec_start, rec_end;   /* record.c wrote its start / end marker */
 	render_t *render;         /* NULL once finished */
 	struct output out;        /* its rendered text (output.c) */
 };
@@ -193,6 +197,7 @@ struct session {
 	int closing;              /* session.close: freed once its process ends */
 	int close_killed;         /* ... and the KILL after the grace time was sent */
 	int nviewers;
+	struct recording *rec;    /* --record: its recording (record.c), or NULL */
 };
 
 /* ---- events (events.c) ---- */
@@ -246,6 +251,9 @@ struct http_txn {
 	size_t announced;         /* its Content-Length */
 	void *user;               /* the route's */
 	void (*gone)(struct http_txn *t);
+	/* a streamed answer: everything written so far has gone to the
+	 * socket (a producer that holds back writes more here) */
+	void (*drained)(struct http_txn *t);
 	int answered, status, hdr_sent, close_after;
 	enum auth_level auth;     /* what the request's token admits */
 	int streaming, ended;     /* an answer of unknown length (http_stream_*) */
@@ -373,6 +381,8 @@ void pending_session_gone(struct session *s);
 /* What a session tells the modules that follow it, in the order they
  * listened (main.c): cmd before run. Every hook may be NULL. */
 struct session_listener {
+	void (*started)(struct session *s); /* its process was spawned (open, respawn) */
+	void (*input)(struct session *s, const char *data, size_t n);  /* written to the pty */
 	void (*output)(struct session *s, const char *data, size_t n); /* the pty's bytes */
 	void (*text)(struct session *s, const char *data, size_t n);   /* output, marks removed */
 	void (*title)(struct session *s, const char *t, size_t n);
@@ -407,6 +417,12 @@ cJSON *session_names_json(void);
 void sessionctl_register(void);
 /* The session.open event (to subscribers, and as the answer to c/id). */
 void sessionctl_announce(struct conn *c, const cJSON *id, struct session *s);
+
+/* ---- recordings (record.c) ---- */
+/* --record DIR: 0, or -1 and why (missing, not a folder, not writable). */
+int record_check_dir(const char *dir, char *err, size_t errlen);
+/* its session listener and the /record/ routes (after cmd_init) */
+void record_register(void);
 
 /* ---- plugins (plugin.c) ---- */
 struct plugin;

@@ -34,6 +34,7 @@ static volatile sig_atomic_t got_winch, got_quit;
 static const char usage_text[] =
 	"usage: od-attach [--url URL] [--token T | --token-file F] [--cacert F]\n"
 	"                 [--prefix KEY] [SESSION]\n"
+	"       od-attach --replay FILE [--speed X] [--idle-limit S] [--dump]\n"
 	"\n"
 	"Watch a termd session live (default: main) and take the keyboard when you\n"
 	"want to. URL defaults to $TERMD_URL, else " TD_DEFAULT_URL " (also\n"
@@ -53,6 +54,13 @@ static const char usage_text[] =
 	"  r    redraw\n"
 	"  ?    help\n"
 	"  the prefix twice sends the prefix key itself (typing)\n"
+	"\n"
+	"--replay plays a recording (termd --record, asciicast v2) in this terminal\n"
+	"with its timing: space pauses, + and - change the speed, n jumps to the\n"
+	"next marker (a command's start or end), q quits. --speed X starts at X\n"
+	"times (default 1); --idle-limit S plays a pause longer than S seconds as S\n"
+	"(default 2; 0 keeps them). --dump writes the output to stdout at once and\n"
+	"markers and resizes as lines on stderr (\"m TIME LABEL\", \"r TIME COLSxROWS\").\n"
 	"\n"
 	"Exit status: 0 detached; 1 termd went away; 2 usage or the attach\n"
 	"failed; 3 the session ended.\n";
@@ -228,13 +236,21 @@ int main(int argc, char **argv)
 	const char *cacert = NULL;
 	opt.url = td_default_url();
 	opt.token = td_default_token();
-	enum { O_URL = 256, O_TOKEN, O_TOKEN_FILE, O_PREFIX, O_CACERT };
+	const char *replay = NULL;
+	double speed = 1, idle_limit = 2;
+	int dump = 0;
+	enum { O_URL = 256, O_TOKEN, O_TOKEN_FILE, O_PREFIX, O_CACERT, O_REPLAY, O_SPEED,
+	       O_IDLE, O_DUMP };
 	static const struct option lo[] = {
 		{ "url", required_argument, NULL, O_URL },
 		{ "token", required_argument, NULL, O_TOKEN },
 		{ "token-file", required_argument, NULL, O_TOKEN_FILE },
 		{ "prefix", required_argument, NULL, O_PREFIX },
 		{ "cacert", required_argument, NULL, O_CACERT },
+		{ "replay", required_argument, NULL, O_REPLAY },
+		{ "speed", required_argument, NULL, O_SPEED },
+		{ "idle-limit", required_argument, NULL, O_IDLE },
+		{ "dump", no_argument, NULL, O_DUMP },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -258,6 +274,24 @@ int main(int argc, char **argv)
 		case O_CACERT:
 			cacert = optarg;
 			break;
+		case O_REPLAY:
+			replay = optarg;
+			break;
+		case O_SPEED:
+		case O_IDLE: {
+			char *end;
+			double v = strtod(optarg, &end);
+			int ok = end != optarg && !*end && v >= 0 && v <= 1e6 &&
+				 (c == O_IDLE || (v >= 1.0 / 16 && v <= 64));
+			if (!ok)
+				usage_die(c == O_SPEED ? "--speed wants a number from 0.0625 to 64"
+						       : "--idle-limit wants seconds (0 keeps every pause)");
+			*(c == O_SPEED ? &speed : &idle_limit) = v;
+			break;
+		}
+		case O_DUMP:
+			dump = 1;
+			break;
 		case 'h':
 			fputs(usage_text, stdout);
 			return 0;
@@ -272,6 +306,13 @@ int main(int argc, char **argv)
 			usage_die("unknown option %s", argv[optind - 1]);
 		}
 	}
+	if (replay) {
+		if (optind < argc)
+			usage_die("unexpected argument %s", argv[optind]);
+		return replay_main(replay, speed, idle_limit, dump);
+	}
+	if (dump)
+		usage_die("--dump goes with --replay FILE");
 	if (optind < argc)
 		session = argv[optind++];
 	if (optind < argc)

@@ -51,6 +51,11 @@ extern struct at_opts opt;
  * "od-attach: <message>" if fmt is non-NULL, and exits with code. */
 void finish(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
 
+/* ---- attach-replay.c ---- */
+
+/* --replay FILE: play it (or --dump it); the exit status. */
+int replay_main(const char *path, double speed, double idle_limit, int dump_only);
+
 /* ---- attach-tty.c ---- */
 
 struct at_tty {
