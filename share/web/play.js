@@ -50,7 +50,7 @@
   const markers = [];
   evs.forEach((e) => {
     if (e.code !== 'm') return;
-    const li = TD.el('li', {}, TD.el('button', { type: 'button', text: fmt(e.t) + '  ' + (e.data || '(marker)') }));
+    const li = TD.el('li', {}, TD.el('button', { type: 'button', title: e.data, text: fmt(e.t) + '  ' + (e.data || '(marker)') }));
     li.firstChild.addEventListener('click', () => player.seek(e.t));
     markers.push({ t: e.t, label: e.data, li });
     $('markers').append(li);

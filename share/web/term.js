@@ -55,8 +55,21 @@
     if (d.cols !== term.cols || d.rows !== term.rows)
       send('R', enc.encode(JSON.stringify({ cols: d.cols, rows: d.rows })));
   };
+  // ro only: the session's size stays; the font shrinks (14 px down to 9) until its width fits
+  const fitFont = () => {
+    if (page.mode !== 'ro') { if (term.options.fontSize !== 14) term.options.fontSize = 14; return; }
+    const box = $('term'), screen = term.element && term.element.querySelector('.xterm-screen');
+    if (!screen) return;
+    const avail = box.clientWidth - 24, now = screen.getBoundingClientRect().width;
+    if (!now || avail <= 0) return;
+    const size = Math.max(9, Math.min(14, Math.floor(term.options.fontSize * avail / now)));
+    if (size !== term.options.fontSize) term.options.fontSize = size;
+  };
   let rt = null;
-  window.addEventListener('resize', () => { clearTimeout(rt); rt = setTimeout(fitToWindow, 100); });
+  window.addEventListener('resize', () => {
+    clearTimeout(rt);
+    rt = setTimeout(() => { fitFont(); fitToWindow(); }, 100);
+  });
 
   term.onData((d) => { if (page.mode === 'rw') send('I', enc.encode(d)); });
   term.onBinary((d) => {
@@ -71,6 +84,7 @@
     kbd.textContent = rw ? 'Release keyboard' : 'Take keyboard';
     document.body.classList.toggle('rw', rw);
     term.options.disableStdin = !rw;
+    fitFont();
   };
 
   const frame = (b) => {
@@ -79,6 +93,7 @@
       case 'Z': {
         const z = JSON.parse(dec.decode(p));
         term.resize(z.cols, z.rows);
+        fitFont();
         if (!page.connected) {
           page.connected = true;
           backoff = 500;
