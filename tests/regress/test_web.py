@@ -424,3 +424,48 @@ def test_player_plays_a_recording(termd_factory, tmp_path, pages):
     p.goto(base(t) + "/")
     p.wait_js("document.querySelector('#recordings a[href=\"/r/%s\"]') !== null" % name, WAIT,
               "the recording in the list page")
+
+
+# ---------------------------------------------------------------- cross-site requests
+
+def test_no_token_termd_refuses_other_sites(termd_factory, tmp_path, pages):
+    """With no token, a page on another site must not get a shell through the
+    person's browser (cross-site WebSocket hijacking), nor through a DNS name
+    rebound to 127.0.0.1; programs (no Origin) and termd's own page may."""
+    import http.server
+    import threading
+    t = start(termd_factory, tmp_path, token=False)
+    host, port = t.url.split("//")[1].split(":")
+    own = "http://%s:%s" % (host, port)
+    # termd's own page works without a token
+    p = open_session_page(pages, t, token=None)
+    assert p.eval("document.getElementById('kbd').disabled") is False
+    # a program: no Origin
+    wsclient.connect(t.url, "/events").close()
+    # the same origin, as the page sends it
+    wsclient.connect(t.url, "/events", headers={"Origin": own}).close()
+    for headers in ({"Origin": "http://evil.example"}, {"Origin": "null"},
+                    {"Origin": "http://127.0.0.1:1"}, {"Host": "evil.example:%s" % port},
+                    {"Host": "evil.example:%s" % port, "Origin": "http://evil.example:%s" % port}):
+        with pytest.raises(wsclient.HandshakeError) as e:
+            wsclient.connect(t.url, "/tty/main", wsclient.TTY_SUBPROTOCOL, headers=headers)
+        assert e.value.status == 403, headers
+    st, _, _ = http_get(t, "/record/", {"Host": "evil.example:%s" % port})
+    assert st in (401, 404), st
+    # a real page on another origin (another port) cannot open termd's channels
+    www = tmp_path / "www"
+    www.mkdir()
+    (www / "index.html").write_text("<!doctype html><title>elsewhere</title>")
+    handler = lambda *a, **k: http.server.SimpleHTTPRequestHandler(*a, directory=str(www), **k)
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    th = threading.Thread(target=srv.serve_forever, daemon=True)
+    th.start()
+    try:
+        other = pages("http://127.0.0.1:%d/index.html" % srv.server_address[1])
+        got = other.eval("""new Promise(r => { const w = new WebSocket(%s, ['termd.events.v1']);
+            w.onopen = () => r('open'); w.onclose = () => r('closed'); })""" % json.dumps(
+            "ws://%s:%s/events" % (host, port)))
+        assert got == "closed"
+    finally:
+        srv.shutdown()
+        srv.server_close()
