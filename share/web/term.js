@@ -27,17 +27,17 @@
   let ws = null, backoff = 500, retry = null, sessionKnown = null, viewers = 0;
   const exits = [];
 
+  let authState = null;
+  const setAuth = (auth) => {
+    authState = auth;
+    kbd.disabled = auth !== 'full';
+    why.textContent = auth === 'full' ? '' : auth === 'view'
+      ? 'the view token can watch, never type' : 'termd does not answer';
+    kbd.title = why.textContent;
+  };
   const auth = await TD.auth();
   if (auth === 'none') { TD.askToken(TD.tokenMessage()); return; }
-  if (auth === 'full') {
-    kbd.disabled = false;
-  } else {
-    kbd.disabled = true;
-    why.textContent = auth === 'view'
-      ? 'the view token can watch, never type'
-      : 'termd does not answer';
-    kbd.title = why.textContent;
-  }
+  setAuth(auth);
 
   const send = (type, payload) => {
     if (!ws || ws.readyState !== WebSocket.OPEN) return;
@@ -100,6 +100,7 @@
           conn.textContent = '';
           TD.notice(null);
           if (page.mode === 'rw') { fitToWindow(); term.focus(); }
+          if (authState === 'unreachable') TD.auth().then(setAuth);
         }
         break;
       }
@@ -187,10 +188,13 @@
     showViewers();
     $('st-cmd').textContent = s.command ? 'running: ' + s.command : (s.alive ? 'idle' : '');
     if (!s.alive) $('st-session').textContent = 'session exited: ' + s.exit_code;
-    if (was === false && s.alive && !page.connected) connect();
+    if (s.alive && !page.connected && (was === false || page.exited !== null)) connect();
   });
   ev.on('command.start', (o, x) => {
-    if (mine(x)) $('st-cmd').textContent = 'running: ' + x.command + (x.by === 'viewer' ? ' (typed here)' : '');
+    if (!mine(x)) return;
+    $('st-cmd').textContent = 'running: ' + x.command + (x.by === 'viewer' ? ' (typed by a viewer)' : '');
+    // a shell that ended is started again by the next action on it
+    if (page.exited !== null && !page.connected) { $('st-session').textContent = ''; backoff = 500; connect(); }
   });
   ev.on('command.end', (o, x) => {
     if (!mine(x)) return;

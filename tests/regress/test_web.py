@@ -469,3 +469,17 @@ def test_no_token_termd_refuses_other_sites(termd_factory, tmp_path, pages):
     finally:
         srv.shutdown()
         srv.server_close()
+
+
+def test_session_end_then_shell_started_again(termd_factory, tmp_path, pages):
+    t = start(termd_factory, tmp_path)
+    ev = t.events()
+    p = open_session_page(pages, t)
+    ev.send_action("run", {"command": "exit 3"})
+    p.wait_js("tdPage.exited === 3", WAIT, "the 'X' frame")
+    assert "exit code 3" in p.eval("document.getElementById('notice').innerText")
+    # the next action on main starts a new shell; the page attaches to it
+    obs = run_done(ev, "echo BACK-AGAIN")
+    assert obs["extras"].get("restarted") is True
+    wait_text(p, "BACK-AGAIN")
+    assert p.eval("tdPage.connected") is True
