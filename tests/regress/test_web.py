@@ -100,7 +100,7 @@ def session_info(ev, name="main"):
 
 # ---------------------------------------------------------------- HTTP only
 
-def test_files_gzipped_or_plain_with_headers(termd_factory, tmp_path, browser):
+def test_files_gzipped_or_plain_with_headers(termd_factory, tmp_path):
     t = start(termd_factory, tmp_path)
     st, h, gz = http_get(t, "/assets/xterm.js", {"Accept-Encoding": "gzip, deflate"})
     assert st == 200 and h.get("content-encoding") == "gzip", (st, h)
