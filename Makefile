@@ -17,7 +17,8 @@ SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-
 # Debian packages needed to build, test and benchmark.
 DEB_PKGS := build-essential pkg-config libvterm-dev libwebsockets-dev libcjson-dev \
             libssl-dev libncurses-dev libcmocka-dev python3 python3-pytest python3-pexpect \
-            tmux vim-tiny procps curl clang libclang-rt-14-dev openssl valgrind zlib1g-dev
+            tmux vim-tiny procps curl clang libclang-rt-14-dev openssl valgrind zlib1g-dev \
+            asciinema
 
 TERMD_SRC := $(wildcard termd/*.c)
 PROTO_SRC := $(wildcard proto/*.c)

@@ -337,6 +337,11 @@ int main(int argc, char **argv)
 			fprintf(stderr, "termd: %s\n", rerr);
 			return 2;
 		}
+		char *abs = realpath(opts.record_dir, NULL);   /* the same folder whatever the cwd */
+		if (abs) {
+			free(opts.record_dir);
+			opts.record_dir = abs;
+		}
 	}
 	if (opts.shell && access(opts.shell, X_OK) != 0) {
 		fprintf(stderr, "termd: --shell %s is not executable\n", opts.shell);

@@ -23,6 +23,7 @@
 #define REC_FILE_MAX      160          /* a file name: session (64) + time + suffix */
 #define FOLLOW_CHUNK      65536        /* read from the file per socket drain */
 #define FOLLOW_MAX_LAG    (8u << 20)   /* a follower further behind is ended */
+#define MARK_LABEL_MAX    1024         /* bytes of a command text in a marker */
 #define CAST_CTYPE        "application/x-asciicast"
 
 struct follower;
@@ -273,7 +274,18 @@ static void sync_marks(struct session *s)
 		return;
 	if (c->started && !c->rec_start) {
 		c->rec_start = 1;
-		rec_event(r, "m", c->text && c->text[0] ? c->text : "(command)");
+		const char *text = c->text && c->text[0] ? c->text : "(command)";
+		size_t n = strlen(text);
+		if (n <= MARK_LABEL_MAX) {
+			rec_event(r, "m", text);
+		} else {   /* a long script: its beginning (whole characters) */
+			buf_t b = {0};
+			buf_append(&b, text, utf8_offset(text, MARK_LABEL_MAX,
+							 utf8_count(text, MARK_LABEL_MAX) - 1));
+			buf_puts(&b, "\xe2\x80\xa6");   /* … */
+			rec_event(r, "m", b.p);
+			buf_free(&b);
+		}
 	}
 	if (c->finished && c->rec_start && !c->rec_end) {
 		c->rec_end = 1;

@@ -1,7 +1,8 @@
-// share/web/play.js — the recording player at /r/<file>: GET /record/<file>.cast (asciicast v2,
-// with the token in the Authorization header), played into xterm.js by its timestamps: "o" output,
-// "r" resize, "m" markers (a list to jump to). Idle gaps longer than the header's idle_time_limit
-// (default 2 s) are shortened to it. Play/pause, speed, a seek bar; window.player for tests.
+// share/web/play.js — the recording player at /r/<file>: GET /record/<file>.cast, else
+// /record/<file> as a session's current recording (asciicast v2; the token in the Authorization
+// header), played into xterm.js by its timestamps: "o" output, "r" resize, "m" markers (a list to
+// jump to). Idle gaps longer than the header's idle_time_limit (default 2 s) are shortened to it.
+// Play/pause, speed, a seek bar; window.player for tests.
 'use strict';
 
 (async () => {
@@ -10,8 +11,10 @@
   $('name').textContent = file;
   document.title = file + ' — termd recording';
 
-  const r = await fetch('/record/' + encodeURIComponent(file) + '.cast',
-                        { headers: TD.headers(), cache: 'no-store' }).catch(() => null);
+  const get = (path) => fetch(path, { headers: TD.headers(), cache: 'no-store' }).catch(() => null);
+  let r = await get('/record/' + encodeURIComponent(file) + '.cast');
+  // /r/<session>: that session's current recording
+  if (r && r.status === 404) r = await get('/record/' + encodeURIComponent(file));
   if (!r) { TD.notice('termd does not answer.', 'error'); return; }
   if (r.status === 401) { TD.askToken(TD.tokenMessage()); return; }
   if (!r.ok) { TD.notice('No recording ' + file + '.cast here (' + r.status + ').', 'error'); return; }

@@ -168,10 +168,14 @@ def test_input_with_record_input(termd_factory, tmp_path):
     ws = wsclient.connect(t.url, "/tty/main?mode=rw", TTY)
     tdtest.run_done(ev, "true")
     ws.send_binary(b"Iecho from-viewer-\xc3\xa9\r")
-    _, evs = wait_file(d, "main", lambda e: "from-viewer-\u00e9\r\n" in output(e))
+    _, evs = wait_file(d, "main", lambda e: "echo from-viewer-\u00e9" in markers(e) and
+                       markers(e)[-1].startswith("exit"))
     typed = "".join(e[2] for e in evs if e[1] == "i")
     assert "echo from-viewer-\u00e9\r" in typed
     assert "true" in typed   # run's text is input too
+    # a command typed at a viewer gets its markers like a run's
+    m = markers(evs)
+    assert "echo from-viewer-\u00e9" in m and m[m.index("echo from-viewer-\u00e9") + 1].startswith("exit 0")
 
 
 def test_sessions_opened_later_and_program_markers(termd_factory, tmp_path):
@@ -541,3 +545,33 @@ def test_replay_notes_a_resize_larger_than_the_terminal(tmp_path):
     finally:
         v.tmux("kill-server", check=False)
         shutil.rmtree(v.tmpdir, ignore_errors=True)
+
+
+def test_long_command_marker_is_cut(termd_factory, tmp_path):
+    t, d = start(termd_factory, tmp_path)
+    ev = t.events()
+    cmd = "echo long-one # " + "\u00e9" * 3000
+    tdtest.run_done(ev, cmd)
+    _, evs = wait_file(d, "main", lambda e: any(m.startswith("exit") for m in markers(e)))
+    m = [x for x in markers(evs) if x.startswith("echo long-one")]
+    assert len(m) == 1 and m[0].endswith("\u2026") and cmd.startswith(m[0][:-1])
+    assert len(m[0][:-1].encode()) <= 1024
+
+
+def test_many_sessions_each_recorded_and_listed(termd_factory, tmp_path):
+    t, d = start(termd_factory, tmp_path)
+    ev = t.events()
+    names = ["s%02d" % i for i in range(20)] + ["a.b-c_d", "x-20260101T000000Z"]
+    for n in names:
+        o = ev.call("session.open", {"name": n, "command": "echo out-of-%s" % n})
+        assert o["observation"] == "session.open", o
+    for n in names:
+        wait_file(d, n, lambda e, n=n: "out-of-%s\r\n" % n in output(e) and len(markers(e)) >= 2)
+    s, _, body = get(t, "/record/")
+    assert s == 200
+    listed = json.loads(body)
+    got = sorted(x["session"] for x in listed)
+    assert got == sorted(names + ["main"])
+    for x in listed:
+        assert (d / x["file"]).stat().st_size == x["bytes"] or x["session"] == "main"
+        assert x["live"] is (x["session"] == "main")

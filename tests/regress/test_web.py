@@ -420,6 +420,10 @@ def test_player_plays_a_recording(termd_factory, tmp_path, pages):
     p.eval("player.play(); true")
     p.wait_js("player.ended", 60, "the second play to the end")
     assert "PLAYED-25" in screen_text(p)
+    # /r/<session>: the session's current recording
+    p.goto(base(t) + "/r/main")
+    p.wait_js("window.player && player.ended", 60, "the session's recording played")
+    assert "PLAYED-25" in screen_text(p)
     # the list page links the recording
     p.goto(base(t) + "/")
     p.wait_js("document.querySelector('#recordings a[href=\"/r/%s\"]') !== null" % name, WAIT,
