@@ -184,7 +184,8 @@ VG_TESTS := $(addprefix tests/regress/, \
   test_plugins.py::test_custom_plugin_json_lines \
   test_plugins.py::test_setup_failure_message_exact \
   test_plugins.py::test_dead_program_restarted_and_said_so \
-  test_plugins.py::test_plugin_processes_end_with_termd)
+  test_plugins.py::test_plugin_processes_end_with_termd \
+  test_web.py::test_files_gzipped_or_plain_with_headers)
 # the slowest twins of tests kept in the subset
 VG_DESELECT := \
   --deselect 'tests/regress/test_faults.py::test_client_gone_while_termd_writes_a_large_answer[tcp-rst]' \
@@ -230,5 +231,7 @@ clean:
 include tests/fuzz/fuzz.mk
 # each plugin's own build and tests (plugins/<name>/plugin.mk)
 -include $(wildcard plugins/*/plugin.mk)
+# the web page's files embedded in termd: xterm.js from npm, share/web/ (share/web/web.mk)
+include share/web/web.mk
 # make bundle (static musl bundle), make test-bundle (share/bundle/bundle.mk)
 include share/bundle/bundle.mk

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <arpa/inet.h>
 
 /* constant-time comparison of a presented token with the expected one */
 static int token_eq(const char *got, const char *want)
@@ -28,10 +29,64 @@ int http_token_ok(const char *token)
 	return !opts.token || (token && token_eq(token, opts.token));
 }
 
+/* Is the Host header a name no DNS answer can make: an IP address,
+ * localhost or a name under .localhost (port and brackets allowed)? */
+static int host_is_local(const char *host)
+{
+	char h[256];
+	snprintf(h, sizeof h, "%s", host);
+	if (h[0] == '[') {
+		char *e = strchr(h, ']');
+		if (!e)
+			return 0;
+		*e = 0;
+		struct in6_addr b6;
+		return inet_pton(AF_INET6, h + 1, &b6) == 1;
+	}
+	struct in6_addr a6;
+	char *colon = strrchr(h, ':');
+	if (colon && colon != strchr(h, ':')) {   /* "::1:8421", no brackets */
+		if (inet_pton(AF_INET6, h, &a6) == 1)
+			return 1;
+		*colon = 0;
+		return inet_pton(AF_INET6, h, &a6) == 1;
+	}
+	if (colon)
+		*colon = 0;
+	struct in_addr a4;
+	size_t n = strlen(h);
+	return inet_pton(AF_INET, h, &a4) == 1 || strcasecmp(h, "localhost") == 0 ||
+	       (n > 10 && strcasecmp(h + n - 10, ".localhost") == 0);
+}
+
+/* With no token, whoever reaches the listener gets a shell, and a web page
+ * on any other site can reach a loopback listener from the browser of the
+ * person who runs termd: a WebSocket is not bound by the same-origin rule
+ * (cross-site WebSocket hijacking), and a DNS name rebound to 127.0.0.1
+ * makes a foreign page same-origin with termd. So a request whose Origin
+ * is not termd's own (its Host), or whose Host is a DNS name, is foreign.
+ * Programs send no Origin; termd's own page sends its own. A unix socket
+ * cannot be reached from a browser; --insecure-no-token asked for none of
+ * this (names in Host are how containers reach each other). */
+static int foreign_request(struct lws *wsi)
+{
+	char host[256] = "", origin[512];
+	if (lws_hdr_copy(wsi, host, sizeof host, WSI_TOKEN_HOST) < 0)
+		host[0] = 0;
+	if (lws_hdr_copy(wsi, origin, sizeof origin, WSI_TOKEN_ORIGIN) > 0) {
+		const char *o = strstr(origin, "://");
+		if (!o || strcasecmp(o + 3, host) != 0)
+			return 1;
+	}
+	if (opts.listen_unix || opts.insecure_no_token || !host[0])
+		return 0;
+	return !host_is_local(host);
+}
+
 static enum auth_level http_auth(struct lws *wsi)
 {
 	if (!opts.token && !opts.view_token)
-		return AUTH_FULL;
+		return foreign_request(wsi) ? AUTH_NONE : AUTH_FULL;
 	char got[640] = "";
 	char hdr[600];
 	if (lws_hdr_copy(wsi, hdr, sizeof hdr, WSI_TOKEN_HTTP_AUTHORIZATION) > 0 &&
@@ -296,7 +351,9 @@ int http_writeable(struct lws *wsi)
 		if (write_headers(wsi, t, buf, sizeof buf))
 			return -1;
 		t->hdr_sent = 1;
-		if (t->out.len > t->off || t->ended)
+		/* an empty answer (a 304, an empty file) ends here: nothing
+		 * else would make the socket writable again */
+		if (t->out.len > t->off || t->ended || !t->streaming)
 			lws_callback_on_writable(wsi);
 		return 0;
 	}
@@ -368,6 +425,11 @@ static int upgrade_check(struct lws *wsi, struct upgrade *u, const char **why)
 	char path[512];
 	memset(u, 0, sizeof *u);
 	u->auth = http_auth(wsi);
+	if (u->auth == AUTH_NONE && !opts.token && !opts.view_token) {
+		*why = "a request from another site (its Origin or Host is not this termd's), "
+		       "and termd has no token\n";
+		return 403;
+	}
 	if (u->auth == AUTH_NONE) {
 		*why = "unauthorized\n";
 		return 401;

@@ -375,6 +375,7 @@ int main(int argc, char **argv)
 	files_register();
 	edit_register();
 	openhands_register();
+	web_register();
 	char err[256];
 	td_err code;
 	if (!session_open("main", NULL, NULL, NULL, 0, 0, &code, err, sizeof err)) {
@@ -415,6 +416,7 @@ int main(int argc, char **argv)
 	events_shutdown();
 	plugin_shutdown();
 	openhands_shutdown();
+	web_shutdown();
 	actions_shutdown();
 	child_forget_all();
 	free(opts.plugins);

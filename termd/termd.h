@@ -557,6 +557,10 @@ struct mp_part {
 int multipart_find(const char *ctype, const char *body, size_t len, const char *field,
 		   struct mp_part *part, char *err, size_t errlen);
 
+/* ---- the web page (web.c): /, /s/<session>, /r/<file>, /assets/…, /auth ---- */
+void web_register(void);
+void web_shutdown(void);
+
 /* ---- OpenHands' action execution server API (openhands.c) ---- */
 void openhands_register(void);
 void openhands_shutdown(void);

@@ -440,13 +440,15 @@ class WebSocket:
 def handshake(sock, url, path, subprotocol=None, token=None, headers=None, timeout=10.0):
     deadline = time.monotonic() + timeout
     key = base64.b64encode(os.urandom(16)).decode("ascii")
-    req = ["GET %s HTTP/1.1" % path, "Host: " + _host_header(url), "Upgrade: websocket",
+    headers = dict(headers or {})
+    host = headers.pop("Host", None) or _host_header(url)   # a test may pose as another host
+    req = ["GET %s HTTP/1.1" % path, "Host: " + host, "Upgrade: websocket",
            "Connection: Upgrade", "Sec-WebSocket-Key: " + key, "Sec-WebSocket-Version: 13"]
     if subprotocol:
         req.append("Sec-WebSocket-Protocol: " + subprotocol)
     if token is not None:
         req.append("Authorization: Bearer " + token)
-    for k, v in (headers or {}).items():
+    for k, v in headers.items():
         req.append("%s: %s" % (k, v))
     sock.settimeout(timeout)
     sock.sendall(("\r\n".join(req) + "\r\n\r\n").encode("iso-8859-1"))
