@@ -13,6 +13,10 @@
 #include <string.h>
 
 #define VIEWER_QUEUE_MAX (2u * 1024u * 1024u)
+/* 'O' pieces queued back to back go out as one frame of up to this many
+ * bytes: one write (and one frame to parse) per 64 KiB instead of one per
+ * pty read, which is what a viewer costs the loop most of */
+#define TTY_OUTPUT_COALESCE 65536u
 /* largest client frame (input, resize): anything sane is far below */
 #define TTY_FRAME_MAX (1024u * 1024u)
 
@@ -88,7 +92,17 @@ static void tty_on_output(struct session *s, const char *data, size_t n)
 			lws_callback_on_writable(v->ws.wsi);
 			continue;
 		}
-		vq_push(v, TD_TTY_OUTPUT, data, n);
+		/* the pty's bytes in order: appended to an 'O' frame not yet
+		 * sent, or a frame of their own */
+		size_t last_len;
+		const unsigned char *last = wsconn_last(&v->ws, &last_len);
+		unsigned char *p = last && last[0] == TD_TTY_OUTPUT
+					   ? wsconn_extend(&v->ws, n, TTY_OUTPUT_COALESCE)
+					   : NULL;
+		if (p)
+			memcpy(p, data, n);
+		else
+			vq_push(v, TD_TTY_OUTPUT, data, n);
 	}
 }
 

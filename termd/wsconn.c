@@ -1,6 +1,7 @@
 /* wsconn.c — the connection layer both WebSocket channels stand on: the
  * outgoing message queue (LWS_PRE headroom, a byte count for the channel's
- * pending cap, one message written per writable callback) and the
+ * pending cap, one message written per writable callback, the newest one
+ * growable so a channel can coalesce a stream's pieces) and the
  * reassembly of fragmented messages with a size limit (past it the bytes
  * are read and dropped, never stored). */
 #include "wsconn.h"
@@ -11,6 +12,7 @@
 struct wsframe {
 	struct wsframe *next;
 	size_t len;
+	size_t cap;                /* payload bytes data has room for */
 	unsigned char *data;       /* LWS_PRE bytes of headroom, then the payload */
 };
 
@@ -26,6 +28,7 @@ unsigned char *wsconn_queue(struct wsconn *w, size_t n)
 	struct wsframe *f = xmalloc(sizeof *f);
 	f->next = NULL;
 	f->len = n;
+	f->cap = n;
 	f->data = xmalloc(LWS_PRE + n);
 	if (w->tail)
 		w->tail->next = f;
@@ -35,6 +38,32 @@ unsigned char *wsconn_queue(struct wsconn *w, size_t n)
 	w->pending += n;
 	lws_callback_on_writable(w->wsi);
 	return f->data + LWS_PRE;
+}
+
+unsigned char *wsconn_extend(struct wsconn *w, size_t n, size_t max)
+{
+	struct wsframe *f = w->tail;
+	if (!f || f->len + n > max)
+		return NULL;
+	if (f->len + n > f->cap) {
+		/* a message that grows once is a backlog that will grow more:
+		 * straight to max, so its bytes are moved at most once (a
+		 * doubling realloc moved as many as it held) */
+		f->data = xrealloc(f->data, LWS_PRE + max);
+		f->cap = max;
+	}
+	unsigned char *p = f->data + LWS_PRE + f->len;
+	f->len += n;
+	w->pending += n;
+	return p;
+}
+
+const unsigned char *wsconn_last(const struct wsconn *w, size_t *len)
+{
+	if (!w->tail)
+		return NULL;
+	*len = w->tail->len;
+	return w->tail->data + LWS_PRE;
 }
 
 int wsconn_over(const struct wsconn *w, size_t n, size_t cap)

@@ -35,6 +35,15 @@ void wsconn_init(struct wsconn *w, struct lws *wsi, int binary);
 /* Queue one message of n bytes and return where its payload goes (n bytes,
  * LWS_PRE of headroom before them); asks for a writable callback. */
 unsigned char *wsconn_queue(struct wsconn *w, size_t n);
+/* Grow the newest queued message by n bytes when it stays within max bytes:
+ * where the n bytes go (right after its payload), or NULL (nothing queued,
+ * or too large) — then queue a new message. Nothing queued has started to
+ * go out (a message is written whole, or lws keeps the rest itself), so
+ * the newest one may always grow. The returned pointer is valid until the
+ * next call on w. */
+unsigned char *wsconn_extend(struct wsconn *w, size_t n, size_t max);
+/* The newest queued message's payload and its length, or NULL. */
+const unsigned char *wsconn_last(const struct wsconn *w, size_t *len);
 /* 1 if n more bytes would take a non-empty backlog past cap: one message is
  * always taken, however large, so an answer bigger than the cap still
  * reaches a client that reads. */

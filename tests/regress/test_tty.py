@@ -209,6 +209,26 @@ def test_view_token_is_read_only(termd_factory, tmp_path):
     assert frame(ws)[0] == "Z"
 
 
+def test_output_stream_byte_exact_around_a_title(termd, ev):
+    # ~1 MB of output while the viewer does not read (run_done blocks):
+    # its 'O' frames (pieces of the pty's reads, coalesced while queued)
+    # must still add up to the pty's bytes exactly, with a title change in
+    # the middle reported by one 'T' frame. The
+    # whole output is under the viewer's queue cap: nothing may be dropped.
+    ws = attach(termd)
+    frame(ws), frame(ws)
+    tdtest.run_done(ev, "seq 1 60000; printf '\\033]2;mid-title\\007'; seq 60001 120000; "
+                        "echo stream-\"end\"", timeout=120)
+    got = frames_until(ws, lambda fs: b"stream-end\r\n" in b"".join(p for t, p in fs if t == "O"),
+                       timeout=60)
+    assert "S" not in [t for t, _ in got], "a viewer under the cap was resnapshotted"
+    assert [p for t, p in got if t == "T"] == [b"mid-title"]
+    out = b"".join(p for t, p in got if t == "O")
+    want = (b"".join(b"%d\r\n" % i for i in range(1, 60001)) + b"\x1b]2;mid-title\x07" +
+            b"".join(b"%d\r\n" % i for i in range(60001, 120001)) + b"stream-end\r\n")
+    assert want in out
+
+
 def test_many_viewers_and_a_stalled_one(termd, ev):
     viewers = [attach(termd) for _ in range(5)]
     for v in viewers:
