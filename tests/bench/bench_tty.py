@@ -149,6 +149,13 @@ def keystroke_latency(td, n):
     return sorted(samples)
 
 
+def cpu_s(pid):
+    """User + system CPU seconds process pid has used so far."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def flood_cmd(nonce):
     return FLOOD_CMD + MARKER_CMD % nonce, "flood-end-%s" % nonce
 
@@ -182,18 +189,22 @@ def flood_time_c(td, viewers, nonce):
     """`run` of the flood command with `viewers` read-only viewers attached
     and drained by bench-viewers (none: the command alone). Returns (seconds,
     bench-viewers' figures or None, seconds from the run's start until the
-    last viewer had the marker or None)."""
+    last viewer had the marker or None, termd's CPU seconds from the run's
+    start until then, bench-viewers' CPU seconds or None)."""
     cmd, marker = flood_cmd(nonce)
     ev = wsclient.Events(td.url)
     proc = None
     try:
         if not viewers:
-            return run_flood(ev, cmd), None, None
+            c0 = cpu_s(td.proc.pid)
+            dt = run_flood(ev, cmd)
+            return dt, None, None, cpu_s(td.proc.pid) - c0, None
         proc = subprocess.Popen([VIEWERS_BIN, "-n", str(viewers), "-m", marker, "-w", "600", td.url],
                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE)
         ready = _read_line(proc, 60)
         if ready.get("open") != viewers:
             raise RuntimeError("bench-viewers: only %s of %d viewers attached" % (ready.get("open"), viewers))
+        c0 = cpu_s(td.proc.pid)
         t0m = time.monotonic()                   # CLOCK_MONOTONIC, as bench-viewers' "mono"
         dt = run_flood(ev, cmd)
         try:
@@ -201,9 +212,17 @@ def flood_time_c(td, viewers, nonce):
         except RuntimeError:
             proc.send_signal(signal.SIGTERM)
             figs = _read_line(proc, 30)
-        proc.wait(30)
+        cpu = cpu_s(td.proc.pid) - c0
+        vcpu = None
+        for _ in range(300):                     # its CPU time once it has exited
+            pid, status, ru = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                proc.returncode = status
+                vcpu = ru.ru_utime + ru.ru_stime
+                break
+            time.sleep(0.1)
         last = figs.get("last_marker_mono")
-        return dt, figs, (last - t0m) if last else None
+        return dt, figs, (last - t0m) if last else None, cpu, vcpu
     finally:
         if proc and proc.poll() is None:
             proc.kill()
@@ -272,12 +291,17 @@ def fanout(td, viewers=VIEWERS, reps=REPS, py_readers=PY_READERS):
 
     flood_time_c(td, 0, next_nonce())                    # warm-up (page cache, shell)
     base, fan, lag, stalled = [], [], [], []
-    figs = []
+    figs, cpu_base, cpu_fan, cpu_viewers = [], [], [], []
     for _ in range(reps):
-        base.append(flood_time_c(td, 0, next_nonce())[0])
-        t, f, last = flood_time_c(td, viewers, next_nonce())
+        t, _f, _l, cpu, _v = flood_time_c(td, 0, next_nonce())
+        base.append(t)
+        cpu_base.append(cpu)
+        t, f, last, cpu, vcpu = flood_time_c(td, viewers, next_nonce())
         fan.append(t)
         figs.append(f)
+        cpu_fan.append(cpu)
+        if vcpu is not None:
+            cpu_viewers.append(vcpu)
         if last is not None:
             lag.append(last)
         stalled.append(flood_time_py(td, viewers, drain=False)[0])
@@ -295,6 +319,11 @@ def fanout(td, viewers=VIEWERS, reps=REPS, py_readers=PY_READERS):
     if lag:
         rows.append(("  until the last viewer had the end", "%.2f s" % statistics.median(lag),
                      "%.2fx the no-viewer run" % (statistics.median(lag) / b if b else float("inf"))))
+    cb, cf = statistics.median(cpu_base), statistics.median(cpu_fan)
+    rows.append(("  termd CPU, no viewer / %d viewers" % viewers, "%.2f / %.2f s" % (cb, cf),
+                 "%.2fx; bench-viewers itself %s" % (
+                     cf / cb if cb else float("inf"),
+                     "%.2f s" % statistics.median(cpu_viewers) if cpu_viewers else "?")))
     rows.append(("  viewers with the end (O / later S)", "%d / %d" % (
         sum(x["marker_in_O"] for x in figs), sum(x["marker_in_S"] for x in figs)),
         "of %d over %d reps%s" % (viewers * reps, reps, "" if ok else ": %d missed" % (
