@@ -1,7 +1,8 @@
 /* wsconn.c — the connection layer both WebSocket channels stand on: the
  * outgoing message queue (LWS_PRE headroom, a byte count for the channel's
- * pending cap, one message written per writable callback, the newest one
- * growable so a channel can coalesce a stream's pieces) and the
+ * pending cap, one message written per writable callback, a tag per
+ * message for the channel, or a message from the channel's own buffer
+ * written at once) and the
  * reassembly of fragmented messages with a size limit (past it the bytes
  * are read and dropped, never stored). */
 #include "wsconn.h"
@@ -12,7 +13,7 @@
 struct wsframe {
 	struct wsframe *next;
 	size_t len;
-	size_t cap;                /* payload bytes data has room for */
+	uint64_t tag;              /* the channel's (wsconn_tag_last), else 0 */
 	unsigned char *data;       /* LWS_PRE bytes of headroom, then the payload */
 };
 
@@ -28,7 +29,7 @@ unsigned char *wsconn_queue(struct wsconn *w, size_t n)
 	struct wsframe *f = xmalloc(sizeof *f);
 	f->next = NULL;
 	f->len = n;
-	f->cap = n;
+	f->tag = 0;
 	f->data = xmalloc(LWS_PRE + n);
 	if (w->tail)
 		w->tail->next = f;
@@ -40,30 +41,23 @@ unsigned char *wsconn_queue(struct wsconn *w, size_t n)
 	return f->data + LWS_PRE;
 }
 
-unsigned char *wsconn_extend(struct wsconn *w, size_t n, size_t max)
+void wsconn_tag_last(struct wsconn *w, uint64_t tag)
 {
-	struct wsframe *f = w->tail;
-	if (!f || f->len + n > max)
-		return NULL;
-	if (f->len + n > f->cap) {
-		/* a message that grows once is a backlog that will grow more:
-		 * straight to max, so its bytes are moved at most once (a
-		 * doubling realloc moved as many as it held) */
-		f->data = xrealloc(f->data, LWS_PRE + max);
-		f->cap = max;
-	}
-	unsigned char *p = f->data + LWS_PRE + f->len;
-	f->len += n;
-	w->pending += n;
-	return p;
+	if (w->tail)
+		w->tail->tag = tag;
 }
 
-const unsigned char *wsconn_last(const struct wsconn *w, size_t *len)
+int wsconn_head_tag(const struct wsconn *w, uint64_t *tag)
 {
-	if (!w->tail)
-		return NULL;
-	*len = w->tail->len;
-	return w->tail->data + LWS_PRE;
+	if (!w->head)
+		return 0;
+	*tag = w->head->tag;
+	return 1;
+}
+
+int wsconn_write_now(struct wsconn *w, unsigned char *p, size_t n)
+{
+	return lws_write(w->wsi, p, n, w->binary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT) < 0 ? -1 : 0;
 }
 
 int wsconn_over(const struct wsconn *w, size_t n, size_t cap)

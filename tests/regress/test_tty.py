@@ -243,6 +243,52 @@ def test_many_viewers_and_a_stalled_one(termd, ev):
     stalled.abort()
 
 
+def _peak_mb(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024.0
+    raise AssertionError("no VmHWM for pid %d" % pid)
+
+
+def _sanitized(pid):
+    """termd under valgrind or built with ASan: its memory is not termd's own."""
+    with open("/proc/%d/maps" % pid) as f:
+        maps = f.read()
+    return "libasan" in maps or "valgrind" in maps or "vgpreload" in maps
+
+
+def test_stalled_viewers_share_one_bounded_backlog(termd, ev):
+    # 20 viewers that never read while ~12 MB go through the pty: each falls
+    # more than the bound (2 MiB) behind and is dropped. termd keeps the
+    # session's output once for all of them, so its peak memory grows about
+    # as much as with no viewer at all, not by 20 backlogs (40 MiB).
+    flood = "yes 0123456789012345678901234567890123456789012345678901234567890123456789 | head -n 170000"
+    pid = termd.proc.pid
+    if _sanitized(pid):
+        pytest.skip("memory figures of a sanitized termd")
+    tdtest.run_done(ev, flood, timeout=120)
+    p0 = _peak_mb(pid)
+    tdtest.run_done(ev, flood, timeout=120)
+    alone = _peak_mb(pid) - p0
+    viewers = [attach(termd) for _ in range(20)]
+    for v in viewers:
+        frame(v), frame(v)
+    tdtest.run_done(ev, flood, timeout=120)
+    viewed = _peak_mb(pid) - p0
+    assert viewed - alone < 16, "peak grew %.1f MiB with 20 stalled viewers, %.1f without" % (
+        viewed, alone)
+    # each still works: it reads the rest, a fresh snapshot, and what follows
+    obs = tdtest.run_done(ev, "echo after-\"stall\"")
+    assert tdtest.content(obs) == "after-stall"
+    for v in viewers[:3]:
+        got = frames_until(v, lambda fs: b"after-stall" in b"".join(p for t, p in fs if t in "OS"),
+                           timeout=60)
+        assert "S" in [t for t, _ in got], "a viewer 12 MB behind was not resnapshotted"
+    for v in viewers:
+        v.abort()
+
+
 def test_text_typed_before_first_prompt_names_the_command(termd_factory, tmp_path):
     """A viewer types before the shell's first prompt (its rc file is still
     running): the shell runs the line once its prompt is up, and
