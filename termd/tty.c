@@ -72,8 +72,10 @@ static void vq_push(struct viewer *v, char type, const void *data, size_t n)
 
 /* ---- the feed ---- */
 
-static void feed_append(struct feed *f, const char *data, size_t n)
+/* 1 if it started a chunk (then older ones may be freed: feed_trim) */
+static int feed_append(struct feed *f, const char *data, size_t n)
 {
+	int started = 0;
 	while (n) {
 		struct chunk *c = f->tail;
 		if (!c || c->len == FEED_CHUNK) {
@@ -86,6 +88,7 @@ static void feed_append(struct feed *f, const char *data, size_t n)
 			else
 				f->head = c;
 			f->tail = c;
+			started = 1;
 		}
 		size_t k = FEED_CHUNK - c->len < n ? FEED_CHUNK - c->len : n;
 		memcpy(CHUNK_DATA(c) + c->len, data, k);
@@ -94,10 +97,13 @@ static void feed_append(struct feed *f, const char *data, size_t n)
 		data += k;
 		n -= k;
 	}
+	return started;
 }
 
 /* Free the chunks every viewer of s has sent (one waiting for a snapshot
- * needs none: it starts again at the end); the newest stays, to fill. */
+ * needs none: it starts again at the end); the newest stays, to fill.
+ * Called when a chunk is started and when a viewer leaves: the feed holds
+ * at most one chunk more than its slowest viewer needs. */
 static void feed_trim(struct session *s)
 {
 	struct feed *f = s->viewers ? s->viewers->feed : NULL;
@@ -163,11 +169,8 @@ static int viewer_writable(struct viewer *v)
 		if (wsconn_head_tag(&v->ws, &tag) && tag < lim)
 			lim = tag;
 		if (v->pos < lim) {
-			uint64_t head_end = f->head->start + f->head->len;
 			if (feed_write(v, lim) < 0)
 				return -1;
-			if (v->s && v->pos >= head_end)
-				feed_trim(v->s);
 			uint64_t t;
 			if (v->pos < f->end || wsconn_head_tag(&v->ws, &t) || v->closing)
 				lws_callback_on_writable(v->ws.wsi);
@@ -230,21 +233,25 @@ static void tty_on_output(struct session *s, const char *data, size_t n)
 	struct feed *f = s->viewers ? s->viewers->feed : NULL;
 	if (!f || !n)
 		return;
-	feed_append(f, data, n);
+	int started = feed_append(f, data, n);
 	for (struct viewer *v = s->viewers; v; v = v->next) {
 		if (v->resync)
 			continue;   /* a snapshot will replace what it missed */
 		/* its backlog: feed bytes and other frames not yet sent */
 		uint64_t behind = f->end - v->pos + v->ws.pending;
-		if (behind > n && behind > VIEWER_QUEUE_MAX) {
-			/* one piece is always taken, however large, when
-			 * nothing was waiting */
+		if (behind == n) {
+			lws_callback_on_writable(v->ws.wsi);   /* it was idle */
+		} else if (behind > VIEWER_QUEUE_MAX) {
+			/* (one piece is always taken, however large, when
+			 * nothing was waiting) */
 			wsconn_drop_queue(&v->ws);
 			v->resync = 1;
+			lws_callback_on_writable(v->ws.wsi);
 		}
-		lws_callback_on_writable(v->ws.wsi);
+		/* else it waits for writable callbacks already */
 	}
-	feed_trim(s);
+	if (started)
+		feed_trim(s);
 }
 
 static void tty_on_title(struct session *s, const char *t, size_t n)
