@@ -213,15 +213,19 @@ test: deps
 	$(MAKE) test-bundle
 
 bench: deps
-	$(MAKE) all $(BUILD)/bench-rtt
+	$(MAKE) all $(BUILD)/bench-rtt $(BUILD)/bench-viewers
 	TERMD_BIN=$(abspath $(BUILD)/termd) BENCH_RTT_BIN=$(abspath $(BUILD)/bench-rtt) $(PY) tests/bench/bench.py
-	TERMD_BIN=$(abspath $(BUILD)/termd) $(PY) tests/bench/bench_tty.py
+	TERMD_BIN=$(abspath $(BUILD)/termd) BENCH_VIEWERS_BIN=$(abspath $(BUILD)/bench-viewers) $(PY) tests/bench/bench_tty.py
 	TERMD_BIN=$(abspath $(BUILD)/termd) $(PY) tests/bench/bench_openhands.py
 	TERMD_BIN=$(abspath $(BUILD)/termd) TERMD_PLUGIN_DIR=$(abspath $(BUILD)/plugins) $(PY) tests/bench/bench_jupyter.py
 	TERMD_BIN=$(abspath $(BUILD)/termd) TERMD_PLUGIN_DIR=$(abspath $(BUILD)/plugins) $(PY) tests/bench/bench_browser.py
 
 # the C round-trip client the bench drives
 $(BUILD)/bench-rtt: tests/bench/rtt.c $(LIBTD)
+	$(CC) $(TD_CFLAGS) $(PKG_CFLAGS) -o $@ $^ $(PKG_LIBS) -lm
+
+# the C /tty viewers the fan-out figure drives (tests/bench/bench_tty.py)
+$(BUILD)/bench-viewers: tests/bench/viewers.c $(LIBTD)
 	$(CC) $(TD_CFLAGS) $(PKG_CFLAGS) -o $@ $^ $(PKG_LIBS) -lm
 
 clean:

@@ -1,24 +1,55 @@
 /* tty.c — the live terminal channel `/tty/<session>` (subprotocol
  * termd.tty.v1): viewers attach read-only or read-write, get a size frame
- * and a snapshot of the screen, then the pty's bytes in order. Each viewer
- * has its own bounded queue: one that falls behind has its backlog dropped
- * and gets a fresh snapshot, so it never slows the pty or anyone else.
+ * and a snapshot of the screen, then the pty's bytes in order. The pty's
+ * bytes are kept once per session, in a feed all its viewers read from at
+ * their own pace (each write up to one 64 KiB chunk, straight from the
+ * feed); one that falls more than a bound behind has its backlog dropped
+ * and gets a fresh snapshot, so it never slows the pty or anyone else, and
+ * the feed never holds more than about that bound, however many viewers.
  * Input and resizes from rw viewers; attach/detach/input/resize events.
  * The connection plumbing is wsconn.c's, the upgrade checks http.c's; the
  * channel's lws_protocols entry is exported, struct viewer is private. */
 #include "termd.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define VIEWER_QUEUE_MAX (2u * 1024u * 1024u)
+/* the feed's chunk: also the largest 'O' frame, one write each (lws sends
+ * up to the protocol's rx_buffer_size, 64 KiB, per write without copying) */
+#define FEED_CHUNK 65536u
 /* largest client frame (input, resize): anything sane is far below */
 #define TTY_FRAME_MAX (1024u * 1024u)
 
+/* A piece of a session's output. A frame is written straight from it:
+ * before its bytes there is room for the type byte and lws's header; a
+ * frame starting mid-chunk borrows the bytes before it and gives them back
+ * (feed_write). */
+struct chunk {
+	struct chunk *next;
+	uint64_t start;           /* stream offset of its first byte */
+	size_t len;
+	unsigned char mem[];      /* LWS_PRE + 1 bytes of headroom, then FEED_CHUNK */
+};
+#define CHUNK_DATA(c) ((c)->mem + LWS_PRE + 1)
+
+/* One session's output since its first viewer attached, from the oldest
+ * byte a viewer still needs; shared by the session's viewers (and kept by
+ * them, not the session, so they can finish sending after it is gone). */
+struct feed {
+	struct chunk *head, *tail;
+	uint64_t end;             /* stream offset after the newest byte */
+	int refs;                 /* viewers holding it */
+};
+
 /* One /tty connection; lws allocates it (tty_protocol's per-session size). */
 struct viewer {
-	struct wsconn ws;         /* its queue and reassembly */
+	struct wsconn ws;         /* other frames (tagged with the feed's end when
+				   * queued: output before them goes first), reassembly */
+	struct feed *feed;        /* its session's output, while attached or sending */
+	uint64_t pos;             /* the next feed byte it gets */
 	struct viewer *next;      /* in the session's list */
 	struct session *s;
 	char name[TD_SESSION_NAME_MAX + 1];
@@ -35,6 +66,122 @@ static void vq_push(struct viewer *v, char type, const void *data, size_t n)
 	p[0] = (unsigned char)type;
 	if (n)
 		memcpy(p + 1, data, n);
+	/* after the output queued so far, before any that comes later */
+	wsconn_tag_last(&v->ws, v->feed ? v->feed->end : 0);
+}
+
+/* ---- the feed ---- */
+
+/* 1 if it started a chunk (then older ones may be freed: feed_trim) */
+static int feed_append(struct feed *f, const char *data, size_t n)
+{
+	int started = 0;
+	while (n) {
+		struct chunk *c = f->tail;
+		if (!c || c->len == FEED_CHUNK) {
+			c = xmalloc(sizeof *c + LWS_PRE + 1 + FEED_CHUNK);
+			c->next = NULL;
+			c->start = f->end;
+			c->len = 0;
+			if (f->tail)
+				f->tail->next = c;
+			else
+				f->head = c;
+			f->tail = c;
+			started = 1;
+		}
+		size_t k = FEED_CHUNK - c->len < n ? FEED_CHUNK - c->len : n;
+		memcpy(CHUNK_DATA(c) + c->len, data, k);
+		c->len += k;
+		f->end += k;
+		data += k;
+		n -= k;
+	}
+	return started;
+}
+
+/* Free the chunks every viewer of s has sent (one waiting for a snapshot
+ * needs none: it starts again at the end); the newest stays, to fill.
+ * Called when a chunk is started and when a viewer leaves: the feed holds
+ * at most one chunk more than its slowest viewer needs. */
+static void feed_trim(struct session *s)
+{
+	struct feed *f = s->viewers ? s->viewers->feed : NULL;
+	if (!f)
+		return;
+	uint64_t low = f->end;
+	for (struct viewer *v = s->viewers; v; v = v->next)
+		if (!v->resync && v->pos < low)
+			low = v->pos;
+	while (f->head != f->tail && f->head->start + f->head->len <= low) {
+		struct chunk *c = f->head;
+		f->head = c->next;
+		free(c);
+	}
+}
+
+static void feed_release(struct viewer *v)
+{
+	struct feed *f = v->feed;
+	v->feed = NULL;
+	if (!f || --f->refs > 0)
+		return;
+	while (f->head) {
+		struct chunk *c = f->head;
+		f->head = c->next;
+		free(c);
+	}
+	free(f);
+}
+
+/* Write one 'O' frame of v's feed bytes from v->pos, up to lim and the end
+ * of their chunk, in place: the type byte and lws's header go over the
+ * bytes before them (the chunk's headroom, or earlier output other viewers
+ * may still need), which are put back once lws_write has returned. */
+static int feed_write(struct viewer *v, uint64_t lim)
+{
+	struct chunk *c = v->feed->head;
+	while (c && v->pos >= c->start + c->len)
+		c = c->next;
+	if (!c || v->pos < c->start)
+		return -1;   /* cannot happen: feed_trim keeps what v needs */
+	size_t off = (size_t)(v->pos - c->start);
+	size_t n = c->len - off;
+	if (lim - v->pos < n)
+		n = (size_t)(lim - v->pos);
+	unsigned char *p = CHUNK_DATA(c) + off - 1;   /* the type byte */
+	unsigned char saved[LWS_PRE + 1];
+	memcpy(saved, p - LWS_PRE, sizeof saved);
+	p[0] = TD_TTY_OUTPUT;
+	int r = wsconn_write_now(&v->ws, p, n + 1);
+	memcpy(p - LWS_PRE, saved, sizeof saved);
+	v->pos += n;
+	return r;
+}
+
+/* On a writable callback: feed bytes due before the oldest queued frame,
+ * else that frame; asks for the next callback while anything is left. */
+static int viewer_writable(struct viewer *v)
+{
+	struct feed *f = v->feed;
+	if (f && !v->resync) {
+		uint64_t lim = f->end, tag;
+		if (wsconn_head_tag(&v->ws, &tag) && tag < lim)
+			lim = tag;
+		if (v->pos < lim) {
+			if (feed_write(v, lim) < 0)
+				return -1;
+			uint64_t t;
+			if (v->pos < f->end || wsconn_head_tag(&v->ws, &t) || v->closing)
+				lws_callback_on_writable(v->ws.wsi);
+			return 0;
+		}
+	}
+	if (wsconn_writable(&v->ws, v->closing) < 0)
+		return -1;
+	if (f && !v->resync && v->pos < f->end)
+		lws_callback_on_writable(v->ws.wsi);   /* output queued after that frame */
+	return 0;
 }
 
 static void send_size(struct viewer *v)
@@ -44,8 +191,12 @@ static void send_size(struct viewer *v)
 	vq_push(v, TD_TTY_SIZE, j, (size_t)n);
 }
 
+/* The screen as it is after every byte of the feed so far: the viewer's
+ * output starts again at the feed's end. */
 static void send_snapshot(struct viewer *v)
 {
+	if (v->feed)
+		v->pos = v->feed->end;
 	buf_t b = {0};
 	screen_snapshot(v->s->screen, &b);
 	vq_push(v, TD_TTY_SNAPSHOT, b.p ? b.p : "", b.len);
@@ -79,17 +230,28 @@ static void viewer_unlink(struct viewer *v)
 
 static void tty_on_output(struct session *s, const char *data, size_t n)
 {
+	struct feed *f = s->viewers ? s->viewers->feed : NULL;
+	if (!f || !n)
+		return;
+	int started = feed_append(f, data, n);
 	for (struct viewer *v = s->viewers; v; v = v->next) {
 		if (v->resync)
 			continue;   /* a snapshot will replace what it missed */
-		if (wsconn_over(&v->ws, n + 1, VIEWER_QUEUE_MAX)) {
+		/* its backlog: feed bytes and other frames not yet sent */
+		uint64_t behind = f->end - v->pos + v->ws.pending;
+		if (behind == n) {
+			lws_callback_on_writable(v->ws.wsi);   /* it was idle */
+		} else if (behind > VIEWER_QUEUE_MAX) {
+			/* (one piece is always taken, however large, when
+			 * nothing was waiting) */
 			wsconn_drop_queue(&v->ws);
 			v->resync = 1;
 			lws_callback_on_writable(v->ws.wsi);
-			continue;
 		}
-		vq_push(v, TD_TTY_OUTPUT, data, n);
+		/* else it waits for writable callbacks already */
 	}
+	if (started)
+		feed_trim(s);
 }
 
 static void tty_on_title(struct session *s, const char *t, size_t n)
@@ -218,6 +380,9 @@ static int tty_callback(struct lws *wsi, enum lws_callback_reasons reason, void 
 			v->closing = 1;
 			break;
 		}
+		v->feed = s->viewers ? s->viewers->feed : xcalloc(1, sizeof *v->feed);
+		v->feed->refs++;
+		v->pos = v->feed->end;
 		v->s = s;
 		v->next = s->viewers;
 		s->viewers = v;
@@ -260,13 +425,17 @@ static int tty_callback(struct lws *wsi, enum lws_callback_reasons reason, void 
 			v->resync = 0;
 			send_snapshot(v);   /* queues and asks for writable again */
 		}
-		return wsconn_writable(&v->ws, v->closing);
+		return viewer_writable(v);
 	case LWS_CALLBACK_CLOSED:
 		if (v->attached) {
 			if (!srv.stopping)
 				viewer_event("viewer.detach", v);
+			struct session *s = v->s;
 			viewer_unlink(v);
+			if (s)
+				feed_trim(s);   /* what only v still needed */
 		}
+		feed_release(v);
 		wsconn_free(&v->ws);
 		break;
 	default:

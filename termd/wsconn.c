@@ -1,6 +1,8 @@
 /* wsconn.c — the connection layer both WebSocket channels stand on: the
  * outgoing message queue (LWS_PRE headroom, a byte count for the channel's
- * pending cap, one message written per writable callback) and the
+ * pending cap, one message written per writable callback, a tag per
+ * message for the channel, or a message from the channel's own buffer
+ * written at once) and the
  * reassembly of fragmented messages with a size limit (past it the bytes
  * are read and dropped, never stored). */
 #include "wsconn.h"
@@ -11,6 +13,7 @@
 struct wsframe {
 	struct wsframe *next;
 	size_t len;
+	uint64_t tag;              /* the channel's (wsconn_tag_last), else 0 */
 	unsigned char *data;       /* LWS_PRE bytes of headroom, then the payload */
 };
 
@@ -26,6 +29,7 @@ unsigned char *wsconn_queue(struct wsconn *w, size_t n)
 	struct wsframe *f = xmalloc(sizeof *f);
 	f->next = NULL;
 	f->len = n;
+	f->tag = 0;
 	f->data = xmalloc(LWS_PRE + n);
 	if (w->tail)
 		w->tail->next = f;
@@ -35,6 +39,25 @@ unsigned char *wsconn_queue(struct wsconn *w, size_t n)
 	w->pending += n;
 	lws_callback_on_writable(w->wsi);
 	return f->data + LWS_PRE;
+}
+
+void wsconn_tag_last(struct wsconn *w, uint64_t tag)
+{
+	if (w->tail)
+		w->tail->tag = tag;
+}
+
+int wsconn_head_tag(const struct wsconn *w, uint64_t *tag)
+{
+	if (!w->head)
+		return 0;
+	*tag = w->head->tag;
+	return 1;
+}
+
+int wsconn_write_now(struct wsconn *w, unsigned char *p, size_t n)
+{
+	return lws_write(w->wsi, p, n, w->binary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT) < 0 ? -1 : 0;
 }
 
 int wsconn_over(const struct wsconn *w, size_t n, size_t cap)

@@ -1,12 +1,15 @@
 /* wsconn.h — one WebSocket connection's plumbing, the same for /events
  * (conn.c) and /tty (tty.c): an outgoing queue of whole messages with
- * LWS_PRE headroom, written only when the socket is writable, and the
+ * LWS_PRE headroom (each with a tag the channel may use to order them
+ * against data it keeps elsewhere), written only when the socket is
+ * writable, and the
  * reassembly of a fragmented incoming message with a size limit. What to do
  * when a queue grows too long is the channel's own policy (wsconn_over). */
 #ifndef TERMD_WSCONN_H
 #define TERMD_WSCONN_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <libwebsockets.h>
 
 #include "util.h"
@@ -35,6 +38,17 @@ void wsconn_init(struct wsconn *w, struct lws *wsi, int binary);
 /* Queue one message of n bytes and return where its payload goes (n bytes,
  * LWS_PRE of headroom before them); asks for a writable callback. */
 unsigned char *wsconn_queue(struct wsconn *w, size_t n);
+/* Tag the newest queued message with a number of the channel's choosing
+ * (tty.c: how much of its session's output must go out before it). */
+void wsconn_tag_last(struct wsconn *w, uint64_t tag);
+/* 1 with the oldest queued message's tag in *tag, or 0 if nothing is queued. */
+int wsconn_head_tag(const struct wsconn *w, uint64_t *tag);
+/* Write one message from the caller's own buffer p[0..n) now (in a writable
+ * callback, instead of the queue's head): lws writes the frame header into
+ * the LWS_PRE bytes before p and keeps its own copy of whatever the socket
+ * does not take, so p is the caller's again on return. -1: the write failed,
+ * close the connection. */
+int wsconn_write_now(struct wsconn *w, unsigned char *p, size_t n);
 /* 1 if n more bytes would take a non-empty backlog past cap: one message is
  * always taken, however large, so an answer bigger than the cap still
  * reaches a client that reads. */

@@ -1,5 +1,5 @@
-"""bench_tty.py — the live terminal channel's figures (issue 4), on a private
-termd:
+"""bench_tty.py — the live terminal channel's figures (issues 4 and 16), on
+a private termd:
 
   1. keystroke-to-echo latency through od-attach's protocol path: an 'I'
      frame on /tty/main?mode=rw -> the pty -> bash's readline echoes it ->
@@ -7,18 +7,29 @@ termd:
      (alternating a letter and DEL, so the line stays short), BENCH_TTY_GAP_MS
      (default 5) apart as when typing — back to back they are faster, an
      idle machine's wake-up latency is part of what a person feels;
-  2. fan-out: the time `run` takes for a command printing ~15 MB, with no
-     viewer and with BENCH_TTY_VIEWERS (50) read-only viewers attached and
-     read as fast as this process can; target: within 1.2x.
+  2. fan-out (the headline): the time `run` takes for a command printing
+     ~15 MB, alone and with BENCH_TTY_VIEWERS (50) read-only viewers attached
+     and drained as fast as they come by bench-viewers (tests/bench/viewers.c:
+     one C process, one poll loop, so the readers cost little CPU); target:
+     within 1.2x. The command ends by printing a marker unique to the rep;
+     every viewer must see it, in its 'O' stream or in a later 'S' snapshot
+     (one that fell behind, had its backlog dropped and was resnapshotted),
+     else the figure is reported as failed. Also: how many viewers were
+     resnapshotted, and when the last of them had the marker;
+  3. informational: the same with the viewers attached but never read, and
+     (one rep, BENCH_TTY_PY_READERS=0 skips it) with this Python process
+     reading them, as measured before bench-viewers existed.
 
 Informational: exit status 0 whenever the figures could be taken. Run it
-alone (`TERMD_BIN=build/termd /usr/bin/python3 tests/bench/bench_tty.py`)
-or from bench.py (`import bench_tty; rows = bench_tty.measure(TERMD_BIN)`,
-rows being (name, value, target/ratio text) tuples).
+alone (`TERMD_BIN=build/termd BENCH_VIEWERS_BIN=build/bench-viewers
+/usr/bin/python3 tests/bench/bench_tty.py`) or from bench.py (`import
+bench_tty; rows = bench_tty.measure(TERMD_BIN)`, rows being (name, value,
+target/ratio text) tuples).
 
-Environment: TERMD_BIN (default build/termd), BENCH_TTY_KEYS (default 500),
-BENCH_TTY_GAP_MS (default 5), BENCH_TTY_VIEWERS (default 50), BENCH_TTY_REPS
-(default 3)."""
+Environment: TERMD_BIN (default build/termd), BENCH_VIEWERS_BIN (default
+build/bench-viewers), BENCH_TTY_KEYS (default 500), BENCH_TTY_GAP_MS
+(default 5), BENCH_TTY_VIEWERS (default 50), BENCH_TTY_REPS (default 5),
+BENCH_TTY_PY_READERS (default 1)."""
 
 import json
 import os
@@ -38,11 +49,17 @@ import wsclient  # noqa: E402  (the regress suite's stdlib WebSocket client)
 TERMD_BIN = os.path.abspath(os.environ.get("TERMD_BIN") or os.path.join(REPO, "build", "termd"))
 KEYS = int(os.environ.get("BENCH_TTY_KEYS", "500"))
 VIEWERS = int(os.environ.get("BENCH_TTY_VIEWERS", "50"))
-REPS = int(os.environ.get("BENCH_TTY_REPS", "3"))
+REPS = int(os.environ.get("BENCH_TTY_REPS", "5"))
+PY_READERS = os.environ.get("BENCH_TTY_PY_READERS", "1") not in ("", "0")
+VIEWERS_BIN = os.path.abspath(os.environ.get("BENCH_VIEWERS_BIN")
+                              or os.path.join(REPO, "build", "bench-viewers"))
 GAP_S = float(os.environ.get("BENCH_TTY_GAP_MS", "5")) / 1000.0   # between keystrokes, like typing
 TTY = "termd.tty.v1"
 # 210000 lines of 71 bytes (+ CR from the pty): ~15 MB through the pty
 FLOOD_CMD = "yes 0123456789012345678901234567890123456789012345678901234567890123456789 | head -n 210000"
+# then a marker unique to the rep; the quotes keep the typed command line
+# (which the pty echoes) from containing it
+MARKER_CMD = '; echo "flood-end"-%s'
 FLOOD_TARGET = 1.2
 
 _SCRUB = ("TERMD_TOKEN", "TERMD_URL", "PROMPT_COMMAND", "PS1", "PS2", "BASH_ENV", "ENV",
@@ -132,10 +149,93 @@ def keystroke_latency(td, n):
     return sorted(samples)
 
 
-def flood_time(td, viewers, drain=True):
+def cpu_s(pid):
+    """User + system CPU seconds process pid has used so far."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def flood_cmd(nonce):
+    return FLOOD_CMD + MARKER_CMD % nonce, "flood-end-%s" % nonce
+
+
+def run_flood(ev, cmd):
+    """Seconds `run cmd` took (answer included), on the events client ev."""
+    t0 = time.perf_counter()
+    obs = ev.call("run", {"command": cmd, "timeout": 300, "max_output": 1000}, timeout=330)
+    dt = time.perf_counter() - t0
+    if obs.get("observation") != "run" or obs["extras"].get("running") \
+            or obs["extras"].get("exit_code") != 0:
+        raise RuntimeError("flood run did not finish: %.300s" % json.dumps(obs))
+    return dt
+
+
+def _read_line(proc, timeout):
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ)
+    try:
+        if not sel.select(timeout):
+            raise RuntimeError("bench-viewers said nothing within %d s" % timeout)
+    finally:
+        sel.close()
+    line = proc.stdout.readline()
+    if not line:
+        raise RuntimeError("bench-viewers exited (status %s)" % proc.wait())
+    return json.loads(line)
+
+
+def flood_time_c(td, viewers, nonce):
+    """`run` of the flood command with `viewers` read-only viewers attached
+    and drained by bench-viewers (none: the command alone). Returns (seconds,
+    bench-viewers' figures or None, seconds from the run's start until the
+    last viewer had the marker or None, termd's CPU seconds from the run's
+    start until then, bench-viewers' CPU seconds or None)."""
+    cmd, marker = flood_cmd(nonce)
+    ev = wsclient.Events(td.url)
+    proc = None
+    try:
+        if not viewers:
+            c0 = cpu_s(td.proc.pid)
+            dt = run_flood(ev, cmd)
+            return dt, None, None, cpu_s(td.proc.pid) - c0, None
+        proc = subprocess.Popen([VIEWERS_BIN, "-n", str(viewers), "-m", marker, "-w", "600", td.url],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE)
+        ready = _read_line(proc, 60)
+        if ready.get("open") != viewers:
+            raise RuntimeError("bench-viewers: only %s of %d viewers attached" % (ready.get("open"), viewers))
+        c0 = cpu_s(td.proc.pid)
+        t0m = time.monotonic()                   # CLOCK_MONOTONIC, as bench-viewers' "mono"
+        dt = run_flood(ev, cmd)
+        try:
+            figs = _read_line(proc, 120)         # every viewer has the marker, or closed
+        except RuntimeError:
+            proc.send_signal(signal.SIGTERM)
+            figs = _read_line(proc, 30)
+        cpu = cpu_s(td.proc.pid) - c0
+        vcpu = None
+        for _ in range(300):                     # its CPU time once it has exited
+            pid, status, ru = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                proc.returncode = status
+                vcpu = ru.ru_utime + ru.ru_stime
+                break
+            time.sleep(0.1)
+        last = figs.get("last_marker_mono")
+        return dt, figs, (last - t0m) if last else None, cpu, vcpu
+    finally:
+        if proc and proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if proc:
+            proc.stdout.close()
+        ev.ws.abort()
+
+
+def flood_time_py(td, viewers, drain=True):
     """Wall time of `run FLOOD_CMD` with `viewers` read-only viewers, drained
-    by this process (or never read, drain=False); also the bytes each viewer
-    received."""
+    by this Python process (or never read, drain=False); also the bytes each
+    viewer received."""
     conns = [tty(td.url, "ro") for _ in range(viewers)]
     sel = selectors.DefaultSelector()
     got = {}
@@ -180,44 +280,92 @@ def flood_time(td, viewers, drain=True):
         ev.ws.abort()
 
 
+def fanout(td, viewers=VIEWERS, reps=REPS, py_readers=PY_READERS):
+    """The fan-out rows: (name, value, note)."""
+    rows = []
+    nonce = [int(time.time() * 1000) % 1000000]
+
+    def next_nonce():
+        nonce[0] += 1
+        return "%d-%d" % (os.getpid(), nonce[0])
+
+    flood_time_c(td, 0, next_nonce())                    # warm-up (page cache, shell)
+    base, fan, lag, stalled = [], [], [], []
+    figs, cpu_base, cpu_fan, cpu_viewers = [], [], [], []
+    for _ in range(reps):
+        t, _f, _l, cpu, _v = flood_time_c(td, 0, next_nonce())
+        base.append(t)
+        cpu_base.append(cpu)
+        t, f, last, cpu, vcpu = flood_time_c(td, viewers, next_nonce())
+        fan.append(t)
+        figs.append(f)
+        cpu_fan.append(cpu)
+        if vcpu is not None:
+            cpu_viewers.append(vcpu)
+        if last is not None:
+            lag.append(last)
+        stalled.append(flood_time_py(td, viewers, drain=False)[0])
+    b, f = statistics.median(base), statistics.median(fan)
+    ratio = f / b if b else float("inf")
+    ok = all(x["got_marker"] == viewers for x in figs)
+    rows.append(("~15 MB output, no viewer", "%.2f s" % b,
+                 "median of %d: %s" % (reps, " ".join("%.2f" % x for x in base))))
+    rows.append(("~15 MB output, %d ro C viewers" % viewers, "%.2f s" % f,
+                 "%.2fx (target <= %.1fx) %s; reps %s" % (
+                     ratio, FLOOD_TARGET,
+                     ("met" if ratio <= FLOOD_TARGET else "NOT met") if ok
+                     else "FAILED: a viewer missed the end of the output",
+                     " ".join("%.2fx" % (x / b) for x in fan))))
+    if lag:
+        rows.append(("  until the last viewer had the end", "%.2f s" % statistics.median(lag),
+                     "%.2fx the no-viewer run" % (statistics.median(lag) / b if b else float("inf"))))
+    cb, cf = statistics.median(cpu_base), statistics.median(cpu_fan)
+    rows.append(("  termd CPU, no viewer / %d viewers" % viewers, "%.2f / %.2f s" % (cb, cf),
+                 "%.2fx; bench-viewers itself %s" % (
+                     cf / cb if cb else float("inf"),
+                     "%.2f s" % statistics.median(cpu_viewers) if cpu_viewers else "?")))
+    rows.append(("  viewers with the end (O / later S)", "%d / %d" % (
+        sum(x["marker_in_O"] for x in figs), sum(x["marker_in_S"] for x in figs)),
+        "of %d over %d reps%s" % (viewers * reps, reps, "" if ok else ": %d missed" % (
+            viewers * reps - sum(x["got_marker"] for x in figs)))))
+    rows.append(("  viewers resnapshotted (fell behind)", "%d" % sum(x["resnapshotted"] for x in figs),
+                 "%d snapshots after the first; O bytes per viewer min/max %.1f / %.1f MB" % (
+                     sum(x["resnaps"] for x in figs),
+                     min(x["O_bytes_min"] for x in figs) / 1e6,
+                     max(x["O_bytes_max"] for x in figs) / 1e6)))
+    st = statistics.median(stalled)
+    rows.append(("~15 MB output, %d ro viewers not reading" % viewers, "%.2f s" % st,
+                 "%.2fx (their backlogs dropped at the cap)" % (st / b if b else float("inf"))))
+    if py_readers:
+        t, per = flood_time_py(td, viewers)
+        rows.append(("~15 MB output, %d ro Python viewers" % viewers, "%.2f s" % t,
+                     "%.2fx, one rep (the readers compete for the CPU); "
+                     "%.1f MB per viewer min" % (t / b if b else float("inf"), min(per) / 1e6)))
+    return rows
+
+
 def measure(termd_bin=TERMD_BIN, keys=KEYS, viewers=VIEWERS, reps=REPS):
     """Returns rows (name, value, note)."""
     td = Termd(termd_bin)
     rows = []
     try:
-        lat = keystroke_latency(td, keys)
-        rows.append(("tty keystroke->echo p50", "%.3f ms" % (pct(lat, 50) * 1e3),
-                     "n=%d, %.0f ms apart" % (len(lat), GAP_S * 1e3)))
-        rows.append(("tty keystroke->echo p99", "%.3f ms" % (pct(lat, 99) * 1e3), ""))
-        base, fan, stalled, rx = [], [], [], []
-        flood_time(td, 0)                                # warm-up (page cache, shell)
-        for _ in range(reps):
-            base.append(flood_time(td, 0)[0])
-            t, per = flood_time(td, viewers)
-            fan.append(t)
-            rx.extend(per)
-            stalled.append(flood_time(td, viewers, drain=False)[0])
-        b, f = statistics.median(base), statistics.median(fan)
-        st = statistics.median(stalled)
-        rows.append(("~15 MB output, no viewer", "%.2f s" % b, "median of %d" % reps))
-        ratio = f / b if b else float("inf")
-        rows.append(("~15 MB output, %d ro viewers" % viewers, "%.2f s" % f,
-                     "%.2fx (target <= %.1fx) %s" % (ratio, FLOOD_TARGET,
-                                                    "met" if ratio <= FLOOD_TARGET else "NOT met")))
-        rows.append(("~15 MB output, %d ro viewers not reading" % viewers, "%.2f s" % st,
-                     "%.2fx (no reader competing for the CPU)" % (st / b if b else float("inf"))))
-        rows.append(("  bytes per reading viewer (min/median)", "%.1f / %.1f MB"
-                     % (min(rx) / 1e6, statistics.median(rx) / 1e6),
-                     "less than the output = dropped backlog, resnapshotted"))
+        if keys > 0:
+            lat = keystroke_latency(td, keys)
+            rows.append(("tty keystroke->echo p50", "%.3f ms" % (pct(lat, 50) * 1e3),
+                         "n=%d, %.0f ms apart" % (len(lat), GAP_S * 1e3)))
+            rows.append(("tty keystroke->echo p99", "%.3f ms" % (pct(lat, 99) * 1e3), ""))
+        rows.extend(fanout(td, viewers, reps))
     finally:
         td.stop()
     return rows
 
 
 def main():
-    if not os.access(TERMD_BIN, os.X_OK):
-        print("bench_tty: no termd at %s (set TERMD_BIN or run make)" % TERMD_BIN, file=sys.stderr)
-        return 2
+    for what, path in (("termd", TERMD_BIN), ("bench-viewers", VIEWERS_BIN)):
+        if not os.access(path, os.X_OK):
+            print("bench_tty: no %s at %s (set TERMD_BIN / BENCH_VIEWERS_BIN or run make bench)"
+                  % (what, path), file=sys.stderr)
+            return 2
     rows = measure()
     w = max(len(r[0]) for r in rows)
     print("== live terminal channel (/tty)")

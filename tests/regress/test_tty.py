@@ -209,6 +209,26 @@ def test_view_token_is_read_only(termd_factory, tmp_path):
     assert frame(ws)[0] == "Z"
 
 
+def test_output_stream_byte_exact_around_a_title(termd, ev):
+    # ~1 MB of output while the viewer does not read (run_done blocks):
+    # its 'O' frames (pieces of the pty's reads, coalesced while queued)
+    # must still add up to the pty's bytes exactly, with a title change in
+    # the middle reported by one 'T' frame. The
+    # whole output is under the viewer's queue cap: nothing may be dropped.
+    ws = attach(termd)
+    frame(ws), frame(ws)
+    tdtest.run_done(ev, "seq 1 60000; printf '\\033]2;mid-title\\007'; seq 60001 120000; "
+                        "echo stream-\"end\"", timeout=120)
+    got = frames_until(ws, lambda fs: b"stream-end\r\n" in b"".join(p for t, p in fs if t == "O"),
+                       timeout=60)
+    assert "S" not in [t for t, _ in got], "a viewer under the cap was resnapshotted"
+    assert [p for t, p in got if t == "T"] == [b"mid-title"]
+    out = b"".join(p for t, p in got if t == "O")
+    want = (b"".join(b"%d\r\n" % i for i in range(1, 60001)) + b"\x1b]2;mid-title\x07" +
+            b"".join(b"%d\r\n" % i for i in range(60001, 120001)) + b"stream-end\r\n")
+    assert want in out
+
+
 def test_many_viewers_and_a_stalled_one(termd, ev):
     viewers = [attach(termd) for _ in range(5)]
     for v in viewers:
@@ -221,6 +241,52 @@ def test_many_viewers_and_a_stalled_one(termd, ev):
         frames_until(v, lambda fs: b"after-flood" in b"".join(p for t, p in fs if t in "OS"),
                      timeout=60)
     stalled.abort()
+
+
+def _peak_mb(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024.0
+    raise AssertionError("no VmHWM for pid %d" % pid)
+
+
+def _sanitized(pid):
+    """termd under valgrind or built with ASan: its memory is not termd's own."""
+    with open("/proc/%d/maps" % pid) as f:
+        maps = f.read()
+    return "libasan" in maps or "valgrind" in maps or "vgpreload" in maps
+
+
+def test_stalled_viewers_share_one_bounded_backlog(termd, ev):
+    # 20 viewers that never read while ~12 MB go through the pty: each falls
+    # more than the bound (2 MiB) behind and is dropped. termd keeps the
+    # session's output once for all of them, so its peak memory grows about
+    # as much as with no viewer at all, not by 20 backlogs (40 MiB).
+    flood = "yes 0123456789012345678901234567890123456789012345678901234567890123456789 | head -n 170000"
+    pid = termd.proc.pid
+    if _sanitized(pid):
+        pytest.skip("memory figures of a sanitized termd")
+    tdtest.run_done(ev, flood, timeout=120)
+    p0 = _peak_mb(pid)
+    tdtest.run_done(ev, flood, timeout=120)
+    alone = _peak_mb(pid) - p0
+    viewers = [attach(termd) for _ in range(20)]
+    for v in viewers:
+        frame(v), frame(v)
+    tdtest.run_done(ev, flood, timeout=120)
+    viewed = _peak_mb(pid) - p0
+    assert viewed - alone < 16, "peak grew %.1f MiB with 20 stalled viewers, %.1f without" % (
+        viewed, alone)
+    # each still works: it reads the rest, a fresh snapshot, and what follows
+    obs = tdtest.run_done(ev, "echo after-\"stall\"")
+    assert tdtest.content(obs) == "after-stall"
+    for v in viewers[:3]:
+        got = frames_until(v, lambda fs: b"after-stall" in b"".join(p for t, p in fs if t in "OS"),
+                           timeout=60)
+        assert "S" in [t for t, _ in got], "a viewer 12 MB behind was not resnapshotted"
+    for v in viewers:
+        v.abort()
 
 
 def test_text_typed_before_first_prompt_names_the_command(termd_factory, tmp_path):
