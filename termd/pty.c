@@ -259,6 +259,10 @@ static void on_readable(struct pty *p)
 		if (n > 0) {
 			p->hooks->output(p->owner, buf, (size_t)n);
 			budget = (size_t)n >= budget ? 0 : budget - (size_t)n;
+			if (p->read_once) {
+				full = 1;   /* still bulk: held again */
+				break;
+			}
 			continue;
 		}
 		if (n < 0 && errno == EINTR)

@@ -33,7 +33,7 @@ struct pty {
 	void *owner;
 	lws_sorted_usec_list_t end_sul;
 	int held;                 /* not read (pty_hold) */
-	int read_once;            /* released for one read turn, then held */
+	int read_once;            /* released for one read, then held */
 };
 
 int pty_spawn(struct pty *p, int cols, int rows, const struct pty_hooks *hooks, void *owner,
@@ -45,8 +45,8 @@ pid_t pty_fg_pid(struct pty *p);
 /* output the pty holds that termd has not read yet */
 int pty_unread(struct pty *p);
 /* Stop reading it (hold = 1: the kernel blocks its writer once its buffer
- * is full), or read it again; once = 1: for one read turn (the owner holds
- * it again when told the turn is over). */
+ * is full), or read it again; once = 1: for one read (reported as a full
+ * turn, so the owner holds it again). */
 void pty_hold(struct pty *p, int hold, int once);
 /* HUP its process group (kill = 0) or KILL it and wait (kill = 1) */
 void pty_signal_end(struct pty *p, int kill);
