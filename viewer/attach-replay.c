@@ -430,15 +430,7 @@ static int play(void)
 		fprintf(stderr, "od-attach: tcgetattr: %s\n", strerror(errno));
 		return EXIT_USAGE;
 	}
-	struct sigaction sa;
-	memset(&sa, 0, sizeof sa);
-	sa.sa_handler = on_sig;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGWINCH, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);
-	sigaction(SIGINT, &sa, NULL);
-	signal(SIGPIPE, SIG_IGN);
+	attach_catch_signals(on_sig, 0);
 	struct termios raw = pl.saved;
 	cfmakeraw(&raw);
 	tcsetattr(STDIN_FILENO, TCSAFLUSH, &raw);

@@ -122,6 +122,21 @@ static void on_signal(int sig)
 	errno = saved;
 }
 
+void attach_catch_signals(void (*handler)(int), int quit_too)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = handler;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGWINCH, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	if (quit_too)
+		sigaction(SIGQUIT, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+}
+
 static void setup_signals(void)
 {
 	if (pipe(sig_pipe) < 0) {
@@ -133,16 +148,7 @@ static void setup_signals(void)
 		fcntl(sig_pipe[i], F_SETFL, fl | O_NONBLOCK);
 		fcntl(sig_pipe[i], F_SETFD, FD_CLOEXEC);
 	}
-	struct sigaction sa;
-	memset(&sa, 0, sizeof sa);
-	sa.sa_handler = on_signal;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGWINCH, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGQUIT, &sa, NULL);
-	signal(SIGPIPE, SIG_IGN);
+	attach_catch_signals(on_signal, 1);
 }
 
 /* ---- the loop ---- */

@@ -51,6 +51,11 @@ extern struct at_opts opt;
  * "od-attach: <message>" if fmt is non-NULL, and exits with code. */
 void finish(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
 
+/* ---- attach.c ---- */
+/* handler for WINCH, TERM, HUP, INT (and QUIT when quit_too); SIGPIPE
+ * ignored */
+void attach_catch_signals(void (*handler)(int), int quit_too);
+
 /* ---- attach-replay.c ---- */
 
 /* --replay FILE: play it (or --dump it); the exit status. */
