@@ -16,6 +16,11 @@ import time
 CHROMIUM = os.environ.get("TERMD_CHROMIUM") or "/usr/lib/chromium/chromium"
 
 
+# what Runtime.evaluate answers while the page it targets is being replaced
+_NAVIGATING = ("Inspected target navigated or closed", "Execution context was destroyed",
+               "Cannot find context with specified id")
+
+
 class CDPError(Exception):
     pass
 
@@ -179,8 +184,17 @@ class Page:
             time.sleep(0.1)
 
     def wait_js(self, expr, timeout=30.0, what=None):
-        """Poll a JS expression until it is truthy; its value."""
-        return self.wait(lambda: self.eval(expr), timeout, what or expr)
+        """Poll a JS expression until it is truthy; its value. A page that
+        is navigating (a reload the page itself asked for) has no context
+        to evaluate in for a moment: that counts as not yet."""
+        def probe():
+            try:
+                return self.eval(expr)
+            except CDPError as e:
+                if any(m in str(e) for m in _NAVIGATING):
+                    return None
+                raise
+        return self.wait(probe, timeout, what or expr)
 
     def viewport(self, width, height):
         self.call("Emulation.setDeviceMetricsOverride", {"width": width, "height": height,
