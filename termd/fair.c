@@ -19,6 +19,7 @@
 #define FAIR_HOLD_MAX_US 50000
 
 static lws_sorted_usec_list_t fair_sul;
+static int stopped;                 /* termd is going: decide nothing more */
 static uint64_t grace_until;        /* the last interactive episode's grace */
 static const struct session *grace_of; /* ... whose (compared, never used) */
 
@@ -100,6 +101,8 @@ static void decide_one(struct session *s, void *arg)
 
 void fair_update(void)
 {
+	if (stopped)
+		return;
 	struct scan sc = {.now = mono_us()};
 	each_session(scan_one, &sc);
 	each_session(decide_one, &sc);
@@ -142,4 +145,5 @@ void fair_pending_changed(struct session *s, int ended)
 void fair_shutdown(void)
 {
 	lws_sul_cancel(&fair_sul);
+	stopped = 1;
 }

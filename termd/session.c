@@ -340,6 +340,7 @@ void session_destroy(struct session *s)
 
 void session_stop_all(void)
 {
+	fair_shutdown();   /* before the loop goes: no timer, no more holds */
 	struct session *lists[2] = {srv.sessions, srv.closing};
 	for (int l = 0; l < 2; l++) {
 		for (struct session *s = lists[l]; s; s = s->next) {
@@ -362,7 +363,6 @@ void session_stop_all(void)
 
 void session_free_all(void)
 {
-	fair_shutdown();
 	struct session *lists[2] = {srv.sessions, srv.closing};
 	srv.sessions = srv.closing = NULL;
 	for (int l = 0; l < 2; l++) {
