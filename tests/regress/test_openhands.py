@@ -642,7 +642,9 @@ def test_one_at_a_time_and_on_the_event_stream(termd_factory):
 
     a = threading.Thread(target=post, args=("sleep 1.5; echo first",))
     a.start()
-    ev.wait_for(lambda o: o.get("observation") == "command.start", timeout=T)
+    # A's own start (not some earlier command's): B is sent while A runs
+    ev.wait_for(lambda o: o.get("observation") == "command.start" and
+                "echo first" in str((o.get("extras") or {}).get("command")), timeout=T)
     b = threading.Thread(target=post, args=("echo second",))
     b.start()
     a.join(T)
