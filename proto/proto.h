@@ -22,6 +22,7 @@
 #define TD_DEFAULT_RETAIN    10000
 #define TD_DEFAULT_MAX_SESSIONS 64
 #define TD_DEFAULT_MAX_VIEWERS  64
+#define TD_DEFAULT_VIEWER_RATE  (384u * 1024u * 1024u)   /* bytes/s; see tty.c */
 #define TD_DEFAULT_MAX_PENDING  (64u * 1024u * 1024u)
 #define TD_DEFAULT_SCROLLBACK   2000
 #define TD_DEFAULT_OUTPUT_MEM   (1u * 1024u * 1024u)

@@ -37,6 +37,8 @@ static const struct limit_opt {
 	 "sessions open at once, main included"},
 	{"max-viewers", &opts.max_viewers, TD_DEFAULT_MAX_VIEWERS, 1, 100000,
 	 "/tty viewers per session"},
+	{"viewer-rate", &opts.viewer_rate, TD_DEFAULT_VIEWER_RATE, 1000, (size_t)1 << 40,
+	 "bytes/s a session's viewers are sent together; past it, 20 screens/s"},
 	{"max-pending", &opts.max_pending, TD_DEFAULT_MAX_PENDING, 65536, (size_t)1 << 34,
 	 "unsent bytes before an /events client that does not read is dropped"},
 	{"scrollback", &opts.scrollback, TD_DEFAULT_SCROLLBACK, 0, 1000000,

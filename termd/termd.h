@@ -48,6 +48,7 @@ struct termd_opts {
 	size_t retain;            /* events kept for subscribe */
 	size_t max_sessions;      /* sessions open at once, main included */
 	size_t max_viewers;       /* /tty viewers per session */
+	size_t viewer_rate;       /* bytes/s to a session's viewers together (tty.c) */
 	size_t max_pending;       /* unsent bytes before an /events client is dropped */
 	size_t scrollback;        /* lines kept above each session's screen */
 	size_t output_mem;        /* a command's output kept in memory, then file only */
@@ -574,6 +575,7 @@ void expect_register(void);
 /* ---- live terminal channel (tty.c) ---- */
 extern const struct lws_protocols tty_protocol;
 void tty_register(void);   /* its session listener */
+void tty_shutdown(void);   /* before the loop goes: its frame timer */
 
 /* ---- keys (keys.c) ---- */
 /* Type one key name or literal text into the session; 1 if it was a

@@ -6,6 +6,8 @@
  * feed); one that falls more than a bound behind has its backlog dropped
  * and gets a fresh snapshot, so it never slows the pty or anyone else, and
  * the feed never holds more than about that bound, however many viewers.
+ * Past --viewer-rate (a flood times the number of viewers) they all get
+ * the screen 20 times a second instead of every byte, until it calms.
  * Input and resizes from rw viewers; attach/detach/input/resize events.
  * The connection plumbing is wsconn.c's, the upgrade checks http.c's; the
  * channel's lws_protocols entry is exported, struct viewer is private. */
@@ -22,6 +24,16 @@
 #define FEED_CHUNK 65536u
 /* largest client frame (input, resize): anything sane is far below */
 #define TTY_FRAME_MAX (1024u * 1024u)
+/* The fan-out budget (--viewer-rate, per frame period): what a session's
+ * viewers are sent together. Output past it (a flood, times the number of
+ * viewers) is more than any of them can show: they get the screen every
+ * frame period instead of every byte, as tmux's clients get a redraw when
+ * they fall behind. Copying into sockets runs at ~4 GB/s here, so the
+ * default (384 MiB/s) costs termd a tenth of a core at most, and up to 8
+ * viewers of a full-speed flood still get every byte (termd reads a pty
+ * at ~40-50 MB/s). Half the budget in a period ends the flood. */
+#define FRAME_US 50000u
+#define FANOUT_BUDGET ((uint64_t)opts.viewer_rate / (1000000u / FRAME_US))
 
 /* A piece of a session's output. A frame is written straight from it:
  * before its bytes there is room for the type byte and lws's header; a
@@ -42,7 +54,12 @@ struct feed {
 	struct chunk *head, *tail;
 	uint64_t end;             /* stream offset after the newest byte */
 	int refs;                 /* viewers holding it */
+	uint64_t fanout;          /* bytes times viewers in this frame period */
+	int flooding;             /* over the budget: frames, not bytes */
 };
+
+static lws_sorted_usec_list_t frame_sul;   /* ticks while a feed floods */
+static int frame_armed, tty_stopped;
 
 /* One /tty connection; lws allocates it (tty_protocol's per-session size). */
 struct viewer {
@@ -54,6 +71,7 @@ struct viewer {
 	struct session *s;
 	char name[TD_SESSION_NAME_MAX + 1];
 	int rw;
+	int cols, rows;           /* the size in its last 'Z' */
 	int attached;
 	int resync;               /* backlog dropped: snapshot next */
 	int closing;              /* close once the queue is sent */
@@ -188,22 +206,29 @@ static void send_size(struct viewer *v)
 {
 	char j[64];
 	int n = snprintf(j, sizeof j, "{\"cols\":%d,\"rows\":%d}", v->s->cols, v->s->rows);
+	v->cols = v->s->cols;
+	v->rows = v->s->rows;
 	vq_push(v, TD_TTY_SIZE, j, (size_t)n);
 }
 
 /* The screen as it is after every byte of the feed so far: the viewer's
  * output starts again at the feed's end. */
-static void send_snapshot(struct viewer *v)
+static void push_snapshot(struct viewer *v, const buf_t *b)
 {
 	if (v->feed)
 		v->pos = v->feed->end;
-	buf_t b = {0};
-	screen_snapshot(v->s->screen, &b);
-	vq_push(v, TD_TTY_SNAPSHOT, b.p ? b.p : "", b.len);
-	buf_free(&b);
+	vq_push(v, TD_TTY_SNAPSHOT, b->p ? b->p : "", b->len);
 	const char *t = screen_title(v->s->screen);
 	if (*t)
 		vq_push(v, TD_TTY_TITLE, t, strlen(t));
+}
+
+static void send_snapshot(struct viewer *v)
+{
+	buf_t b = {0};
+	screen_snapshot(v->s->screen, &b);
+	push_snapshot(v, &b);
+	buf_free(&b);
 }
 
 static void viewer_event(const char *what, struct viewer *v)
@@ -228,11 +253,88 @@ static void viewer_unlink(struct viewer *v)
 	v->s = NULL;
 }
 
+static void frame_tick(lws_sorted_usec_list_t *sul);
+
+static void frame_arm(void)
+{
+	if (frame_armed || tty_stopped)
+		return;
+	frame_armed = 1;
+	server_timer(&frame_sul, frame_tick, FRAME_US);
+}
+
+/* Past the budget: what the viewers have not been sent yet is dropped, and
+ * nothing more goes into the feed until the flood is over; the next frame
+ * tick sends each the screen. */
+static void flood_start(struct session *s, struct feed *f)
+{
+	f->flooding = 1;
+	for (struct viewer *v = s->viewers; v; v = v->next)
+		if (!v->resync)
+			v->pos = f->end;   /* whole frames only: lws keeps a partly sent one */
+	feed_trim(s);
+	frame_arm();
+}
+
+/* A frame period for one flooding session: each viewer that has sent what
+ * it was given gets the screen (rendered once for all of them); a busier
+ * one gets it when it is writable. Below half the budget, the flood is over
+ * and output flows again from this snapshot on. */
+static void frame_session(struct session *s, int *more)
+{
+	struct feed *f = s->viewers ? s->viewers->feed : NULL;
+	if (!f)
+		return;
+	if (!f->flooding) {
+		f->fanout = 0;   /* a new period */
+		return;
+	}
+	if (f->fanout <= FANOUT_BUDGET / 2)
+		f->flooding = 0;
+	f->fanout = 0;
+	buf_t b = {0};
+	for (struct viewer *v = s->viewers; v; v = v->next) {
+		if (v->resync)
+			continue;   /* it gets one when writable */
+		if (v->ws.pending || v->pos < f->end) {
+			v->resync = 1;
+			continue;
+		}
+		if (!b.p)
+			screen_snapshot(s->screen, &b);
+		push_snapshot(v, &b);
+		lws_callback_on_writable(v->ws.wsi);
+	}
+	buf_free(&b);
+	if (f->flooding)
+		*more = 1;
+}
+
+static void frame_tick(lws_sorted_usec_list_t *sul)
+{
+	(void)sul;
+	frame_armed = 0;
+	int more = 0;
+	struct session *lists[2] = {srv.sessions, srv.closing};
+	for (int l = 0; l < 2; l++)
+		for (struct session *s = lists[l]; s; s = s->next)
+			frame_session(s, &more);
+	if (more)
+		frame_arm();
+}
+
 static void tty_on_output(struct session *s, const char *data, size_t n)
 {
 	struct feed *f = s->viewers ? s->viewers->feed : NULL;
 	if (!f || !n)
 		return;
+	f->fanout += (uint64_t)n * (uint64_t)s->nviewers;
+	if (!f->flooding && f->fanout > FANOUT_BUDGET)
+		flood_start(s, f);
+	if (f->flooding)
+		return;   /* the next frame tick sends the screen */
+	if (!frame_armed)
+		frame_arm();   /* the period the budget is counted over */
 	int started = feed_append(f, data, n);
 	for (struct viewer *v = s->viewers; v; v = v->next) {
 		if (v->resync)
@@ -277,8 +379,12 @@ static void tty_on_exit(struct session *s)
 {
 	char j[48];
 	int n = snprintf(j, sizeof j, "{\"exit_code\":%d}", s->pty.exit_code);
+	struct feed *f = s->viewers ? s->viewers->feed : NULL;
+	int flooded = f && f->flooding;
+	if (f)
+		f->flooding = 0;
 	for (struct viewer *v = s->viewers; v; v = v->next) {
-		if (v->resync) {
+		if (v->resync || flooded) {
 			v->resync = 0;
 			send_snapshot(v);
 		}
@@ -423,6 +529,8 @@ static int tty_callback(struct lws *wsi, enum lws_callback_reasons reason, void 
 	case LWS_CALLBACK_SERVER_WRITEABLE:
 		if (v->resync && v->s) {
 			v->resync = 0;
+			if (v->cols != v->s->cols || v->rows != v->s->rows)
+				send_size(v);   /* its 'Z' was in the dropped queue */
 			send_snapshot(v);   /* queues and asks for writable again */
 		}
 		return viewer_writable(v);
@@ -447,6 +555,13 @@ static int tty_callback(struct lws *wsi, enum lws_callback_reasons reason, void 
 const struct lws_protocols tty_protocol = {
 	TD_SUBPROTO_TTY, tty_callback, sizeof(struct viewer), 65536, 0, NULL, 0
 };
+
+void tty_shutdown(void)
+{
+	lws_sul_cancel(&frame_sul);
+	frame_armed = 0;
+	tty_stopped = 1;
+}
 
 void tty_register(void)
 {

@@ -383,6 +383,18 @@ void session_gone(struct session *s)
 	(void)s;
 }
 
+/* server.c's timers: tty.c's frame tick never fires here (no output is
+ * fed, so no session floods its viewers) */
+void server_timer(lws_sorted_usec_list_t *sul, sul_cb_t cb, uint64_t delay_us)
+{
+	(void)sul, (void)cb, (void)delay_us;
+}
+
+void lws_sul_cancel(lws_sorted_usec_list_t *sul)
+{
+	(void)sul;
+}
+
 /* fair.c: no ptys to hold here */
 void fair_pending_changed(struct session *s, int ended)
 {
