@@ -135,6 +135,7 @@ VG_TESTS := $(addprefix tests/regress/, \
   test_render.py::test_output_under_the_limit_is_whole \
   test_fullscreen.py \
   test_tty.py \
+  test_fair.py::test_viewers_past_the_viewer_rate_get_screens_then_output \
   test_run_state.py::test_cd_persists_and_cwd_follows \
   test_run_state.py::test_variables_functions_aliases_persist \
   test_run_state.py::test_exit_codes \

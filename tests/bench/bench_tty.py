@@ -12,10 +12,13 @@ a private termd:
      and drained as fast as they come by bench-viewers (tests/bench/viewers.c:
      one C process, one poll loop, so the readers cost little CPU); target:
      within 1.2x. The command ends by printing a marker unique to the rep;
-     every viewer must see it, in its 'O' stream or in a later 'S' snapshot
-     (one that fell behind, had its backlog dropped and was resnapshotted),
-     else the figure is reported as failed. Also: how many viewers were
-     resnapshotted, and when the last of them had the marker;
+     every viewer must see it, in its 'O' stream or in a later 'S' snapshot,
+     else the figure is reported as failed. Past termd's --viewer-rate (the
+     bytes a session's viewers are sent together, per second) the viewers get
+     the screen 20 times a second instead of every byte: the rows say how many
+     snapshots they got and how many output bytes, and when the last of them
+     had the marker. The same with BENCH_TTY_FEW (8) viewers, under the rate:
+     each must get every byte;
   3. informational: the same with the viewers attached but never read, and
      (one rep, BENCH_TTY_PY_READERS=0 skips it) with this Python process
      reading them, as measured before bench-viewers existed.
@@ -28,7 +31,8 @@ target/ratio text) tuples).
 
 Environment: TERMD_BIN (default build/termd), BENCH_VIEWERS_BIN (default
 build/bench-viewers), BENCH_TTY_KEYS (default 500), BENCH_TTY_GAP_MS
-(default 5), BENCH_TTY_VIEWERS (default 50), BENCH_TTY_REPS (default 5),
+(default 5), BENCH_TTY_VIEWERS (default 50), BENCH_TTY_FEW (default 8; 0
+skips), BENCH_TTY_REPS (default 5),
 BENCH_TTY_PY_READERS (default 1)."""
 
 import json
@@ -49,6 +53,7 @@ import wsclient  # noqa: E402  (the regress suite's stdlib WebSocket client)
 TERMD_BIN = os.path.abspath(os.environ.get("TERMD_BIN") or os.path.join(REPO, "build", "termd"))
 KEYS = int(os.environ.get("BENCH_TTY_KEYS", "500"))
 VIEWERS = int(os.environ.get("BENCH_TTY_VIEWERS", "50"))
+FEW = int(os.environ.get("BENCH_TTY_FEW", "8"))
 REPS = int(os.environ.get("BENCH_TTY_REPS", "5"))
 PY_READERS = os.environ.get("BENCH_TTY_PY_READERS", "1") not in ("", "0")
 VIEWERS_BIN = os.path.abspath(os.environ.get("BENCH_VIEWERS_BIN")
@@ -292,7 +297,12 @@ def fanout(td, viewers=VIEWERS, reps=REPS, py_readers=PY_READERS):
     flood_time_c(td, 0, next_nonce())                    # warm-up (page cache, shell)
     base, fan, lag, stalled = [], [], [], []
     figs, cpu_base, cpu_fan, cpu_viewers = [], [], [], []
+    few, few_figs = [], []
     for _ in range(reps):
+        if FEW:
+            t, f, _l, _c, _v = flood_time_c(td, FEW, next_nonce())
+            few.append(t)
+            few_figs.append(f)
         t, _f, _l, cpu, _v = flood_time_c(td, 0, next_nonce())
         base.append(t)
         cpu_base.append(cpu)
@@ -328,11 +338,21 @@ def fanout(td, viewers=VIEWERS, reps=REPS, py_readers=PY_READERS):
         sum(x["marker_in_O"] for x in figs), sum(x["marker_in_S"] for x in figs)),
         "of %d over %d reps%s" % (viewers * reps, reps, "" if ok else ": %d missed" % (
             viewers * reps - sum(x["got_marker"] for x in figs)))))
-    rows.append(("  viewers resnapshotted (fell behind)", "%d" % sum(x["resnapshotted"] for x in figs),
+    rows.append(("  viewers sent screens for output", "%d" % sum(x["resnapshotted"] for x in figs),
                  "%d snapshots after the first; O bytes per viewer min/max %.1f / %.1f MB" % (
                      sum(x["resnaps"] for x in figs),
                      min(x["O_bytes_min"] for x in figs) / 1e6,
                      max(x["O_bytes_max"] for x in figs) / 1e6)))
+    if few:
+        fw = statistics.median(few)
+        exact = all(x["got_marker"] == FEW and x["resnapshotted"] == 0 for x in few_figs)
+        rows.append(("~15 MB output, %d ro C viewers" % FEW, "%.2f s" % fw,
+                     "%.2fx; %s; O bytes per viewer min %.1f MB" % (
+                         fw / b if b else float("inf"),
+                         "every byte to each (under --viewer-rate)" if exact
+                         else "NOT every byte: %d snapshots after the first" % sum(
+                             x["resnaps"] for x in few_figs),
+                         min(x["O_bytes_min"] for x in few_figs) / 1e6)))
     st = statistics.median(stalled)
     rows.append(("~15 MB output, %d ro viewers not reading" % viewers, "%.2f s" % st,
                  "%.2fx (their backlogs dropped at the cap)" % (st / b if b else float("inf"))))

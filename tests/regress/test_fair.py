@@ -7,8 +7,14 @@ its screen and its viewers end up exactly right, and the busy session's
 answers are all correct. (The latency figure itself is `make bench`'s.)"""
 
 import hashlib
+import json
+import os
+import shutil
+import subprocess
 import threading
 import time
+
+import pytest
 
 import wsclient
 from tdtest import content, fmt, run_done, run_obs
@@ -149,3 +155,140 @@ def test_held_session_snapshot_and_screen_agree(termd):
     finally:
         viewer.stop.set()
         viewer.join(5)
+
+
+# ------------------------------------------------- viewers of a flood (tty.c)
+
+def _frames(viewer):
+    return [(f[:1].decode("latin-1"), f[1:]) for f in list(viewer.frames)]
+
+
+def _render(tmp_path, cols, rows, data):
+    """The rows a blank cols x rows terminal (tmux's) shows after data,
+    right-stripped, without the trailing empty ones."""
+    d = tmp_path / ("render-%d" % time.monotonic_ns())
+    d.mkdir()
+    (d / "bytes").write_bytes(data)
+    (d / "tmux.conf").write_text("set -g status off\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TERMD_URL", "TERMD_TOKEN")}
+    env.update(TMUX_TMPDIR=str(d), LANG="C.UTF-8")
+
+    def tmux(*args):
+        return subprocess.run(["tmux", "-L", "r", "-f", str(d / "tmux.conf")] + list(args),
+                              env=env, capture_output=True, text=True, timeout=30, check=True)
+    tmux("new-session", "-d", "-x", str(cols), "-y", str(rows), "-s", "r", "-c", str(d),
+         "cat bytes; touch done; exec sleep 600")
+    try:
+        deadline = time.monotonic() + 20
+        while not (d / "done").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert (d / "done").exists(), "tmux did not show the bytes"
+        time.sleep(0.1)
+        text = tmux("capture-pane", "-p", "-t", "r").stdout
+    finally:
+        subprocess.run(["tmux", "-L", "r", "kill-server"], env=env, capture_output=True, timeout=30)
+    return _trimmed(text.split("\n"))
+
+
+def _trimmed(rows):
+    rows = [r.rstrip() for r in rows]
+    while rows and not rows[-1]:
+        rows.pop()
+    return rows
+
+
+def _seen_screen(tmp_path, viewer):
+    """What the viewer's terminal shows: its last 'Z' size, its last 'S'
+    and the 'O' bytes after it."""
+    fs = _frames(viewer)
+    size = json.loads([p for t, p in fs if t == "Z"][-1])
+    last = max(i for i, (t, _) in enumerate(fs) if t == "S")
+    data = b"".join(p for t, p in fs[last:] if t in "SO")
+    return _render(tmp_path, size["cols"], size["rows"], data)
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+def test_viewers_past_the_viewer_rate_get_screens_then_output(termd_factory, tmp_path):
+    """Past --viewer-rate (bytes a session's viewers are sent together per
+    second; tiny here, so any flood passes it) the viewers get the screen
+    20 times a second instead of every byte: several snapshots during the
+    flood, far fewer output bytes than the flood, and what each viewer's
+    terminal shows at the end is exactly the session's screen. Once the
+    flood is over, output flows as 'O' frames again."""
+    t = termd_factory(args=["--viewer-rate", "100000"])
+    ev = t.events()
+    run_done(ev, "true")
+    viewers = [Viewer(t, "main") for _ in range(3)]
+    for v in viewers:
+        v.start()
+    try:
+        wait_frames = time.monotonic() + 30
+        while any(len(v.frames) < 2 for v in viewers) and time.monotonic() < wait_frames:
+            time.sleep(0.02)
+        obs = run_done(ev, "seq 1 1500000; echo flood-\"end\"", timeout=T, max_output=1000)
+        assert "flood-end" in content(obs), fmt(obs)
+        flood_bytes = sum(len(b"%d\r\n" % i) for i in range(1, 1500001))
+        for v in viewers:
+            fs = _frames(v)
+            snaps = [t_ for t_, _ in fs].count("S")
+            out = sum(len(p) for t_, p in fs if t_ == "O")
+            assert snaps >= 3, "%d snapshots during a %d-byte flood" % (snaps, flood_bytes)
+            assert out < flood_bytes // 10, "%d output bytes of %d" % (out, flood_bytes)
+        # the flood is over: new output comes as output again, to each
+        obs = run_done(ev, "echo after-\"flood\"")
+        assert content(obs) == "after-flood"
+        for v in viewers:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and not any(
+                    t_ == "O" and b"after-flood" in p for t_, p in _frames(v)):
+                time.sleep(0.05)
+            assert any(t_ == "O" and b"after-flood" in p for t_, p in _frames(v)), \
+                "after the flood, output still did not come as 'O'"
+        # each viewer's terminal shows the session's screen, row for row
+        want = _trimmed(content(ev.call("screen", {}, timeout=T)).split("\n"))
+        assert "flood-end" in want and "after-flood" in want, want[-6:]
+        for v in viewers:
+            deadline = time.monotonic() + 30
+            seen = _seen_screen(tmp_path, v)
+            while seen != want and time.monotonic() < deadline:
+                time.sleep(0.2)   # the prompt's bytes may still be on their way
+                seen = _seen_screen(tmp_path, v)
+            assert seen == want, "viewer shows:\n%s\n--- screen:\n%s" % (
+                "\n".join(seen[-8:]), "\n".join(want[-8:]))
+    finally:
+        for v in viewers:
+            v.stop.set()
+            v.join(5)
+
+
+def test_viewers_under_the_viewer_rate_get_every_byte(termd_factory):
+    """Output under --viewer-rate is never replaced: at 20 MB/s (1 MB per
+    20th of a second, for all of a session's viewers together) two viewers
+    of a ~410 KB burst (820 KB together, however it falls into periods) get
+    every byte in order and no snapshot after the first."""
+    t = termd_factory(args=["--viewer-rate", "20000000"])
+    ev = t.events()
+    run_done(ev, "true")
+    viewers = [Viewer(t, "main") for _ in range(2)]
+    for v in viewers:
+        v.start()
+    try:
+        wait_frames = time.monotonic() + 30
+        while any(len(v.frames) < 2 for v in viewers) and time.monotonic() < wait_frames:
+            time.sleep(0.02)
+        run_done(ev, "seq 1 60000; echo burst-\"end\"", timeout=T, max_output=1000)
+        want = b"".join(b"%d\r\n" % i for i in range(1, 60001)) + b"burst-end\r\n"
+        assert 2 * len(want) < 1000000
+        for v in viewers:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and b"burst-end\r\n" not in b"".join(
+                    p for t_, p in _frames(v) if t_ == "O"):
+                time.sleep(0.05)
+            fs = _frames(v)
+            assert [t_ for t_, _ in fs].count("S") == 1, "a viewer under the rate was resnapshotted"
+            out = b"".join(p for t_, p in fs if t_ == "O")
+            assert want in out, "the viewer's output is not the pty's (%d bytes)" % len(out)
+    finally:
+        for v in viewers:
+            v.stop.set()
+            v.join(5)
