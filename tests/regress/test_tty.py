@@ -289,6 +289,31 @@ def test_stalled_viewers_share_one_bounded_backlog(termd, ev):
         v.abort()
 
 
+def test_viewer_dropped_across_a_resize_learns_the_new_size(termd, ev):
+    # A viewer that does not read falls more than 2 MiB behind and is
+    # dropped; the session is resized meanwhile. When it reads again, the
+    # fresh snapshot is preceded by a 'Z' with the new size, not left at
+    # the old one (a dropped viewer's 'Z' used to be skipped or thrown away).
+    stalled = attach(termd)
+    t, p = frame(stalled)
+    assert t == "Z" and json.loads(p) == {"cols": 160, "rows": 48}
+    frame(stalled)
+    tdtest.run_done(ev, "yes 0123456789012345678901234567890123456789 | head -n 100000",
+                    timeout=120)
+    writer = attach(termd, mode="rw")
+    frame(writer), frame(writer)
+    writer.send_binary(b'R{"cols":100,"rows":30}')
+    frames_until(writer, lambda fs: ("Z", b'{"cols":100,"rows":30}') in fs)
+    tdtest.run_done(ev, "echo after-\"resize\"")
+    got = frames_until(stalled, lambda fs: b"after-resize" in b"".join(p for t, p in fs if t in "OS"),
+                       timeout=60)
+    types = [t for t, _ in got]
+    assert "S" in types, "a viewer 4 MB behind was not resnapshotted"
+    last_s = len(types) - 1 - types[::-1].index("S")
+    sizes = [json.loads(p) for t, p in got[:last_s] if t == "Z"]
+    assert sizes and sizes[-1] == {"cols": 100, "rows": 30}, sizes
+
+
 def test_text_typed_before_first_prompt_names_the_command(termd_factory, tmp_path):
     """A viewer types before the shell's first prompt (its rc file is still
     running): the shell runs the line once its prompt is up, and
