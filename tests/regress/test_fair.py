@@ -207,6 +207,22 @@ def _seen_screen(tmp_path, viewer):
     return _render(tmp_path, size["cols"], size["rows"], data)
 
 
+def _attached(termd_factory, rate, n):
+    """A termd with --viewer-rate rate, its shell at a prompt, and n
+    started viewers of main that have their size and first snapshot."""
+    t = termd_factory(args=["--viewer-rate", rate])
+    ev = t.events()
+    run_done(ev, "true")
+    viewers = [Viewer(t, "main") for _ in range(n)]
+    for v in viewers:
+        v.start()
+    deadline = time.monotonic() + 30
+    while any(len(v.frames) < 2 for v in viewers) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert all(len(v.frames) >= 2 for v in viewers), "a viewer got no size and snapshot"
+    return t, ev, viewers
+
+
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 def test_viewers_past_the_viewer_rate_get_screens_then_output(termd_factory, tmp_path):
     """Past --viewer-rate (bytes a session's viewers are sent together per
@@ -215,16 +231,8 @@ def test_viewers_past_the_viewer_rate_get_screens_then_output(termd_factory, tmp
     flood, far fewer output bytes than the flood, and what each viewer's
     terminal shows at the end is exactly the session's screen. Once the
     flood is over, output flows as 'O' frames again."""
-    t = termd_factory(args=["--viewer-rate", "100000"])
-    ev = t.events()
-    run_done(ev, "true")
-    viewers = [Viewer(t, "main") for _ in range(3)]
-    for v in viewers:
-        v.start()
+    _, ev, viewers = _attached(termd_factory, "100000", 3)
     try:
-        wait_frames = time.monotonic() + 30
-        while any(len(v.frames) < 2 for v in viewers) and time.monotonic() < wait_frames:
-            time.sleep(0.02)
         obs = run_done(ev, "seq 1 1500000; echo flood-\"end\"", timeout=T, max_output=1000)
         assert "flood-end" in content(obs), fmt(obs)
         flood_bytes = sum(len(b"%d\r\n" % i) for i in range(1, 1500001))
@@ -266,16 +274,8 @@ def test_viewers_under_the_viewer_rate_get_every_byte(termd_factory):
     20th of a second, for all of a session's viewers together) two viewers
     of a ~410 KB burst (820 KB together, however it falls into periods) get
     every byte in order and no snapshot after the first."""
-    t = termd_factory(args=["--viewer-rate", "20000000"])
-    ev = t.events()
-    run_done(ev, "true")
-    viewers = [Viewer(t, "main") for _ in range(2)]
-    for v in viewers:
-        v.start()
+    _, ev, viewers = _attached(termd_factory, "20000000", 2)
     try:
-        wait_frames = time.monotonic() + 30
-        while any(len(v.frames) < 2 for v in viewers) and time.monotonic() < wait_frames:
-            time.sleep(0.02)
         run_done(ev, "seq 1 60000; echo burst-\"end\"", timeout=T, max_output=1000)
         want = b"".join(b"%d\r\n" % i for i in range(1, 60001)) + b"burst-end\r\n"
         assert 2 * len(want) < 1000000
