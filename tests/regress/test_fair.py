@@ -4,7 +4,9 @@ so the busy session answers quickly. These tests check what holding must
 never change: nothing the flooding session printed is lost or reordered,
 it still makes progress while the other session is busy without a pause,
 its screen and its viewers end up exactly right, and the busy session's
-answers are all correct. (The latency figure itself is `make bench`'s.)"""
+answers are all correct. Also the viewers of a flood (termd/tty.c): past
+--viewer-rate they get the screen 20 times a second, and end on exactly the
+session's screen; under it, every byte. (The figures are `make bench`'s.)"""
 
 import hashlib
 import json
