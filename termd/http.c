@@ -71,8 +71,14 @@ static int host_is_local(const char *host)
 static int foreign_request(struct lws *wsi)
 {
 	char host[256] = "", origin[512];
-	if (lws_hdr_copy(wsi, host, sizeof host, WSI_TOKEN_HOST) < 0)
-		host[0] = 0;
+	if (opts.token || opts.view_token)
+		return 0;   /* the token decides */
+	/* one too long to copy is no Host or Origin a browser sends for
+	 * termd's own page (a 253-byte DNS name and a port is) */
+	if (lws_hdr_total_length(wsi, WSI_TOKEN_HOST) >= (int)sizeof host ||
+	    lws_hdr_total_length(wsi, WSI_TOKEN_ORIGIN) >= (int)sizeof origin)
+		return 1;
+	lws_hdr_copy(wsi, host, sizeof host, WSI_TOKEN_HOST);
 	if (lws_hdr_copy(wsi, origin, sizeof origin, WSI_TOKEN_ORIGIN) > 0) {
 		const char *o = strstr(origin, "://");
 		if (!o || strcasecmp(o + 3, host) != 0)
@@ -83,10 +89,15 @@ static int foreign_request(struct lws *wsi)
 	return !host_is_local(host);
 }
 
+static const char foreign_why[] =
+	"a request from another site (its Origin or Host is not this termd's), "
+	"and termd has no token\n";
+
+/* What the request's token admits (foreign requests are refused before) */
 static enum auth_level http_auth(struct lws *wsi)
 {
 	if (!opts.token && !opts.view_token)
-		return foreign_request(wsi) ? AUTH_NONE : AUTH_FULL;
+		return AUTH_FULL;
 	char got[640] = "";
 	char hdr[600];
 	if (lws_hdr_copy(wsi, hdr, sizeof hdr, WSI_TOKEN_HTTP_AUTHORIZATION) > 0 &&
@@ -410,6 +421,8 @@ int http_request(struct lws *wsi, const char *uri)
 			 opts.insecure_no_token ? ",\"insecure_no_token\":true" : "");
 		return http_reply(wsi, 200, "application/json", body);
 	}
+	if (foreign_request(wsi))
+		return http_reply(wsi, 403, "text/plain", foreign_why);
 	const struct http_route *r = route_find(uri);
 	if (r)
 		return route_request(wsi, r, uri);
@@ -424,12 +437,11 @@ static int upgrade_check(struct lws *wsi, struct upgrade *u, const char **why)
 {
 	char path[512];
 	memset(u, 0, sizeof *u);
-	u->auth = http_auth(wsi);
-	if (u->auth == AUTH_NONE && !opts.token && !opts.view_token) {
-		*why = "a request from another site (its Origin or Host is not this termd's), "
-		       "and termd has no token\n";
+	if (foreign_request(wsi)) {
+		*why = foreign_why;
 		return 403;
 	}
+	u->auth = http_auth(wsi);
 	if (u->auth == AUTH_NONE) {
 		*why = "unauthorized\n";
 		return 401;
