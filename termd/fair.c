@@ -22,6 +22,7 @@ static lws_sorted_usec_list_t fair_sul;
 static int stopped;                 /* termd is going: decide nothing more */
 static uint64_t grace_until;        /* the last interactive episode's grace */
 static const struct session *grace_of; /* ... whose (compared, never used) */
+static int last_interactive;        /* interactive sessions at the last scan */
 
 static int interactive(const struct session *s, uint64_t now)
 {
@@ -106,6 +107,7 @@ void fair_update(void)
 	struct scan sc = {.now = mono_us()};
 	each_session(scan_one, &sc);
 	each_session(decide_one, &sc);
+	last_interactive = sc.ninteractive;
 	if (sc.next)
 		server_timer(&fair_sul, fair_timer, sc.next - sc.now);
 	else
@@ -114,15 +116,20 @@ void fair_update(void)
 
 void fair_read(struct session *s, int full)
 {
-	int was = s->fair.bulk;
+	int changed = full != s->fair.bulk;
 	s->fair.bulk = full;
 	if (s->fair.typed) {
-		/* it answered what was typed */
+		/* it answered what was typed: its grace begins */
 		s->fair.typed = 0;
 		grace_of = s;
 		grace_until = mono_us() + FAIR_GRACE_US;
+		changed = 1;
 	}
-	if (full || was || s->pty.held)
+	/* With nobody interactive, a session that stays bulk changes nothing
+	 * (what the others do calls fair_update, and so does the timer): a
+	 * lone flood's reads do not each scan every session. Else the read
+	 * may end a one-read release: it is held again. */
+	if (changed || s->pty.held || (full && last_interactive))
 		fair_update();
 }
 
