@@ -302,8 +302,7 @@ static void frame_session(struct session *s, int *more)
 		}
 		if (!b.p)
 			screen_snapshot(s->screen, &b);
-		push_snapshot(v, &b);
-		lws_callback_on_writable(v->ws.wsi);
+		push_snapshot(v, &b);   /* queued: it asks for writable */
 	}
 	buf_free(&b);
 	if (f->flooding)
@@ -333,8 +332,7 @@ static void tty_on_output(struct session *s, const char *data, size_t n)
 		flood_start(s, f);
 	if (f->flooding)
 		return;   /* the next frame tick sends the screen */
-	if (!frame_armed)
-		frame_arm();   /* the period the budget is counted over */
+	frame_arm();   /* the period the budget is counted over */
 	int started = feed_append(f, data, n);
 	for (struct viewer *v = s->viewers; v; v = v->next) {
 		if (v->resync)
