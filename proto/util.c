@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <errno.h>
+#include <unistd.h>
 
 int log_verbose;
 
@@ -302,4 +304,22 @@ void log_warn(const char *fmt, ...)
 	va_start(ap, fmt);
 	vlog("warning: ", fmt, ap);
 	va_end(ap);
+}
+
+int write_all(int fd, const void *data, size_t n)
+{
+	const char *p = data;
+	while (n) {
+		ssize_t w = write(fd, p, n > (1u << 30) ? (1u << 30) : n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			if (w == 0)
+				errno = EIO;
+			return -1;
+		}
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
 }

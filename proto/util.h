@@ -34,6 +34,9 @@ char *buf_steal(buf_t *b);              /* returns p (never NULL), resets b */
 
 uint64_t mono_us(void);                 /* monotonic clock, microseconds */
 double wall_s(void);                    /* Unix time, seconds */
+/* write(2) all n bytes, again after EINTR and short writes: 0, or -1 with
+ * errno (EIO if the fd took nothing) */
+int write_all(int fd, const void *data, size_t n);
 
 /* Encode a code point (U+FFFD if invalid) into out; returns 1-4. */
 size_t utf8_encode(uint32_t cp, char out[4]);

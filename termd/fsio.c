@@ -327,21 +327,6 @@ enum fsio_status fsio_write_target(char **target, struct stat *st, int *exists, 
 	return FSIO_OK;
 }
 
-static int write_all(int fd, const char *data, size_t n)
-{
-	while (n) {
-		ssize_t w = write(fd, data, n > (1u << 30) ? (1u << 30) : n);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -1;
-		}
-		data += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 /* Fill the temp file fd with data, owner and mode, and rename it over
  * path. 0, or -1 with errno and *step set. */
 static int fill_and_rename(int fd, const char *tmp, const char *path, const char *data, size_t n,

@@ -1576,18 +1576,10 @@ static int write_whole(const char *path, const void *data, size_t len, buf_t *er
 		buf_printf(err, "[Errno %d] %s: '%s'", errno, strerror(errno), path);
 		return -1;
 	}
-	const char *p = data;
-	while (len) {
-		ssize_t w = write(fd, p, len);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			buf_printf(err, "[Errno %d] %s: '%s'", errno, strerror(errno), path);
-			close(fd);
-			return -1;
-		}
-		p += w;
-		len -= (size_t)w;
+	if (write_all(fd, data, len) < 0) {
+		buf_printf(err, "[Errno %d] %s: '%s'", errno, strerror(errno), path);
+		close(fd);
+		return -1;
 	}
 	if (close(fd) < 0) {
 		buf_printf(err, "[Errno %d] %s: '%s'", errno, strerror(errno), path);

@@ -33,7 +33,6 @@ struct recording {
 	int fd;                   /* -1 once stopped (ended or a write failed) */
 	char file[REC_FILE_MAX];  /* its name in DIR */
 	uint64_t start_us;
-	double last_t;
 	uint64_t bytes;           /* written so far */
 	struct cast_utf8 out_u8, in_u8;
 	buf_t line;
@@ -108,33 +107,23 @@ static void rec_write(struct recording *r)
 {
 	if (r->fd < 0)
 		return;
-	size_t off = 0;
-	while (off < r->line.len) {
-		ssize_t w = write(r->fd, r->line.p + off, r->line.len - off);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0) {
-			log_warn("session %s: recording %s/%s stopped: %s", r->s ? r->s->name : "?",
-				 opts.record_dir, r->file, w < 0 ? strerror(errno) : "short write");
-			/* no half line left behind */
-			if (ftruncate(r->fd, (off_t)r->bytes) != 0)
-				log_debug("recording %s: ftruncate: %s", r->file, strerror(errno));
-			rec_stop(r);
-			return;
-		}
-		off += (size_t)w;
+	if (write_all(r->fd, r->line.p, r->line.len) < 0) {
+		log_warn("session %s: recording %s/%s stopped: %s", r->s ? r->s->name : "?",
+			 opts.record_dir, r->file, strerror(errno));
+		/* no half line left behind */
+		if (ftruncate(r->fd, (off_t)r->bytes) != 0)
+			log_debug("recording %s: ftruncate: %s", r->file, strerror(errno));
+		rec_stop(r);
+		return;
 	}
 	r->bytes += r->line.len;
 	wake_followers(r);
 }
 
+/* seconds since the recording began (a monotonic clock: never backwards) */
 static double rec_time(struct recording *r)
 {
-	double t = (double)(mono_us() - r->start_us) / 1e6;
-	if (t < r->last_t)
-		t = r->last_t;
-	r->last_t = t;
-	return t;
+	return (double)(mono_us() - r->start_us) / 1e6;
 }
 
 /* Start an event line in r->line: [t, "code", " */
@@ -252,8 +241,7 @@ static void rec_on_started(struct session *s)
 		buf_free(&c);
 	}
 	cJSON *env = cJSON_AddObjectToObject(h, "env");
-	const char *sh = opts.shell ? opts.shell : access("/bin/bash", X_OK) == 0 ? "/bin/bash" : "/bin/sh";
-	cJSON_AddStringToObject(env, "SHELL", sh);
+	cJSON_AddStringToObject(env, "SHELL", session_shell_path());
 	cJSON_AddStringToObject(env, "TERM", "xterm-256color");
 	char *js = cJSON_PrintUnformatted(h);
 	cJSON_Delete(h);
@@ -553,7 +541,8 @@ static void serve_list(struct http_txn *t)
 			l.start = h.timestamp;
 		if (session_of_file(l.file, l.session, sizeof l.session) < 0)
 			l.session[0] = 0;
-		l.live = live_by_file(l.file) && live_by_file(l.file)->fd >= 0;
+		const struct recording *lr = live_by_file(l.file);
+		l.live = lr && lr->fd >= 0;
 		if (nv == cap) {
 			cap = cap ? cap * 2 : 16;
 			v = xrealloc(v, cap * sizeof *v);

@@ -111,7 +111,7 @@ static void on_shellint(void *user, enum si_event ev, const char *data, size_t l
 	}
 }
 
-static const char *shell_path(void)
+const char *session_shell_path(void)
 {
 	if (opts.shell)
 		return opts.shell;
@@ -147,7 +147,7 @@ static void child_exec(void *owner)
 	if (s->cwd && chdir(s->cwd) != 0) {
 		fprintf(stderr, "termd: cannot cd to %s: %s\n", s->cwd, strerror(errno));
 	}
-	const char *sh = shell_path();
+	const char *sh = session_shell_path();
 	char rc[4200];
 	if (s->is_shell && s->shell_kind == SHELL_BASH) {
 		setenv("TERMD_NONCE", shellint_nonce(s->si), 1);
@@ -217,7 +217,7 @@ static int spawn(struct session *s, const cJSON *env, char *err, size_t errlen)
 		}
 		rc_written = 1;
 	}
-	const char *sh = shell_path();
+	const char *sh = session_shell_path();
 	const char *base = strrchr(sh, '/');
 	base = base ? base + 1 : sh;
 	s->shell_kind = strcmp(base, "bash") == 0 ? SHELL_BASH : SHELL_SH;

@@ -319,17 +319,10 @@ static int write_file(const char *path, const char *data, size_t len)
 		log_warn("cannot write %s: %s", path, strerror(errno));
 		return -1;
 	}
-	size_t off = 0;
-	while (off < len) {
-		ssize_t w = write(fd, data + off, len - off);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			log_warn("cannot write %s: %s", path, strerror(errno));
-			close(fd);
-			return -1;
-		}
-		off += (size_t)w;
+	if (write_all(fd, data, len) < 0) {
+		log_warn("cannot write %s: %s", path, strerror(errno));
+		close(fd);
+		return -1;
 	}
 	close(fd);
 	return 0;

@@ -425,6 +425,8 @@ struct session *session_open(const char *name, const char *command, const char *
 			     size_t errlen);
 int session_respawn(struct session *s, char *err, size_t errlen);
 void session_write(struct session *s, const void *data, size_t len);
+/* the shell sessions run: --shell, else bash, else sh */
+const char *session_shell_path(void);
 void session_resize(struct session *s, int cols, int rows);
 pid_t session_fg_pid(struct session *s);
 void session_stop_all(void);

@@ -117,20 +117,6 @@ static int load(const char *path, double idle_limit)
 	return rc;
 }
 
-static void write_all(int fd, const void *p, size_t n)
-{
-	const char *c = p;
-	while (n) {
-		ssize_t w = write(fd, c, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return;
-		c += w;
-		n -= (size_t)w;
-	}
-}
-
 /* A label on one line: newlines and other controls as spaces. */
 static void put_label(FILE *f, const char *s, size_t n)
 {
