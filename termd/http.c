@@ -195,6 +195,11 @@ void http_answer(struct http_txn *t, int status, const char *ctype, const void *
 	lws_callback_on_writable(t->wsi);
 }
 
+void http_answer_text(struct http_txn *t, int status, const char *msg)
+{
+	http_answer(t, status, "text/plain", msg, strlen(msg));
+}
+
 void http_set_header(struct http_txn *t, const char *name, const char *value)
 {
 	buf_append(&t->hdrs, name, strlen(name));

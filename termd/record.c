@@ -410,11 +410,6 @@ static void follower_pump(struct follower *f)
 	http_stream_write(f->t, buf, (size_t)n);   /* more once it has gone out */
 }
 
-static void answer_text(struct http_txn *t, int status, const char *msg)
-{
-	http_answer(t, status, "text/plain", msg, strlen(msg));
-}
-
 /* A recording file's name as served: <...>.cast, no '/', not hidden. */
 static int valid_file_name(const char *name)
 {
@@ -444,7 +439,7 @@ static void serve_file(struct http_txn *t, const char *file, struct recording *r
 	if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
 		if (fd >= 0)
 			close(fd);
-		answer_text(t, 404, "no such recording\n");
+		http_answer_text(t, 404, "no such recording\n");
 		return;
 	}
 	struct follower *f = xcalloc(1, sizeof *f);
@@ -509,7 +504,7 @@ static void serve_list(struct http_txn *t)
 {
 	DIR *d = opendir(opts.record_dir);
 	if (!d) {
-		answer_text(t, 500, "cannot read the recordings folder\n");
+		http_answer_text(t, 500, "cannot read the recordings folder\n");
 		return;
 	}
 	struct listed *v = NULL;
@@ -580,11 +575,11 @@ static void serve_list(struct http_txn *t)
 static int record_admit(struct http_txn *t)
 {
 	if (t->auth == AUTH_NONE) {
-		answer_text(t, 401, "unauthorized\n");
+		http_answer_text(t, 401, "unauthorized\n");
 		return 1;
 	}
 	if (!opts.record_dir) {
-		answer_text(t, 404, "termd is not recording (no --record DIR)\n");
+		http_answer_text(t, 404, "termd is not recording (no --record DIR)\n");
 		return 1;
 	}
 	return 0;
@@ -603,7 +598,7 @@ static void record_route(struct http_txn *t)
 	size_t nl = strlen(name);
 	if (nl > 5 && strcmp(name + nl - 5, ".cast") == 0) {
 		if (!valid_file_name(name)) {
-			answer_text(t, 400, "not a recording file name\n");
+			http_answer_text(t, 400, "not a recording file name\n");
 			return;
 		}
 		serve_file(t, name, live_by_file(name), follow);
@@ -611,11 +606,11 @@ static void record_route(struct http_txn *t)
 	}
 	struct session *s = td_valid_session_name(name) ? session_find(name) : NULL;
 	if (!s) {
-		answer_text(t, 404, "no such session\n");
+		http_answer_text(t, 404, "no such session\n");
 		return;
 	}
 	if (!s->rec) {
-		answer_text(t, 404, "this session has no recording\n");
+		http_answer_text(t, 404, "this session has no recording\n");
 		return;
 	}
 	serve_file(t, s->rec->file, s->rec, follow);

@@ -295,6 +295,8 @@ void http_routes_register(const struct http_route *r, size_t n);
 /* The answer (body copied); written when the socket is writable. */
 void http_answer(struct http_txn *t, int status, const char *ctype, const void *body,
 		 size_t len);
+/* ... a text/plain one */
+void http_answer_text(struct http_txn *t, int status, const char *msg);
 /* One more header on the answer (set before http_answer or
  * http_stream_start): name without its colon, value as is. */
 void http_set_header(struct http_txn *t, const char *name, const char *value);

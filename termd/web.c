@@ -95,8 +95,7 @@ static int takes_gzip(struct http_txn *t)
 
 static void not_found(struct http_txn *t)
 {
-	static const char msg[] = "not found\n";
-	http_answer(t, 404, "text/plain", msg, sizeof msg - 1);
+	http_answer_text(t, 404, "not found\n");
 }
 
 static void serve(struct http_txn *t, const char *name)
@@ -125,8 +124,7 @@ static void serve(struct http_txn *t, const char *name)
 	}
 	const unsigned char *p = asset_plain(a);
 	if (!p) {
-		static const char msg[] = "cannot inflate the embedded file\n";
-		http_answer(t, 500, "text/plain", msg, sizeof msg - 1);
+		http_answer_text(t, 500, "cannot inflate the embedded file\n");
 		return;
 	}
 	http_answer(t, 200, a->ctype, p, a->len);
@@ -151,7 +149,7 @@ static void page_session(struct http_txn *t)
 static void page_replay(struct http_txn *t)
 {
 	const char *f = t->path + 3;      /* "/r/" */
-	if (!*f || *f == '.' || strchr(f, '/') || strlen(f) > 255) {
+	if (!*f || *f == '.' || strchr(f, '/')) {
 		not_found(t);
 		return;
 	}
@@ -160,12 +158,7 @@ static void page_replay(struct http_txn *t)
 
 static void assets(struct http_txn *t)
 {
-	const char *f = t->path + 1;      /* "assets/…" */
-	if (strchr(f + 7, '/')) {
-		not_found(t);
-		return;
-	}
-	serve(t, f);
+	serve(t, t->path + 1);   /* "assets/…": only embedded names match */
 }
 
 /* What the request's token admits, so the page can say so before it tries:
