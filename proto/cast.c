@@ -144,10 +144,13 @@ hold_all:
 	h->n += n;
 }
 
-void cast_event_line(buf_t *out, double t, const char *code, const char *data, size_t n)
+void cast_event_begin(buf_t *out, double t, const char *code)
 {
 	buf_printf(out, "[%.6f, \"%s\", \"", t, code);
-	buf_append(out, data, n);
+}
+
+void cast_event_end(buf_t *out)
+{
 	buf_puts(out, "\"]\n");
 }
 

@@ -22,9 +22,10 @@ struct cast_utf8 {
  * final (then it becomes U+FFFD). */
 void cast_json_bytes(buf_t *out, struct cast_utf8 *h, const char *p, size_t n, int final);
 
-/* One event line "[t, "code", "data"]\n" into out (data already a JSON
- * string body, see cast_json_bytes). */
-void cast_event_line(buf_t *out, double t, const char *code, const char *data, size_t n);
+/* An event line "[t, "code", "data"]\n" is cast_event_begin, the data as a
+ * JSON string body (cast_json_bytes), then cast_event_end. */
+void cast_event_begin(buf_t *out, double t, const char *code);
+void cast_event_end(buf_t *out);
 
 /* What a recording's first line says. */
 struct cast_header {

@@ -130,12 +130,12 @@ static double rec_time(struct recording *r)
 static void line_begin(struct recording *r, const char *code)
 {
 	buf_reset(&r->line);
-	buf_printf(&r->line, "[%.6f, \"%s\", \"", rec_time(r), code);
+	cast_event_begin(&r->line, rec_time(r), code);
 }
 
 static void line_end_write(struct recording *r)
 {
-	buf_puts(&r->line, "\"]\n");
+	cast_event_end(&r->line);
 	rec_write(r);
 }
 

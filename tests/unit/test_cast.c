@@ -111,7 +111,9 @@ static uint32_t rnd(void)
 static void roundtrip(const char *body, buf_t *out)
 {
 	buf_t line = {0};
-	cast_event_line(&line, 1.5, "o", body, strlen(body));
+	cast_event_begin(&line, 1.5, "o");
+	buf_puts(&line, body);
+	cast_event_end(&line);
 	struct cast_event ev;
 	char err[128];
 	assert_int_equal(line.p[line.len - 1], '\n');
