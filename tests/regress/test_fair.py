@@ -294,3 +294,32 @@ def test_viewers_under_the_viewer_rate_get_every_byte(termd_factory):
         for v in viewers:
             v.stop.set()
             v.join(5)
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+def test_viewers_of_a_flood_that_exits_see_its_last_screen(termd_factory, tmp_path):
+    """A program that floods past --viewer-rate and exits at once: before
+    'X', each viewer is sent the screen as the program left it (its 'O'
+    bytes were being replaced by screens when it ended)."""
+    t = termd_factory(args=["--viewer-rate", "100000"])
+    ev = t.events()
+    ev.call("session.open", {"name": "fl", "command": "sleep 1; seq 1 1500000; echo prog-end; exit 3"})
+    viewers = [Viewer(t, "fl") for _ in range(2)]
+    for v in viewers:
+        v.start()
+    try:
+        for v in viewers:
+            deadline = time.monotonic() + T
+            while time.monotonic() < deadline and not any(f[:1] == b"X" for f in list(v.frames)):
+                time.sleep(0.05)
+            fs = _frames(v)
+            assert [t_ for t_, _ in fs][-1:] == ["X"], [t_ for t_, _ in fs][-5:]
+            assert json.loads(fs[-1][1]) == {"exit_code": 3}
+            assert [t_ for t_, _ in fs].count("S") >= 2, "no snapshot came during the flood"
+            v.frames = v.frames[:-1]   # the screen before 'X'
+            rows = [r for r in _seen_screen(tmp_path, v) if r]
+            assert rows[-3:] == ["1499999", "1500000", "prog-end"], rows[-5:]
+    finally:
+        for v in viewers:
+            v.stop.set()
+            v.join(5)
