@@ -19,7 +19,6 @@
 #include <unistd.h>
 
 browser_t B;
-extern atomic_int browser_pgid;
 void rm_tree(const char *path);
 
 void note(const char *fmt, ...)
@@ -211,12 +210,6 @@ static tab_t *tab_by_target(const char *t)
     for (int i = 0; i < B.ntabs; i++)
         if (!strcmp(B.tabs[i].target, t)) return &B.tabs[i];
     return NULL;
-}
-
-static const char *jstr(const cJSON *o, const char *k)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-    return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
 static void handle_event(cJSON *msg)

@@ -1,5 +1,5 @@
-/* termd-browser main: stdin requests → queue, one worker thread driving Chromium, answers on stdout,
-   EOF/SIGTERM shutdown, run folder. */
+/* termd-browser main, the top layer: stdin request lines → the queue, one worker thread serving
+   them (actions.c), EOF/SIGTERM shutdown, the run folder. */
 #include "browser.h"
 
 #include <errno.h>
@@ -20,111 +20,10 @@
 #define DEFAULT_TIMEOUT 60.0
 #define MAX_TIMEOUT 3600.0
 
-static pthread_mutex_t out_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t q_mu = PTHREAD_MUTEX_INITIALIZER;
 static request_t *q_head, *q_tail;
-static int wake_pipe[2] = {-1, -1};
 static int sig_pipe[2] = {-1, -1};
-static atomic_bool stopping;
-static char rundir[512];
 static bool own_rundir;
-extern atomic_int browser_pgid;
-atomic_int browser_pgid;
-
-/* ---- strings ---- */
-void sb_add(sbuf_t *b, const char *p, size_t n)
-{
-    if (b->len + n + 1 > b->cap) {
-        size_t c = b->cap ? b->cap : 256;
-        while (c < b->len + n + 1) c *= 2;
-        char *s = realloc(b->s, c);
-        if (!s) { perror("termd-browser: out of memory"); abort(); }
-        b->s = s; b->cap = c;
-    }
-    memcpy(b->s + b->len, p, n);
-    b->len += n;
-    b->s[b->len] = 0;
-}
-void sb_puts(sbuf_t *b, const char *p) { sb_add(b, p, strlen(p)); }
-void sb_printf(sbuf_t *b, const char *fmt, ...)
-{
-    va_list ap, ap2;
-    va_start(ap, fmt);
-    va_copy(ap2, ap);
-    int n = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    if (n > 0) {
-        char *t = malloc((size_t)n + 1);
-        if (!t) abort();
-        vsnprintf(t, (size_t)n + 1, fmt, ap2);
-        sb_add(b, t, (size_t)n);
-        free(t);
-    }
-    va_end(ap2);
-}
-char *sb_take(sbuf_t *b)
-{
-    char *s = b->s ? b->s : strdup("");
-    b->s = NULL; b->len = b->cap = 0;
-    return s;
-}
-
-double mono_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-void logmsg(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("termd-browser: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-}
-
-bool stop_requested(void) { return atomic_load(&stopping); }
-int wake_fd(void) { return wake_pipe[0]; }
-const char *run_dir(void) { return rundir; }
-
-/* ---- answers ---- */
-static void write_all(int fd, const char *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            return;                       /* EPIPE: the host is gone; nothing to tell */
-        }
-        p += w; n -= (size_t)w;
-    }
-}
-
-void answer(cJSON *obj)
-{
-    char *s = cJSON_PrintUnformatted(obj);
-    cJSON_Delete(obj);
-    if (!s) { logmsg("cannot print an answer (out of memory)"); return; }
-    pthread_mutex_lock(&out_mu);
-    write_all(1, s, strlen(s));
-    write_all(1, "\n", 1);
-    pthread_mutex_unlock(&out_mu);
-    free(s);
-}
-
-void answer_error(const cJSON *id, const char *code, const char *msg)
-{
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddItemToObject(o, "id", id ? cJSON_Duplicate(id, 1) : cJSON_CreateNull());
-    cJSON_AddStringToObject(o, "observation", "error");
-    cJSON_AddStringToObject(o, "content", msg);
-    cJSON *ex = cJSON_AddObjectToObject(o, "extras");
-    cJSON_AddStringToObject(ex, "code", code);
-    answer(o);
-}
 
 /* ---- queue ---- */
 void request_free(request_t *r)
@@ -142,8 +41,7 @@ static void queue_push(request_t *r)
     if (q_tail) q_tail->next = r; else q_head = r;
     q_tail = r;
     pthread_mutex_unlock(&q_mu);
-    char c = 1;
-    if (write(wake_pipe[1], &c, 1) < 0 && errno != EAGAIN) logmsg("wake pipe: %s", strerror(errno));
+    wake_worker();
 }
 
 request_t *queue_pop(void)
@@ -268,32 +166,22 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
-{
-    (void)st; (void)flag; (void)f;
-    remove(p);
-    return 0;
-}
-void rm_tree(const char *path);
-void rm_tree(const char *path)
-{
-    if (path && path[0]) nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-}
-
 static void setup_rundir(void)
 {
+    size_t cap;
+    char *rundir = run_dir_buf(&cap);
     const char *rd = getenv("TERMD_PLUGIN_RUNDIR");
     struct stat st;
-    if (rd && rd[0] == '/' && stat(rd, &st) == 0 && S_ISDIR(st.st_mode) && strlen(rd) < sizeof rundir - 64) {
-        snprintf(rundir, sizeof rundir, "%s", rd);
+    if (rd && rd[0] == '/' && stat(rd, &st) == 0 && S_ISDIR(st.st_mode) && strlen(rd) < cap - 64) {
+        snprintf(rundir, cap, "%s", rd);
         return;
     }
     const char *tmp = getenv("TMPDIR");
     if (!tmp || tmp[0] != '/' || strlen(tmp) > 300) tmp = "/tmp";
-    snprintf(rundir, sizeof rundir, "%s/termd-browser.XXXXXX", tmp);
+    snprintf(rundir, cap, "%s/termd-browser.XXXXXX", tmp);
     if (!mkdtemp(rundir)) {
         logmsg("mkdtemp %s: %s", rundir, strerror(errno));
-        snprintf(rundir, sizeof rundir, "/tmp");
+        snprintf(rundir, cap, "/tmp");
         return;
     }
     own_rundir = true;
@@ -302,7 +190,7 @@ static void setup_rundir(void)
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
-    if (pipe2(wake_pipe, O_CLOEXEC | O_NONBLOCK) < 0 || pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
+    if (common_init() < 0 || pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
         perror("termd-browser: pipe");
         return 1;
     }
@@ -373,12 +261,10 @@ int main(void)
         }
     }
     free(buf);
-    atomic_store(&stopping, true);
+    request_stop();
     int pg = atomic_load(&browser_pgid);
     if (pg > 0) kill(-pg, SIGKILL);                       /* the worker may be waiting on it */
-    char c = 1;
-    if (write(wake_pipe[1], &c, 1) < 0) { /* full pipe is awake anyway */ }
     pthread_join(worker, NULL);
-    if (own_rundir) rm_tree(rundir);
+    if (own_rundir) rm_tree(run_dir());
     return 0;
 }

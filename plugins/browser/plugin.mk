@@ -14,7 +14,7 @@ $(BROWSER_OUT)/gen/page_js.inc: plugins/browser/page.js
 	@mkdir -p $(dir $@)
 	sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' $< > $@
 
-$(BROWSER_OUT)/obj/actions.o: $(BROWSER_OUT)/gen/page_js.inc
+$(BROWSER_OUT)/obj/observe.o: $(BROWSER_OUT)/gen/page_js.inc
 
 $(BROWSER_OUT)/obj/%.o: plugins/browser/%.c plugins/browser/browser.h
 	@mkdir -p $(dir $@)

@@ -13,9 +13,10 @@ all: plugin-jupyter
 plugin-jupyter: $(JUPYTER_BIN) $(JUPYTER_DIR)/plugin.json $(JUPYTER_DIR)/setup.sh
 
 # -lzmq alone: pkg-config --cflags libzmq adds krb5/pgm/libxml2 include paths that are not needed
-$(JUPYTER_BIN): plugins/jupyter/termd-jupyter.c
+JUPYTER_SRC := $(wildcard plugins/jupyter/*.c)
+$(JUPYTER_BIN): $(JUPYTER_SRC) plugins/jupyter/jupyter.h
 	@mkdir -p $(dir $@)
-	$(CC) $(TD_CFLAGS) $(shell pkg-config --cflags libcjson 2>/dev/null) -o $@ $< \
+	$(CC) $(TD_CFLAGS) $(shell pkg-config --cflags libcjson 2>/dev/null) -o $@ $(JUPYTER_SRC) \
 	  $(shell pkg-config --libs libcjson 2>/dev/null || echo -lcjson) -lzmq -lcrypto
 
 $(JUPYTER_DIR)/plugin.json: plugins/jupyter/plugin.json

@@ -45,7 +45,7 @@ $(BUNDLE_B)/obj/viewer/termctl.o: BUNDLE_MAIN := -Dmain=termctl_main
 $(BUNDLE_B)/obj/viewer/attach.o: BUNDLE_MAIN := -Dmain=odattach_main
 $(BUNDLE_B)/obj/termd/shellint.o: $(BUILD)/gen/termd.bash.inc $(BUILD)/gen/termd.sh.inc
 $(BUNDLE_B)/obj/termd/web.o: $(WEB_INC)
-$(BUNDLE_B)/obj/plugins/browser/actions.o: $(BUILD)/plugins/browser/gen/page_js.inc
+$(BUNDLE_B)/obj/plugins/browser/observe.o: $(BUILD)/plugins/browser/gen/page_js.inc
 
 $(BUNDLE_B)/obj/%.o: %.c $(BUNDLE_STAMP)
 	@mkdir -p $(dir $@)
