@@ -15,6 +15,17 @@
 #define READY_FALLBACK_US    300000u   /* no readline ready signal: type anyway */
 #define TYPED_MAX            8192
 
+/* the event stream, registered from above by cmd_init's caller */
+static cmd_event_fn *emit_fn;
+
+static void cmd_emit(const char *observation, const char *content, cJSON *extras)
+{
+	if (emit_fn)
+		emit_fn(observation, content, extras);
+	else
+		cJSON_Delete(extras);
+}
+
 static void cmd_output_error(void *user, const char *msg, const char *path)
 {
 	struct cmd *cmd = user;
@@ -23,7 +34,7 @@ static void cmd_output_error(void *user, const char *msg, const char *path)
 	cJSON_AddStringToObject(ex, "code", td_err_name(TD_ERR_IO_ERROR));
 	cJSON_AddStringToObject(ex, "session", cmd->sname);
 	cJSON_AddStringToObject(ex, "path", path);
-	events_emit(NULL, NULL, "error", msg, ex);
+	cmd_emit("error", msg, ex);
 }
 
 struct cmd *cmd_new(struct session *s, const char *text, int by_viewer)
@@ -130,7 +141,7 @@ static void emit_command_start(struct session *s, struct cmd *cmd)
 	else
 		cJSON_AddNullToObject(ex, "command");
 	cJSON_AddStringToObject(ex, "by", cmd->by_viewer ? "viewer" : "agent");
-	events_emit(NULL, NULL, "command.start", "", ex);
+	cmd_emit("command.start", "", ex);
 }
 
 static void cmd_finish(struct session *s, struct cmd *cmd, int code)
@@ -147,7 +158,7 @@ static void cmd_finish(struct session *s, struct cmd *cmd, int code)
 	cJSON_AddStringToObject(ex, "cwd", s->cwd ? s->cwd : "");
 	cJSON_AddNumberToObject(ex, "duration_ms", (double)(cmd->end_us - cmd->start_us) / 1000.0);
 	cJSON_AddStringToObject(ex, "by", cmd->by_viewer ? "viewer" : "agent");
-	events_emit(NULL, NULL, "command.end", "", ex);
+	cmd_emit("command.end", "", ex);
 }
 
 /* ------------------------------------------------------------ the marks */
@@ -272,8 +283,9 @@ void cmd_program_started(struct session *s)
 	emit_command_start(s, cmd);
 }
 
-void cmd_init(void)
+void cmd_init(cmd_event_fn *emit)
 {
+	emit_fn = emit;
 	static const struct session_listener l = {
 		.text = cmd_on_text,
 		.mark = cmd_on_mark,

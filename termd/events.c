@@ -102,6 +102,7 @@ static char *id_key(const cJSON *id)
  * observations (a 20 MB base64 read) cannot pin gigabytes. */
 #define RETAIN_BYTES_MAX (128u * 1024u * 1024u)
 
+static events_send_fn *send_fn;   /* conn_send, from events_init's caller */
 static uint64_t last_seq;
 static size_t ring_bytes;
 static struct retained *ring;
@@ -111,8 +112,9 @@ static size_t ring_cap, ring_len, ring_head; /* head = index of oldest */
 static int event_log = -1;
 static int log_failing;   /* the last line could not be written (said once) */
 
-void events_init(void)
+void events_init(events_send_fn *send)
 {
+	send_fn = send;
 	ring_cap = opts.retain > 0 ? (size_t)opts.retain : 1;
 	ring = xcalloc(ring_cap, sizeof *ring);
 	if (opts.event_log) {
@@ -242,6 +244,11 @@ static char *envelope(uint64_t seq, const cJSON *cause, const char *observation,
 	return json;
 }
 
+void events_broadcast(const char *observation, const char *content, cJSON *extras)
+{
+	events_emit(NULL, NULL, observation, content, extras);
+}
+
 void events_emit(struct conn *to, const cJSON *cause, const char *observation,
 		 const char *content, cJSON *extras)
 {
@@ -253,10 +260,10 @@ void events_emit(struct conn *to, const cJSON *cause, const char *observation,
 	}
 	size_t len = strlen(json);
 	if (to && !to->closing)
-		conn_send(to, json, len);
+		send_fn(to, json, len);
 	for (struct conn *c = srv.conns; c; c = c->next)
 		if (c != to && c->subscribed && !c->closing)
-			conn_send(c, json, len);
+			send_fn(c, json, len);
 	int log_err = log_write(json, len);
 	retain(seq, json, len, id_key(cause));
 	if (log_err) {
@@ -306,7 +313,7 @@ int events_replay(struct conn *c, const cJSON *id)
 	char *json = cJSON_PrintUnformatted(o);
 	cJSON_Delete(o);
 	if (json) {
-		conn_send(c, json, strlen(json));
+		send_fn(c, json, strlen(json));
 		free(json);
 	}
 	return 1;
@@ -340,7 +347,7 @@ void events_hello(struct conn *c)
 	cJSON_AddBoolToObject(ex, "readonly", c->readonly);
 	char *json = envelope(last_seq, NULL, "hello", "termd " TERMD_VERSION, ex);
 	if (json) {
-		conn_send(c, json, strlen(json));
+		send_fn(c, json, strlen(json));
 		free(json);
 	}
 }
@@ -364,14 +371,14 @@ static int events_subscribe(struct act *a)
 			cJSON_AddNumberToObject(gx, "to", (double)(oldest - 1));
 			char *gap = envelope(oldest - 1, NULL, "gap", "", gx);
 			if (gap) {
-				conn_send(a->conn, gap, strlen(gap));
+				send_fn(a->conn, gap, strlen(gap));
 				free(gap);
 			}
 		}
 		for (size_t i = 0; i < ring_len; i++) {
 			struct retained *r = &ring[(ring_head + i) % ring_cap];
 			if (r->seq > from)
-				conn_send(a->conn, r->json, r->len);
+				send_fn(a->conn, r->json, r->len);
 		}
 	}
 	a->conn->subscribed = 1;

@@ -33,6 +33,14 @@ static int interactive(const struct session *s, uint64_t now)
 	return grace_of == s && now < grace_until;
 }
 
+/* the action layer's pending registry, asked through a hook it registers */
+static uint64_t (*newest_pending)(const struct session *s);
+
+void fair_set_probe(uint64_t (*probe)(const struct session *s))
+{
+	newest_pending = probe;
+}
+
 static void fair_timer(lws_sorted_usec_list_t *sul)
 {
 	(void)sul;
@@ -62,7 +70,7 @@ static void later(struct scan *sc, uint64_t at)
 static void scan_one(struct session *s, void *arg)
 {
 	struct scan *sc = arg;
-	s->fair.newest_pending = pending_newest(s);
+	s->fair.newest_pending = newest_pending ? newest_pending(s) : 0;
 	if (interactive(s, sc->now)) {
 		sc->ninteractive++;
 		sc->only = s;

@@ -169,6 +169,14 @@ static void set_str(char **dst, const char *v)
 	*dst = xstrdup(v);
 }
 
+/* before the loop goes: the /tty channel's frame timer, then every
+ * session's timers, waiters and processes */
+static void stop_all(void)
+{
+	tty_shutdown();
+	session_stop_all();
+}
+
 int main(int argc, char **argv)
 {
 	enum { O_LISTEN = 256, O_TOKEN, O_VIEW, O_SHELL, O_CWD, O_LOG, O_TLS_CERT, O_TLS_KEY,
@@ -360,15 +368,16 @@ int main(int argc, char **argv)
 	 * here, so no zombie is left behind */
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
 
-	if (server_init() < 0) {
+	if (server_init(&conn_protocol, &tty_protocol) < 0) {
 		server_shutdown();
 		return 1;
 	}
-	events_init();
+	events_init(conn_send);
 	/* every module registers its actions (plugins will add theirs) */
 	actions_init();
+	fair_set_probe(pending_newest);
 	events_register();
-	cmd_init();           /* before run: the shell's state, then the waiters */
+	cmd_init(events_broadcast);           /* before run: the shell's state, then the waiters */
 	record_register();    /* after cmd, before run: markers from the command record */
 	run_register();
 	expect_register();
@@ -382,7 +391,7 @@ int main(int argc, char **argv)
 	td_err code;
 	if (!session_open("main", NULL, NULL, NULL, 0, 0, &code, err, sizeof err)) {
 		fprintf(stderr, "termd: cannot start the main shell: %s\n", err);
-		session_stop_all();
+		stop_all();
 		server_close_loop();
 		session_free_all();
 		server_shutdown();
@@ -393,7 +402,7 @@ int main(int argc, char **argv)
 	if (plugin_init(err, sizeof err) < 0) {
 		fprintf(stderr, "termd: %s\n", err);
 		plugin_stop_all();
-		session_stop_all();
+		stop_all();
 		server_close_loop();
 		session_free_all();
 		server_shutdown();
@@ -411,7 +420,7 @@ int main(int argc, char **argv)
 	 * processes while the loop still exists; the loop (every connection
 	 * and pty closed); the sessions freed; the listener and run folder */
 	plugin_stop_all();
-	session_stop_all();
+	stop_all();
 	server_close_loop();
 	session_free_all();
 	server_shutdown();

@@ -60,8 +60,9 @@ static int cb_raw(struct lws *wsi, enum lws_callback_reasons reason, void *user,
 	return fw->cb(wsi, reason, lws_get_opaque_user_data(wsi));
 }
 
-/* The channels' entries are filled in by server_init: /events first, as
- * the vhost's plain HTTP requests and upgrade checks go to protocols[0]. */
+/* The channels' entries are given to server_init by its caller (the
+ * transport's, from above): /events first, as the vhost's plain HTTP
+ * requests and upgrade checks go to protocols[0]. */
 static struct lws_protocols protocols[] = {
 	{NULL, NULL, 0, 0, 0, NULL, 0},   /* conn_protocol */
 	{NULL, NULL, 0, 0, 0, NULL, 0},   /* tty_protocol */
@@ -141,7 +142,7 @@ static int probe_bind(const char *host, int port)
 	return 0;
 }
 
-int server_init(void)
+int server_init(const struct lws_protocols *events_channel, const struct lws_protocols *tty_channel)
 {
 	srv.start_mono = mono_us();
 	char tmpl[] = "/tmp/termd-XXXXXX";
@@ -162,8 +163,8 @@ int server_init(void)
 	lws_set_log_level(LLL_ERR | LLL_WARN | (log_verbose ? LLL_NOTICE : 0), lws_log);
 	struct lws_context_creation_info info;
 	memset(&info, 0, sizeof info);
-	protocols[0] = conn_protocol;
-	protocols[1] = tty_protocol;
+	protocols[0] = *events_channel;
+	protocols[1] = *tty_channel;
 	info.protocols = protocols;
 	info.gid = (gid_t)-1;
 	info.uid = (uid_t)-1;

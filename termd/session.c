@@ -341,7 +341,6 @@ void session_destroy(struct session *s)
 void session_stop_all(void)
 {
 	fair_shutdown();   /* before the loop goes: no timer, no more holds */
-	tty_shutdown();
 	struct session *lists[2] = {srv.sessions, srv.closing};
 	for (int l = 0; l < 2; l++) {
 		for (struct session *s = lists[l]; s; s = s->next) {

@@ -217,9 +217,13 @@ void fair_typed(struct session *s);
 /* an action began or ended waiting on s (s may be NULL) */
 void fair_pending_changed(struct session *s, int ended);
 void fair_shutdown(void);
+/* the action layer's "when did the newest action waiting on s begin" (µs, 0: none) */
+void fair_set_probe(uint64_t (*probe)(const struct session *s));
 
 /* ---- events (events.c) ---- */
-void events_init(void);
+/* how a frame reaches a connection: the transport's, registered from above */
+typedef void events_send_fn(struct conn *c, const char *json, size_t len);
+void events_init(events_send_fn *send);
 void events_shutdown(void);
 /* Build and deliver an observation. `cause` may be NULL (→ null). Takes
  * ownership of extras (may be NULL). Delivered to `to` (if not NULL) and to
@@ -229,13 +233,17 @@ void events_emit(struct conn *to, const cJSON *cause, const char *observation,
 void events_error(struct conn *to, const cJSON *cause, td_err code,
 		  const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 void events_hello(struct conn *c);
+/* events_emit to subscribers only (no cause): a cmd_event_fn */
+void events_broadcast(const char *observation, const char *content, cJSON *extras);
 void events_register(void);
 /* An action id already answered and still retained: send that answer
  * again with extras.replayed and return 1. */
 int events_replay(struct conn *c, const cJSON *id);
 
 /* ---- server (server.c) ---- */
-int server_init(void);
+/* the lws context, the listener and the loop, serving the two channels
+ * (the transport's entries, given from above) */
+int server_init(const struct lws_protocols *events_channel, const struct lws_protocols *tty_channel);
 void server_run(void);
 /* the loop goes: every connection and adopted fd is closed */
 void server_close_loop(void);
@@ -508,7 +516,9 @@ void screen_unichar(struct screen *sc, uint32_t c, int mod);
 void screen_set_output(struct screen *sc, void (*cb)(const char *, size_t, void *), void *user);
 
 /* ---- command life (cmd.c) ---- */
-void cmd_init(void);      /* its session listener: before run.c's */
+/* an event no action caused (command.start/end, an output file error); takes extras */
+typedef void cmd_event_fn(const char *observation, const char *content, cJSON *extras);
+void cmd_init(cmd_event_fn *emit);      /* its session listener: before run.c's */
 struct cmd *cmd_new(struct session *s, const char *text, int by_viewer);
 void cmd_free(struct cmd *cmd);
 /* make cmd the session's command (the previous one is freed) */

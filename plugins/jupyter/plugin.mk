@@ -14,10 +14,13 @@ plugin-jupyter: $(JUPYTER_BIN) $(JUPYTER_DIR)/plugin.json $(JUPYTER_DIR)/setup.s
 
 # -lzmq alone: pkg-config --cflags libzmq adds krb5/pgm/libxml2 include paths that are not needed
 JUPYTER_SRC := $(wildcard plugins/jupyter/*.c)
-$(JUPYTER_BIN): $(JUPYTER_SRC) plugins/jupyter/jupyter.h
+JUPYTER_OBJ := $(JUPYTER_SRC:plugins/jupyter/%.c=$(JUPYTER_DIR)/obj/%.o)
+$(JUPYTER_DIR)/obj/%.o: plugins/jupyter/%.c plugins/jupyter/jupyter.h
 	@mkdir -p $(dir $@)
-	$(CC) $(TD_CFLAGS) $(shell pkg-config --cflags libcjson 2>/dev/null) -o $@ $(JUPYTER_SRC) \
-	  $(shell pkg-config --libs libcjson 2>/dev/null || echo -lcjson) -lzmq -lcrypto
+	@echo "  CC      $<"
+	@$(CC) $(TD_CFLAGS) $(shell pkg-config --cflags libcjson 2>/dev/null) -c $< -o $@
+$(JUPYTER_BIN): $(JUPYTER_OBJ)
+	$(CC) $(TD_CFLAGS) -o $@ $^ $(shell pkg-config --libs libcjson 2>/dev/null || echo -lcjson) -lzmq -lcrypto
 
 $(JUPYTER_DIR)/plugin.json: plugins/jupyter/plugin.json
 	@mkdir -p $(dir $@)

@@ -106,7 +106,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	int utf8_in = fuzz_utf8_valid(p, (size_t)(end - p));
 
 	opts.retain = 4;            /* small, so replays fall out of the ring */
-	events_init();
+	events_init(conn_send);
 	fake_register_actions();
 	srv.conns = &c;
 	for (int f = 0; f < MAX_FRAMES && p <= end; f++) {

@@ -91,7 +91,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memset(&m, 0, sizeof m);
 	opts.retain = 4;
 	opts.max_viewers = TD_DEFAULT_MAX_VIEWERS;
-	events_init();
+	events_init(conn_send);
 	tty_register();   /* its session listener (resize), kept once */
 	fake_session = fake_session_new(24, 80);
 	fake_resizes = 0;
