@@ -37,7 +37,7 @@ VIEWER_OBJ := $(BUILD)/obj/viewer/termctl.o $(ATTACH_OBJ)
 
 BINS := $(BUILD)/termd $(BUILD)/termctl $(BUILD)/od-attach
 
-.PHONY: all deps run test unit regress test-asan valgrind bench clean
+.PHONY: all deps run test unit regress test-asan valgrind bench clean check-layers
 all: $(BINS)
 
 deps:
@@ -99,6 +99,10 @@ run: deps
 	$(MAKE) all
 	@echo "termd: listening on 127.0.0.1:8421 — try: $(BUILD)/termctl run 'echo hello'   (Ctrl-C stops termd)"
 	./$(BUILD)/termd --listen 127.0.0.1:8421
+
+# calls and includes go down the layers named in tools/layers (nm on the built objects)
+check-layers: all
+	$(PY) tools/check-layers --build $(BUILD)
 
 unit: $(UNIT_BIN)
 	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; $$t; done
@@ -205,7 +209,7 @@ PLUGIN_TESTS := $(patsubst plugins/%/plugin.mk,test-plugin-%,$(wildcard plugins/
 test-plugins: $(PLUGIN_TESTS)
 
 test: deps
-	$(MAKE) all unit regress
+	$(MAKE) all check-layers unit regress
 	$(MAKE) test-plugins
 	$(MAKE) fuzz-short
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
