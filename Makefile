@@ -2,10 +2,13 @@
 # Feature macros live here only (pkg-config ncursesw already sets some).
 
 CC      ?= cc
+# termd/ is one folder per layer (termd/README): each header is found by its name
+TERMD_LAYERS := loop core action net door
+TERMD_INC := -Itermd $(addprefix -Itermd/,$(TERMD_LAYERS))
 PKGS    := libwebsockets vterm libcjson openssl
 CFLAGS  ?= -O2 -g
 # always on, whatever CFLAGS says (e.g. the sanitizer build)
-TD_CFLAGS = $(CFLAGS) -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -Iproto -Itermd -I$(BUILD)/gen
+TD_CFLAGS = $(CFLAGS) -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -Iproto $(TERMD_INC) -I$(BUILD)/gen
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 # zlib: termd's zip reader and writer (OpenHands' file transfer) only
@@ -20,7 +23,7 @@ DEB_PKGS := build-essential pkg-config libvterm-dev libwebsockets-dev libcjson-d
             tmux vim-tiny procps curl clang libclang-rt-14-dev openssl valgrind zlib1g-dev \
             asciinema
 
-TERMD_SRC := $(wildcard termd/*.c)
+TERMD_SRC := $(wildcard termd/*.c $(addsuffix /*.c,$(addprefix termd/,$(TERMD_LAYERS))))
 PROTO_SRC := $(wildcard proto/*.c)
 TERMD_OBJ := $(TERMD_SRC:%.c=$(BUILD)/obj/%.o)
 PROTO_OBJ := $(PROTO_SRC:%.c=$(BUILD)/obj/%.o)
@@ -56,7 +59,7 @@ $(BUILD)/gen/%.inc: share/shell/%
 	@mkdir -p $(dir $@)
 	sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' $< > $@
 
-$(BUILD)/obj/termd/shellint.o: $(BUILD)/gen/termd.bash.inc $(BUILD)/gen/termd.sh.inc
+$(BUILD)/obj/termd/core/shellint.o: $(BUILD)/gen/termd.bash.inc $(BUILD)/gen/termd.sh.inc
 
 # -MMD -MP: each object gets a .d file naming the headers it included, so a
 # header change rebuilds exactly the objects that use it. An object whose .d

@@ -2,7 +2,7 @@
  * rule for non-loopback listeners, process-wide setup (locale, SIGPIPE and
  * SIGXFSZ ignored, subreaper), then the server, the `main` session and the
  * event loop. */
-#include "termd.h"
+#include "door.h"
 #include "client.h"
 
 #include <errno.h>

@@ -19,7 +19,7 @@ DEB_PKGS += musl-tools cmake ninja-build xz-utils ca-certificates ncurses-term \
 BUNDLE_CC     := musl-gcc -isystem $(BUNDLE_CACHE)/kheaders
 BUNDLE_OPT    := -Os
 BUNDLE_CFLAGS := -ffunction-sections -fdata-sections -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE \
-                 -Iproto -Itermd -I$(BUILD)/gen -I$(BUNDLE_MUSL)/include -I$(BUNDLE_MUSL)/include/cjson \
+                 -Iproto $(TERMD_INC) -I$(BUILD)/gen -I$(BUNDLE_MUSL)/include -I$(BUNDLE_MUSL)/include/cjson \
                  -I$(BUNDLE_MUSL)/include/ncursesw -DNCURSES_WIDECHAR=1
 BUNDLE_LDFLAGS := -static -Wl,--gc-sections -s
 BUNDLE_LIBS   := -L$(BUNDLE_MUSL)/lib -lwebsockets -lvterm -lcjson -lncursesw -lssl -lcrypto -lz -lm
@@ -43,8 +43,8 @@ bundle-tar: $(BUNDLE_TAR)
 $(BUNDLE_B)/obj/termd/main.o: BUNDLE_MAIN := -Dmain=termd_main
 $(BUNDLE_B)/obj/viewer/termctl.o: BUNDLE_MAIN := -Dmain=termctl_main
 $(BUNDLE_B)/obj/viewer/attach.o: BUNDLE_MAIN := -Dmain=odattach_main
-$(BUNDLE_B)/obj/termd/shellint.o: $(BUILD)/gen/termd.bash.inc $(BUILD)/gen/termd.sh.inc
-$(BUNDLE_B)/obj/termd/web.o: $(WEB_INC)
+$(BUNDLE_B)/obj/termd/core/shellint.o: $(BUILD)/gen/termd.bash.inc $(BUILD)/gen/termd.sh.inc
+$(BUNDLE_B)/obj/termd/door/web.o: $(WEB_INC)
 $(BUNDLE_B)/obj/plugins/browser/observe.o: $(BUILD)/plugins/browser/gen/page_js.inc
 
 $(BUNDLE_B)/obj/%.o: %.c $(BUNDLE_STAMP)

@@ -56,4 +56,4 @@ $(WEB_INC): $(WEBEMBED) $(WEB_HTML) $(WEB_OWN) $(WEB_THIRD) share/web/web.mk
 	$(WEBEMBED) $@ $(foreach f,$(WEB_HTML),$(notdir $(f))=$(f)) \
 	  $(foreach f,$(WEB_OWN) $(WEB_THIRD),assets/$(notdir $(f))=$(f))
 
-$(BUILD)/obj/termd/web.o: $(WEB_INC)
+$(BUILD)/obj/termd/door/web.o: $(WEB_INC)

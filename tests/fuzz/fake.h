@@ -6,7 +6,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
-#include "termd.h"
+#include "door.h"
 
 /* Everything conn_send and lws_write were given, in order. */
 struct sent {

@@ -18,11 +18,11 @@ FUZZ_SHORT_TIME ?= 300
 FUZZ_TARGETS    := action tty shellint render vtparse
 FUZZ_SAN        := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 FUZZ_CFLAGS     := -O1 -g $(FUZZ_SAN) -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE \
-                   -Iproto -Itermd -Itests/fuzz -I$(FUZZ_BUILD)/gen
+                   -Iproto $(TERMD_INC) -Itests/fuzz -I$(FUZZ_BUILD)/gen
 FUZZ_LIBS       := $(shell pkg-config --libs vterm libcjson 2>/dev/null) -lm
 # the termd files the targets use; fake.c stands in for the rest
-FUZZ_TERMD      := termd/actions.c termd/events.c termd/tty.c termd/wsconn.c termd/screen.c \
-                   proto/vtfilter.c proto/vtparse.c termd/shellint.c termd/render.c proto/util.c \
+FUZZ_TERMD      := termd/action/actions.c termd/action/events.c termd/net/tty.c termd/loop/wsconn.c termd/core/screen.c \
+                   proto/vtfilter.c proto/vtparse.c termd/core/shellint.c termd/core/render.c proto/util.c \
                    proto/proto.c
 FUZZ_OBJ        := $(FUZZ_TERMD:%.c=$(FUZZ_BUILD)/obj/%.o) $(FUZZ_BUILD)/obj/tests/fuzz/fake.o
 FUZZ_BINS       := $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
@@ -41,7 +41,7 @@ $(FUZZ_BUILD)/gen/%.inc: share/shell/%
 	@mkdir -p $(dir $@)
 	sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' $< > $@
 
-$(FUZZ_BUILD)/obj/termd/shellint.o: $(FUZZ_BUILD)/gen/termd.bash.inc $(FUZZ_BUILD)/gen/termd.sh.inc
+$(FUZZ_BUILD)/obj/termd/core/shellint.o: $(FUZZ_BUILD)/gen/termd.bash.inc $(FUZZ_BUILD)/gen/termd.sh.inc
 
 # header dependencies as in the Makefile (-MMD -MP; a missing .d rebuilds)
 $(FUZZ_BUILD)/obj/%.o: %.c $(FUZZ_BUILD)/obj/%.d

@@ -16,7 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "termd.h"
+#include "core.h"
 
 /* ---- keys_is_control_name ---- */
 

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "termd.h"
+#include "door.h"
 
 static void test_finds_file_field(void **state)
 {

@@ -18,7 +18,7 @@
 #include <unistd.h>
 #include <vterm.h>
 
-#include "termd.h"
+#include "core.h"
 
 /* ---- helpers ---- */
 

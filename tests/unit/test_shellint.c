@@ -14,7 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "termd.h"
+#include "core.h"
 
 /* ---- a recording callback ---- */
 

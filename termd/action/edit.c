@@ -3,7 +3,7 @@
  * str_replace, insert and undo_edit, their `cat -n` snippets, and the
  * bounded per-path undo history (file-scope state, kept here only). The
  * file system work is fsio.c's; paths and errors as files.c does them. */
-#include "termd.h"
+#include "action.h"
 #include "fsio.h"
 
 #include <dirent.h>

@@ -3,7 +3,7 @@
  * (no zip64, no encryption; names with a leading / or a .. part skipped,
  * as Python's unpack_archive does) and a writer that deflates each entry
  * (or stores it when that is no smaller). Whole archives in memory. */
-#include "termd.h"
+#include "door.h"
 
 #include <stdio.h>
 #include <string.h>

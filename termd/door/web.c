@@ -6,7 +6,7 @@
  * termd's binary, gzipped at build time (tools/webembed, share/web/web.mk):
  * sent as they are with Content-Encoding: gzip, or inflated once (zlib) for
  * a client that does not take gzip. */
-#include "termd.h"
+#include "door.h"
 
 #include <stdio.h>
 #include <stdlib.h>

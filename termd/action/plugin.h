@@ -6,7 +6,7 @@
 #ifndef TERMD_PLUGIN_H
 #define TERMD_PLUGIN_H
 
-#include "termd.h"
+#include "action.h"
 
 #define PLUGIN_LINE_MAX     (64u * 1024u * 1024u)  /* one answer line */
 #define PLUGIN_READ_BUDGET  (1u * 1024u * 1024u)   /* bytes read per wakeup */

@@ -1,7 +1,7 @@
 /* expect.c — the `expect` action: wait until a POSIX extended regex matches
  * a session's current screen or the rendered output that appears after the
  * action arrives, or until its timeout. */
-#include "termd.h"
+#include "action.h"
 
 #include <regex.h>
 #include <stdlib.h>

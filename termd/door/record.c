@@ -7,7 +7,7 @@
  * lines until the session ends, read back from the file so a slow reader
  * costs no memory; one too far behind is ended), a file by name, and the
  * list of DIR. */
-#include "termd.h"
+#include "door.h"
 #include "cast.h"
 
 #include <dirent.h>

@@ -5,7 +5,7 @@
  * a connection without a socket), and on close the actions it was waiting
  * on are told it is gone. Being protocols[0], its callback
  * also takes the vhost's HTTP requests and upgrade checks (http.c). */
-#include "termd.h"
+#include "net.h"
 
 #include <string.h>
 

@@ -2,7 +2,7 @@
  * `session.list`, `session.signal` and `session.close` (ending a session's
  * whole process tree: HUP, then KILL after 2 s, then freeing it once its
  * process is reaped). */
-#include "termd.h"
+#include "action.h"
 
 #include <dirent.h>
 #include <signal.h>

@@ -4,7 +4,7 @@
  * signalfd for SIGCHLD and SIGTERM, timers, and the runtime directory. Every
  * fd belongs to this one loop. It knows no session: their owners pass their
  * own callbacks. */
-#include "termd.h"
+#include "loop.h"
 
 #include <errno.h>
 #include <signal.h>

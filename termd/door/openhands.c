@@ -7,7 +7,7 @@
  * a connection without a socket whose answers come back here (conn.sink),
  * so subscribers see them like any other. One action at a time, in
  * arrival order; answers in OpenHands' exact shapes and texts. */
-#include "termd.h"
+#include "door.h"
 
 #include "fsio.h"
 

@@ -3,7 +3,7 @@
  * a subreaper, so orphans of sessions come here too) and hands each status
  * to the owner that watched its pid (a session's shell, a plugin's
  * program or setup script); the rest are reaped and forgotten. */
-#include "termd.h"
+#include "loop.h"
 
 #include <stdlib.h>
 #include <sys/wait.h>

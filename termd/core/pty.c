@@ -5,7 +5,7 @@
  * queue written as the pty accepts it, resizing, and the end: reaped
  * (child.c) and drained, or a grace time after the reaping. Reports to its
  * owner only through struct pty_hooks. */
-#include "termd.h"
+#include "core.h"
 
 #include <errno.h>
 #include <fcntl.h>

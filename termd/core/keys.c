@@ -3,7 +3,7 @@
  * keys go through libvterm's keyboard layer so cursor keys honour the
  * program's cursor-key mode (vim, less); anything that is not a key name is
  * typed as literal text. */
-#include "termd.h"
+#include "core.h"
 
 #include <ctype.h>
 #include <string.h>

@@ -8,7 +8,7 @@
  * (PS2: the shell reads the rest of an unfinished command). The scanner is
  * a consumer of proto/vtparse.c: it passes every byte on in order (the raw
  * bytes of the tokenizer's events) except its marks. */
-#include "termd.h"
+#include "core.h"
 #include "vtparse.h"
 
 #include <errno.h>

@@ -12,7 +12,7 @@
  * kernel, and a screen, snapshot or answer taken meanwhile is exact for
  * everything termd has read. Sessions nobody interacts with, and a single
  * session on its own, are never held. */
-#include "termd.h"
+#include "core.h"
 
 #define FAIR_WINDOW_US   50000
 #define FAIR_GRACE_US     5000

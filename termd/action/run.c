@@ -5,7 +5,7 @@
  * idle timeouts, and noticing a program waiting for terminal input. A
  * session listener after cmd.c's: on the shell's marks it answers what can
  * be answered and types what waited for the prompt. */
-#include "termd.h"
+#include "action.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -15,6 +15,34 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
+
+enum waiter_kind { WAIT_RUN, WAIT_KEYS };
+
+/* An action that is waiting for something in a session. A session's
+ * waiters are a list in arrival order: one `run` of a command (or a poll,
+ * `run ""`) at a time, and any number of `run is_input` and `keys`, which
+ * never wait behind an answer (PROTOCOL.md §4 run item 11). What they type
+ * is typed in that order. */
+struct waiter {
+	struct pending p;         /* first: the registry's handle (id, conn) */
+	struct waiter *next;      /* in the session's list */
+	enum waiter_kind kind;
+	struct session *s;
+	int is_input;             /* run: is_input (else a command or a poll) */
+	uint64_t start_us;
+	uint64_t hard_us;         /* absolute deadline or 0 */
+	uint64_t idle_us;         /* idle period or 0 */
+	uint64_t settle_us;       /* keys: quiet period */
+	size_t max_output;
+	int restarted;
+	int typed;                /* run: its text has been typed (or had none) */
+	uint64_t input_seen_us;   /* run: first time it looked blocked on input */
+	struct cmd *pending_cmd;  /* run: the command to type when the shell is ready */
+	buf_t pending_input;      /* run is_input: bytes to type after earlier waiters' */
+	cJSON *pending_keys;      /* keys: typed when the shell is ready */
+	lws_sorted_usec_list_t sul;
+};
+
 
 #define QUIET_FOR_INPUT_US   1000000u  /* "nothing new for about a second" */
 #define RELAY_QUIET_US      10000000u  /* a relay with no question on screen */

@@ -3,7 +3,7 @@
  * action caused it and to every subscriber, kept in a bounded retention
  * ring (for `subscribe {since}`), and optionally appended to --event-log.
  * Also the `hello` and error observations, and `subscribe`. */
-#include "termd.h"
+#include "action.h"
 
 #include <errno.h>
 #include <fcntl.h>

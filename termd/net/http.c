@@ -6,7 +6,7 @@
  * HTTP routes other modules register (openhands.c): a request's body
  * gathered up to --max-frame, answers given at once or later and written
  * in pieces as the socket takes them. */
-#include "termd.h"
+#include "net.h"
 
 #include <stdio.h>
 #include <stdlib.h>

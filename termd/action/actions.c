@@ -5,7 +5,7 @@
  * typed argument helpers (including the session an action names), the
  * registry of pending actions (run, keys, expect: one place for re-sent
  * ids, departed connections and ended sessions), and `ping`. */
-#include "termd.h"
+#include "action.h"
 
 #include <math.h>
 #include <stdarg.h>

@@ -8,7 +8,7 @@
  * also remember how much of them was written, so clearing one is O(1).
  * Scrollback: rows scrolled off the top of the primary screen are kept as
  * text lines in a bounded ring (--scrollback). */
-#include "termd.h"
+#include "core.h"
 
 #include <string.h>
 #include <vterm.h>

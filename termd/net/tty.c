@@ -11,7 +11,7 @@
  * Input and resizes from rw viewers; attach/detach/input/resize events.
  * The connection plumbing is wsconn.c's, the upgrade checks http.c's; the
  * channel's lws_protocols entry is exported, struct viewer is private. */
-#include "termd.h"
+#include "net.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -3,7 +3,7 @@
  * file system work is fsio.c's. Also what `edit` (edit.c) shares with
  * them: paths taken against main's cwd and the one way a file action
  * reports an error. Everything runs synchronously on the event loop. */
-#include "termd.h"
+#include "action.h"
 #include "fsio.h"
 
 #include <stdio.h>

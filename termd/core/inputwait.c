@@ -9,7 +9,7 @@
  * it among other descriptors may be a relay (apt passing the terminal to
  * dpkg, ssh, script) waiting for whichever comes first (IW_RELAY): run.c
  * asks the screen before it calls that waiting for input. */
-#include "termd.h"
+#include "core.h"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -6,7 +6,7 @@
  * (session_listen): the process started, what is written to it, raw
  * output, text without termd's marks, marks, title, resize, the
  * process's end, and the session going away. */
-#include "termd.h"
+#include "core.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -5,7 +5,7 @@
  * (output.c), and the command.start / command.end events. A session
  * listener: session.c hands it the output without termd's marks, and the
  * marks, before run.c's listener sees them. */
-#include "termd.h"
+#include "core.h"
 
 #include <stdio.h>
 #include <stdlib.h>

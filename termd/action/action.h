@@ -1,0 +1,178 @@
+/* action.h — the action layer, the one API every front door goes through:
+ * clients (struct conn), the action table and actions_dispatch, the pending
+ * registry, the event stream, and the actions (run, keys, screen, expect, files,
+ * edit, sessions, plugins). */
+#ifndef TERMD_ACTION_H
+#define TERMD_ACTION_H
+
+#include "core.h"
+
+/* ---- the /events channel (conn.c) ---- */
+/* An /events WebSocket connection. */
+struct conn {
+	struct conn *next;
+	struct wsconn ws;         /* its queue and reassembly */
+	int readonly;
+	int subscribed;
+	int closing;
+	/* a connection without a socket (openhands.c): conn_send hands each
+	 * message to sink instead of queueing it */
+	void (*sink)(struct conn *c, const char *data, size_t len);
+};
+
+
+/* ---- pending actions (actions.c) ---- */
+/* Pending actions: every action still waiting to answer (run, keys,
+ * expect, plugin actions), embedded in its owner's struct. One registry
+ * for re-sent ids (the answer goes to the new connection), connections
+ * going away (answers are still retained), and sessions ending (the owner
+ * frees it: ops->session_gone). */
+struct pending;
+struct pending_ops {
+	const char *kind;
+	void (*session_gone)(struct pending *p);   /* must pending_del and free p */
+};
+struct pending {
+	struct pending *next, **pprev;
+	const struct pending_ops *ops;
+	cJSON *id;                /* owned copy */
+	struct conn *conn;        /* weak: NULL once the client left */
+	struct session *s;        /* or NULL */
+	uint64_t start_us;        /* when the action began (fair.c) */
+};
+
+/* ---- events (events.c) ---- */
+/* how a frame reaches a connection: the transport's, registered from above */
+typedef void events_send_fn(struct conn *c, const char *json, size_t len);
+void events_init(events_send_fn *send);
+void events_shutdown(void);
+/* Build and deliver an observation. `cause` may be NULL (→ null). Takes
+ * ownership of extras (may be NULL). Delivered to `to` (if not NULL) and to
+ * every subscriber. */
+void events_emit(struct conn *to, const cJSON *cause, const char *observation,
+		 const char *content, cJSON *extras);
+void events_error(struct conn *to, const cJSON *cause, td_err code,
+		  const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+void events_hello(struct conn *c);
+/* events_emit to subscribers only (no cause): a cmd_event_fn */
+void events_broadcast(const char *observation, const char *content, cJSON *extras);
+void events_register(void);
+/* An action id already answered and still retained: send that answer
+ * again with extras.replayed and return 1. */
+int events_replay(struct conn *c, const cJSON *id);
+
+
+/* ---- actions (actions.c) ---- */
+/* The action being handled. A handler answers (events_emit to a->conn with
+ * a->id), or leaves a pending action that will, and returns 0; or it fails
+ * with act_error() (the argument helpers do so themselves) and returns -1,
+ * and actions_dispatch answers that error: the one way an action fails. */
+struct act {
+	struct conn *conn;
+	const char *action;       /* its name */
+	const cJSON *id;          /* NULL when the action had none */
+	const cJSON *args;        /* NULL when empty */
+	int failed;               /* act_error was called */
+	td_err code;
+	buf_t msg;
+	cJSON *err_extras;        /* more extras for the error, or NULL */
+};
+#define ACT_MSG_MAX 4096      /* bytes of an error message, cut at a character */
+typedef int (*action_fn)(struct act *a);
+enum {
+	ACT_READONLY = 1,     /* a view-token connection may use it */
+	ACT_HIDDEN = 2,       /* not in hello's list (a plugin's, until it is ready) */
+};
+struct action_def {
+	const char *name;
+	action_fn fn;
+	int flags;
+};
+/* Modules register their actions at start-up (a plugin's or an HTTP
+ * route's go through the same table); a name registered again replaces
+ * the earlier entry. */
+void actions_register(const struct action_def *defs, size_t n);
+void actions_unregister(const char *name);
+const struct action_def *actions_find(const char *name);
+void actions_init(void);
+void actions_shutdown(void);
+void actions_dispatch(struct conn *c, const char *json, size_t len);
+cJSON *actions_list_json(void);
+/* Record why the action fails (answered by actions_dispatch); returns -1.
+ * The extras (owned) are added to the error's, beside `code`. */
+int act_error(struct act *a, td_err code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+int act_error_extras(struct act *a, td_err code, cJSON *extras, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+/* argument helpers: 0 ok (absent optional ones leave *out alone), -1
+ * wrong type (act_error called) */
+int arg_string(struct act *a, const char *key, const char **out, int required);
+int arg_number(struct act *a, const char *key, double *out, int *present);
+int arg_int(struct act *a, const char *key, long long *out, int *present);
+int arg_bool(struct act *a, const char *key, int *out);
+int arg_encoding(struct act *a, int *base64);
+/* a session name argument, validated ([A-Za-z0-9_.-]{1,64}: bad_request) */
+int arg_session_name(struct act *a, const char *key, int required, const char **name);
+/* The session an action names by `key` (default "main"): no_such_session
+ * unless SESS_CREATE (opens a shell); a dead shell is started again with
+ * SESS_RESPAWN (*restarted = 1), an ended program is no_command unless
+ * SESS_ALLOW_DEAD. */
+enum { SESS_CREATE = 1, SESS_RESPAWN = 2, SESS_ALLOW_DEAD = 4 };
+int arg_session(struct act *a, const char *key, int flags, struct session **out,
+		int *restarted);
+
+void pending_add(struct pending *p, const struct pending_ops *ops, struct act *a,
+		 struct session *s);
+void pending_del(struct pending *p);
+/* when the newest action waiting on s began (0: none) */
+uint64_t pending_newest(const struct session *s);
+void pending_emit(struct pending *p, const char *observation, const char *content,
+		  cJSON *extras);
+int pending_rebind(const cJSON *id, struct conn *c);
+void pending_conn_gone(struct conn *c);
+void pending_session_gone(struct session *s);
+
+
+/* ---- session management actions (sessionctl.c) ---- */
+void sessionctl_register(void);
+/* The session.open event (to subscribers, and as the answer to c/id). */
+void sessionctl_announce(struct conn *c, const cJSON *id, struct session *s);
+
+
+/* ---- plugins (plugin.c) ---- */
+struct plugin;
+/* Find plugins, register their actions, start the setups (in the
+ * background): -1 + err for a --plugins name that is not there. */
+int plugin_init(char *err, size_t errlen);
+void plugin_stop_all(void);   /* their processes end with termd */
+void plugin_free(struct plugin *pl);
+void plugin_shutdown(void);
+
+
+/* ---- run, keys, screen actions (run.c) ---- */
+void run_register(void);
+
+
+/* ---- files (files.c) ---- */
+/* Largest `content` a read/view answer may carry once JSON-escaped (base64
+ * or text): the server drops a client with more than 64 MiB pending. */
+#define FILES_MAX_REPLY (56u * 1024u * 1024u)
+void files_register(void);
+/* path made absolute against main's cwd (else --cwd) and normalized; NULL
+ * if empty. Free the result. */
+char *files_resolve(const char *path);
+/* act_error with a message that is not a format (paths, quoted text);
+ * extras taken over, may be NULL. Returns -1. */
+int files_error(struct act *a, td_err code, const char *msg, cJSON *extras);
+/* Append path with invalid UTF-8 replaced, for messages and extras. */
+void files_put_path(buf_t *b, const char *path);
+
+
+/* ---- edit (edit.c) ---- */
+void edit_register(void);
+
+
+/* ---- expect (expect.c) ---- */
+void expect_register(void);
+
+#endif

@@ -1,0 +1,211 @@
+/* core.h — the terminal core: sessions (a pty, a screen, shell integration),
+ * command life, rendering, the output store, fairness, keys and input-wait.
+ * It knows nothing of actions, connections or front doors: what it has to
+ * tell them goes through the session listeners and hooks registered from above. */
+#ifndef TERMD_CORE_H
+#define TERMD_CORE_H
+
+#include "loop.h"
+#include "render.h"
+#include "output.h"
+#include "pty.h"
+#include "vtfilter.h"
+
+/* What the shell-integration scanner (shellint.c) finds in a session's
+ * output: text, termd's marks (C start, D done, P continuation), readline
+ * ready (bracketed paste on), a window title. */
+enum si_event { SI_TEXT, SI_MARK_START, SI_MARK_DONE, SI_MARK_CONT, SI_READY, SI_TITLE };
+
+/* ---- commands (cmd.c) ---- */
+/* One command line in flight in a session (typed by the agent or a viewer). */
+struct cmd {
+	char *text;
+	char sname[TD_SESSION_NAME_MAX + 1]; /* its session, for messages */
+	int by_viewer;
+	int typed;                /* an agent's text, typed into the shell */
+	int awaiting_shell;       /* typed, and the shell has not shown it read it
+				   * yet (no C, D or P mark since): still typing */
+	int started;              /* shell said it began (C mark) */
+	int finished;
+	int exit_code;
+	uint64_t start_us, end_us;
+	int rec_start, rec_end;   /* record.c wrote its start / end marker */
+	render_t *render;         /* NULL once finished */
+	struct output out;        /* its rendered text (output.c) */
+};
+
+
+/* ---- sessions (session.c) ---- */
+enum shell_state { SH_STARTING, SH_IDLE, SH_RUNNING, SH_DEAD };
+/* bash (readline, PS0, PROMPT_COMMAND) or a POSIX sh (termd.sh via $ENV) */
+enum shell_kind { SHELL_BASH, SHELL_SH };
+
+struct session {
+	struct session *next;
+	char name[TD_SESSION_NAME_MAX + 1];
+	char *command;            /* session program (NULL = interactive shell) */
+	int is_shell;             /* has termd's shell integration */
+	enum shell_kind shell_kind;
+	struct pty pty;           /* its process: fd, pid, alive, exit code (pty.c) */
+	const cJSON *spawn_env;   /* session.open's env, while spawning only */
+	int rows, cols;
+	struct screen *screen;
+	struct shellint *si;
+	enum shell_state state;
+	int ready;                /* line editor is reading (prompt shown) */
+	int cont;                 /* the shell reads the rest of a command (PS2) */
+	char *cwd;
+	struct cmd *cmd;          /* current or last undelivered command */
+	struct waiter *waiters;   /* run and keys actions waiting on it, in order */
+	struct expect *expect;    /* the expect action waiting on it */
+	struct viewer *viewers;   /* /tty connections */
+	buf_t typed;              /* keys/viewer bytes since the last prompt */
+	int typed_by_agent;       /* ... some of them by `keys` */
+	uint64_t last_output_us;
+	lws_sorted_usec_list_t ready_sul;
+	lws_sorted_usec_list_t close_sul;
+	int closing;              /* session.close: freed once its process ends */
+	int close_killed;         /* ... and the KILL after the grace time was sent */
+	int nviewers;
+	struct {                  /* fair.c's */
+		int bulk;         /* its last read used the whole budget */
+		int typed;        /* typed into, nothing printed since */
+		uint64_t typed_us, newest_pending, held_since;
+	} fair;
+	struct recording *rec;    /* --record: its recording (record.c), or NULL */
+};
+
+
+/* ---- fairness between sessions (fair.c) ---- */
+/* Decide again which bulk sessions are held (also on its own timer). */
+void fair_update(void);
+/* s's pty was read: full = the read used the whole budget */
+void fair_read(struct session *s, int full);
+/* s was typed into (a viewer, keys, run) */
+void fair_typed(struct session *s);
+/* an action began or ended waiting on s (s may be NULL) */
+void fair_pending_changed(struct session *s, int ended);
+void fair_shutdown(void);
+/* the action layer's "when did the newest action waiting on s begin" (µs, 0: none) */
+void fair_set_probe(uint64_t (*probe)(const struct session *s));
+
+
+/* ---- sessions (session.c) ---- */
+/* What a session tells the modules that follow it, in the order they
+ * listened (main.c): cmd before run. Every hook may be NULL. */
+struct session_listener {
+	void (*started)(struct session *s); /* its process was spawned (open, respawn) */
+	void (*input)(struct session *s, const char *data, size_t n);  /* written to the pty */
+	void (*output)(struct session *s, const char *data, size_t n); /* the pty's bytes */
+	void (*text)(struct session *s, const char *data, size_t n);   /* output, marks removed */
+	void (*title)(struct session *s, const char *t, size_t n);
+	void (*resize)(struct session *s);
+	void (*mark)(struct session *s, enum si_event ev, const char *data, size_t n, int code);
+	void (*exit)(struct session *s);   /* its process ended (before session.exit) */
+	void (*gone)(struct session *s);   /* restarted or freed: drop what refers to it */
+};
+void session_listen(const struct session_listener *l);
+/* Fan a shell-integration mark out to the listeners (the scanner's, or a
+ * synthetic SI_READY from cmd.c's fallback timer). */
+void session_mark(struct session *s, enum si_event ev, const char *data, size_t n, int code);
+/* The session is restarted or freed: every listener's gone. */
+void session_gone(struct session *s);
+struct session *session_find(const char *name);
+/* Start a session; command NULL = interactive shell. NULL + code and msg
+ * on error (too_large at --max-sessions, else internal). */
+struct session *session_open(const char *name, const char *command, const char *cwd,
+			     const cJSON *env, int cols, int rows, td_err *code, char *err,
+			     size_t errlen);
+int session_respawn(struct session *s, char *err, size_t errlen);
+void session_write(struct session *s, const void *data, size_t len);
+/* the shell sessions run: --shell, else bash, else sh */
+const char *session_shell_path(void);
+void session_resize(struct session *s, int cols, int rows);
+pid_t session_fg_pid(struct session *s);
+void session_stop_all(void);
+/* Free a session that is off the lists (closing, process gone). */
+void session_destroy(struct session *s);
+void session_free_all(void);
+cJSON *session_names_json(void);
+
+
+/* ---- shell integration (shellint.c) ---- */
+/* commands longer than this (bytes or lines) are sourced from a file */
+#define SHELLINT_PASTE_MAX   4096
+#define SHELLINT_PASTE_LINES 24
+typedef void (*si_cb)(void *user, enum si_event ev, const char *data, size_t len, int code);
+struct shellint *shellint_new(si_cb cb, void *user);
+void shellint_free(struct shellint *si);
+const char *shellint_nonce(struct shellint *si);
+/* Replace the random nonce (the fuzz target gives two scanners one nonce). */
+void shellint_set_nonce(struct shellint *si, const char *nonce);
+void shellint_feed(struct shellint *si, const char *data, size_t n);
+/* Write the rc files (termd.bash, termd.sh) into dir. 0 or -1. */
+int shellint_write_rc(const char *dir);
+/* The bytes to type so the shell runs `text` as one unit. */
+void shellint_type_command(struct session *s, const char *text, buf_t *out);
+
+
+/* ---- screen (screen.c) ---- */
+struct screen *screen_new(int rows, int cols);
+void screen_free(struct screen *sc);
+void screen_feed(struct screen *sc, const char *data, size_t n);
+void screen_resize(struct screen *sc, int rows, int cols);
+void screen_text(struct screen *sc, buf_t *out);
+/* Scrollback: keep up to `lines` lines scrolled off the primary screen
+ * (0 = none, the default); the last max_lines of them, one per line. */
+void screen_set_scrollback(struct screen *sc, size_t lines);
+size_t screen_scrollback_lines(struct screen *sc);
+void screen_scrollback_text(struct screen *sc, size_t max_lines, buf_t *out);
+int screen_alt(struct screen *sc);
+void screen_cursor(struct screen *sc, int *row, int *col, int *visible);
+/* 1 if the cursor sits after text on its row, as a prompt leaves it */
+int screen_cursor_after_text(struct screen *sc);
+const char *screen_title(struct screen *sc);
+void screen_set_title(struct screen *sc, const char *t, size_t n);
+/* Bytes reproducing the visible screen on a blank terminal (tty 'S'). */
+void screen_snapshot(struct screen *sc, buf_t *out);
+/* Type a key through libvterm's keyboard layer (honours cursor-key mode). */
+void screen_key(struct screen *sc, int vterm_key, int mod);
+void screen_unichar(struct screen *sc, uint32_t c, int mod);
+/* Terminal answers (DSR, DA) go back to the program through this. */
+void screen_set_output(struct screen *sc, void (*cb)(const char *, size_t, void *), void *user);
+
+
+/* ---- command life (cmd.c) ---- */
+/* an event no action caused (command.start/end, an output file error); takes extras */
+typedef void cmd_event_fn(const char *observation, const char *content, cJSON *extras);
+void cmd_init(cmd_event_fn *emit);      /* its session listener: before run.c's */
+struct cmd *cmd_new(struct session *s, const char *text, int by_viewer);
+void cmd_free(struct cmd *cmd);
+/* make cmd the session's command (the previous one is freed) */
+void cmd_set(struct session *s, struct cmd *cmd);
+/* what the command printed since the last answer (output_collect) */
+void cmd_collect(struct cmd *cmd, size_t max_output, buf_t *out, int *truncated);
+/* A person (viewer) or `keys` (by_agent) typed these bytes at the prompt:
+ * they name the command the shell starts next. */
+void cmd_note_typed(struct session *s, const char *data, size_t n, int by_agent);
+/* A session.open program began: it is the session's command. */
+void cmd_program_started(struct session *s);
+
+
+/* ---- keys (keys.c) ---- */
+/* Type one key name or literal text into the session; 1 if it was a
+ * key name. */
+int keys_type(struct session *s, const char *item);
+/* For run is_input: a control-key name (C-c, C-d, C-z, C-\, C-<letter>)? */
+int keys_is_control_name(const char *s, char *byte);
+
+
+/* ---- waiting for input detection (inputwait.c) ---- */
+/* How the session's foreground processes wait on its tty: */
+enum inputwait {
+	IW_NO,      /* not waiting on it (running, sleeping, on something else) */
+	IW_READ,    /* blocked reading it, or polling it alone */
+	IW_RELAY,   /* polling it among other descriptors (apt, ssh, script) */
+};
+enum inputwait inputwait_blocked_on_tty(struct session *s);
+/* State, process group and session id of a process (/proc/PID/stat). */
+int proc_stat(pid_t pid, char *state, pid_t *pgrp, pid_t *sid);
+
+#endif

@@ -1,0 +1,51 @@
+/* door.h — the front doors: OpenHands' API, the web page, recordings (and the
+ * zip and multipart readers they use). Each translates its wire onto
+ * actions_dispatch or the session listeners; see termd/README. */
+#ifndef TERMD_DOOR_H
+#define TERMD_DOOR_H
+
+#include "net.h"
+
+/* ---- recordings (record.c) ---- */
+/* --record DIR: 0, or -1 and why (missing, not a folder, not writable). */
+int record_check_dir(const char *dir, char *err, size_t errlen);
+/* its session listener and the /record/ routes (after cmd_init) */
+void record_register(void);
+
+
+/* ---- zip archives (zip.c) ---- */
+/* Each entry of a zip held in memory: 0 to go on, -1 (err set) to stop. */
+typedef int (*zip_entry_fn)(void *arg, const char *name, const unsigned char *data, size_t len,
+			    int is_dir, char *err, size_t errlen);
+int zip_read(const void *zip, size_t len, zip_entry_fn fn, void *arg, char *err, size_t errlen);
+struct zipw {
+	buf_t out, cd;            /* entries so far, their central directory */
+	unsigned n;
+};
+void zipw_add(struct zipw *zw, const char *name, const void *data, size_t len, time_t mtime);
+/* The archive into *out (taken over by the caller); zw is empty again. */
+void zipw_finish(struct zipw *zw, buf_t *out);
+
+
+/* ---- multipart/form-data (multipart.c) ---- */
+struct mp_part {
+	const char *data;         /* points into the body */
+	size_t len;
+	int has_filename;
+	char filename[1024];
+};
+/* The part named `field`: 0, or -1 and why. */
+int multipart_find(const char *ctype, const char *body, size_t len, const char *field,
+		   struct mp_part *part, char *err, size_t errlen);
+
+
+/* ---- the web page (web.c): /, /s/<session>, /r/<file>, /assets/…, /auth ---- */
+void web_register(void);
+void web_shutdown(void);
+
+
+/* ---- OpenHands' action execution server API (openhands.c) ---- */
+void openhands_register(void);
+void openhands_shutdown(void);
+
+#endif

@@ -1,0 +1,104 @@
+/* loop.h — the loop layer, termd's bottom: options, the lws context and its
+ * loop (timers, adopted fds), child reaping, and the WebSocket message queue
+ * (wsconn.h). Every layer above includes it through its own header. */
+#ifndef TERMD_LOOP_H
+#define TERMD_LOOP_H
+
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+#include <libwebsockets.h>
+#include <cJSON.h>
+
+#include "proto.h"
+#include "util.h"
+#include "wsconn.h"
+
+struct session;
+struct conn;
+struct screen;
+struct cmd;
+struct expect;
+struct viewer;
+struct recording;
+struct waiter;
+struct shellint;
+struct plugin;
+
+/* ---- options (main.c) ---- */
+struct termd_opts {
+	char *listen_host;      /* NULL when unix */
+	int listen_port;
+	char *listen_unix;      /* path, or NULL */
+	char *token;            /* full access token or NULL */
+	char *view_token;       /* read-only token or NULL */
+	char *shell;            /* shell for sessions */
+	char *cwd;              /* start directory */
+	char *event_log;
+	char *tls_cert, *tls_key; /* both or neither: serve wss:// and https:// */
+	int verbose;
+	/* limits (--max-frame, --retain, ...; defaults in proto.h) */
+	size_t max_frame;         /* largest accepted /events frame */
+	size_t retain;            /* events kept for subscribe */
+	size_t max_sessions;      /* sessions open at once, main included */
+	size_t max_viewers;       /* /tty viewers per session */
+	size_t viewer_rate;       /* bytes/s to a session's viewers together (tty.c) */
+	size_t max_pending;       /* unsent bytes before an /events client is dropped */
+	size_t scrollback;        /* lines kept above each session's screen */
+	size_t output_mem;        /* a command's output kept in memory, then file only */
+	char *plugins;            /* --plugins a,b,… or all (NULL: none) */
+	char *plugin_dir;         /* --plugin-dir (NULL: next to the binary) */
+	char *state_dir;          /* --state-dir: setup markers (once per image) */
+	int insecure_no_token;    /* --insecure-no-token: serve a non-loopback address without one */
+	char *record_dir;         /* --record DIR: an asciicast v2 file per session (record.c) */
+	int record_input;         /* --record-input: "i" events too */
+};
+
+extern struct termd_opts opts;
+
+
+/* ---- the server (server.c) ---- */
+struct server {
+	struct lws_context *ctx;
+	struct lws_vhost *vhost;
+	char *rundir;             /* private runtime directory */
+	uint64_t start_mono;
+	int stopping;
+	int unix_bound;           /* the --listen unix: socket is ours */
+	struct conn *conns;       /* all /events connections */
+	struct session *sessions; /* linked list */
+	struct session *closing;  /* closed by session.close, ending */
+	int nsessions;
+};
+
+extern struct server srv;
+
+
+/* ---- server (server.c) ---- */
+/* the lws context, the listener and the loop, serving the two channels
+ * (the transport's entries, given from above) */
+int server_init(const struct lws_protocols *events_channel, const struct lws_protocols *tty_channel);
+void server_run(void);
+/* the loop goes: every connection and adopted fd is closed */
+void server_close_loop(void);
+/* then the listener's socket and the runtime folder */
+void server_shutdown(void);
+/* An adopted fd's events: arg is the one given to server_adopt_fd, or NULL
+ * once the owner cleared the wsi's opaque user data. Nonzero closes it. */
+typedef int (*server_fd_cb)(struct lws *wsi, enum lws_callback_reasons reason, void *arg);
+/* Watch fd (a pty master, the signalfd) in the loop; NULL on failure. */
+struct lws *server_adopt_fd(int fd, server_fd_cb cb, void *arg);
+/* Schedule a timer callback; call with us=0 to cancel. */
+void server_timer(lws_sorted_usec_list_t *sul, sul_cb_t cb, uint64_t delay_us);
+
+
+/* ---- child processes (child.c) ---- */
+typedef void (*child_cb)(void *arg, pid_t pid, int status);
+/* cb gets pid's wait status once it is reaped (then the watch is gone) */
+void child_watch(pid_t pid, child_cb cb, void *arg);
+void child_unwatch(pid_t pid);
+/* SIGCHLD: reap every child, hand each status to its watcher */
+void child_reap_all(void);
+void child_forget_all(void);
+
+#endif

@@ -1,0 +1,108 @@
+/* net.h — the transport: HTTP (health, tokens, upgrade checks, routes), the
+ * /events channel (conn.c) and the /tty channel (tty.c), over the action layer. */
+#ifndef TERMD_NET_H
+#define TERMD_NET_H
+
+#include "action.h"
+
+/* ---- the upgrade checks (http.c) ---- */
+/* What a request's token admits. */
+enum auth_level { AUTH_NONE, AUTH_VIEW, AUTH_FULL };
+enum channel { CHANNEL_EVENTS, CHANNEL_TTY };
+/* A WebSocket upgrade request that passed every check. */
+struct upgrade {
+	enum channel channel;
+	enum auth_level auth;
+	int rw;                   /* /tty: mode=rw */
+	char session[TD_SESSION_NAME_MAX + 1]; /* /tty: the session */
+};
+
+
+/* ---- the /events channel (conn.c) ---- */
+extern const struct lws_protocols conn_protocol;
+/* Queue one observation for c (dropped if c is closing). */
+void conn_send(struct conn *c, const char *data, size_t len);
+
+
+/* ---- the HTTP side: health, tokens, upgrade checks, routes (http.c) ---- */
+/* One plain HTTP request to a registered route: its method, path, body
+ * and, once the route has it, its answer (written when the socket can
+ * take it, in pieces). Freed by http.c once answered or once the client
+ * left (then `gone`, if set, is called first). */
+struct http_route;
+struct http_txn {
+	struct lws *wsi;
+	const struct http_route *route;
+	int post;                 /* POST (else GET) */
+	char path[256];
+	buf_t body;               /* the whole body (at most --max-frame bytes) */
+	size_t announced;         /* its Content-Length */
+	void *user;               /* the route's */
+	void (*gone)(struct http_txn *t);
+	/* a streamed answer: everything written so far has gone to the
+	 * socket (a producer that holds back writes more here) */
+	void (*drained)(struct http_txn *t);
+	int answered, status, hdr_sent, close_after;
+	enum auth_level auth;     /* what the request's token admits */
+	int streaming, ended;     /* an answer of unknown length (http_stream_*) */
+	char ctype[64];
+	char *disposition;        /* Content-Disposition or NULL */
+	buf_t hdrs;               /* more headers: "name:\0value\0" pairs */
+	buf_t out;
+	size_t off;
+};
+struct http_route {
+	const char *method;       /* "GET" or "POST" */
+	const char *path;         /* exact, or a prefix when .prefix */
+	/* before the body is read: 0, or it answered (a refusal) */
+	int (*admit)(struct http_txn *t);
+	/* the request is in: answer now or later (http_answer) */
+	void (*fn)(struct http_txn *t);
+	int prefix;               /* path is a prefix ("/s/" serves /s/<any>) */
+};
+/* Routes other modules serve on the listener (consulted before 404). */
+void http_routes_register(const struct http_route *r, size_t n);
+/* The answer (body copied); written when the socket is writable. */
+void http_answer(struct http_txn *t, int status, const char *ctype, const void *body,
+		 size_t len);
+/* ... a text/plain one */
+void http_answer_text(struct http_txn *t, int status, const char *msg);
+/* One more header on the answer (set before http_answer or
+ * http_stream_start): name without its colon, value as is. */
+void http_set_header(struct http_txn *t, const char *name, const char *value);
+/* An answer of unknown length: headers now (no Content-Length, the
+ * connection closes at the end), then data as it comes. write returns the
+ * bytes not yet taken by the socket, so a producer can hold back; end
+ * finishes the answer once those are written. t->gone is called when the
+ * client leaves before end. */
+void http_stream_start(struct http_txn *t, int status, const char *ctype);
+size_t http_stream_write(struct http_txn *t, const void *p, size_t n);
+void http_stream_end(struct http_txn *t);
+/* A request header by lws custom name ("x-session-api-key:"): its length,
+ * or -1 when absent. */
+int http_header(struct http_txn *t, const char *name, char *out, size_t n);
+/* A query argument ("destination="), URL-decoded, or NULL. */
+const char *http_arg(struct http_txn *t, const char *name, char *out, size_t n);
+/* Does token equal termd's full token (constant time)? No token set: 1. */
+int http_token_ok(const char *token);
+/* LWS_CALLBACK_HTTP: /healthz, a route, else 401 or 404. */
+int http_request(struct lws *wsi, const char *uri);
+/* LWS_CALLBACK_HTTP_BODY, _BODY_COMPLETION, _WRITEABLE, CLOSED_HTTP */
+int http_body(struct lws *wsi, const void *in, size_t len);
+int http_body_done(struct lws *wsi);
+int http_writeable(struct lws *wsi);
+void http_closed(struct lws *wsi);
+/* LWS_CALLBACK_HTTP_CONFIRM_UPGRADE: 0 to upgrade, or -1 once a refusal
+ * (401, 404, 503, 403, 400) has been answered. */
+int http_confirm_upgrade(struct lws *wsi);
+/* LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION for channel ch: 0 and *u filled
+ * if the request passes every check and is for ch, else -1. */
+int http_upgrade(struct lws *wsi, enum channel ch, struct upgrade *u);
+
+
+/* ---- live terminal channel (tty.c) ---- */
+extern const struct lws_protocols tty_protocol;
+void tty_register(void);   /* its session listener */
+void tty_shutdown(void);   /* before the loop goes: its frame timer */
+
+#endif
