@@ -273,6 +273,40 @@ void buf_put_utf8(buf_t *b, const char *s, size_t n)
 	}
 }
 
+void buf_put_json_string(buf_t *b, const char *s, size_t n)
+{
+	static const char hex[] = "0123456789abcdef";
+	const unsigned char *p = (const unsigned char *)s, *end = p + n;
+	buf_reserve(b, n + n / 16 + 2);
+	buf_putc(b, '"');
+	while (p < end) {
+		const unsigned char *q = p;
+		while (q < end && *q >= 0x20 && *q != '"' && *q != '\\')
+			q++;
+		buf_append(b, p, (size_t)(q - p));
+		if (q == end)
+			break;
+		char e[6] = {'\\', 0, 0, 0, 0, 0};
+		size_t el = 2;
+		switch (*q) {
+		case '"': e[1] = '"'; break;
+		case '\\': e[1] = '\\'; break;
+		case '\b': e[1] = 'b'; break;
+		case '\f': e[1] = 'f'; break;
+		case '\n': e[1] = 'n'; break;
+		case '\r': e[1] = 'r'; break;
+		case '\t': e[1] = 't'; break;
+		default:
+			e[1] = 'u'; e[2] = '0'; e[3] = '0';
+			e[4] = hex[*q >> 4]; e[5] = hex[*q & 15];
+			el = 6;
+		}
+		buf_append(b, e, el);
+		p = q + 1;
+	}
+	buf_putc(b, '"');
+}
+
 static void vlog(const char *tag, const char *fmt, va_list ap)
 {
 	char msg[1024];
