@@ -8,7 +8,6 @@
 #include <errno.h>
 #include <getopt.h>
 #include <locale.h>
-#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -368,12 +367,6 @@ int main(int argc, char **argv)
 	/* orphaned descendants of sessions are reparented to termd and reaped
 	 * here, so no zombie is left behind */
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
-	/* a large action (a 1 MiB heredoc) passes through several buffers of
-	 * its size: keep those on the heap and the heap's freed top up to
-	 * 16 MiB, so the next one reuses pages instead of faulting in fresh
-	 * ones from mmap (page faults were a third of termd's time on it) */
-	mallopt(M_MMAP_THRESHOLD, 4 << 20);
-	mallopt(M_TRIM_THRESHOLD, 16 << 20);
 
 	if (server_init(&conn_protocol, &tty_protocol) < 0) {
 		server_shutdown();
