@@ -289,7 +289,9 @@ static char *envelope(uint64_t seq, const cJSON *cause, const char *observation,
 	buf_putc(&b, '}');
 	free(head);
 	free(ex);
-	return buf_steal(&b);
+	/* exact size: the ring keeps it (buf_t rounds up to a power of two) */
+	size_t n = b.len;
+	return xrealloc(buf_steal(&b), n + 1);
 }
 
 void events_broadcast(const char *observation, const char *content, cJSON *extras)
