@@ -68,6 +68,38 @@ class Endpoint:
             else:
                 self.ssl = None
 
+    async def refusal_status(self, path: str, subprotocol: str) -> Optional[int]:
+        """The HTTP status termd answers an upgrade of `path` with, read from a
+        plain request. Used when websockets could not parse the answer (termd
+        answers refusals such as 401 as HTTP/1.0, which websockets rejects)."""
+        import asyncio
+        import base64
+        import os as _os
+        from urllib.parse import urlsplit as _split
+        try:
+            if self.unix_path is not None:
+                r, w = await asyncio.wait_for(asyncio.open_unix_connection(self.unix_path), self.open_timeout)
+                host = "localhost"
+            else:
+                u = _split(self.base)
+                port = u.port or (443 if u.scheme == "wss" else 80)
+                r, w = await asyncio.wait_for(asyncio.open_connection(
+                    u.hostname, port, ssl=self.ssl, server_hostname=u.hostname if self.ssl else None),
+                    self.open_timeout)
+                host = u.netloc
+            lines = ["GET %s HTTP/1.1" % path, "Host: %s" % host, "Upgrade: websocket", "Connection: Upgrade",
+                     "Sec-WebSocket-Key: %s" % base64.b64encode(_os.urandom(16)).decode(),
+                     "Sec-WebSocket-Version: 13", "Sec-WebSocket-Protocol: %s" % subprotocol]
+            if self.token:
+                lines.append("Authorization: Bearer %s" % self.token)
+            w.write(("\r\n".join(lines) + "\r\n\r\n").encode())
+            status = await asyncio.wait_for(r.readline(), self.open_timeout)
+            w.close()
+            parts = status.split()
+            return int(parts[1]) if len(parts) >= 2 and parts[1].isdigit() else None
+        except Exception:
+            return None
+
     async def open(self, path: str, subprotocol: str) -> Any:
         """A new WebSocket to `path` (e.g. "/events", "/tty/main?mode=rw")."""
         hdrs = dict(self.headers)

@@ -130,6 +130,7 @@ class AsyncTermd:
         self._reader: Optional[asyncio.Task] = None
         self._pending: Dict[Union[str, int], _Pending] = {}
         self._closed = False
+        self._event_sockets: set = set()   # the events() connections open now
 
     @property
     def url(self) -> str:
@@ -189,8 +190,11 @@ class AsyncTermd:
                 last = e
                 status = getattr(e, "status_code", None) or getattr(getattr(e, "response", None),
                                                                     "status_code", None)
-                if status in (401, 403, 404):   # no point in retrying a refusal
-                    raise TermdConnectionError("termd at %s refused %s: HTTP %s" % (self.url, path, status)) from e
+                if status is None and isinstance(e, _ws.websockets.exceptions.InvalidMessage):
+                    status = await self.endpoint.refusal_status(path, proto)
+                if status in (400, 401, 403, 404):   # no point in retrying a refusal
+                    raise TermdConnectionError("termd at %s refused %s: HTTP %s%s" % (
+                        self.url, path, status, " (wrong or missing token)" if status == 401 else "")) from e
             now = loop.time()
             if now >= deadline:
                 raise TermdConnectionError("cannot reach termd at %s within %.1fs: %s"
@@ -488,6 +492,7 @@ class AsyncTermd:
         last = since
         while True:
             ws = await self._open_with_backoff("/events", _ws.EVENTS_PROTOCOL)
+            self._event_sockets.add(ws)
             try:
                 hello = json.loads(await asyncio.wait_for(ws.recv(), self.endpoint.open_timeout))
                 if last is None:
@@ -523,6 +528,7 @@ class AsyncTermd:
             except (_ws.ConnectionClosed, asyncio.TimeoutError, OSError):
                 pass   # reopen and resume
             finally:
+                self._event_sockets.discard(ws)
                 await ws.close()
             if self._closed:
                 return

@@ -114,7 +114,7 @@ def test_in_flight_action_resent_with_same_id_after_drop():
             await c.recv()
     with FakeServer(script) as srv:
         t = termd.Termd(srv.url, **FAST)
-        r = t.run("make")
+        r = t.run("make", wait=10)
         assert t.reconnects == 1
         t.close()
     runs = srv.actions("run")
