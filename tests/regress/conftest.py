@@ -15,6 +15,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -22,6 +23,11 @@ from pathlib import Path
 import pytest
 
 import wsclient
+
+# the project's Python client (proto/python), for tests that drive termd the
+# way its users do; wsclient stays for malformed frames and raw bytes
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "proto" / "python"))
+import termd as termd_client  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 TERMD_BIN = os.environ.get("TERMD_BIN") or str(REPO / "build" / "termd")
@@ -261,3 +267,12 @@ def termd(termd_factory):
 def ev(termd):
     """An /events connection to the fresh termd."""
     return termd.events()
+
+
+@pytest.fixture
+def client(termd):
+    """The termd package's synchronous client on the fresh termd (closed at
+    the end); its caller's wait is 90 s per action, as tdtest's CALL_TIMEOUT."""
+    c = termd_client.Termd(termd.url, token=termd.token, wait=90.0)
+    yield c
+    c.close()
