@@ -1,0 +1,367 @@
+/* link.c — dial-out links (--connect URL): termd opens a WebSocket to a
+ * backend (offering termd.events.v1, with `Authorization: Bearer` from
+ * --connect-token-file and `X-Termd-Sandbox` from --sandbox-id) and serves
+ * the /events channel over it through net/conn.c's own functions, exactly
+ * as for a client that dialed in with the full token: hello first, every
+ * action, the event stream. It stays connected: exponential backoff with
+ * jitter between --connect-backoff's bounds, TCP keepalive, a WebSocket
+ * ping after --connect-ping idle seconds and a hang-up after twice that.
+ * Each link's state is on /healthz. Its own vhost (no listener) holds the
+ * client TLS context: the system's CAs or --cacert. */
+#include "door.h"
+
+#include <openssl/ssl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+enum link_state { LINK_WAITING, LINK_CONNECTING, LINK_UP };
+
+struct link {
+	struct conn conn;          /* the /events channel on this link's socket */
+	char *url;                 /* as given */
+	char *host;                /* address to connect to */
+	char *host_hdr;            /* Host header (with a port that is not the default) */
+	char *path;
+	int port, tls;
+	struct lws *wsi;           /* the socket, or NULL */
+	enum link_state state;
+	unsigned failures;         /* attempts in a row that did not connect */
+	uint64_t attempts;         /* every dial */
+	uint64_t connections;      /* every established link */
+	double since;              /* wall time it was established (when up) */
+	char last_error[256];
+	lws_sorted_usec_list_t retry;
+};
+
+static struct link *links;
+static size_t nlinks;
+static struct lws_vhost *link_vhost;
+static int link_stopping;
+static lws_retry_bo_t link_policy;
+
+/* ---------------------------------------------------------------- URLs */
+
+/* ws[s]://host[:port][/path]: 0, or -1 with why */
+static int link_parse(struct link *l, const char *url, char *err, size_t errlen)
+{
+	const char *p;
+	if (!strncasecmp(url, "ws://", 5)) {
+		l->tls = 0;
+		p = url + 5;
+	} else if (!strncasecmp(url, "wss://", 6)) {
+		l->tls = 1;
+		p = url + 6;
+	} else {
+		snprintf(err, errlen, "--connect %s: wants a ws:// or wss:// URL", url);
+		return -1;
+	}
+	const char *slash = strchr(p, '/');
+	size_t hostport = slash ? (size_t)(slash - p) : strlen(p);
+	const char *hend, *portp = NULL;
+	const char *hstart = p;
+	if (*p == '[') {
+		const char *rb = memchr(p, ']', hostport);
+		if (!rb) {
+			snprintf(err, errlen, "--connect %s: unclosed [ in the host", url);
+			return -1;
+		}
+		hstart = p + 1;
+		hend = rb;
+		if (rb + 1 < p + hostport) {
+			if (rb[1] != ':') {
+				snprintf(err, errlen, "--connect %s: bad host", url);
+				return -1;
+			}
+			portp = rb + 2;
+		}
+	} else {
+		const char *colon = memchr(p, ':', hostport);
+		hend = colon ? colon : p + hostport;
+		if (colon)
+			portp = colon + 1;
+	}
+	if (hend == hstart) {
+		snprintf(err, errlen, "--connect %s: no host", url);
+		return -1;
+	}
+	l->port = l->tls ? 443 : 80;
+	if (portp) {
+		char *end;
+		long port = strtol(portp, &end, 10);
+		if (end != p + hostport || port < 1 || port > 65535) {
+			snprintf(err, errlen, "--connect %s: bad port", url);
+			return -1;
+		}
+		l->port = (int)port;
+	}
+	for (const char *c = p; c < p + hostport; c++) {
+		if ((unsigned char)*c <= ' ' || *c == '@' || *c == 0x7f) {
+			snprintf(err, errlen, "--connect %s: bad host", url);
+			return -1;
+		}
+	}
+	for (const char *c = slash ? slash : ""; *c; c++) {
+		if ((unsigned char)*c <= ' ' || *c == 0x7f || *c == '#') {
+			snprintf(err, errlen, "--connect %s: bad path", url);
+			return -1;
+		}
+	}
+	l->url = xstrdup(url);
+	l->host = xstrndup(hstart, (size_t)(hend - hstart));
+	l->host_hdr = portp ? xstrndup(p, hostport) : xstrndup(p, (size_t)(hend - p) + (*p == '[' ? 1 : 0));
+	l->path = xstrdup(slash ? slash : "/");
+	return 0;
+}
+
+int link_check_url(const char *url, char *err, size_t errlen)
+{
+	struct link l;
+	memset(&l, 0, sizeof l);
+	if (link_parse(&l, url, err, errlen) < 0)
+		return -1;
+	free(l.url);
+	free(l.host);
+	free(l.host_hdr);
+	free(l.path);
+	return 0;
+}
+
+/* -------------------------------------------------------------- dialing */
+
+static void link_dial(struct link *l);
+
+static void link_retry_cb(lws_sorted_usec_list_t *sul)
+{
+	struct link *l = lws_container_of(sul, struct link, retry);
+	if (!link_stopping)
+		link_dial(l);
+}
+
+/* The next attempt after `failures` in a row: min·2^failures capped at
+ * max, then jittered to between half and all of it (never under min), so
+ * many sandboxes cut off together do not come back in step. */
+static uint64_t link_backoff_us(struct link *l)
+{
+	double d = opts.backoff_min;
+	for (unsigned i = 0; i < l->failures && d < opts.backoff_max; i++)
+		d *= 2;
+	if (d > opts.backoff_max)
+		d = opts.backoff_max;
+	uint32_t r = 0;
+	lws_get_random(srv.ctx, &r, sizeof r);
+	d = d * (0.5 + 0.5 * ((double)r / 4294967295.0));
+	if (d < opts.backoff_min)
+		d = opts.backoff_min;
+	uint64_t us = (uint64_t)(d * 1e6);
+	return us ? us : 1;
+}
+
+static void link_schedule(struct link *l)
+{
+	l->wsi = NULL;
+	l->state = LINK_WAITING;
+	if (link_stopping)
+		return;
+	uint64_t us = link_backoff_us(l);
+	l->failures++;
+	log_debug("link %s: next attempt in %.2f s", l->url, (double)us / 1e6);
+	server_timer(&l->retry, link_retry_cb, us);
+}
+
+static void link_fail(struct link *l, const char *why)
+{
+	snprintf(l->last_error, sizeof l->last_error, "%s", why && *why ? why : "connection failed");
+	log_warn("link %s: %s", l->url, l->last_error);
+}
+
+static void link_dial(struct link *l)
+{
+	struct lws_client_connect_info i;
+	memset(&i, 0, sizeof i);
+	i.context = srv.ctx;
+	i.vhost = link_vhost;
+	i.address = l->host;
+	i.port = l->port;
+	i.path = l->path;
+	i.host = l->host_hdr;
+	i.ssl_connection = l->tls ? LCCSCF_USE_SSL : 0;
+	i.protocol = TD_SUBPROTO_EVENTS;
+	i.local_protocol_name = TD_SUBPROTO_EVENTS;
+	i.ietf_version_or_minus_one = -1;
+	i.userdata = l;
+	i.opaque_user_data = l;
+	i.pwsi = &l->wsi;
+	i.retry_and_idle_policy = &link_policy;
+	l->attempts++;
+	l->state = LINK_CONNECTING;
+	if (!lws_client_connect_via_info(&i) && l->state == LINK_CONNECTING) {
+		/* failed at once, and no callback said so */
+		link_fail(l, "cannot start a connection");
+		link_schedule(l);
+	}
+}
+
+/* ------------------------------------------------------------ callbacks */
+
+/* Authorization and X-Termd-Sandbox into the handshake: 0, or -1 if they
+ * do not fit */
+static int link_headers(struct lws *wsi, unsigned char **p, size_t room)
+{
+	unsigned char *end = *p + room;
+	if (opts.connect_token) {
+		buf_t v = {0};
+		buf_printf(&v, "Bearer %s", opts.connect_token);
+		int r = lws_add_http_header_by_token(wsi, WSI_TOKEN_HTTP_AUTHORIZATION,
+						     (const unsigned char *)v.p, (int)v.len, p, end);
+		buf_free(&v);
+		if (r)
+			return -1;
+	}
+	if (lws_add_http_header_by_name(wsi, (const unsigned char *)"X-Termd-Sandbox:",
+					(const unsigned char *)opts.sandbox_id,
+					(int)strlen(opts.sandbox_id), p, end))
+		return -1;
+	return 0;
+}
+
+static int link_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user,
+			 void *in, size_t len)
+{
+	(void)user;
+	if (reason == LWS_CALLBACK_OPENSSL_LOAD_EXTRA_CLIENT_VERIFY_CERTS) {
+		/* the vhost's client context: with no --cacert, the system's CAs
+		 * (SSL_CERT_FILE / SSL_CERT_DIR honoured), as termctl does */
+		if (!opts.cacert && SSL_CTX_set_default_verify_paths((SSL_CTX *)user) != 1)
+			log_warn("links: cannot load the system's CA certificates");
+		return 0;
+	}
+	struct link *l = wsi ? lws_get_opaque_user_data(wsi) : NULL;
+	if (!l)
+		return 0;
+	switch (reason) {
+	case LWS_CALLBACK_CLIENT_APPEND_HANDSHAKE_HEADER:
+		return link_headers(wsi, (unsigned char **)in, len) < 0 ? -1 : 0;
+	case LWS_CALLBACK_CLIENT_CONNECTION_ERROR:
+		if (l->state != LINK_CONNECTING)
+			break;
+		link_fail(l, in ? (const char *)in : NULL);
+		link_schedule(l);
+		break;
+	case LWS_CALLBACK_CLIENT_ESTABLISHED:
+		l->wsi = wsi;
+		l->state = LINK_UP;
+		l->failures = 0;
+		l->connections++;
+		l->since = wall_s();
+		log_info("link %s: connected", l->url);
+		memset(&l->conn, 0, sizeof l->conn);
+		conn_open(&l->conn, wsi);   /* hello first */
+		break;
+	case LWS_CALLBACK_CLIENT_RECEIVE:
+		conn_receive(&l->conn, in, len);
+		break;
+	case LWS_CALLBACK_CLIENT_WRITEABLE:
+		return conn_writable(&l->conn);
+	case LWS_CALLBACK_CLIENT_CLOSED:
+		if (l->state != LINK_UP)
+			break;
+		conn_closed(&l->conn);
+		link_fail(l, "the connection was closed");
+		link_schedule(l);
+		break;
+	default:
+		break;
+	}
+	return 0;
+}
+
+static const struct lws_protocols link_protocols[] = {
+	{TD_SUBPROTO_EVENTS, link_callback, 0, 65536, 0, NULL, 0},
+	{NULL, NULL, 0, 0, 0, NULL, 0},
+};
+
+/* -------------------------------------------------------------- health */
+
+static void link_health(buf_t *b)
+{
+	buf_puts(b, ",\"links\":[");
+	for (size_t i = 0; i < nlinks; i++) {
+		struct link *l = &links[i];
+		buf_puts(b, i ? ",{\"url\":" : "{\"url\":");
+		buf_put_json_string(b, l->url, strlen(l->url));
+		buf_printf(b, ",\"connected\":%s,\"since\":", l->state == LINK_UP ? "true" : "false");
+		if (l->state == LINK_UP)
+			buf_printf(b, "%.3f", l->since);
+		else
+			buf_puts(b, "null");
+		buf_printf(b, ",\"reconnects\":%llu,\"attempts\":%llu,\"last_error\":",
+			   (unsigned long long)(l->connections ? l->connections - 1 : 0),
+			   (unsigned long long)l->attempts);
+		if (l->last_error[0])
+			buf_put_json_string(b, l->last_error, strlen(l->last_error));
+		else
+			buf_puts(b, "null");
+		buf_putc(b, '}');
+	}
+	buf_putc(b, ']');
+}
+
+/* ---------------------------------------------------------------- start */
+
+int link_start(char *err, size_t errlen)
+{
+	if (!opts.nconnect)
+		return 0;
+	struct lws_context_creation_info info;
+	memset(&info, 0, sizeof info);
+	info.port = CONTEXT_PORT_NO_LISTEN;
+	info.vhost_name = "termd-link";
+	info.protocols = link_protocols;
+	info.options = LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
+	info.client_ssl_ca_filepath = opts.cacert;
+	/* TCP keepalive: a peer gone without a word is found by the kernel too */
+	info.ka_time = 30;
+	info.ka_probes = 3;
+	info.ka_interval = 10;
+	link_vhost = lws_create_vhost(srv.ctx, &info);
+	if (!link_vhost) {
+		snprintf(err, errlen, "cannot set up the links%s%s", opts.cacert ? " (is --cacert a PEM file?) " : "",
+			 opts.cacert ? opts.cacert : "");
+		return -1;
+	}
+	link_policy.secs_since_valid_ping = (uint16_t)opts.connect_ping;
+	link_policy.secs_since_valid_hangup = (uint16_t)(2 * opts.connect_ping);
+	links = xcalloc(opts.nconnect, sizeof *links);
+	for (size_t i = 0; i < opts.nconnect; i++) {
+		if (link_parse(&links[i], opts.connect[i], err, errlen) < 0)
+			return -1;
+		nlinks++;
+	}
+	http_health_extend(link_health);
+	for (size_t i = 0; i < nlinks; i++)
+		link_dial(&links[i]);
+	return 0;
+}
+
+void link_stop(void)
+{
+	link_stopping = 1;
+	for (size_t i = 0; i < nlinks; i++)
+		server_timer(&links[i].retry, NULL, 0);
+}
+
+void link_shutdown(void)
+{
+	for (size_t i = 0; i < nlinks; i++) {
+		free(links[i].url);
+		free(links[i].host);
+		free(links[i].host_hdr);
+		free(links[i].path);
+	}
+	free(links);
+	links = NULL;
+	nlinks = 0;
+}
