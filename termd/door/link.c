@@ -19,13 +19,18 @@
 
 enum link_state { LINK_WAITING, LINK_CONNECTING, LINK_UP };
 
-struct link {
-	struct conn conn;          /* the /events channel on this link's socket */
+/* where a ws:// or wss:// URL points */
+struct target {
 	char *url;                 /* as given */
 	char *host;                /* address to connect to */
 	char *host_hdr;            /* Host header (with a port that is not the default) */
 	char *path;
 	int port, tls;
+};
+
+struct link {
+	struct conn conn;          /* the /events channel on this link's socket */
+	struct target t;
 	struct lws *wsi;           /* the socket, or NULL */
 	enum link_state state;
 	unsigned failures;         /* attempts in a row that did not connect */
@@ -45,7 +50,7 @@ static lws_retry_bo_t link_policy;
 /* ---------------------------------------------------------------- URLs */
 
 /* ws[s]://host[:port][/path]: 0, or -1 with why */
-static int link_parse(struct link *l, const char *url, char *err, size_t errlen)
+static int link_parse(struct target *l, const char *url, char *err, size_t errlen)
 {
 	const char *p;
 	if (!strncasecmp(url, "ws://", 5)) {
@@ -116,17 +121,47 @@ static int link_parse(struct link *l, const char *url, char *err, size_t errlen)
 	return 0;
 }
 
+static void target_free(struct target *t)
+{
+	free(t->url);
+	free(t->host);
+	free(t->host_hdr);
+	free(t->path);
+	memset(t, 0, sizeof *t);
+}
+
 int link_check_url(const char *url, char *err, size_t errlen)
 {
-	struct link l;
-	memset(&l, 0, sizeof l);
-	if (link_parse(&l, url, err, errlen) < 0)
+	struct target t;
+	memset(&t, 0, sizeof t);
+	if (link_parse(&t, url, err, errlen) < 0)
 		return -1;
-	free(l.url);
-	free(l.host);
-	free(l.host_hdr);
-	free(l.path);
+	target_free(&t);
 	return 0;
+}
+
+/* Start a client connection to t offering subprotocol proto (the vhost's
+ * protocol of that name serves it); arg is the wsi's opaque user data. */
+static struct lws *link_connect(const struct target *t, const char *proto, void *arg,
+				void *userdata, struct lws **pwsi)
+{
+	struct lws_client_connect_info i;
+	memset(&i, 0, sizeof i);
+	i.context = srv.ctx;
+	i.vhost = link_vhost;
+	i.address = t->host;
+	i.port = t->port;
+	i.path = t->path;
+	i.host = t->host_hdr;
+	i.ssl_connection = t->tls ? LCCSCF_USE_SSL : 0;
+	i.protocol = proto;
+	i.local_protocol_name = proto;
+	i.ietf_version_or_minus_one = -1;
+	i.userdata = userdata;
+	i.opaque_user_data = arg;
+	i.pwsi = pwsi;
+	i.retry_and_idle_policy = &link_policy;
+	return lws_client_connect_via_info(&i);
 }
 
 /* -------------------------------------------------------------- dialing */
@@ -167,37 +202,21 @@ static void link_schedule(struct link *l)
 		return;
 	uint64_t us = link_backoff_us(l);
 	l->failures++;
-	log_debug("link %s: next attempt in %.2f s", l->url, (double)us / 1e6);
+	log_debug("link %s: next attempt in %.2f s", l->t.url, (double)us / 1e6);
 	server_timer(&l->retry, link_retry_cb, us);
 }
 
 static void link_fail(struct link *l, const char *why)
 {
 	snprintf(l->last_error, sizeof l->last_error, "%s", why && *why ? why : "connection failed");
-	log_warn("link %s: %s", l->url, l->last_error);
+	log_warn("link %s: %s", l->t.url, l->last_error);
 }
 
 static void link_dial(struct link *l)
 {
-	struct lws_client_connect_info i;
-	memset(&i, 0, sizeof i);
-	i.context = srv.ctx;
-	i.vhost = link_vhost;
-	i.address = l->host;
-	i.port = l->port;
-	i.path = l->path;
-	i.host = l->host_hdr;
-	i.ssl_connection = l->tls ? LCCSCF_USE_SSL : 0;
-	i.protocol = TD_SUBPROTO_EVENTS;
-	i.local_protocol_name = TD_SUBPROTO_EVENTS;
-	i.ietf_version_or_minus_one = -1;
-	i.userdata = l;
-	i.opaque_user_data = l;
-	i.pwsi = &l->wsi;
-	i.retry_and_idle_policy = &link_policy;
 	l->attempts++;
 	l->state = LINK_CONNECTING;
-	if (!lws_client_connect_via_info(&i) && l->state == LINK_CONNECTING) {
+	if (!link_connect(&l->t, TD_SUBPROTO_EVENTS, l, l, &l->wsi) && l->state == LINK_CONNECTING) {
 		/* failed at once, and no callback said so */
 		link_fail(l, "cannot start a connection");
 		link_schedule(l);
@@ -256,7 +275,7 @@ static int link_callback(struct lws *wsi, enum lws_callback_reasons reason, void
 		l->failures = 0;
 		l->connections++;
 		l->since = wall_s();
-		log_info("link %s: connected", l->url);
+		log_info("link %s: connected", l->t.url);
 		memset(&l->conn, 0, sizeof l->conn);
 		conn_open(&l->conn, wsi);   /* hello first */
 		break;
@@ -278,10 +297,118 @@ static int link_callback(struct lws *wsi, enum lws_callback_reasons reason, void
 	return 0;
 }
 
-static const struct lws_protocols link_protocols[] = {
+/* --------------------------------------------------------------- link.tty */
+
+/* A live terminal termd dials for the backend: one attempt, no reconnect. */
+struct ltty {
+	struct target t;
+	char session[TD_SESSION_NAME_MAX + 1];
+	int rw, up;
+	cJSON *id;                 /* the link.tty action's id (owned), or NULL */
+	struct conn *conn;         /* the link it was asked on (links[] lives on) */
+};
+
+static void ltty_free(struct ltty *lt)
+{
+	target_free(&lt->t);
+	cJSON_Delete(lt->id);
+	free(lt);
+}
+
+static int ltty_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user,
+			 void *in, size_t len)
+{
+	struct ltty *lt = wsi ? lws_get_opaque_user_data(wsi) : NULL;
+	if (!lt)
+		return 0;
+	enum lws_callback_reasons as;
+	switch (reason) {
+	case LWS_CALLBACK_CLIENT_APPEND_HANDSHAKE_HEADER:
+		return link_headers(wsi, (unsigned char **)in, len) < 0 ? -1 : 0;
+	case LWS_CALLBACK_CLIENT_CONNECTION_ERROR: {
+		lws_set_opaque_user_data(wsi, NULL);
+		cJSON *ex = cJSON_CreateObject();
+		cJSON_AddStringToObject(ex, "code", td_err_name(TD_ERR_IO_ERROR));
+		cJSON_AddStringToObject(ex, "url", lt->t.url);
+		buf_t m = {0};
+		buf_printf(&m, "cannot dial %s: %s", lt->t.url, in ? (const char *)in : "connection failed");
+		events_emit(lt->conn, lt->id, "error", m.p, ex);
+		buf_free(&m);
+		ltty_free(lt);
+		return 0;
+	}
+	case LWS_CALLBACK_CLIENT_ESTABLISHED: {
+		if (!user)
+			return -1;
+		/* /tty's own code from here on, as for a viewer that dialed in */
+		tty_viewer_prepare(user, lt->session, lt->rw);
+		lt->up = 1;
+		cJSON *ex = cJSON_CreateObject();
+		cJSON_AddStringToObject(ex, "session", lt->session);
+		cJSON_AddStringToObject(ex, "url", lt->t.url);
+		cJSON_AddStringToObject(ex, "mode", lt->rw ? "rw" : "ro");
+		events_emit(lt->conn, lt->id, "link.tty", "", ex);
+		as = LWS_CALLBACK_ESTABLISHED;
+		break;
+	}
+	case LWS_CALLBACK_CLIENT_RECEIVE:
+		as = LWS_CALLBACK_RECEIVE;
+		break;
+	case LWS_CALLBACK_CLIENT_WRITEABLE:
+		as = LWS_CALLBACK_SERVER_WRITEABLE;
+		break;
+	case LWS_CALLBACK_CLIENT_CLOSED: {
+		lws_set_opaque_user_data(wsi, NULL);
+		int up = lt->up;
+		ltty_free(lt);
+		if (!up)
+			return 0;
+		as = LWS_CALLBACK_CLOSED;
+		break;
+	}
+	default:
+		return 0;
+	}
+	return tty_protocol.callback(wsi, as, user, in, len);
+}
+
+static struct lws_protocols link_protocols[] = {
 	{TD_SUBPROTO_EVENTS, link_callback, 0, 65536, 0, NULL, 0},
+	{TD_SUBPROTO_TTY, ltty_callback, 0, 65536, 0, NULL, 0},   /* size: tty_protocol's */
 	{NULL, NULL, 0, 0, 0, NULL, 0},
 };
+
+/* link.tty {session, url, mode}: only a link's backend may ask (a client
+ * that dialed in could otherwise make termd dial anywhere) */
+static int link_tty_action(struct act *a)
+{
+	int on_link = 0;
+	for (size_t i = 0; i < nlinks; i++)
+		if (a->conn == &links[i].conn)
+			on_link = 1;
+	if (!on_link)
+		return act_error(a, TD_ERR_FORBIDDEN, "link.tty is for a dial-out link's backend only");
+	const char *url = NULL, *mode = NULL;
+	struct session *s;
+	if (arg_string(a, "url", &url, 1) < 0 || arg_string(a, "mode", &mode, 0) < 0 ||
+	    arg_session(a, "session", 0, &s, NULL) < 0)
+		return -1;
+	if (mode && strcmp(mode, "ro") && strcmp(mode, "rw"))
+		return act_error(a, TD_ERR_BAD_REQUEST, "mode must be \"ro\" or \"rw\"");
+	struct ltty *lt = xcalloc(1, sizeof *lt);
+	char err[600];
+	if (link_parse(&lt->t, url, err, sizeof err) < 0) {
+		ltty_free(lt);
+		return act_error(a, TD_ERR_BAD_REQUEST, "%s", err + strlen("--connect "));
+	}
+	snprintf(lt->session, sizeof lt->session, "%s", s->name);
+	lt->rw = mode && !strcmp(mode, "rw");
+	lt->id = a->id ? cJSON_Duplicate(a->id, 1) : NULL;
+	lt->conn = a->conn;
+	/* answered from the callbacks: link.tty once connected, else an error */
+	link_connect(&lt->t, TD_SUBPROTO_TTY, lt, NULL, NULL);
+	return 0;
+}
 
 /* -------------------------------------------------------------- health */
 
@@ -291,7 +418,7 @@ static void link_health(buf_t *b)
 	for (size_t i = 0; i < nlinks; i++) {
 		struct link *l = &links[i];
 		buf_puts(b, i ? ",{\"url\":" : "{\"url\":");
-		buf_put_json_string(b, l->url, strlen(l->url));
+		buf_put_json_string(b, l->t.url, strlen(l->t.url));
 		buf_printf(b, ",\"connected\":%s,\"since\":", l->state == LINK_UP ? "true" : "false");
 		if (l->state == LINK_UP)
 			buf_printf(b, "%.3f", l->since);
@@ -319,6 +446,7 @@ int link_start(char *err, size_t errlen)
 	memset(&info, 0, sizeof info);
 	info.port = CONTEXT_PORT_NO_LISTEN;
 	info.vhost_name = "termd-link";
+	link_protocols[1].per_session_data_size = tty_protocol.per_session_data_size;
 	info.protocols = link_protocols;
 	info.options = LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
 	info.client_ssl_ca_filepath = opts.cacert;
@@ -332,11 +460,15 @@ int link_start(char *err, size_t errlen)
 			 opts.cacert ? opts.cacert : "");
 		return -1;
 	}
+	static const struct action_def defs[] = {
+		{"link.tty", link_tty_action, 0},
+	};
+	actions_register(defs, sizeof defs / sizeof defs[0]);
 	link_policy.secs_since_valid_ping = (uint16_t)opts.connect_ping;
 	link_policy.secs_since_valid_hangup = (uint16_t)(2 * opts.connect_ping);
 	links = xcalloc(opts.nconnect, sizeof *links);
 	for (size_t i = 0; i < opts.nconnect; i++) {
-		if (link_parse(&links[i], opts.connect[i], err, errlen) < 0)
+		if (link_parse(&links[i].t, opts.connect[i], err, errlen) < 0)
 			return -1;
 		nlinks++;
 	}
@@ -355,12 +487,8 @@ void link_stop(void)
 
 void link_shutdown(void)
 {
-	for (size_t i = 0; i < nlinks; i++) {
-		free(links[i].url);
-		free(links[i].host);
-		free(links[i].host_hdr);
-		free(links[i].path);
-	}
+	for (size_t i = 0; i < nlinks; i++)
+		target_free(&links[i].t);
 	free(links);
 	links = NULL;
 	nlinks = 0;

@@ -115,6 +115,10 @@ int http_upgrade(struct lws *wsi, enum channel ch, struct upgrade *u);
 /* ---- live terminal channel (tty.c) ---- */
 extern const struct lws_protocols tty_protocol;
 void tty_register(void);   /* its session listener */
+/* A viewer on a socket termd dialed (door/link.c): user is its
+ * per-connection data (tty_protocol's size), set up as the upgrade check
+ * does for one that dialed in; then tty_protocol's callback serves it. */
+void tty_viewer_prepare(void *user, const char *session, int rw);
 void tty_shutdown(void);   /* before the loop goes: its frame timer */
 
 #endif

@@ -22,6 +22,7 @@ import websockets
 from conftest import TERMD_BIN, VALGRIND_FACTOR, base_env
 
 SUB = "termd.events.v1"
+TTY = "termd.tty.v1"
 
 
 def free_port():
@@ -98,7 +99,7 @@ class Backend:
             await self.pending.put(link)
             await ws.wait_closed()
 
-        self.server = await websockets.serve(handler, self.host, 0, subprotocols=[SUB],
+        self.server = await websockets.serve(handler, self.host, 0, subprotocols=[SUB, TTY],
                                              ssl=self.ssl_ctx, max_size=None,
                                              ping_interval=None)
         self.port = self.server.sockets[0].getsockname()[1]
@@ -111,9 +112,12 @@ class Backend:
         host = "localhost" if self.ssl_ctx else "127.0.0.1"
         return "%s://%s:%d%s" % (scheme, host, self.port, path)
 
-    def accept(self, timeout=20):
-        link = self.call(asyncio.wait_for(self.pending.get(), timeout * VALGRIND_FACTOR),
+    def accept_raw(self, timeout=20):
+        return self.call(asyncio.wait_for(self.pending.get(), timeout * VALGRIND_FACTOR),
                          timeout * VALGRIND_FACTOR + 5)
+
+    def accept(self, timeout=20):
+        link = self.accept_raw(timeout)
         hello = link.recv()
         assert hello["observation"] == "hello", hello
         link.hello = hello
@@ -487,3 +491,46 @@ def test_bad_connect_url(tmp_path, url):
     r = subprocess.run([TERMD_BIN, "--connect", url], capture_output=True, text=True,
                        env=base_env(tmp_path))
     assert r.returncode == 2 and "--connect" in r.stderr, r.stderr
+
+
+def test_link_tty_viewer_through_backend(termd_factory, backend, tmp_path):
+    td = termd_factory(args=link_args(backend.url(), tmp_path))
+    link = backend.accept()
+    link.send({"id": "v1", "action": "link.tty",
+               "args": {"session": "main", "url": backend.url("/view/main"), "mode": "rw"}})
+    view = backend.accept_raw()
+    assert view.subprotocol == TTY and view.path == "/view/main"
+    assert view.headers.get("X-Termd-Sandbox") == "sb-42"
+    a = link.answer("v1")
+    assert a["observation"] == "link.tty", a
+    assert a["extras"] == {"session": "main", "url": backend.url("/view/main"), "mode": "rw"}
+
+    def frame(timeout=10):
+        return backend.call(asyncio.wait_for(view.ws.recv(), timeout), timeout + 5)
+    kinds = set()
+    for _ in range(2):
+        f = frame()
+        assert isinstance(f, bytes)
+        kinds.add(f[:1])
+    assert kinds == {b"Z", b"S"}, kinds
+    # rw: typing through the backend reaches the shell, its output comes back
+    view.send(b"Iecho via-$((20+3))-tty\r")
+    got = b""
+    end = time.monotonic() + 20
+    while b"via-23-tty" not in got and time.monotonic() < end:
+        f = frame()
+        if f[:1] == b"O":
+            got += f[1:]
+    assert b"via-23-tty" in got
+    # a dialed-in client may not make termd dial anywhere
+    c = td.events()
+    c.send_action("link.tty", {"session": "main", "url": backend.url("/x")}, id="v2")
+    e = c.recv_obs()
+    assert e["observation"] == "error" and e["extras"]["code"] == "forbidden", e
+    # an unreachable viewer URL: an error, the link stays
+    link.send({"id": "v3", "action": "link.tty",
+               "args": {"session": "main", "url": "ws://127.0.0.1:%d/" % free_port()}})
+    e = link.answer("v3")
+    assert e["observation"] == "error" and e["extras"]["code"] == "io_error", e
+    link.send({"id": "v4", "action": "link.tty", "args": {"session": "nope", "url": "ws://h/"}})
+    assert link.answer("v4")["extras"]["code"] == "no_such_session"
