@@ -534,3 +534,48 @@ def test_link_tty_viewer_through_backend(termd_factory, backend, tmp_path):
     assert e["observation"] == "error" and e["extras"]["code"] == "io_error", e
     link.send({"id": "v4", "action": "link.tty", "args": {"session": "nope", "url": "ws://h/"}})
     assert link.answer("v4")["extras"]["code"] == "no_such_session"
+
+
+def test_example_backend_routes_by_sandbox_id(termd_factory, tmp_path):
+    """share/examples/link_backend.py: two termds dial it with their sandbox
+    ids; a client of each sandbox reaches that sandbox's termd."""
+    import wsclient
+    from conftest import REPO
+    port = free_port()
+    tok = tmp_path / "link.token"
+    tok.write_text("example-link-token\n")
+    blog = open(tmp_path / "backend.log", "wb")
+    be = subprocess.Popen(["/usr/bin/python3", str(REPO / "share/examples/link_backend.py"),
+                           "--listen", "127.0.0.1:%d" % port, "--link-token-file", str(tok)],
+                          stdout=blog, stderr=subprocess.STDOUT)
+    try:
+        wait_for(lambda: socket.socket().connect_ex(("127.0.0.1", port)) == 0)
+        url = "ws://127.0.0.1:%d/termd" % port
+        tds = {}
+        for sid in ("sb-a", "sb-b"):
+            (tmp_path / sid).mkdir()
+            tds[sid] = termd_factory(args=["--connect", url, "--connect-token-file", str(tok),
+                                           "--sandbox-id", sid, "--cwd", str(tmp_path / sid),
+                                           "--connect-backoff", "0.1:0.5"])
+        # a termd with the wrong credential is refused by the backend
+        bad = tmp_path / "bad.token"
+        bad.write_text("wrong\n")
+        td_bad = termd_factory(args=["--connect", url, "--connect-token-file", str(bad),
+                                     "--sandbox-id", "sb-x"])
+
+        def listed():
+            st, _, body = wsclient.http_request("http://127.0.0.1:%d" % port, "/sandboxes")
+            return st == 200 and json.loads(body) == ["sb-a", "sb-b"]
+        wait_for(listed)
+        for sid in ("sb-a", "sb-b"):
+            with wsclient.Events("ws://127.0.0.1:%d" % port,
+                                 path="/sandboxes/%s/events" % sid) as c:
+                a = c.call("run", {"command": "pwd"}, id={"mine": sid})
+                assert a["cause"] == {"mine": sid}
+                assert a["content"].strip().endswith("/" + sid), a
+        h = health(td_bad)["links"][0]
+        assert h["connected"] is False and h["attempts"] >= 1
+    finally:
+        be.terminate()
+        be.wait(5)
+        blog.close()
