@@ -579,3 +579,36 @@ def test_example_backend_routes_by_sandbox_id(termd_factory, tmp_path):
         be.terminate()
         be.wait(5)
         blog.close()
+
+
+def test_runtime_start_passes_the_link_settings(tmp_path):
+    """od-runtime-start (the od_runtime images' entrypoint) turns
+    TERMD_CONNECT_URL, the connect token file and TERMD_SANDBOX_ID into
+    termd's options (a stand-in termd prints what it was given)."""
+    from conftest import REPO
+    import shutil
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    shutil.copy(REPO / "share/runtime/od-runtime-start", bindir / "od-runtime-start")
+    fake = bindir / "termd"
+    fake.write_text('#!/bin/sh\nfor a in "$@"; do printf "%s\\n" "$a"; done\n')
+    fake.chmod(0o755)
+    ctok = tmp_path / "ctok"
+    ctok.write_text("c\n")
+    env = base_env(tmp_path)
+    env.update({"TERMD_CONNECT_URL": "wss://a.example/termd ws://127.0.0.1:9/x",
+                "TERMD_CONNECT_TOKEN_FILE": str(ctok), "TERMD_SANDBOX_ID": "sb-7",
+                "TERMD_LISTEN": "none", "TERMD_TOKEN_FILE": str(tmp_path / "absent")})
+    r = subprocess.run(["sh", str(bindir / "od-runtime-start"), "-v"], env=env,
+                       capture_output=True, text=True, timeout=10)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split("\n")[:-1] == [
+        "--listen", "none", "--connect", "wss://a.example/termd", "--connect",
+        "ws://127.0.0.1:9/x", "--sandbox-id", "sb-7", "--connect-token-file", str(ctok), "-v"]
+    assert "no token" not in r.stderr
+    # without TERMD_CONNECT_URL nothing changes
+    del env["TERMD_CONNECT_URL"]
+    env["TERMD_LISTEN"] = "0.0.0.0:1"
+    r = subprocess.run(["sh", str(bindir / "od-runtime-start")], env=env,
+                       capture_output=True, text=True, timeout=10)
+    assert r.stdout.split("\n")[:-1] == ["--listen", "0.0.0.0:1"]
