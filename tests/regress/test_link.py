@@ -612,3 +612,45 @@ def test_runtime_start_passes_the_link_settings(tmp_path):
     r = subprocess.run(["sh", str(bindir / "od-runtime-start")], env=env,
                        capture_output=True, text=True, timeout=10)
     assert r.stdout.split("\n")[:-1] == ["--listen", "0.0.0.0:1"]
+
+
+def test_k8s_templates(tmp_path):
+    """share/k8s: kubectl parses both files without a cluster, and the fields
+    are where Pod v1 and agent-sandbox's SandboxTemplate put them."""
+    import shutil
+    from conftest import REPO
+    kubectl = shutil.which("kubectl")
+    if not kubectl:
+        pytest.skip("no kubectl on this machine")
+    docs = {}
+    for name in ("pod.yaml", "sandbox-template.yaml"):
+        r = subprocess.run([kubectl, "label", "--local", "-o", "json", "-f",
+                            str(REPO / "share/k8s" / name), "checked=yes"],
+                           capture_output=True, text=True, timeout=60,
+                           env=dict(base_env(tmp_path), KUBECONFIG=str(tmp_path / "none")))
+        assert r.returncode == 0, r.stderr
+        docs[name] = json.loads(r.stdout)
+    pod, tpl = docs["pod.yaml"], docs["sandbox-template.yaml"]
+    assert (pod["apiVersion"], pod["kind"]) == ("v1", "Pod")
+    assert (tpl["apiVersion"], tpl["kind"]) == ("extensions.agents.x-k8s.io/v1beta1",
+                                                "SandboxTemplate")
+    spec = pod["spec"]
+    # the same Pod spec in both
+    assert tpl["spec"]["podTemplate"]["spec"] == spec
+    assert tpl["spec"]["service"] is False
+    (c,) = spec["containers"]
+    env = {e["name"]: e for e in c["env"]}
+    assert env["TERMD_CONNECT_URL"]["value"].startswith("wss://")
+    assert env["TERMD_SANDBOX_ID"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    assert env["TERMD_LISTEN"]["value"].startswith("127.0.0.1:")
+    for probe in ("readinessProbe", "livenessProbe"):
+        cmd = c[probe]["exec"]["command"]
+        assert cmd[0] == "/opt/od_runtime/bin/termd-healthz" and cmd[1] == env["TERMD_LISTEN"]["value"]
+    req = c["resources"]["requests"]
+    assert set(req) == {"cpu", "memory"}
+    (m,) = c["volumeMounts"]
+    assert m["mountPath"] == "/run/secrets/termd_connect_token" and m["readOnly"] is True
+    vols = {v["name"]: v for v in spec["volumes"]}
+    assert vols[m["name"]]["secret"]["secretName"] == "termd-connect-token"
+    assert vols[m["name"]]["secret"]["defaultMode"] == 0o400
+    assert "ports" not in c   # nothing reaches into the sandbox
