@@ -654,3 +654,32 @@ def test_k8s_templates(tmp_path):
     assert vols[m["name"]]["secret"]["secretName"] == "termd-connect-token"
     assert vols[m["name"]]["secret"]["defaultMode"] == 0o400
     assert "ports" not in c   # nothing reaches into the sandbox
+
+
+def test_termd_healthz_prints_links(termd_factory, backend, tmp_path):
+    """The bundle's termd-healthz (share/bundle/multicall.c, built here with
+    stand-in mains) says ok and each link's state."""
+    import shutil
+    from conftest import REPO
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if not cc:
+        pytest.skip("no C compiler")
+    stub = tmp_path / "stub.c"
+    stub.write_text("int termd_main(int c, char **v) { (void)c; (void)v; return 0; }\n"
+                    "int termctl_main(int c, char **v) { (void)c; (void)v; return 0; }\n"
+                    "int odattach_main(int c, char **v) { (void)c; (void)v; return 0; }\n")
+    exe = tmp_path / "multicall"
+    subprocess.run([cc, "-O1", "-Wall", "-Wextra", "-Werror", "-D_GNU_SOURCE", "-o", str(exe),
+                    str(REPO / "share/bundle/multicall.c"), str(stub)], check=True, timeout=120)
+    (tmp_path / "termd-healthz").symlink_to(exe)
+    refused = "ws://127.0.0.1:%d/gone" % free_port()
+    td = termd_factory(args=link_args(backend.url(), tmp_path) + ["--connect", refused], tcp=True)
+    backend.accept()
+    wait_for(lambda: health(td)["links"][1]["last_error"])
+    r = subprocess.run([str(tmp_path / "termd-healthz"), td.url[len("ws://"):]],
+                       capture_output=True, text=True, timeout=10)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == "ok"
+    assert lines[1] == "link %s connected" % backend.url()
+    assert lines[2].startswith("link %s down: " % refused), lines
