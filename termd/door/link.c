@@ -11,6 +11,7 @@
 #include "door.h"
 
 #include <openssl/ssl.h>
+#include <openssl/x509.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +39,7 @@ struct link {
 	uint64_t connections;      /* every established link */
 	double since;              /* wall time it was established (when up) */
 	char last_error[256];
+	char cert_error[128];      /* why the backend's certificate was refused, this attempt */
 	lws_sorted_usec_list_t retry;
 };
 
@@ -209,12 +211,14 @@ static void link_schedule(struct link *l)
 static void link_fail(struct link *l, const char *why)
 {
 	snprintf(l->last_error, sizeof l->last_error, "%s", why && *why ? why : "connection failed");
-	log_warn("link %s: %s", l->t.url, l->last_error);
+	if (!link_stopping)   /* termd closing its own links says nothing */
+		log_warn("link %s: %s", l->t.url, l->last_error);
 }
 
 static void link_dial(struct link *l)
 {
 	l->attempts++;
+	l->cert_error[0] = 0;
 	l->state = LINK_CONNECTING;
 	if (!link_connect(&l->t, TD_SUBPROTO_EVENTS, l, l, &l->wsi) && l->state == LINK_CONNECTING) {
 		/* failed at once, and no callback said so */
@@ -263,12 +267,23 @@ static int link_callback(struct lws *wsi, enum lws_callback_reasons reason, void
 	switch (reason) {
 	case LWS_CALLBACK_CLIENT_APPEND_HANDSHAKE_HEADER:
 		return link_headers(wsi, (unsigned char **)in, len) < 0 ? -1 : 0;
-	case LWS_CALLBACK_CLIENT_CONNECTION_ERROR:
+	case LWS_CALLBACK_CLIENT_CONNECTION_ERROR: {
 		if (l->state != LINK_CONNECTING)
 			break;
-		link_fail(l, in ? (const char *)in : NULL);
+		/* lws says only "connect SSL err 1": OpenSSL's verdict says why */
+		SSL *ssl = l->t.tls ? lws_get_ssl(wsi) : NULL;
+		long v = ssl ? SSL_get_verify_result(ssl) : X509_V_OK;
+		if (v != X509_V_OK)
+			snprintf(l->cert_error, sizeof l->cert_error, "%s", X509_verify_cert_error_string(v));
+		char why[256];
+		if (l->cert_error[0])
+			snprintf(why, sizeof why, "certificate refused: %s", l->cert_error);
+		else
+			snprintf(why, sizeof why, "%s", in ? (const char *)in : "");
+		link_fail(l, why);
 		link_schedule(l);
 		break;
+	}
 	case LWS_CALLBACK_CLIENT_ESTABLISHED:
 		l->wsi = wsi;
 		l->state = LINK_UP;
