@@ -683,3 +683,43 @@ def test_termd_healthz_prints_links(termd_factory, backend, tmp_path):
     assert lines[0] == "ok"
     assert lines[1] == "link %s connected" % backend.url()
     assert lines[2].startswith("link %s down: " % refused), lines
+
+
+def test_stalled_peer_mid_command_replayed(termd_factory, tmp_path):
+    """The backend sends a command and then stops reading (and answering
+    pings): termd drops that link within 2 x --connect-ping, dials again,
+    and the same id sent on the new link gets the command's answer; the
+    command ran once."""
+    import sys
+    from conftest import REPO
+    sys.path.insert(0, str(REPO / "tests" / "bench"))
+    from bench_link import LinkEnd   # the backend's end of a link, blocking
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(4)
+    srv.settimeout(15 * VALGRIND_FACTOR)
+    port = srv.getsockname()[1]
+    count = tmp_path / "count"
+    args = {"command": "echo s >> %s; sleep 1; echo stalled-$((2*21))" % count}
+    try:
+        termd_factory(args=link_args("ws://127.0.0.1:%d/" % port, tmp_path,
+                                     ["--connect-ping", "1"]))
+        c1, _ = srv.accept()
+        e1 = LinkEnd(c1)
+        assert json.loads(e1.recv_msg())["observation"] == "hello"
+        e1._send(0x81, json.dumps({"id": "st-1", "action": "run", "args": args}).encode())
+        t0 = time.monotonic()
+        # stalled from here: nothing read, no pong
+        c2, _ = srv.accept()
+        took = time.monotonic() - t0
+        assert took <= 6.0 * VALGRIND_FACTOR, took
+        e2 = LinkEnd(c2)
+        assert json.loads(e2.recv_msg())["observation"] == "hello"
+        a = e2.call("run", args, "st-1")
+        assert "stalled-42" in a["content"], a
+        time.sleep(0.3)
+        assert count.read_text() == "s\n"
+        c1.close()
+        c2.close()
+    finally:
+        srv.close()
