@@ -10,11 +10,16 @@
  * client TLS context: the system's CAs or --cacert. */
 #include "door.h"
 
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <pthread.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <strings.h>
 #include <unistd.h>
 
@@ -142,16 +147,18 @@ int link_check_url(const char *url, char *err, size_t errlen)
 	return 0;
 }
 
-/* Start a client connection to t offering subprotocol proto (the vhost's
- * protocol of that name serves it); arg is the wsi's opaque user data. */
-static struct lws *link_connect(const struct target *t, const char *proto, void *arg,
-				void *userdata, struct lws **pwsi)
+/* Start a client connection to t (at address, numeric, else t->host)
+ * offering subprotocol proto (the vhost's protocol of that name serves it);
+ * arg is the wsi's opaque user data. The Host header (and so the name the
+ * certificate must carry) stays t's. */
+static struct lws *link_connect(const struct target *t, const char *address, const char *proto,
+				void *arg, void *userdata, struct lws **pwsi)
 {
 	struct lws_client_connect_info i;
 	memset(&i, 0, sizeof i);
 	i.context = srv.ctx;
 	i.vhost = link_vhost;
-	i.address = t->host;
+	i.address = address ? address : t->host;
 	i.port = t->port;
 	i.path = t->path;
 	i.host = t->host_hdr;
@@ -164,6 +171,116 @@ static struct lws *link_connect(const struct target *t, const char *proto, void 
 	i.pwsi = pwsi;
 	i.retry_and_idle_policy = &link_policy;
 	return lws_client_connect_via_info(&i);
+}
+
+/* ------------------------------------------------------- name lookups */
+
+/* lws resolves a name with a blocking getaddrinfo in the loop (no async
+ * DNS in this build): a slow resolver would stall every session. So a
+ * link's host name is looked up in a thread of its own, and the answer
+ * comes back through a pipe watched by the loop. */
+struct lookup {
+	int refs;                  /* the thread's and the loop's (atomic) */
+	char *host;
+	char addr[INET6_ADDRSTRLEN];
+	char err[160];
+	int rfd, wfd;
+	void (*done)(void *arg, const char *addr, const char *err);
+	void *arg;                 /* NULL once the loop side let go */
+};
+
+static void lookup_unref(struct lookup *q)
+{
+	if (__atomic_sub_fetch(&q->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+		free(q->host);
+		free(q);
+	}
+}
+
+static void *lookup_thread(void *p)
+{
+	struct lookup *q = p;
+	struct addrinfo hints, *ai = NULL;
+	memset(&hints, 0, sizeof hints);
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	int r = getaddrinfo(q->host, NULL, &hints, &ai);
+	if (r != 0 || !ai)
+		snprintf(q->err, sizeof q->err, "cannot resolve %s: %s", q->host, gai_strerror(r));
+	else if (getnameinfo(ai->ai_addr, ai->ai_addrlen, q->addr, sizeof q->addr, NULL, 0,
+			     NI_NUMERICHOST) != 0)
+		snprintf(q->err, sizeof q->err, "cannot use the address of %s", q->host);
+	if (ai)
+		freeaddrinfo(ai);
+	char x = 1;
+	if (write(q->wfd, &x, 1) < 0) {
+		/* the loop is gone */
+	}
+	close(q->wfd);
+	lookup_unref(q);
+	return NULL;
+}
+
+static int lookup_ready(struct lws *wsi, enum lws_callback_reasons reason, void *arg)
+{
+	(void)wsi;
+	struct lookup *q = arg;
+	if (!q)
+		return 0;
+	if (reason == LWS_CALLBACK_RAW_RX_FILE || reason == LWS_CALLBACK_RAW_CLOSE_FILE) {
+		lws_set_opaque_user_data(wsi, NULL);
+		if (q->done && !link_stopping)
+			q->done(q->arg, q->err[0] ? NULL : q->addr, q->err);
+		lookup_unref(q);
+		return reason == LWS_CALLBACK_RAW_RX_FILE ? -1 : 0;   /* lws closes rfd */
+	}
+	return 0;
+}
+
+/* done(arg, address, NULL) or done(arg, NULL, why), later, in the loop;
+ * a numeric host at once. -1 if no lookup could start (why in err). */
+static int lookup_start(const char *host, void (*done)(void *, const char *, const char *),
+			void *arg, char *err, size_t errlen)
+{
+	struct in6_addr a6;
+	struct in_addr a4;
+	if (inet_pton(AF_INET, host, &a4) == 1 || inet_pton(AF_INET6, host, &a6) == 1) {
+		done(arg, host, NULL);
+		return 0;
+	}
+	int fds[2];
+	if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) < 0) {
+		snprintf(err, errlen, "cannot resolve %s: %s", host, strerror(errno));
+		return -1;
+	}
+	struct lookup *q = xcalloc(1, sizeof *q);
+	q->refs = 2;
+	q->host = xstrdup(host);
+	q->rfd = fds[0];
+	q->wfd = fds[1];
+	q->done = done;
+	q->arg = arg;
+	if (!server_adopt_fd(q->rfd, lookup_ready, q)) {
+		close(fds[0]);
+		close(fds[1]);
+		free(q->host);
+		free(q);
+		snprintf(err, errlen, "cannot resolve %s: cannot watch the lookup", host);
+		return -1;
+	}
+	pthread_t th;
+	pthread_attr_t at;
+	pthread_attr_init(&at);
+	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&at, 256 * 1024);
+	if (pthread_create(&th, &at, lookup_thread, q) != 0) {
+		/* the loop side's close (RAW_CLOSE_FILE) reports it */
+		snprintf(q->err, sizeof q->err, "cannot resolve %s: no thread", host);
+		close(q->wfd);
+		lookup_unref(q);   /* the thread's */
+	}
+	pthread_attr_destroy(&at);
+	return 0;
 }
 
 /* -------------------------------------------------------------- dialing */
@@ -215,14 +332,29 @@ static void link_fail(struct link *l, const char *why)
 		log_warn("link %s: %s", l->t.url, l->last_error);
 }
 
+static void link_resolved(void *arg, const char *addr, const char *err)
+{
+	struct link *l = arg;
+	if (!addr) {
+		link_fail(l, err);
+		link_schedule(l);
+		return;
+	}
+	if (!link_connect(&l->t, addr, TD_SUBPROTO_EVENTS, l, l, &l->wsi) && l->state == LINK_CONNECTING) {
+		/* failed at once, and no callback said so */
+		link_fail(l, "cannot start a connection");
+		link_schedule(l);
+	}
+}
+
 static void link_dial(struct link *l)
 {
+	char err[200];
 	l->attempts++;
 	l->cert_error[0] = 0;
 	l->state = LINK_CONNECTING;
-	if (!link_connect(&l->t, TD_SUBPROTO_EVENTS, l, l, &l->wsi) && l->state == LINK_CONNECTING) {
-		/* failed at once, and no callback said so */
-		link_fail(l, "cannot start a connection");
+	if (lookup_start(l->t.host, link_resolved, l, err, sizeof err) < 0) {
+		link_fail(l, err);
 		link_schedule(l);
 	}
 }
@@ -421,7 +553,7 @@ static int link_tty_action(struct act *a)
 	lt->id = a->id ? cJSON_Duplicate(a->id, 1) : NULL;
 	lt->conn = a->conn;
 	/* answered from the callbacks: link.tty once connected, else an error */
-	link_connect(&lt->t, TD_SUBPROTO_TTY, lt, NULL, NULL);
+	link_connect(&lt->t, NULL, TD_SUBPROTO_TTY, lt, NULL, NULL);
 	return 0;
 }
 
