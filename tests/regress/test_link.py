@@ -723,3 +723,18 @@ def test_stalled_peer_mid_command_replayed(termd_factory, tmp_path):
         c2.close()
     finally:
         srv.close()
+
+
+@pytest.mark.parametrize("args,msg", [
+    (["--sandbox-id", "has space"], "--sandbox-id"),
+    (["--sandbox-id", ""], "--sandbox-id"),
+    (["--connect-backoff", "5:1"], "--connect-backoff"),
+    (["--connect-backoff", "0:1"], "--connect-backoff"),
+    (["--connect-backoff", "1"], "--connect-backoff"),
+    (["--connect-ping", "0"], "--connect-ping"),
+    (["--connect", "ws://127.0.0.1:9/", "--cacert", "/nonexistent/ca.pem"], "--cacert"),
+])
+def test_bad_link_options(tmp_path, args, msg):
+    r = subprocess.run([TERMD_BIN] + args, capture_output=True, text=True,
+                       env=base_env(tmp_path), timeout=30)
+    assert r.returncode == 2 and msg in r.stderr, r.stderr
