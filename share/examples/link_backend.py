@@ -15,6 +15,10 @@ What it does, and what a real service adds:
 - keeps each client's actions in flight and sends them again, same ids, when
   the sandbox's link comes back: termd answers each once (no command runs
   twice);
+- viewers: /sandboxes/<id>/tty/<session>[?mode=rw] asks the sandbox's termd,
+  over its link, to dial back /relay/<n> (`link.tty`) and relays the /tty
+  frames both ways, so od-attach and the web page work through the backend
+  (`od-attach --url ws://BACKEND/sandboxes/<id> main`);
 - GET /sandboxes lists the connected sandbox ids (JSON).
 It holds no state on disk and checks no client credential (put it behind
 your own authentication). Needs python3-websockets (10 or later).
@@ -33,6 +37,7 @@ import json
 import websockets
 
 SUB = "termd.events.v1"
+TTY = "termd.tty.v1"
 
 
 class Sandbox:
@@ -53,10 +58,12 @@ class Client:
 
 
 class Backend:
-    def __init__(self, link_token):
+    def __init__(self, link_token, public_url):
         self.link_token = link_token
+        self.public_url = public_url.rstrip("/")
         self.sandboxes = {}
         self.counter = itertools.count(1)
+        self.relays = {}          # n -> Future of termd's /tty connection
 
     def sandbox(self, sid):
         if sid not in self.sandboxes:
@@ -76,8 +83,20 @@ class Backend:
         return None
 
     async def handler(self, ws, path):
+        path, _, query = path.partition("?")
         if path == "/termd":
             await self.serve_link(ws)
+        elif path.startswith("/relay/"):
+            fut = self.relays.get(path[len("/relay/"):])
+            if fut and not fut.done():
+                done = asyncio.get_running_loop().create_future()
+                fut.set_result((ws, done))
+                await done          # the viewer's relay ends it
+            else:
+                await ws.close(1008, "no such relay")
+        elif path.startswith("/sandboxes/") and "/tty/" in path:
+            sid, _, session = path[len("/sandboxes/"):].partition("/tty/")
+            await self.serve_viewer(ws, sid, session, "rw" if "mode=rw" in query else "ro")
         elif path.startswith("/sandboxes/") and path.endswith("/events"):
             await self.serve_client(ws, path[len("/sandboxes/"):-len("/events")])
         else:
@@ -105,9 +124,46 @@ class Backend:
                 sb.link = None
                 sb.up.clear()
 
+    async def serve_viewer(self, ws, sid, session, mode):
+        sb = self.sandboxes.get(sid)
+        if not sb or not sb.link:
+            await ws.close(1011, "no such sandbox connected")
+            return
+        n = str(next(self.counter))
+        fut = asyncio.get_running_loop().create_future()
+        self.relays[n] = fut
+        try:
+            await sb.link.send(json.dumps({"id": "r" + n, "action": "link.tty", "args": {
+                "session": session, "url": "%s/relay/%s" % (self.public_url, n), "mode": mode}}))
+            term, done = await asyncio.wait_for(fut, 15)
+        except (asyncio.TimeoutError, websockets.ConnectionClosed):
+            await ws.close(1011, "the sandbox did not dial back")
+            return
+        finally:
+            self.relays.pop(n, None)
+
+        async def pump(src, dst):
+            try:
+                async for m in src:
+                    await dst.send(m)
+            except websockets.ConnectionClosed:
+                pass
+            finally:
+                await dst.close()
+        try:
+            await asyncio.gather(pump(term, ws), pump(ws, term))
+        finally:
+            done.set_result(None)
+
     async def from_termd(self, sb, msg):
         obs = json.loads(msg)
         cause = obs.get("cause")
+        if isinstance(cause, str) and cause.startswith("r") and cause[1:].isdigit():
+            if obs["observation"] == "error":   # a viewer's dial-back failed
+                fut = self.relays.get(cause[1:])
+                if fut and not fut.done():
+                    fut.set_exception(asyncio.TimeoutError())
+            return
         if isinstance(cause, str) and cause.startswith("c") and ":" in cause:
             n, orig = cause[1:].split(":", 1)
             sb.inflight.pop(cause, None)
@@ -163,14 +219,16 @@ async def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--listen", default="127.0.0.1:9000")
     ap.add_argument("--link-token-file")
+    ap.add_argument("--public-url", help="where termds dial back for viewers (default "
+                    "ws://LISTEN)")
     a = ap.parse_args()
     token = None
     if a.link_token_file:
         with open(a.link_token_file) as f:
             token = f.readline().strip()
     host, port = a.listen.rsplit(":", 1)
-    b = Backend(token)
-    async with websockets.serve(b.handler, host, int(port), subprotocols=[SUB],
+    b = Backend(token, a.public_url or "ws://" + a.listen)
+    async with websockets.serve(b.handler, host, int(port), subprotocols=[SUB, TTY],
                                 process_request=b.process_request, max_size=None):
         print("listening on %s" % a.listen, flush=True)
         await asyncio.Future()

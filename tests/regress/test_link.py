@@ -573,6 +573,22 @@ def test_example_backend_routes_by_sandbox_id(termd_factory, tmp_path):
                 a = c.call("run", {"command": "pwd"}, id={"mine": sid})
                 assert a["cause"] == {"mine": sid}
                 assert a["content"].strip().endswith("/" + sid), a
+        # a viewer through the backend: termd dials back, frames relayed both ways
+        v = wsclient.connect("ws://127.0.0.1:%d" % port, "/sandboxes/sb-b/tty/main?mode=rw",
+                             "termd.tty.v1", timeout=20)
+        kinds = set()
+        while kinds != {b"Z", b"S"}:
+            op, payload = v.recv(timeout=20)
+            kinds.add(payload[:1])
+        v.send_binary(b"Iecho relayed-$((5*5))\r")
+        got = b""
+        end = time.monotonic() + 20
+        while b"relayed-25" not in got and time.monotonic() < end:
+            op, payload = v.recv(timeout=20)
+            if payload[:1] == b"O":
+                got += payload[1:]
+        assert b"relayed-25" in got
+        v.close()
         h = health(td_bad)["links"][0]
         assert h["connected"] is False and h["attempts"] >= 1
     finally:
