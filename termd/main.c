@@ -52,7 +52,7 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: termd [options]\n"
-		"  --listen HOST:PORT | unix:PATH   where to listen (default %s:%d)\n"
+		"  --listen HOST:PORT | unix:PATH | none   where to listen (default %s:%d)\n"
 		"  --token-file F          full-access token (also env TERMD_TOKEN)\n"
 		"  --view-token-file F     read-only token\n"
 		"  --insecure-no-token     serve a non-loopback address without a token (loudly)\n"
@@ -66,6 +66,14 @@ static void usage(FILE *f)
 		"                          (default /var/lib/termd as root, else ~/.local/state/termd)\n"
 		"  --record DIR            write each session as an asciicast v2 file in DIR (must exist)\n"
 		"  --record-input          ... with what was typed into it too (passwords included)\n"
+		"  --connect URL           dial a backend (ws:// or wss://) and serve /events over it\n"
+		"                          (repeatable; see PROTOCOL.md section 10)\n"
+		"  --connect-token-file F  credential the links send (Authorization: Bearer)\n"
+		"  --sandbox-id ID         the links' X-Termd-Sandbox header (default: the host name)\n"
+		"  --cacert F              CA file the links verify the backend with (else env\n"
+		"                          TERMD_CACERT, else the system's CAs)\n"
+		"  --connect-backoff MIN:MAX  seconds between attempts (default 1:30)\n"
+		"  --connect-ping S        ping an idle link after S s, drop it after 2 S (default 20)\n"
 		"  -v, --verbose           log more\n"
 		"  --help, --version\n"
 		"limits:\n",
@@ -100,6 +108,10 @@ static char *read_token_file(const char *path)
 
 static int parse_listen(const char *v)
 {
+	if (strcmp(v, "none") == 0) {
+		opts.listen_none = 1;
+		return 0;
+	}
 	if (strncmp(v, "unix:", 5) == 0) {
 		if (!v[5]) {
 			fprintf(stderr, "termd: --listen unix: needs a path\n");
@@ -162,6 +174,39 @@ static int resolve_listen_host(int *loopback)
 	return 0;
 }
 
+/* --connect-backoff MIN:MAX, seconds (fractions allowed), 0 < MIN <= MAX */
+static int parse_backoff(const char *v)
+{
+	char *end, *end2;
+	double lo = strtod(v, &end);
+	if (*end != ':' || end == v)
+		goto bad;
+	double hi = strtod(end + 1, &end2);
+	if (*end2 || end2 == end + 1 || !(lo >= 0.01) || !(hi >= lo) || hi > 86400)
+		goto bad;
+	opts.backoff_min = lo;
+	opts.backoff_max = hi;
+	return 0;
+bad:
+	fprintf(stderr, "termd: --connect-backoff wants MIN:MAX seconds, 0.01 <= MIN <= MAX <= 86400\n");
+	return -1;
+}
+
+/* the sandbox id goes into a header: printable ASCII, no spaces, at most 253 */
+static int check_sandbox_id(const char *v)
+{
+	size_t n = strlen(v);
+	if (!n || n > 253)
+		goto bad;
+	for (const char *c = v; *c; c++)
+		if (*c <= ' ' || *c >= 0x7f)
+			goto bad;
+	return 0;
+bad:
+	fprintf(stderr, "termd: --sandbox-id wants 1 to 253 printable ASCII characters, no spaces\n");
+	return -1;
+}
+
 /* a string option given again replaces the earlier one */
 static void set_str(char **dst, const char *v)
 {
@@ -181,6 +226,7 @@ int main(int argc, char **argv)
 {
 	enum { O_LISTEN = 256, O_TOKEN, O_VIEW, O_SHELL, O_CWD, O_LOG, O_TLS_CERT, O_TLS_KEY,
 	       O_PLUGINS, O_PLUGIN_DIR, O_STATE_DIR, O_INSECURE, O_RECORD, O_RECORD_INPUT,
+	       O_CONNECT, O_CONNECT_TOKEN, O_SANDBOX_ID, O_CACERT, O_BACKOFF, O_PING,
 	       O_HELP, O_VERSION, O_LIMIT /* + index into limits[] */ };
 	static const struct option fixed[] = {
 		{"listen", required_argument, NULL, O_LISTEN},
@@ -197,6 +243,12 @@ int main(int argc, char **argv)
 		{"insecure-no-token", no_argument, NULL, O_INSECURE},
 		{"record", required_argument, NULL, O_RECORD},
 		{"record-input", no_argument, NULL, O_RECORD_INPUT},
+		{"connect", required_argument, NULL, O_CONNECT},
+		{"connect-token-file", required_argument, NULL, O_CONNECT_TOKEN},
+		{"sandbox-id", required_argument, NULL, O_SANDBOX_ID},
+		{"cacert", required_argument, NULL, O_CACERT},
+		{"connect-backoff", required_argument, NULL, O_BACKOFF},
+		{"connect-ping", required_argument, NULL, O_PING},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, O_HELP},
 		{"version", no_argument, NULL, O_VERSION},
@@ -257,6 +309,43 @@ int main(int argc, char **argv)
 		case O_RECORD_INPUT:
 			opts.record_input = 1;
 			break;
+		case O_CONNECT: {
+			char uerr[512];
+			if (link_check_url(optarg, uerr, sizeof uerr) < 0) {
+				fprintf(stderr, "termd: %s\n", uerr);
+				return 2;
+			}
+			opts.connect = xrealloc(opts.connect, (opts.nconnect + 1) * sizeof *opts.connect);
+			opts.connect[opts.nconnect++] = xstrdup(optarg);
+			break;
+		}
+		case O_CONNECT_TOKEN:
+			free(opts.connect_token);
+			if (!(opts.connect_token = read_token_file(optarg)))
+				return 2;
+			break;
+		case O_SANDBOX_ID:
+			if (check_sandbox_id(optarg) < 0)
+				return 2;
+			set_str(&opts.sandbox_id, optarg);
+			break;
+		case O_CACERT:
+			set_str(&opts.cacert, optarg);
+			break;
+		case O_BACKOFF:
+			if (parse_backoff(optarg) < 0)
+				return 2;
+			break;
+		case O_PING: {
+			char *end;
+			long n = strtol(optarg, &end, 10);
+			if (*end || end == optarg || n < 1 || n > 3600) {
+				fprintf(stderr, "termd: --connect-ping wants seconds from 1 to 3600\n");
+				return 2;
+			}
+			opts.connect_ping = (unsigned)n;
+			break;
+		}
 		case 'v':
 			opts.verbose = log_verbose = 1;
 			break;
@@ -281,9 +370,42 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	if (!opts.listen_host && !opts.listen_unix) {
+	if (opts.listen_none) {
+		free(opts.listen_host);
+		free(opts.listen_unix);
+		opts.listen_host = opts.listen_unix = NULL;
+		if (!opts.nconnect) {
+			fprintf(stderr, "termd: --listen none needs --connect URL: nobody could reach termd\n");
+			return 2;
+		}
+		if (opts.tls_cert)
+			fprintf(stderr, "termd: --tls-cert is not used with --listen none\n");
+	} else if (!opts.listen_host && !opts.listen_unix) {
 		opts.listen_host = xstrdup(TD_DEFAULT_HOST);
 		opts.listen_port = TD_DEFAULT_PORT;
+	}
+	if (opts.nconnect) {
+		if (!opts.backoff_min) {
+			opts.backoff_min = 1;
+			opts.backoff_max = 30;
+		}
+		if (!opts.connect_ping)
+			opts.connect_ping = 20;
+		if (!opts.sandbox_id) {
+			char hn[256] = "";
+			if (gethostname(hn, sizeof hn - 1) != 0 || !hn[0] || check_sandbox_id(hn) < 0)
+				snprintf(hn, sizeof hn, "unknown");
+			opts.sandbox_id = xstrdup(hn);
+		}
+		if (!opts.cacert) {
+			const char *ca = getenv("TERMD_CACERT");
+			if (ca && *ca)
+				opts.cacert = xstrdup(ca);
+		}
+		if (opts.cacert && access(opts.cacert, R_OK) != 0) {
+			fprintf(stderr, "termd: cannot read --cacert %s: %s\n", opts.cacert, strerror(errno));
+			return 2;
+		}
 	}
 	if (!opts.token) {
 		const char *t = getenv("TERMD_TOKEN");
@@ -411,7 +533,23 @@ int main(int argc, char **argv)
 		actions_shutdown();
 		return 2;
 	}
-	if (opts.listen_unix)
+	if (link_start(err, sizeof err) < 0) {
+		fprintf(stderr, "termd: %s\n", err);
+		link_stop();
+		plugin_stop_all();
+		stop_all();
+		server_close_loop();
+		session_free_all();
+		server_shutdown();
+		events_shutdown();
+		plugin_shutdown();
+		link_shutdown();
+		actions_shutdown();
+		return 2;
+	}
+	if (opts.listen_none)
+		log_info("no listener: dial-out links only");
+	else if (opts.listen_unix)
 		log_info("listening on unix:%s", opts.listen_unix);
 	else
 		log_info("listening on %s:%d", opts.listen_host, opts.listen_port);
@@ -419,6 +557,7 @@ int main(int argc, char **argv)
 	/* the end, in order: plugin processes; sessions' timers, waiters and
 	 * processes while the loop still exists; the loop (every connection
 	 * and pty closed); the sessions freed; the listener and run folder */
+	link_stop();
 	plugin_stop_all();
 	stop_all();
 	server_close_loop();
@@ -426,6 +565,7 @@ int main(int argc, char **argv)
 	server_shutdown();
 	events_shutdown();
 	plugin_shutdown();
+	link_shutdown();
 	openhands_shutdown();
 	web_shutdown();
 	actions_shutdown();
@@ -443,5 +583,11 @@ int main(int argc, char **argv)
 	free(opts.tls_cert);
 	free(opts.tls_key);
 	free(opts.record_dir);
+	for (size_t i = 0; i < opts.nconnect; i++)
+		free(opts.connect[i]);
+	free(opts.connect);
+	free(opts.connect_token);
+	free(opts.sandbox_id);
+	free(opts.cacert);
 	return 0;
 }

@@ -1,7 +1,8 @@
 /* share/bundle/multicall.c — the bundle's one binary: main() picks termd, termctl or od-attach by the
  * name it was started as (bin/termctl and bin/od-attach are symlinks to bin/termd), and for the two
  * clients finds CA certificates and terminfo where the image keeps them, else in the bundle's share/.
- * termd-healthz [HOST:PORT] is the images' readiness probe: GET /healthz, exit 0 on a 200.
+ * termd-healthz [HOST:PORT] is the images' readiness probe: GET /healthz, exit 0 on a 200
+ * (and each dial-out link's state printed).
  * Compiled only for the bundle (share/bundle/bundle.mk); the three mains are renamed there. */
 #include <limits.h>
 #include <netdb.h>
@@ -87,12 +88,52 @@ static void find_terminfo(const char *root)
 		setenv("TERMINFO_DIRS", v, 1);
 }
 
+/* A JSON string's body at p (just after its opening quote) into out, escapes kept as they
+ * are (termd writes the URLs and errors; this is for a person to read); the end of it. */
+static const char *healthz_str(const char *p, char *out, size_t n)
+{
+	size_t k = 0;
+	while (*p && *p != '"') {
+		if (*p == '\\' && p[1]) {
+			if (k + 1 < n)
+				out[k++] = *p;
+			p++;
+		}
+		if (k + 1 < n)
+			out[k++] = *p;
+		p++;
+	}
+	out[k] = 0;
+	return p;
+}
+
+/* One line per dial-out link in /healthz's body (PROTOCOL.md section 10):
+ * "link URL connected" or "link URL down: LAST_ERROR". */
+static void healthz_links(const char *body)
+{
+	const char *p = strstr(body, "\"links\":[");
+	while (p && (p = strstr(p, "{\"url\":\""))) {
+		char url[512], err[512] = "";
+		p = healthz_str(p + 8, url, sizeof url);
+		const char *c = strstr(p, "\"connected\":");
+		int up = c && strncmp(c + 12, "true", 4) == 0;
+		const char *e = strstr(p, "\"last_error\":");
+		const char *next = strstr(p, "{\"url\":\"");
+		if (e && (!next || e < next) && e[13] == '"')
+			healthz_str(e + 14, err, sizeof err);
+		if (up)
+			printf("link %s connected\n", url);
+		else
+			printf("link %s down%s%s\n", url, err[0] ? ": " : "", err);
+	}
+}
+
 /* termd-healthz [HOST:PORT]: exit 0 if termd answers GET /healthz with 200 within 3 s, else 1
- * (a probe for images with no curl or wget) */
+ * (a probe for images with no curl or wget); prints "ok", then each dial-out link's state */
 static int healthz_main(int argc, char **argv)
 {
 	const char *addr = argc > 1 ? argv[1] : "127.0.0.1:8421";
-	char host[256], req[512], ans[64];
+	char host[256], req[512], ans[16384];
 	const char *colon = strrchr(addr, ':');
 	if (argc > 2 || !colon || colon == addr || (size_t)(colon - addr) >= sizeof host || !colon[1]) {
 		fprintf(stderr, "usage: termd-healthz [HOST:PORT]   (default 127.0.0.1:8421)\n");
@@ -127,6 +168,9 @@ static int healthz_main(int argc, char **argv)
 	ans[got] = 0;
 	if (strncmp(ans, "HTTP/1.", 7) == 0 && strncmp(ans + 8, " 200", 4) == 0) {
 		puts("ok");
+		const char *body = strstr(ans, "\r\n\r\n");
+		if (body)
+			healthz_links(body + 4);
 		return 0;
 	}
 	fprintf(stderr, "termd-healthz: no 200 from http://%s/healthz\n", addr);

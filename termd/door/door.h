@@ -1,5 +1,5 @@
 /* door.h — the front doors: OpenHands' API, the web page, recordings (and the
- * zip and multipart readers they use). Each translates its wire onto
+ * zip and multipart readers they use), and the dial-out links. Each translates its wire onto
  * actions_dispatch or the session listeners; see termd/README. */
 #ifndef TERMD_DOOR_H
 #define TERMD_DOOR_H
@@ -42,6 +42,17 @@ int multipart_find(const char *ctype, const char *body, size_t len, const char *
 /* ---- the web page (web.c): /, /s/<session>, /r/<file>, /assets/…, /auth ---- */
 void web_register(void);
 void web_shutdown(void);
+
+
+/* ---- dial-out links (link.c): --connect URL ---- */
+/* Is url a ws:// or wss:// URL a link can dial? 0, or -1 and why. */
+int link_check_url(const char *url, char *err, size_t errlen);
+/* Dial every --connect URL (after the server and the actions are up):
+ * 0, or -1 and why. Also puts the links on /healthz. */
+int link_start(char *err, size_t errlen);
+/* Before the loop goes: no more reconnects. */
+void link_stop(void);
+void link_shutdown(void);
 
 
 /* ---- OpenHands' action execution server API (openhands.c) ---- */

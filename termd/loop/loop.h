@@ -52,6 +52,15 @@ struct termd_opts {
 	int insecure_no_token;    /* --insecure-no-token: serve a non-loopback address without one */
 	char *record_dir;         /* --record DIR: an asciicast v2 file per session (record.c) */
 	int record_input;         /* --record-input: "i" events too */
+	int listen_none;          /* --listen none: no listener at all */
+	/* dial-out links (door/link.c) */
+	char **connect;           /* --connect URL, each given */
+	size_t nconnect;
+	char *connect_token;      /* --connect-token-file: sent as a bearer credential */
+	char *sandbox_id;         /* --sandbox-id (default: the host name) */
+	char *cacert;             /* --cacert (else env TERMD_CACERT, else the system's CAs) */
+	double backoff_min, backoff_max; /* --connect-backoff MIN:MAX seconds */
+	unsigned connect_ping;    /* --connect-ping S: a ping after S idle seconds, dead after 2 S */
 };
 
 extern struct termd_opts opts;

@@ -1,7 +1,8 @@
 /* server.c — the listener and event loop: the libwebsockets context (TCP or
  * unix socket, TLS) and vhost with the channels' protocols (conn.c, tty.c),
  * fd adoption with a callback and an argument (ptys, the signalfd), the
- * signalfd for SIGCHLD and SIGTERM, timers, and the runtime directory. Every
+ * signalfd for SIGCHLD and SIGTERM, timers, and the runtime directory. With
+ * --listen none the context has no listener (dial-out links only). Every
  * fd belongs to this one loop. It knows no session: their owners pass their
  * own callbacks. */
 #include "loop.h"
@@ -172,7 +173,9 @@ int server_init(const struct lws_protocols *events_channel, const struct lws_pro
 	info.pt_serv_buf_size = 65536;
 	info.options = LWS_SERVER_OPTION_VALIDATE_UTF8 * 0;
 	mode_t old_umask = 0;
-	if (opts.listen_unix) {
+	if (opts.listen_none) {
+		info.port = CONTEXT_PORT_NO_LISTEN;   /* dial-out links only */
+	} else if (opts.listen_unix) {
 		info.options |= LWS_SERVER_OPTION_UNIX_SOCK;
 		info.iface = opts.listen_unix;
 		info.port = 0;
@@ -200,7 +203,9 @@ int server_init(const struct lws_protocols *events_channel, const struct lws_pro
 		if (probe_bind(opts.listen_host, opts.listen_port) < 0)
 			return -1;
 	}
-	if (opts.tls_cert) {
+	if (opts.nconnect)   /* a wss:// link's client side */
+		info.options |= LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
+	if (opts.tls_cert && !opts.listen_none) {
 		info.options |= LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
 		info.ssl_cert_filepath = opts.tls_cert;
 		info.ssl_private_key_filepath = opts.tls_key;
@@ -209,7 +214,8 @@ int server_init(const struct lws_protocols *events_channel, const struct lws_pro
 	if (opts.listen_unix)
 		umask(old_umask);
 	if (!srv.ctx) {
-		log_warn("cannot listen on %s%s", opts.listen_unix ? opts.listen_unix : opts.listen_host,
+		log_warn("cannot %s %s%s", opts.listen_none ? "start the loop" : "listen on",
+			 opts.listen_none ? "" : opts.listen_unix ? opts.listen_unix : opts.listen_host,
 			 opts.tls_cert ? " (or the TLS certificate and key were not accepted)" : "");
 		return -1;
 	}

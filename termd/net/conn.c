@@ -3,7 +3,9 @@
  * (over --max-frame: too_large), observations queued by conn_send (a client
  * whose backlog passes --max-pending is dropped, or handed to the sink of
  * a connection without a socket), and on close the actions it was waiting
- * on are told it is gone. Being protocols[0], its callback
+ * on are told it is gone. conn_open/_receive/_writable/_closed are the
+ * channel itself, also served over a connection termd dialed (link.c).
+ * Being protocols[0], its callback
  * also takes the vhost's HTTP requests and upgrade checks (http.c). */
 #include "net.h"
 
@@ -30,8 +32,10 @@ void conn_send(struct conn *c, const char *data, size_t len)
 	memcpy(wsconn_queue(&c->ws, len), data, len);
 }
 
-static void on_rx(struct conn *c, const char *in, size_t len)
+void conn_receive(struct conn *c, const char *in, size_t len)
 {
+	if (c->closing)
+		return;
 	buf_t msg;
 	size_t total;
 	switch (wsconn_receive(&c->ws, in, len, opts.max_frame, &msg, &total)) {
@@ -46,6 +50,34 @@ static void on_rx(struct conn *c, const char *in, size_t len)
 		buf_free(&msg);
 		break;
 	}
+}
+
+void conn_open(struct conn *c, struct lws *wsi)
+{
+	wsconn_init(&c->ws, wsi, 0);
+	c->closing = 0;
+	c->subscribed = 0;
+	c->next = srv.conns;
+	srv.conns = c;
+	events_hello(c);
+}
+
+int conn_writable(struct conn *c)
+{
+	return wsconn_writable(&c->ws, c->closing);
+}
+
+void conn_closed(struct conn *c)
+{
+	for (struct conn **pp = &srv.conns; *pp; pp = &(*pp)->next) {
+		if (*pp == c) {
+			*pp = c->next;
+			break;
+		}
+	}
+	c->closing = 1;
+	pending_conn_gone(c);
+	wsconn_free(&c->ws);
 }
 
 static int conn_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user,
@@ -75,27 +107,15 @@ static int conn_callback(struct lws *wsi, enum lws_callback_reasons reason, void
 		return 0;
 	}
 	case LWS_CALLBACK_ESTABLISHED:
-		wsconn_init(&c->ws, wsi, 0);
-		c->next = srv.conns;
-		srv.conns = c;
-		events_hello(c);
+		conn_open(c, wsi);
 		break;
 	case LWS_CALLBACK_RECEIVE:
-		if (!c->closing)
-			on_rx(c, in, len);
+		conn_receive(c, in, len);
 		break;
 	case LWS_CALLBACK_SERVER_WRITEABLE:
-		return wsconn_writable(&c->ws, c->closing);
+		return conn_writable(c);
 	case LWS_CALLBACK_CLOSED:
-		for (struct conn **pp = &srv.conns; *pp; pp = &(*pp)->next) {
-			if (*pp == c) {
-				*pp = c->next;
-				break;
-			}
-		}
-		c->closing = 1;
-		pending_conn_gone(c);
-		wsconn_free(&c->ws);
+		conn_closed(c);
 		break;
 	default:
 		break;

@@ -1,5 +1,5 @@
 /* http.c — the HTTP side of the listener, done once for both channels:
- * `GET /healthz`, the token check (bearer header or ?token=, compared in
+ * `GET /healthz` (with what a door above adds: http_health_extend), the token check (bearer header or ?token=, compared in
  * constant time) and the upgrade filter (path, session, --max-viewers,
  * mode=ro/rw against the token). Refusals are answered with a status
  * before any upgrade: 401, 404, 503, 403, 400. Also the table of plain
@@ -148,6 +148,15 @@ static int http_reply(struct lws *wsi, int status, const char *ctype, const char
 	if (lws_http_transaction_completed(wsi))
 		return -1;
 	return 0;
+}
+
+/* ------------------------------------------------------------- health */
+
+static http_health_fn *health_more;
+
+void http_health_extend(http_health_fn *fn)
+{
+	health_more = fn;
 }
 
 /* ------------------------------------------------------------- routes */
@@ -418,13 +427,18 @@ void http_closed(struct lws *wsi)
 int http_request(struct lws *wsi, const char *uri)
 {
 	if (strcmp(uri, TD_PATH_HEALTH) == 0) {
-		char body[320];
-		snprintf(body, sizeof body,
-			 "{\"ok\":true,\"version\":\"%s\",\"sessions\":%d,\"uptime_s\":%.3f%s}",
-			 TERMD_VERSION, srv.nsessions,
-			 (double)(mono_us() - srv.start_mono) / 1e6,
-			 opts.insecure_no_token ? ",\"insecure_no_token\":true" : "");
-		return http_reply(wsi, 200, "application/json", body);
+		buf_t body = {0};
+		buf_printf(&body,
+			   "{\"ok\":true,\"version\":\"%s\",\"sessions\":%d,\"uptime_s\":%.3f%s",
+			   TERMD_VERSION, srv.nsessions,
+			   (double)(mono_us() - srv.start_mono) / 1e6,
+			   opts.insecure_no_token ? ",\"insecure_no_token\":true" : "");
+		if (health_more)
+			health_more(&body);
+		buf_putc(&body, '}');
+		int r = http_reply(wsi, 200, "application/json", body.p);
+		buf_free(&body);
+		return r;
 	}
 	if (foreign_request(wsi))
 		return http_reply(wsi, 403, "text/plain", foreign_why);

@@ -22,6 +22,14 @@ struct upgrade {
 extern const struct lws_protocols conn_protocol;
 /* Queue one observation for c (dropped if c is closing). */
 void conn_send(struct conn *c, const char *data, size_t len);
+/* The channel on any WebSocket, accepted or dialed (door/link.c): c's
+ * socket is up (hello sent, c joins srv.conns); a piece of an incoming
+ * message; the socket is writable (-1: close it); the socket is gone
+ * (actions c waited on are told, its queue freed). */
+void conn_open(struct conn *c, struct lws *wsi);
+void conn_receive(struct conn *c, const char *in, size_t len);
+int conn_writable(struct conn *c);
+void conn_closed(struct conn *c);
 
 
 /* ---- the HTTP side: health, tokens, upgrade checks, routes (http.c) ---- */
@@ -85,6 +93,10 @@ int http_header(struct http_txn *t, const char *name, char *out, size_t n);
 const char *http_arg(struct http_txn *t, const char *name, char *out, size_t n);
 /* Does token equal termd's full token (constant time)? No token set: 1. */
 int http_token_ok(const char *token);
+/* More members for /healthz's object (the dial-out links, from above):
+ * the hook appends ",\"name\":value..." to b. One hook. */
+typedef void http_health_fn(buf_t *b);
+void http_health_extend(http_health_fn *fn);
 /* LWS_CALLBACK_HTTP: /healthz, a route, else 401 or 404. */
 int http_request(struct lws *wsi, const char *uri);
 /* LWS_CALLBACK_HTTP_BODY, _BODY_COMPLETION, _WRITEABLE, CLOSED_HTTP */
@@ -103,6 +115,10 @@ int http_upgrade(struct lws *wsi, enum channel ch, struct upgrade *u);
 /* ---- live terminal channel (tty.c) ---- */
 extern const struct lws_protocols tty_protocol;
 void tty_register(void);   /* its session listener */
+/* A viewer on a socket termd dialed (door/link.c): user is its
+ * per-connection data (tty_protocol's size), set up as the upgrade check
+ * does for one that dialed in; then tty_protocol's callback serves it. */
+void tty_viewer_prepare(void *user, const char *session, int rw);
 void tty_shutdown(void);   /* before the loop goes: its frame timer */
 
 #endif

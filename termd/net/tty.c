@@ -550,6 +550,14 @@ static int tty_callback(struct lws *wsi, enum lws_callback_reasons reason, void 
 	return 0;
 }
 
+void tty_viewer_prepare(void *user, const char *session, int rw)
+{
+	struct viewer *v = user;
+	memset(v, 0, sizeof *v);
+	snprintf(v->name, sizeof v->name, "%s", session);
+	v->rw = rw;
+}
+
 const struct lws_protocols tty_protocol = {
 	TD_SUBPROTO_TTY, tty_callback, sizeof(struct viewer), 65536, 0, NULL, 0
 };
