@@ -9,6 +9,9 @@
 # a new PS1, PS0 or PROMPT_COMMAND and venv activation.
 [ -r /etc/bash.bashrc ] && . /etc/bash.bashrc
 [ -n "${HOME-}" ] && [ -r "$HOME/.bashrc" ] && . "$HOME/.bashrc"
+# A command runs as `bash -c` runs it: no history expansion (a `!` in a
+# command is a character, `!!` is two), whatever the rc files set.
+set +H
 __termd_nonce=${TERMD_NONCE-}
 unset TERMD_NONCE
 __termd_mark_c=$'\e]6973;'"$__termd_nonce"$';C\a'

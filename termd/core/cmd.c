@@ -14,6 +14,7 @@
 #define RENDER_WINDOW        200
 #define READY_FALLBACK_US    300000u   /* no readline ready signal: type anyway */
 #define TYPED_MAX            8192
+#define PRE_MAX              65536     /* a rejected command's echo and message */
 
 /* the event stream, registered from above by cmd_init's caller */
 static cmd_event_fn *emit_fn;
@@ -58,6 +59,7 @@ void cmd_free(struct cmd *cmd)
 		return;
 	render_free(cmd->render);
 	output_free(&cmd->out);
+	buf_free(&cmd->pre);
 	free(cmd->text);
 	free(cmd);
 }
@@ -189,9 +191,84 @@ static void ready_fallback(lws_sorted_usec_list_t *sul)
 		session_mark(s, SI_READY, NULL, 0, 0);
 }
 
+static void pre_line(void *user, const char *line, size_t len)
+{
+	buf_t *b = user;
+	buf_append(b, line, len);
+	buf_putc(b, '\n');
+}
+
+/* Where the shell's own echo of the typed text ends in its rendered output
+ * r: the text as typed, matched character by character (a line break in r
+ * that the text does not have is the echo wrapping), up to the end of the
+ * line holding its last character; 0 when r does not start with it. */
+static size_t echo_end(const char *r, size_t rn, const char *t)
+{
+	size_t i = 0, j = 0, tn = strlen(t);
+	while (tn && t[tn - 1] == '\n')
+		tn--;
+	while (j < tn) {
+		if (i >= rn)
+			return 0;
+		if (r[i] == t[j]) {
+			i++;
+			j++;
+		} else if (t[j] == '\t' && r[i] == ' ') {
+			i++;   /* readline shows a tab as spaces */
+			if (i >= rn || r[i] != ' ')
+				j++;
+		} else if (r[i] == '\n') {
+			i++;   /* the echo wrapped */
+		} else {
+			return 0;
+		}
+	}
+	while (i < rn && r[i] != '\n')
+		i++;
+	return i < rn ? i + 1 : i;
+}
+
+/* The shell refused the typed text before running any of it (a syntax
+ * error: no C mark; bash says 2, or 0 for a bad [[ ]]). What it printed after the echo of the
+ * text is the command's output, as `bash -c` would print it. */
+static void salvage_rejected(struct cmd *cmd, int after_cont)
+{
+	if (!cmd->pre.len || !cmd->render)
+		return;
+	buf_t text = {0};
+	render_t *r = render_new(RENDER_WINDOW, pre_line, &text);
+	render_feed(r, cmd->pre.p, cmd->pre.len);
+	render_finish(r);
+	render_free(r);
+	/* after continuation lines the echo is not the text alone (PS2, the
+	 * lines typed as input): keep from the shell's first message */
+	size_t from = cmd->text && !after_cont ? echo_end(text.p, text.len, cmd->text) : 0;
+	if (!from) {
+		/* not the echo we expected: keep from the shell's first message */
+		const char *m = NULL;
+		for (size_t i = 0; i < text.len; i = i + 1) {
+			if ((i == 0 || text.p[i - 1] == '\n') && text.len - i >= 6 &&
+			    (!memcmp(text.p + i, "bash: ", 6) || !memcmp(text.p + i, "-bash:", 6))) {
+				m = text.p + i;
+				break;
+			}
+		}
+		from = m ? (size_t)(m - text.p) : text.len;
+	}
+	for (size_t i = from; i < text.len; i++) {
+		if (text.p[i] == '\n')
+			render_feed(cmd->render, "\r\n", 2);
+		else
+			render_feed(cmd->render, text.p + i, 1);
+	}
+	buf_free(&text);
+	buf_free(&cmd->pre);
+}
+
 static void mark_done(struct session *s, int exit_code, const char *cwd, size_t cwd_len)
 {
 	enum shell_state prev = s->state;
+	int was_cont = s->cont;
 	if (cwd_len) {
 		free(s->cwd);
 		s->cwd = xstrndup(cwd, cwd_len);
@@ -209,8 +286,10 @@ static void mark_done(struct session *s, int exit_code, const char *cwd, size_t 
 		s->ready = 1;   /* no line editor: the shell reads lines as they come */
 	struct cmd *cmd = s->cmd;
 	if (cmd && !cmd->finished && (prev == SH_RUNNING || cmd->typed)) {
-		/* the latter: a line with nothing to run (blank, comment), or a
-		 * continuation ended by C-c */
+		/* the latter: a line with nothing to run (blank, comment), a
+		 * continuation ended by C-c, or a text the shell rejected */
+		if (prev != SH_RUNNING && cmd->typed && !(was_cont && exit_code == 130))
+			salvage_rejected(cmd, was_cont);
 		cmd->started = 1;
 		cmd_finish(s, cmd, exit_code);
 	}
@@ -254,6 +333,9 @@ static void cmd_on_text(struct session *s, const char *data, size_t n)
 	struct cmd *cmd = s->cmd;
 	if (cmd && cmd->started && !cmd->finished)
 		render_feed(cmd->render, data, n);
+	else if (cmd && cmd->typed && !cmd->finished && s->state == SH_IDLE &&
+		 cmd->pre.len + n <= PRE_MAX)
+		buf_append(&cmd->pre, data, n);
 }
 
 static void cmd_on_exit(struct session *s)
@@ -261,6 +343,10 @@ static void cmd_on_exit(struct session *s)
 	lws_sul_cancel(&s->ready_sul);
 	struct cmd *cmd = s->cmd;
 	if (cmd && !cmd->finished) {
+		/* e.g. end of input (C-d) at a continuation prompt: bash says
+		 * "unexpected end of file" and, at end of input, exits */
+		if (!cmd->started && cmd->typed)
+			salvage_rejected(cmd, s->cont);
 		cmd->started = 1;
 		cmd_finish(s, cmd, s->pty.exit_code);
 	}

@@ -32,6 +32,8 @@ struct cmd {
 	int rec_start, rec_end;   /* record.c wrote its start / end marker */
 	render_t *render;         /* NULL once finished */
 	struct output out;        /* its rendered text (output.c) */
+	buf_t pre;                /* typed, not started: the shell's output (the
+				   * echo, then a message if it rejects the text) */
 };
 
 

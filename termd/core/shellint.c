@@ -365,7 +365,7 @@ static int write_cmd_file(struct session *s, const char *text, size_t len, buf_t
  * Readline redisplays a pasted buffer as a whole, and a buffer taller than
  * the screen costs it far more than linearly (14 KB of heredoc took 0.9 s
  * in a 160x48 session; 20 KB never finished): a longer text is written to a
- * file and sourced, which keeps the one-unit semantics at any size. */
+ * file and run from it, which keeps the one-unit semantics at any size. */
 static int paste_fits(const char *text, size_t len)
 {
 	if (len > SHELLINT_PASTE_MAX)
@@ -381,9 +381,11 @@ static int paste_fits(const char *text, size_t len)
  * reads all of it before running any: bracketed paste for bash (readline
  * inserts pasted newlines into the line instead of accepting it), then
  * Enter. ESC bytes would end the paste early, so they are left out. A long
- * text is sourced from a file instead (`. FILE`, typed with a leading space
- * so that HISTCONTROL=ignorespace keeps it out of the history): the shell
- * reads it in the same shell, so its state persists as when typed. */
+ * text is written to a file and evaluated instead (` eval "$(< FILE)"`,
+ * typed with a leading space so that HISTCONTROL=ignorespace keeps it out of
+ * the history): the same shell runs it, so its state persists as when typed,
+ * and eval (unlike `.`) names no file and no line in the shell's messages,
+ * as for a pasted text. */
 void shellint_type_command(struct session *s, const char *text, buf_t *out)
 {
 	size_t len = strlen(text);
@@ -402,9 +404,16 @@ void shellint_type_command(struct session *s, const char *text, buf_t *out)
 	if (!paste_fits(text, len)) {
 		buf_t path = {0};
 		if (write_cmd_file(s, text, len, &path) == 0) {
-			buf_puts(out, " . ");
+			/* eval, not `.`: the shell's messages then read as
+			 * for a pasted text ("bash: x: command not found",
+			 * not "bash: /tmp/.../cmd-main.sh: line 3: ...").
+			 * `; (exit $?)`: with eval alone as the line, bash 5.2
+			 * goes on with the text after C-c kills a command in
+			 * it; with a command after it, C-c ends the text as
+			 * it ends a pasted one. $? is kept. */
+			buf_puts(out, " eval \"$(< ");
 			shell_quote(out, path.p);
-			buf_putc(out, '\r');
+			buf_puts(out, ")\"; (exit $?)\r");
 			buf_free(&path);
 			return;
 		}

@@ -682,7 +682,7 @@ static void test_type_bash_long(void **state)
 	snprintf(path, sizeof path, "%s/cmd-main.sh", dir);
 	/* the ' in the folder name is written '\'' */
 	char *q = strchr(dir, '\'');
-	snprintf(want, sizeof want, " . '%.*s'\\''%s/cmd-main.sh'\r", (int)(q - dir), dir, q + 1);
+	snprintf(want, sizeof want, " eval \"$(< '%.*s'\\''%s/cmd-main.sh')\"; (exit $?)\r", (int)(q - dir), dir, q + 1);
 	assert_string_equal(out.p, want);
 	FILE *fp = fopen(path, "r");
 	assert_non_null(fp);
