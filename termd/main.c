@@ -386,6 +386,7 @@ int main(int argc, char **argv)
 	files_register();
 	edit_register();
 	openhands_register();
+	envd_register();
 	web_register();
 	char err[256];
 	td_err code;
@@ -427,6 +428,7 @@ int main(int argc, char **argv)
 	events_shutdown();
 	plugin_shutdown();
 	openhands_shutdown();
+	envd_shutdown();
 	web_shutdown();
 	actions_shutdown();
 	child_forget_all();
