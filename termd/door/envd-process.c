@@ -161,8 +161,14 @@ static void deliver(struct eproc *p, int kind, const char *data, size_t n)
 				      (unsigned char)(n >> 16), (unsigned char)(n >> 8), (unsigned char)n};
 		buf_append(&p->missed, h, 5);
 		buf_append(&p->missed, data, n);
-		while (p->missed.len > MISSED_MAX + 5)
-			buf_consume(&p->missed, 5 + rec_len(p->missed.p));
+		/* past the limit, the oldest records go down to 3/4 of it
+		 * (a process printing fast moves the buffer now and then) */
+		if (p->missed.len > MISSED_MAX + 5) {
+			size_t drop = 0;
+			while (p->missed.len - drop > MISSED_MAX / 4 * 3)
+				drop += 5 + rec_len(p->missed.p + drop);
+			buf_consume(&p->missed, drop);
+		}
 		return;
 	}
 	for (struct envd_stream *st = p->streams, *next; st; st = next) {

@@ -322,11 +322,23 @@ static int ctype_is(const char *ct, const char *want)
 	return strncasecmp(ct, want, n) == 0 && (ct[n] == 0 || ct[n] == ';' || ct[n] == ' ');
 }
 
-static int is_stream_method(const char *service, const char *method)
+/* The methods termd serves: 1 a server stream, 0 unary, -1 none such */
+static int method_kind(const char *service, const char *method)
 {
-	if (strcmp(service, "process") == 0)
-		return strcmp(method, "Start") == 0 || strcmp(method, "Connect") == 0;
-	return strcmp(method, "WatchDir") == 0;
+	static const struct {
+		const char *service, *method;
+		int stream;
+	} methods[] = {
+		{"process", "Start", 1}, {"process", "Connect", 1}, {"process", "List", 0},
+		{"process", "SendInput", 0}, {"process", "SendSignal", 0}, {"process", "Update", 0},
+		{"process", "CloseStdin", 0},
+		{"filesystem", "Stat", 0}, {"filesystem", "MakeDir", 0}, {"filesystem", "Move", 0},
+		{"filesystem", "ListDir", 0}, {"filesystem", "Remove", 0},
+	};
+	for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++)
+		if (strcmp(methods[i].service, service) == 0 && strcmp(methods[i].method, method) == 0)
+			return methods[i].stream;
+	return -1;
 }
 
 static void rpc(struct http_txn *t)
@@ -337,7 +349,12 @@ static void rpc(struct http_txn *t)
 	struct envd_call c = {.t = t};
 	char ct[128] = "", hv[64];
 	lws_hdr_copy(t->wsi, ct, sizeof ct, WSI_TOKEN_HTTP_CONTENT_TYPE);
-	int want_stream = is_stream_method(service, method);
+	int want_stream = method_kind(service, method);
+	if (want_stream < 0) {
+		/* (StreamInput, WatchDir and the polled watchers among them) */
+		answer_json(t, 404, error_json(EC_UNIMPLEMENTED, "no such method here"));
+		return;
+	}
 	if (ctype_is(ct, "application/connect+json")) {
 		if (!want_stream) {   /* a unary method asked for as a stream */
 			answer_json(t, 415, error_json(EC_UNKNOWN, "this method is unary: "
@@ -410,13 +427,10 @@ static void rpc(struct http_txn *t)
 		envd_fail(&c, EC_INVALID_ARGUMENT, "the request message is not a JSON object");
 		return;
 	}
-	int r = is_process ? envd_process_call(&c, method) : envd_fs_call(&c, method);
-	if (r == -2) {
-		if (c.stream)
-			envd_fail(&c, EC_UNIMPLEMENTED, "%s.%s is not implemented", service, method);
-		else
-			answer_json(t, 404, error_json(EC_UNIMPLEMENTED, "no such method"));
-	}
+	if (is_process)
+		envd_process_call(&c, method);
+	else
+		envd_fs_call(&c, method);
 	cJSON_Delete(c.req);
 }
 

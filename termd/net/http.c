@@ -299,9 +299,13 @@ static int route_request(struct lws *wsi, const struct http_route *r, const char
 	char te[32] = "";
 	if (lws_hdr_copy(wsi, te, sizeof te, WSI_TOKEN_HTTP_TRANSFER_ENCODING) > 0 &&
 	    strcasecmp(te, "chunked") == 0 && t->post) {
-		/* a chunked body (fetch's FormData): lws hands it over as it
-		 * came, framing and all, and never says it is complete */
+		/* a chunked body (fetch's FormData): lws 4.1 hands it over as
+		 * it came, framing and all, as the first 100 MiB of a body of
+		 * unknown length, and never says it is complete; after the
+		 * answer it would discard the rest of those 100 MiB (the next
+		 * request on the connection): the connection closes instead */
 		t->chunked = 1;
+		t->close_after = 1;
 		return 0;
 	}
 	if (t->post && t->announced > 0)
@@ -387,8 +391,8 @@ int http_body(struct lws *wsi, const void *in, size_t len)
 int http_body_done(struct lws *wsi)
 {
 	struct http_txn *t = lws_get_opaque_user_data(wsi);
-	if (!t || t->answered)
-		return 0;
+	if (!t || t->answered || t->chunked)
+		return 0;   /* (a chunked body is complete when its last chunk came) */
 	if (!t->body.p)
 		buf_append(&t->body, "", 0);
 	/* the route may take as long as its action does */
