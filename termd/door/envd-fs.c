@@ -137,7 +137,7 @@ static void add_time(cJSON *o, const char *key, const struct timespec *ts)
 
 /* EntryInfo of path (lstat: a symlink is itself, with its target), or
  * NULL with errno set */
-static cJSON *entry_info(const char *path)
+cJSON *envd_entry_info(const char *path)
 {
 	struct stat sb;
 	if (lstat(path, &sb) != 0)
@@ -220,7 +220,7 @@ static int fs_stat(struct envd_call *c)
 	char *path = req_path(c, "path");
 	if (!path)
 		return 0;
-	cJSON *e = entry_info(path);
+	cJSON *e = envd_entry_info(path);
 	if (e)
 		envd_reply(c, entry_msg(e));
 	else
@@ -262,7 +262,7 @@ static int fs_make_dir(struct envd_call *c)
 	} else if (mkdirs(path, 0755) != 0) {
 		fail_errno(c, errno, "cannot make directory", path);
 	} else {
-		cJSON *e = entry_info(path);
+		cJSON *e = envd_entry_info(path);
 		if (e)
 			envd_reply(c, entry_msg(e));
 		else
@@ -295,7 +295,7 @@ static int fs_move(struct envd_call *c)
 		if (rename(src, dst) != 0) {
 			fail_errno(c, errno, "cannot move to", dst);
 		} else {
-			cJSON *e = entry_info(dst);
+			cJSON *e = envd_entry_info(dst);
 			if (e)
 				envd_reply(c, entry_msg(e));
 			else
@@ -332,7 +332,7 @@ static void list_dir(const char *dir, int depth, cJSON *arr, int *count)
 			buf_putc(&b, '/');
 		buf_puts(&b, names[i]->d_name);
 		buf_putc(&b, 0);
-		cJSON *e = *count < 1000000 ? entry_info(b.p) : NULL;
+		cJSON *e = *count < 1000000 ? envd_entry_info(b.p) : NULL;
 		if (e) {
 			cJSON_AddItemToArray(arr, e);
 			(*count)++;
@@ -413,6 +413,8 @@ int envd_fs_call(struct envd_call *c, const char *method)
 		{"Stat", fs_stat}, {"MakeDir", fs_make_dir}, {"Move", fs_move},
 		{"ListDir", fs_list_dir}, {"Remove", fs_remove},
 	};
+	if (strcmp(method, "WatchDir") == 0)
+		return envd_watch_call(c);
 	for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++)
 		if (strcmp(methods[i].name, method) == 0) {
 			methods[i].fn(c);

@@ -129,15 +129,10 @@ static void unlink_stream(struct eproc *p, struct envd_stream *st)
 	st->p = NULL;
 }
 
-void envd_process_stream_unlink(struct envd_stream *st)
+static void stream_unlink(struct envd_stream *st)
 {
 	if (st->p)
 		unlink_stream(st->p, st);
-}
-
-void envd_process_stream_drained(struct envd_stream *st)
-{
-	(void)st;
 }
 
 static size_t rec_len(const char *r)
@@ -519,6 +514,7 @@ static int proc_start(struct envd_call *c)
 	ep.procs = p;
 	struct envd_stream *st = envd_stream_open(c);
 	st->p = p;
+	st->gone = stream_unlink;
 	p->streams = st;
 	envd_stream_send(st, start_msg(p));
 	return 0;
@@ -549,6 +545,7 @@ static int proc_connect(struct envd_call *c)
 		return 0;
 	}
 	st->p = p;
+	st->gone = stream_unlink;
 	st->next = p->streams;
 	p->streams = st;
 	return 0;

@@ -216,7 +216,8 @@ static void keepalive_timer(lws_sorted_usec_list_t *sul)
 	if (st->ended || !st->t)
 		return;
 	cJSON *m = cJSON_CreateObject();
-	cJSON_AddObjectToObject(cJSON_AddObjectToObject(m, "event"), "keepalive");
+	cJSON_AddObjectToObject(st->flat_keepalive ? m : cJSON_AddObjectToObject(m, "event"),
+				"keepalive");
 	envelope(st, 0, m, NULL);
 	server_timer(&st->ka, keepalive_timer, (uint64_t)st->keepalive_s * 1000000u);
 }
@@ -227,7 +228,8 @@ static void stream_gone(struct http_txn *t)
 	if (!st)
 		return;
 	st->t = NULL;
-	envd_process_stream_unlink(st);
+	if (st->gone)
+		st->gone(st);
 	envd_stream_free(st);
 }
 
@@ -236,15 +238,9 @@ static void deadline_timer(lws_sorted_usec_list_t *sul)
 	struct envd_stream *st = lws_container_of(sul, struct envd_stream, deadline);
 	if (st->ended)
 		return;
-	envd_process_stream_unlink(st);
+	if (st->gone)
+		st->gone(st);
 	envd_stream_finish(st, EC_DEADLINE_EXCEEDED, "the call's Connect-Timeout-Ms passed");
-}
-
-static void stream_drained(struct http_txn *t)
-{
-	struct envd_stream *st = t->user;
-	if (st && !st->ended)
-		envd_process_stream_drained(st);
 }
 
 struct envd_stream *envd_stream_open(struct envd_call *c)
@@ -254,7 +250,6 @@ struct envd_stream *envd_stream_open(struct envd_call *c)
 	st->keepalive_s = c->keepalive_s;
 	c->t->user = st;
 	c->t->gone = stream_gone;
-	c->t->drained = stream_drained;
 	http_stream_start(c->t, 200, "application/connect+json");
 	if (st->keepalive_s)
 		server_timer(&st->ka, keepalive_timer, (uint64_t)st->keepalive_s * 1000000u);
@@ -334,6 +329,7 @@ static int method_kind(const char *service, const char *method)
 		{"process", "CloseStdin", 0},
 		{"filesystem", "Stat", 0}, {"filesystem", "MakeDir", 0}, {"filesystem", "Move", 0},
 		{"filesystem", "ListDir", 0}, {"filesystem", "Remove", 0},
+		{"filesystem", "WatchDir", 1},
 	};
 	for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++)
 		if (strcmp(methods[i].service, service) == 0 && strcmp(methods[i].method, method) == 0)
@@ -482,6 +478,7 @@ void envd_shutdown(void)
 	if (!ed.registered)
 		return;
 	envd_process_shutdown();
+	envd_watch_shutdown();
 	cJSON_Delete(ed.answer);
 	ed.answer = NULL;
 }

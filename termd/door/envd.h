@@ -23,6 +23,11 @@ struct envd_stream {
 	lws_sorted_usec_list_t ka;
 	lws_sorted_usec_list_t deadline;   /* Connect-Timeout-Ms */
 	int ended;
+	int flat_keepalive;          /* {"keepalive":{}} (WatchDir), else {"event":{...}} */
+	/* it ends without its owner (client left, deadline): the owner lets go
+	 * of it (envd.c frees it) */
+	void (*gone)(struct envd_stream *st);
+	void *owner;
 };
 
 /* One Connect call: its transaction, the request message, whether the
@@ -71,16 +76,17 @@ void envd_process_register(void);
 void envd_process_shutdown(void);
 /* method by name: 0 handled, -1 unknown method */
 int envd_process_call(struct envd_call *c, const char *method);
-/* a stream ends without its process (client left, deadline): take it
- * off its process's list (envd.c frees it) */
-void envd_process_stream_unlink(struct envd_stream *st);
-/* a stream's socket took what it had */
-void envd_process_stream_drained(struct envd_stream *st);
 
 /* ---- filesystem.Filesystem and /files (envd-fs.c) ---- */
 int envd_fs_call(struct envd_call *c, const char *method);
 void envd_files_get(struct http_txn *t);
 void envd_files_post(struct http_txn *t);
+/* EntryInfo of an absolute path (lstat), or NULL and errno */
+cJSON *envd_entry_info(const char *path);
+
+/* ---- WatchDir (envd-watch.c) ---- */
+int envd_watch_call(struct envd_call *c);
+void envd_watch_shutdown(void);
 /* path made absolute against the user's home (HOME, else --cwd); free it */
 char *envd_path(const char *path);
 

@@ -163,6 +163,35 @@ const scenarios = {
   },
 };
 
+scenarios.watch = async function () {
+  const s = sandbox();
+  const base = process.env.E2B_TEST_DIR;
+  const events = [];
+  const h = await s.files.watchDir(base, (e) => events.push([e.type, e.name]),
+    { recursive: true });
+  await s.files.write(`${base}/a.txt`, 'one');
+  await s.files.write(`${base}/a.txt`, 'two');          // in place: a write
+  await s.files.makeDir(`${base}/sub`);
+  await sleep(300);                                       // the new folder is watched
+  await s.files.write(`${base}/sub/deep.txt`, 'deep');
+  await s.files.rename(`${base}/a.txt`, `${base}/b.txt`);
+  await s.commands.run(`chmod 600 ${base}/b.txt`);
+  await s.files.remove(`${base}/b.txt`);
+  await sleep(500);
+  await h.stop();
+  const o = { events };
+  o.missing = await errorOf(s.files.watchDir(`${base}/nope`, () => {}));
+  o.onFile = await errorOf(s.files.watchDir(`${base}/sub/deep.txt`, () => {}));
+  const flat = [];
+  const h2 = await s.files.watchDir(base, (e) => flat.push([e.type, e.name]));
+  await s.files.write(`${base}/sub/not-seen.txt`, 'x');
+  await s.files.write(`${base}/top.txt`, 'x');
+  await sleep(500);
+  await h2.stop();
+  o.flat = flat;
+  return o;
+};
+
 const name = process.argv[2];
 try {
   const r = await scenarios[name]();

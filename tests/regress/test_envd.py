@@ -467,7 +467,6 @@ def test_stream_client_that_never_reads(termd_factory):
     keeps a bounded amount for it, then cuts its stream; it stays healthy."""
     td = start(termd_factory)
     s = socket.create_connection(("127.0.0.1", port_of(td)))
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     body = envelope(start_cmd("head -c 100000000 /dev/zero"))
     s.sendall(("POST /process.Process/Start HTTP/1.1\r\nHost: x\r\nX-Access-Token: %s\r\n"
                "Content-Type: application/connect+json\r\nContent-Length: %d\r\n\r\n"
@@ -523,3 +522,24 @@ def test_files_rest_errors(termd_factory, tmp_path):
     status, hdrs, body = request(td, "GET", "/files?path=%s" % (tmp_path / "f.bin"))
     assert status == 200 and body == bytes(range(256))
     assert hdrs["content-type"] == "application/octet-stream"
+
+
+def test_sdk_watch_dir(termd_factory, tmp_path):
+    td = start(termd_factory)
+    base = tmp_path / "watched"
+    base.mkdir()
+    o = drive(td, "watch", extra_env={"E2B_TEST_DIR": str(base)})
+    ev = o["events"]
+    # in order per file; a new folder is watched too (recursive)
+    for e in (["create", "a.txt"], ["write", "a.txt"], ["create", "sub"],
+              ["create", "sub/deep.txt"], ["write", "sub/deep.txt"], ["rename", "a.txt"],
+              ["create", "b.txt"], ["chmod", "b.txt"], ["remove", "b.txt"]):
+        assert e in ev, (e, ev)
+    assert ev.index(["create", "a.txt"]) < ev.index(["rename", "a.txt"]) < \
+        ev.index(["remove", "b.txt"])
+    assert ev.count(["write", "a.txt"]) >= 2          # the second write is in place
+    assert o["missing"]["name"] == "FileNotFoundError"
+    assert o["onFile"]["name"] == "InvalidArgumentError"
+    # not recursive: only the folder's own entries
+    assert ["create", "top.txt"] in o["flat"]
+    assert not [e for e in o["flat"] if e[1].startswith("sub/")]
