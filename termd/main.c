@@ -9,6 +9,7 @@
 #include <getopt.h>
 #include <locale.h>
 #include <signal.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,6 +67,8 @@ static void usage(FILE *f)
 		"                          (default /var/lib/termd as root, else ~/.local/state/termd)\n"
 		"  --record DIR            write each session as an asciicast v2 file in DIR (must exist)\n"
 		"  --record-input          ... with what was typed into it too (passwords included)\n"
+		"  --user NAME             e2b's envd API: the user requests without one act as\n"
+		"                          (its home, its uid when termd is root; default: termd's)\n"
 		"  -v, --verbose           log more\n"
 		"  --help, --version\n"
 		"limits:\n",
@@ -180,7 +183,7 @@ static void stop_all(void)
 int main(int argc, char **argv)
 {
 	enum { O_LISTEN = 256, O_TOKEN, O_VIEW, O_SHELL, O_CWD, O_LOG, O_TLS_CERT, O_TLS_KEY,
-	       O_PLUGINS, O_PLUGIN_DIR, O_STATE_DIR, O_INSECURE, O_RECORD, O_RECORD_INPUT,
+	       O_PLUGINS, O_PLUGIN_DIR, O_STATE_DIR, O_INSECURE, O_RECORD, O_RECORD_INPUT, O_USER,
 	       O_HELP, O_VERSION, O_LIMIT /* + index into limits[] */ };
 	static const struct option fixed[] = {
 		{"listen", required_argument, NULL, O_LISTEN},
@@ -195,6 +198,7 @@ int main(int argc, char **argv)
 		{"plugin-dir", required_argument, NULL, O_PLUGIN_DIR},
 		{"state-dir", required_argument, NULL, O_STATE_DIR},
 		{"insecure-no-token", no_argument, NULL, O_INSECURE},
+		{"user", required_argument, NULL, O_USER},
 		{"record", required_argument, NULL, O_RECORD},
 		{"record-input", no_argument, NULL, O_RECORD_INPUT},
 		{"verbose", no_argument, NULL, 'v'},
@@ -247,6 +251,13 @@ int main(int argc, char **argv)
 			break;
 		case O_STATE_DIR:
 			set_str(&opts.state_dir, optarg);
+			break;
+		case O_USER:
+			if (!getpwnam(optarg)) {
+				fprintf(stderr, "termd: --user %s: no such user\n", optarg);
+				return 2;
+			}
+			opts.envd_user = optarg;
 			break;
 		case O_INSECURE:
 			opts.insecure_no_token = 1;

@@ -2,7 +2,8 @@
  * with depth, Remove) with EntryInfo as envd fills it, and the REST
  * routes GET /files (a file's bytes) and POST /files (multipart/form-data
  * or application/octet-stream) with envd's JSON errors. Paths are made
- * absolute against the home (HOME, else termd's --cwd). These call the
+ * absolute against the request's user's home; what it creates belongs to
+ * that user when termd is root (reads and moves are termd's own). These call the
  * file system directly: termd's action layer has no stat/list/move/remove
  * actions yet, so they are not on the event stream. */
 #include "envd.h"
@@ -30,8 +31,8 @@ char *envd_path(const char *path)
 		return NULL;
 	buf_t b = {0};
 	if (path[0] != '/') {
-		const char *home = getenv("HOME");
-		if (!home || home[0] != '/')
+		const char *home = envd_cur.home;
+		if (home[0] != '/')
 			home = opts.cwd;
 		buf_puts(&b, home);
 		if (path[0]) {
@@ -238,7 +239,10 @@ static int mkdirs(const char *path, mode_t mode)
 		if (*p == '/' || !*p) {
 			char ch = *p;
 			*p = 0;
-			if (mkdir(d, mode) != 0 && errno != EEXIST) {
+			if (mkdir(d, mode) == 0) {
+				if (!envd_cur.self && lchown(d, envd_cur.uid, envd_cur.gid) != 0)
+					log_debug("envd: cannot chown %s", d);
+			} else if (errno != EEXIST) {
 				r = -1;
 				break;
 			}
@@ -523,6 +527,8 @@ static cJSON *write_upload(struct http_txn *t, const char *path, const char *dat
 		rest_error(t, errno_status(errno), "cannot open '%s': %s", path, strerror(errno));
 		return NULL;
 	}
+	if (!envd_cur.self && fchown(fd, envd_cur.uid, envd_cur.gid) != 0)
+		log_debug("envd: cannot chown %s", path);
 	size_t off = 0;
 	while (off < len) {
 		ssize_t w = write(fd, data + off, len - off);

@@ -11,7 +11,8 @@
  * terminal), its stdin /dev/null unless asked for (then the pty: input
  * is line-buffered, CloseStdin is end-of-file), and its stderr a FIFO in
  * termd's private run folder that this file reads, so stdout and stderr
- * stay apart (viewers of the session see stdout only). */
+ * stay apart (viewers of the session see stdout only). A request for
+ * another user (termd is root) runs the process through setpriv(1). */
 #include "envd.h"
 
 #include <errno.h>
@@ -455,13 +456,21 @@ static int proc_start(struct envd_call *c)
 	}
 	buf_t line = {0};
 	buf_puts(&line, "exec ");
+	if (!envd_cur.self)   /* termd is root: the process runs as the user */
+		buf_printf(&line, "setpriv --reuid=%u --regid=%u --init-groups -- ",
+			   (unsigned)envd_cur.uid, (unsigned)envd_cur.gid);
 	shell_quote(&line, cmd);
 	cJSON_ArrayForEach(a, args) {
 		buf_putc(&line, ' ');
 		shell_quote(&line, a->valuestring);
 	}
 	if (!want_stdin)
-		buf_puts(&line, " </dev/null");
+		/* fd 9 keeps the terminal open to the end: with stdin elsewhere, a
+		 * program that closes stdout and stderr before it exits (coreutils
+		 * do) would leave the pty without a reader, pty.c would close
+		 * the master at the EIO, and the hangup would kill the program
+		 * before its exit (SIGHUP, 1 run in 3 of `id`) */
+		buf_puts(&line, " 9>&1 </dev/null");
 	if (p->err_path) {
 		buf_puts(&line, " 2>");
 		shell_quote(&line, p->err_path);
@@ -472,8 +481,15 @@ static int proc_start(struct envd_call *c)
 	cJSON_AddStringToObject(oargs, "name", name);
 	cJSON_AddStringToObject(oargs, "command", line.p);
 	cJSON_AddStringToObject(oargs, "cwd", cwd);
-	if (envs)
-		cJSON_AddItemToObject(oargs, "env", cJSON_Duplicate(envs, 1));
+	cJSON *env = envs ? cJSON_Duplicate(envs, 1) : cJSON_CreateObject();
+	if (!envd_cur.self) {   /* the user's own, unless given */
+		static const char *keys[] = {"HOME", "USER", "LOGNAME"};
+		const char *vals[] = {envd_cur.home, envd_cur.name, envd_cur.name};
+		for (int i = 0; i < 3; i++)
+			if (!cJSON_GetObjectItemCaseSensitive(env, keys[i]))
+				cJSON_AddStringToObject(env, keys[i], vals[i]);
+	}
+	cJSON_AddItemToObject(oargs, "env", env);
 	cJSON_AddNumberToObject(oargs, "cols", pty ? cols : 200);
 	cJSON_AddNumberToObject(oargs, "rows", pty ? rows : 50);
 	buf_free(&line);

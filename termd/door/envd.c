@@ -10,7 +10,9 @@
 #include "envd.h"
 #include "fsio.h"
 
+#include <pwd.h>
 #include <stdarg.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,6 +53,55 @@ const char *envd_code_name(enum envd_code c)
 int envd_code_status(enum envd_code c)
 {
 	return codes[c].status;
+}
+
+/* =============================================================== users */
+
+struct envd_user envd_cur;
+
+int envd_user_begin(struct http_txn *t, int rest, char *why, size_t n)
+{
+	char name[256] = "", hdr[512], arg[256];
+	if (rest) {
+		const char *u = http_arg(t, "username=", arg, sizeof arg);
+		if (u && u[0])
+			snprintf(name, sizeof name, "%s", u);
+	} else if (lws_hdr_copy(t->wsi, hdr, sizeof hdr, WSI_TOKEN_HTTP_AUTHORIZATION) > 0 &&
+		   strncasecmp(hdr, "Basic ", 6) == 0) {
+		buf_t b = {0};
+		if (fsio_b64_decode(hdr + 6, strlen(hdr + 6), &b) == 0 && b.len) {
+			buf_putc(&b, 0);
+			char *colon = strchr(b.p, ':');
+			if (colon)
+				*colon = 0;
+			snprintf(name, sizeof name, "%s", b.p);
+		}
+		buf_free(&b);
+	}
+	struct passwd *pw;
+	if (name[0])
+		pw = getpwnam(name);
+	else if (opts.envd_user)
+		pw = getpwnam(opts.envd_user);
+	else
+		pw = getpwuid(geteuid());
+	if (!pw) {
+		snprintf(why, n, "no user named '%.64s'", name[0] ? name : opts.envd_user ? opts.envd_user : "?");
+		return EC_INVALID_ARGUMENT;
+	}
+	memset(&envd_cur, 0, sizeof envd_cur);
+	snprintf(envd_cur.name, sizeof envd_cur.name, "%s", pw->pw_name);
+	envd_cur.uid = pw->pw_uid;
+	envd_cur.gid = pw->pw_gid;
+	envd_cur.self = pw->pw_uid == geteuid();
+	const char *home = getenv("HOME");
+	snprintf(envd_cur.home, sizeof envd_cur.home, "%s",
+		 envd_cur.self && home && home[0] == '/' ? home : pw->pw_dir);
+	if (!envd_cur.self && geteuid() != 0) {
+		snprintf(why, n, "termd does not run as root and cannot act as '%.64s'", pw->pw_name);
+		return EC_PERMISSION_DENIED;
+	}
+	return 0;
 }
 
 /* ============================================================ messages */
@@ -388,6 +439,12 @@ static void rpc(struct http_txn *t)
 		}
 		c.timeout_ms = v ? v : 1;
 	}
+	char why[256];
+	int uc = envd_user_begin(t, 0, why, sizeof why);
+	if (uc) {
+		envd_fail(&c, (enum envd_code)uc, "%s", why);
+		return;
+	}
 	const char *body = t->body.p ? t->body.p : "";
 	size_t len = t->body.len;
 	if (c.stream) {
@@ -452,6 +509,20 @@ static void envs(struct http_txn *t)
 
 static void files(struct http_txn *t)
 {
+	char why[256];
+	int uc = envd_user_begin(t, 1, why, sizeof why);
+	if (uc) {
+		char *s = NULL;
+		cJSON *o = cJSON_CreateObject();
+		int status = uc == EC_PERMISSION_DENIED ? 403 : 400;
+		cJSON_AddStringToObject(o, "message", why);
+		cJSON_AddNumberToObject(o, "code", status);
+		s = cJSON_PrintUnformatted(o);
+		http_answer(t, status, "application/json", s, strlen(s));
+		free(s);
+		cJSON_Delete(o);
+		return;
+	}
 	if (t->post)
 		envd_files_post(t);
 	else

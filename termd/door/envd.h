@@ -40,6 +40,22 @@ struct envd_call {
 	uint64_t timeout_ms;         /* Connect-Timeout-Ms (0: none) */
 };
 
+/* ---- users (envd.c) ---- */
+/* The user a request acts as: Authorization: Basic "<user>:" (Connect) or
+ * ?username= (REST), else --user, else the user termd runs as. Set for
+ * the request being handled (everything is answered or started before
+ * the loop runs again). */
+struct envd_user {
+	char name[64];
+	uid_t uid;
+	gid_t gid;
+	char home[1024];
+	int self;                 /* the user termd runs as: no switch */
+};
+extern struct envd_user envd_cur;
+/* 0, or an error code and why */
+int envd_user_begin(struct http_txn *t, int rest, char *why, size_t n);
+
 /* ---- the wire (envd.c) ---- */
 const char *envd_code_name(enum envd_code c);
 int envd_code_status(enum envd_code c);

@@ -52,6 +52,7 @@ struct termd_opts {
 	int insecure_no_token;    /* --insecure-no-token: serve a non-loopback address without one */
 	char *record_dir;         /* --record DIR: an asciicast v2 file per session (record.c) */
 	int record_input;         /* --record-input: "i" events too */
+	const char *envd_user;    /* --user: e2b's default user (NULL: termd's own) */
 };
 
 extern struct termd_opts opts;

@@ -192,6 +192,32 @@ scenarios.watch = async function () {
   return o;
 };
 
+scenarios.user = async function () {
+  const s = sandbox();
+  const base = process.env.E2B_TEST_DIR;
+  const o = {};
+  o.nobody = await s.commands.run('id -un; echo "$HOME"', { user: 'nobody', cwd: '/tmp' }).catch((e) => ({ err: e.exitCode, stdout: e.stdout, stderr: e.stderr }));
+  o.root = await s.commands.run('id -un', { user: 'root' }).catch((e) => ({ err: e.exitCode, stdout: e.stdout, stderr: e.stderr }));
+  o.default = await s.commands.run('id -un; pwd', { cwd: process.env.E2B_DEFAULT_CWD });
+  o.write = await s.files.write(`${base}/nob.txt`, 'x', { user: 'nobody' });
+  o.info = await s.files.getInfo(`${base}/nob.txt`);
+  o.mk = await s.files.makeDir(`${base}/nobdir`, { user: 'nobody' });
+  o.mkInfo = await s.files.getInfo(`${base}/nobdir`);
+  o.unknown = await errorOf(s.commands.run('true', { user: 'no-such-user-xyz' }));
+  return o;
+};
+
+scenarios.quick = async function () {
+  // short programs, stdin closed: every one ends with its own exit code
+  const s = sandbox();
+  const codes = [];
+  for (let i = 0; i < 40; i++) {
+    const r = await s.commands.run('id -un').catch((e) => e);
+    codes.push(r.exitCode);
+  }
+  return { codes };
+};
+
 const name = process.argv[2];
 try {
   const r = await scenarios[name]();

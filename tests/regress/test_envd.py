@@ -463,11 +463,11 @@ def vm_rss_kb(pid):
 
 
 def test_stream_client_that_never_reads(termd_factory):
-    """A client that starts a process printing 100 MB and never reads: termd
+    """A client that starts a process printing 300 MB and never reads: termd
     keeps a bounded amount for it, then cuts its stream; it stays healthy."""
     td = start(termd_factory)
     s = socket.create_connection(("127.0.0.1", port_of(td)))
-    body = envelope(start_cmd("head -c 100000000 /dev/zero"))
+    body = envelope(start_cmd("head -c 300000000 /dev/zero"))
     s.sendall(("POST /process.Process/Start HTTP/1.1\r\nHost: x\r\nX-Access-Token: %s\r\n"
                "Content-Type: application/connect+json\r\nContent-Length: %d\r\n\r\n"
                % (TOKEN, len(body))).encode() + body)
@@ -482,7 +482,11 @@ def test_stream_client_that_never_reads(termd_factory):
             break
         time.sleep(0.2)
     assert done, "the process did not finish printing within 60 s"
-    assert peak < 200 * 1024, "termd grew to %d KiB for a client that never reads" % peak
+    # (unbounded, termd grows to ~400 MB here; AddressSanitizer's shadow and
+    # quarantine make any termd larger)
+    asan = "libasan" in Path("/proc/%d/maps" % td.proc.pid).read_text()
+    limit = (320 if asan else 100) * 1024
+    assert peak < limit, "termd grew to %d KiB for a client that never reads" % peak
     status, _, _ = request(td, "GET", "/health", token=None)
     assert status == 204
     # the client's stream was ended (cut) on termd's side; it can read the end now
@@ -543,3 +547,34 @@ def test_sdk_watch_dir(termd_factory, tmp_path):
     # not recursive: only the folder's own entries
     assert ["create", "top.txt"] in o["flat"]
     assert not [e for e in o["flat"] if e[1].startswith("sub/")]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="acting as another user needs termd to be root")
+def test_sdk_users_when_root(termd_factory, tmp_path):
+    td = start(termd_factory)
+    base = tmp_path / "users"
+    base.mkdir()
+    os.chmod(tmp_path, 0o755)
+    os.chmod(base, 0o777)
+    o = drive(td, "user", extra_env={"E2B_TEST_DIR": str(base)})
+    assert o["nobody"]["stdout"].splitlines()[0] == "nobody"
+    assert o["root"]["stdout"] == "root\n"
+    assert o["default"]["stdout"] == "root\n%s\n" % td.home   # termd's own user, its HOME
+    assert o["info"]["owner"] == "nobody" and o["mkInfo"]["owner"] == "nobody"
+    assert os.stat(base / "nob.txt").st_uid == os.stat(base / "nobdir").st_uid != 0
+    assert o["unknown"]["name"] == "InvalidArgumentError"
+    # --user: the user requests without one act as
+    td2 = start(termd_factory, args=("--user", "nobody"))
+    o = drive(td2, "user", extra_env={"E2B_TEST_DIR": str(base), "E2B_DEFAULT_CWD": "/tmp"})
+    assert o["default"]["stdout"] == "nobody\n/tmp\n"
+    status, _, m = unary(td2, "filesystem.Filesystem/Stat", {"path": "x"})
+    assert status == 404 and "/nonexistent/x" in m["message"]   # nobody's home
+
+
+def test_sdk_short_programs_end_with_their_own_code(termd_factory):
+    """`id` closes stdout and stderr before it exits; with stdin on
+    /dev/null that once left the pty readerless, termd closed the master and
+    the hangup killed `id` (SIGHUP, exit code -1) in about 1 run in 3."""
+    td = start(termd_factory)
+    o = drive(td, "quick")
+    assert o["codes"] == [0] * 40
