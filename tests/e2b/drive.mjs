@@ -218,6 +218,20 @@ scenarios.quick = async function () {
   return { codes };
 };
 
+scenarios.bench = async function () {
+  // commands.run('true') round trips (ms), after 10 warm-up runs
+  const s = sandbox();
+  const n = Number(process.env.BENCH_N || 200);
+  for (let i = 0; i < 10; i++) await s.commands.run('true');
+  const ms = [];
+  for (let i = 0; i < n; i++) {
+    const t0 = process.hrtime.bigint();
+    await s.commands.run('true');
+    ms.push(Number(process.hrtime.bigint() - t0) / 1e6);
+  }
+  return { ms };
+};
+
 const name = process.argv[2];
 try {
   const r = await scenarios[name]();
