@@ -53,7 +53,8 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: termd [options]\n"
-		"  --listen HOST:PORT | unix:PATH   where to listen (default %s:%d)\n"
+		"  --listen HOST:PORT | unix:PATH   where to listen (default %s:%d); again: more\n"
+		"                          HOST:PORT addresses (e.g. e2b's envd port 49983)\n"
 		"  --token-file F          full-access token (also env TERMD_TOKEN)\n"
 		"  --view-token-file F     read-only token\n"
 		"  --insecure-no-token     serve a non-loopback address without a token (loudly)\n"
@@ -103,6 +104,32 @@ static char *read_token_file(const char *path)
 
 static int parse_listen(const char *v)
 {
+	if (opts.listen_host || opts.listen_unix) {
+		/* a second --listen: one more TCP address (envd's port 49983) */
+		if (strncmp(v, "unix:", 5) == 0) {
+			fprintf(stderr, "termd: --listen unix: must be the first --listen (one unix socket)\n");
+			return -1;
+		}
+		if (opts.nextra >= TD_MAX_EXTRA_LISTEN) {
+			fprintf(stderr, "termd: at most %d more --listen\n", TD_MAX_EXTRA_LISTEN);
+			return -1;
+		}
+		char *h0 = opts.listen_host, *u0 = opts.listen_unix;
+		int p0 = opts.listen_port;
+		opts.listen_host = NULL;
+		opts.listen_unix = NULL;
+		int r = parse_listen(v);
+		opts.extra_host[opts.nextra] = opts.listen_host;
+		opts.extra_port[opts.nextra] = opts.listen_port;
+		if (r == 0)
+			opts.nextra++;
+		else
+			free(opts.listen_host);
+		opts.listen_host = h0;
+		opts.listen_unix = u0;
+		opts.listen_port = p0;
+		return r;
+	}
 	if (strncmp(v, "unix:", 5) == 0) {
 		if (!v[5]) {
 			fprintf(stderr, "termd: --listen unix: needs a path\n");
@@ -134,14 +161,14 @@ static int parse_listen(const char *v)
 /* The listen host as a numeric address (a name such as localhost is
  * resolved here: libwebsockets takes only addresses and interface names),
  * and whether it is loopback. -1 with a message if it does not resolve. */
-static int resolve_listen_host(int *loopback)
+static int resolve_host(char **host, int *loopback)
 {
 	struct addrinfo hints = {0}, *ai = NULL;
 	hints.ai_family = AF_UNSPEC;
 	hints.ai_socktype = SOCK_STREAM;
-	int r = getaddrinfo(opts.listen_host, NULL, &hints, &ai);
+	int r = getaddrinfo(*host, NULL, &hints, &ai);
 	if (r != 0 || !ai) {
-		fprintf(stderr, "termd: cannot resolve --listen host %s: %s\n", opts.listen_host,
+		fprintf(stderr, "termd: cannot resolve --listen host %s: %s\n", *host,
 			gai_strerror(r));
 		return -1;
 	}
@@ -157,11 +184,28 @@ static int resolve_listen_host(int *loopback)
 	}
 	freeaddrinfo(ai);
 	if (r != 0) {
-		fprintf(stderr, "termd: cannot use --listen host %s\n", opts.listen_host);
+		fprintf(stderr, "termd: cannot use --listen host %s\n", *host);
 		return -1;
 	}
-	free(opts.listen_host);
-	opts.listen_host = xstrdup(num);
+	free(*host);
+	*host = xstrdup(num);
+	return 0;
+}
+
+/* every TCP --listen resolved; *loopback: all of them are loopback */
+static int resolve_listen_host(int *loopback)
+{
+	int lb = 1;
+	*loopback = 1;
+	if (opts.listen_host && resolve_host(&opts.listen_host, &lb) < 0)
+		return -1;
+	*loopback = lb;
+	for (int i = 0; i < opts.nextra; i++) {
+		if (resolve_host(&opts.extra_host[i], &lb) < 0)
+			return -1;
+		if (!lb)
+			*loopback = 0;
+	}
 	return 0;
 }
 
@@ -303,7 +347,7 @@ int main(int argc, char **argv)
 	}
 	unsetenv("TERMD_TOKEN");
 	int loopback = 1;
-	if (opts.listen_host && resolve_listen_host(&loopback) < 0)
+	if (resolve_listen_host(&loopback) < 0)
 		return 2;
 	if (opts.token || loopback)
 		opts.insecure_no_token = 0;   /* not in effect: nothing to warn about */
@@ -448,6 +492,8 @@ int main(int argc, char **argv)
 	free(opts.state_dir);
 	free(opts.listen_host);
 	free(opts.listen_unix);
+	for (int i = 0; i < opts.nextra; i++)
+		free(opts.extra_host[i]);
 	free(opts.token);
 	free(opts.view_token);
 	free(opts.shell);

@@ -30,6 +30,10 @@ struct termd_opts {
 	char *listen_host;      /* NULL when unix */
 	int listen_port;
 	char *listen_unix;      /* path, or NULL */
+#define TD_MAX_EXTRA_LISTEN 7
+	char *extra_host[TD_MAX_EXTRA_LISTEN]; /* --listen given again: TCP only */
+	int extra_port[TD_MAX_EXTRA_LISTEN];
+	int nextra;
 	char *token;            /* full access token or NULL */
 	char *view_token;       /* read-only token or NULL */
 	char *shell;            /* shell for sessions */

@@ -85,7 +85,8 @@ static int foreign_request(struct lws *wsi)
 		if (!o || strcasecmp(o + 3, host) != 0)
 			return 1;
 	}
-	if (opts.listen_unix || opts.insecure_no_token || !host[0])
+	/* (with more --listen, a TCP one may have brought the request) */
+	if ((opts.listen_unix && !opts.nextra) || opts.insecure_no_token || !host[0])
 		return 0;
 	return !host_is_local(host);
 }

@@ -24,6 +24,9 @@ from pathlib import Path
 
 import pytest
 
+from conftest import TERMD_BIN
+import wsclient
+
 ROOT = Path(__file__).resolve().parents[2]
 E2B = ROOT / "tests" / "e2b"
 TOKEN = "envd-test-token-0123456789"
@@ -578,3 +581,45 @@ def test_sdk_short_programs_end_with_their_own_code(termd_factory):
     td = start(termd_factory)
     o = drive(td, "quick")
     assert o["codes"] == [0] * 40
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+def test_listen_more_than_once(termd_factory, tmp_path):
+    """--listen again: one more TCP address (envd's port), the same termd."""
+    port = free_port()
+    td = termd_factory(token=TOKEN, args=("--listen", "127.0.0.1:%d" % port))  # unix first
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    c.request("POST", "/filesystem.Filesystem/Stat", json.dumps({"path": "/"}),
+              {"Content-Type": "application/json", "X-Access-Token": TOKEN})
+    r = c.getresponse()
+    assert r.status == 200 and json.loads(r.read())["entry"]["path"] == "/"
+    c.request("GET", "/healthz")
+    r = c.getresponse()
+    assert r.status == 200 and json.loads(r.read())["ok"] is True
+    c.close()
+    status, _, _ = wsclient_http(td.url, "/healthz")
+    assert status == 200                        # the unix socket still serves
+    home = tmp_path / "h"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "TERMD_TOKEN"}
+    tb = TERMD_BIN
+    # every address passes the non-loopback rule, and unix: only first
+    p = subprocess.run([tb, "--listen", "127.0.0.1:%d" % free_port(), "--listen",
+                        "0.0.0.0:%d" % free_port(), "--cwd", str(home)], env=env,
+                       capture_output=True, text=True, timeout=20)
+    assert p.returncode == 2 and "refusing" in p.stderr
+    p = subprocess.run([tb, "--listen", "127.0.0.1:%d" % free_port(), "--listen",
+                        "unix:%s" % (tmp_path / "s"), "--cwd", str(home)], env=env,
+                       capture_output=True, text=True, timeout=20)
+    assert p.returncode == 2 and "unix" in p.stderr
+
+
+def wsclient_http(url, path):
+    return wsclient.http_request(url, path, timeout=10)
