@@ -419,6 +419,8 @@ int envd_fs_call(struct envd_call *c, const char *method)
 	};
 	if (strcmp(method, "WatchDir") == 0)
 		return envd_watch_call(c);
+	if (strstr(method, "Watcher"))
+		return envd_watcher_call(c, method);
 	for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++)
 		if (strcmp(methods[i].name, method) == 0) {
 			methods[i].fn(c);

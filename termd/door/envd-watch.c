@@ -2,8 +2,10 @@
  * of a folder's changes from inotify (one inotify descriptor per stream,
  * in termd's loop), recursive on request (folders created later are
  * watched too), names relative to the watched folder, fsnotify's event
- * kinds (CREATE, WRITE, REMOVE, RENAME, CHMOD), the entry when asked for.
- * Not a termd action yet: the event stream does not see it. */
+ * kinds (CREATE, WRITE, REMOVE, RENAME, CHMOD), the entry when asked for;
+ * and the polled watchers (CreateWatcher, GetWatcherEvents, RemoveWatcher:
+ * the same watch, its events kept until fetched). Not a termd action yet:
+ * the event stream does not see it. */
 #include "envd.h"
 
 #include <dirent.h>
@@ -18,6 +20,8 @@
 #define WATCH_MASK (IN_CREATE | IN_MODIFY | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | \
 		    IN_ATTRIB | IN_DELETE_SELF | IN_ONLYDIR | IN_DONT_FOLLOW)
 #define WATCH_MAX_DIRS 8192
+#define WATCHER_MAX_EVENTS 10000  /* a polled watcher's events not fetched yet */
+#define WATCHERS_MAX 64
 
 struct wdir {
 	int wd;
@@ -33,6 +37,9 @@ struct watch {
 	int recursive, include_entry;
 	struct wdir *dirs;
 	size_t ndirs;
+	char id[48];              /* a polled watcher's id ("" for a stream) */
+	cJSON *pending;           /* ... its events until fetched */
+	int lost;                 /* ... some were dropped (too many) */
 };
 
 static struct watch *watches;
@@ -56,6 +63,7 @@ static void watch_free(struct watch *w)
 		free(w->dirs[i].rel);
 	free(w->dirs);
 	free(w->root);
+	cJSON_Delete(w->pending);
 	free(w);
 }
 
@@ -124,7 +132,7 @@ static const char *dir_of(struct watch *w, int wd)
 static void send_event(struct watch *w, const char *rel, const char *type)
 {
 	cJSON *m = cJSON_CreateObject();
-	cJSON *f = cJSON_AddObjectToObject(m, "filesystem");
+	cJSON *f = w->st ? cJSON_AddObjectToObject(m, "filesystem") : m;
 	cJSON_AddStringToObject(f, "name", rel);
 	cJSON_AddStringToObject(f, "type", type);
 	if (w->include_entry) {
@@ -134,7 +142,14 @@ static void send_event(struct watch *w, const char *rel, const char *type)
 			cJSON_AddItemToObject(f, "entry", e);
 		free(full);
 	}
-	envd_stream_send(w->st, m);
+	if (w->st) {
+		envd_stream_send(w->st, m);
+	} else if (cJSON_GetArraySize(w->pending) < WATCHER_MAX_EVENTS) {
+		cJSON_AddItemToArray(w->pending, m);
+	} else {
+		w->lost = 1;
+		cJSON_Delete(m);
+	}
 }
 
 /* returns -1 once the stream ended (w freed) */
@@ -153,7 +168,7 @@ static int read_events(struct watch *w)
 				continue;
 			if (!dir)
 				continue;
-			if ((ev->mask & IN_DELETE_SELF) && !dir[0]) {
+			if ((ev->mask & IN_DELETE_SELF) && !dir[0] && w->st) {
 				/* the watched folder itself went: the stream ends */
 				struct envd_stream *st = w->st;
 				st->gone = NULL;
@@ -206,11 +221,14 @@ static void stream_gone(struct envd_stream *st)
 	st->owner = NULL;
 }
 
-int envd_watch_call(struct envd_call *c)
+/* the watch a request asks for, in the loop; NULL once it answered */
+static struct watch *watch_open(struct envd_call *c)
 {
 	const char *p = envd_str(c->req, "path", NULL);
-	if (!p)
-		return envd_fail(c, EC_INVALID_ARGUMENT, "path is required");
+	if (!p) {
+		envd_fail(c, EC_INVALID_ARGUMENT, "path is required");
+		return NULL;
+	}
 	char *root = envd_path(p);
 	struct stat sb;
 	if (stat(root, &sb) != 0) {
@@ -218,12 +236,12 @@ int envd_watch_call(struct envd_call *c)
 		envd_fail(c, e == ENOENT ? EC_NOT_FOUND : EC_INTERNAL, "cannot watch %s: %s", root,
 			  strerror(e));
 		free(root);
-		return 0;
+		return NULL;
 	}
 	if (!S_ISDIR(sb.st_mode)) {
 		envd_fail(c, EC_INVALID_ARGUMENT, "%s is not a directory", root);
 		free(root);
-		return 0;
+		return NULL;
 	}
 	struct watch *w = xcalloc(1, sizeof *w);
 	w->root = root;
@@ -233,21 +251,32 @@ int envd_watch_call(struct envd_call *c)
 	if (w->fd < 0) {
 		int e = errno;
 		watch_free(w);
-		return envd_fail(c, EC_RESOURCE_EXHAUSTED, "inotify: %s", strerror(e));
+		envd_fail(c, EC_RESOURCE_EXHAUSTED, "inotify: %s", strerror(e));
+		return NULL;
 	}
 	add_dir(w, "");
 	if (!w->ndirs) {
 		int e = errno;
 		watch_free(w);
-		return envd_fail(c, EC_INTERNAL, "cannot watch %s: %s", p, strerror(e));
+		envd_fail(c, EC_INTERNAL, "cannot watch %s: %s", p, strerror(e));
+		return NULL;
 	}
 	w->wsi = server_adopt_fd(w->fd, watch_event, w);
 	if (!w->wsi) {
 		watch_free(w);
-		return envd_fail(c, EC_INTERNAL, "cannot watch the inotify descriptor");
+		envd_fail(c, EC_INTERNAL, "cannot watch the inotify descriptor");
+		return NULL;
 	}
 	w->next = watches;
 	watches = w;
+	return w;
+}
+
+int envd_watch_call(struct envd_call *c)
+{
+	struct watch *w = watch_open(c);
+	if (!w)
+		return 0;
 	struct envd_stream *st = envd_stream_open(c);
 	st->flat_keepalive = 1;
 	st->owner = w;
@@ -256,6 +285,51 @@ int envd_watch_call(struct envd_call *c)
 	cJSON *m = cJSON_CreateObject();
 	cJSON_AddObjectToObject(m, "start");
 	envd_stream_send(st, m);
+	return 0;
+}
+
+static struct watch *watcher_find(struct envd_call *c)
+{
+	const char *id = envd_str(c->req, "watcherId", "watcher_id");
+	for (struct watch *w = watches; id && w; w = w->next)
+		if (w->id[0] && strcmp(w->id, id) == 0)
+			return w;
+	envd_fail(c, EC_NOT_FOUND, "watcher '%.48s' not found", id ? id : "");
+	return NULL;
+}
+
+int envd_watcher_call(struct envd_call *c, const char *method)
+{
+	static unsigned long long n;
+	if (strcmp(method, "CreateWatcher") == 0) {
+		int count = 0;
+		for (struct watch *x = watches; x; x = x->next)
+			count += x->id[0] != 0;
+		if (count >= WATCHERS_MAX)
+			return envd_fail(c, EC_RESOURCE_EXHAUSTED, "%d watchers already", WATCHERS_MAX);
+		struct watch *w = watch_open(c);
+		if (!w)
+			return 0;
+		snprintf(w->id, sizeof w->id, "w%llu-%llx", ++n, (unsigned long long)mono_us());
+		w->pending = cJSON_CreateArray();
+		cJSON *m = cJSON_CreateObject();
+		cJSON_AddStringToObject(m, "watcherId", w->id);
+		envd_reply(c, m);
+		return 0;
+	}
+	struct watch *w = watcher_find(c);
+	if (!w)
+		return 0;
+	if (strcmp(method, "GetWatcherEvents") == 0) {
+		read_events(w);   /* what inotify has now */
+		cJSON *m = cJSON_CreateObject();
+		cJSON_AddItemToObject(m, "events", w->pending);
+		w->pending = cJSON_CreateArray();
+		envd_reply(c, m);
+	} else {   /* RemoveWatcher */
+		watch_free(w);
+		envd_reply(c, cJSON_CreateObject());
+	}
 	return 0;
 }
 

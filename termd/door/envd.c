@@ -380,7 +380,8 @@ static int method_kind(const char *service, const char *method)
 		{"process", "CloseStdin", 0},
 		{"filesystem", "Stat", 0}, {"filesystem", "MakeDir", 0}, {"filesystem", "Move", 0},
 		{"filesystem", "ListDir", 0}, {"filesystem", "Remove", 0},
-		{"filesystem", "WatchDir", 1},
+		{"filesystem", "WatchDir", 1}, {"filesystem", "CreateWatcher", 0},
+		{"filesystem", "GetWatcherEvents", 0}, {"filesystem", "RemoveWatcher", 0},
 	};
 	for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++)
 		if (strcmp(methods[i].service, service) == 0 && strcmp(methods[i].method, method) == 0)

@@ -102,6 +102,8 @@ cJSON *envd_entry_info(const char *path);
 
 /* ---- WatchDir (envd-watch.c) ---- */
 int envd_watch_call(struct envd_call *c);
+/* CreateWatcher, GetWatcherEvents, RemoveWatcher */
+int envd_watcher_call(struct envd_call *c, const char *method);
 void envd_watch_shutdown(void);
 /* path made absolute against the user's home (HOME, else --cwd); free it */
 char *envd_path(const char *path);

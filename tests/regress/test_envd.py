@@ -623,3 +623,29 @@ def test_listen_more_than_once(termd_factory, tmp_path):
 
 def wsclient_http(url, path):
     return wsclient.http_request(url, path, timeout=10)
+
+
+def test_polled_watchers(termd_factory, tmp_path):
+    td = start(termd_factory)
+    d = tmp_path / "pw"
+    (d / "sub").mkdir(parents=True)
+    status, _, m = unary(td, "filesystem.Filesystem/CreateWatcher",
+                         {"path": str(d), "recursive": True, "includeEntry": True})
+    assert status == 200
+    wid = m["watcherId"]
+    (d / "sub" / "f.txt").write_text("x")
+    (d / "g.txt").write_text("y")
+    time.sleep(0.2)
+    status, _, m = unary(td, "filesystem.Filesystem/GetWatcherEvents", {"watcherId": wid})
+    evs = [(e["type"], e["name"]) for e in m["events"]]
+    assert ("EVENT_TYPE_CREATE", "sub/f.txt") in evs and ("EVENT_TYPE_WRITE", "g.txt") in evs
+    assert m["events"][0]["entry"]["path"].startswith(str(d))
+    status, _, m = unary(td, "filesystem.Filesystem/GetWatcherEvents", {"watcherId": wid})
+    assert status == 200 and m["events"] == []          # fetched once
+    status, _, m = unary(td, "filesystem.Filesystem/RemoveWatcher", {"watcherId": wid})
+    assert status == 200
+    for method in ("GetWatcherEvents", "RemoveWatcher"):
+        status, _, m = unary(td, "filesystem.Filesystem/" + method, {"watcherId": wid})
+        assert status == 404 and m["code"] == "not_found"
+    status, _, m = unary(td, "filesystem.Filesystem/CreateWatcher", {"path": str(d / "nope")})
+    assert status == 404
