@@ -1,7 +1,8 @@
 /* envd-fs.c — envd's filesystem.Filesystem (Stat, MakeDir, Move, ListDir
  * with depth, Remove) with EntryInfo as envd fills it, and the REST
- * routes GET /files (a file's bytes) and POST /files (multipart/form-data
- * or application/octet-stream) with envd's JSON errors. Paths are made
+ * routes GET /files (a file's bytes, gzip when accepted) and POST /files
+ * (multipart/form-data or application/octet-stream, gzip or not) with
+ * envd's JSON errors. Paths are made
  * absolute against the request's user's home; what it creates belongs to
  * that user when termd is root (reads and moves are termd's own). These call the
  * file system directly: termd's action layer has no stat/list/move/remove
@@ -24,6 +25,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <zlib.h>
 
 char *envd_path(const char *path)
 {
@@ -468,6 +470,56 @@ static int errno_status(int e)
 	}
 }
 
+/* gzip (or gunzip, up to max) data into out: 0, or -1 */
+static int gz(int inflate_it, const void *data, size_t len, size_t max, buf_t *out)
+{
+	z_stream z;
+	memset(&z, 0, sizeof z);
+	int r = inflate_it ? inflateInit2(&z, 15 + 16)
+			   : deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
+	if (r != Z_OK)
+		return -1;
+	z.next_in = (Bytef *)(uintptr_t)data;
+	z.avail_in = (uInt)len;
+	unsigned char chunk[65536];
+	int ok = 0;
+	for (;;) {
+		z.next_out = chunk;
+		z.avail_out = sizeof chunk;
+		r = inflate_it ? inflate(&z, Z_NO_FLUSH) : deflate(&z, Z_FINISH);
+		buf_append(out, chunk, sizeof chunk - z.avail_out);
+		if (r == Z_STREAM_END) {
+			ok = !inflate_it || z.avail_in == 0;
+			break;
+		}
+		if ((r != Z_OK && r != Z_BUF_ERROR) || out->len > max ||
+		    (r == Z_BUF_ERROR && z.avail_in == 0 && z.avail_out != 0))
+			break;
+	}
+	if (inflate_it)
+		inflateEnd(&z);
+	else
+		deflateEnd(&z);
+	return ok && out->len <= max ? 0 : -1;
+}
+
+static int accepts_gzip(struct http_txn *t)
+{
+	char ae[256] = "";
+	lws_hdr_copy(t->wsi, ae, sizeof ae, WSI_TOKEN_HTTP_ACCEPT_ENCODING);
+	for (char *p = ae; (p = strcasestr(p, "gzip")); p += 4) {
+		const char *q = p + 4;
+		while (*q == ' ')
+			q++;
+		/* gzip;q=0 refuses it */
+		if (strncmp(q, ";q=0", 4) == 0 && (q[4] == 0 || q[4] == ',' || (q[4] == '.' &&
+		    strspn(q + 5, "0") == strcspn(q + 5, ", "))))
+			return 0;
+		return 1;
+	}
+	return 0;
+}
+
 void envd_files_get(struct http_txn *t)
 {
 	char arg[4096];
@@ -495,7 +547,15 @@ void envd_files_get(struct http_txn *t)
 			char disp[1100];
 			snprintf(disp, sizeof disp, "inline; filename=\"%.1000s\"", slash ? slash + 1 : path);
 			t->disposition = xstrdup(disp);
-			http_answer(t, 200, "application/octet-stream", b.p ? b.p : "", b.len);
+			buf_t z = {0};
+			if (b.len >= 64 && accepts_gzip(t) &&
+			    gz(0, b.p, b.len, (size_t)-1 / 2, &z) == 0) {
+				http_set_header(t, "content-encoding", "gzip");
+				http_answer(t, 200, "application/octet-stream", z.p, z.len);
+			} else {
+				http_answer(t, 200, "application/octet-stream", b.p ? b.p : "", b.len);
+			}
+			buf_free(&z);
 		}
 		buf_free(&b);
 	}
@@ -555,17 +615,27 @@ static cJSON *write_upload(struct http_txn *t, const char *path, const char *dat
 	return o;
 }
 
-void envd_files_post(struct http_txn *t)
+static void files_post(struct http_txn *t, buf_t *unzp)
 {
 	char arg[4096], ct[512] = "", ce[64] = "";
 	const char *p = http_arg(t, "path=", arg, sizeof arg);
 	lws_hdr_copy(t->wsi, ct, sizeof ct, WSI_TOKEN_HTTP_CONTENT_TYPE);
 	lws_hdr_copy(t->wsi, ce, sizeof ce, WSI_TOKEN_HTTP_CONTENT_ENCODING);
-	if (ce[0] && strcasecmp(ce, "identity") != 0) {
-		rest_error(t, 400, "Content-Encoding %s is not supported by termd", ce);
+	const char *body = t->body.p ? t->body.p : "";
+	size_t blen = t->body.len;
+	if (strcasecmp(ce, "gzip") == 0) {
+		if (gz(1, body, blen, opts.max_frame, unzp) != 0) {
+			rest_error(t, 400, "the gzip body is not gzip, or over --max-frame once inflated");
+			return;
+		}
+		buf_putc(unzp, 0);
+		unzp->len--;
+		body = unzp->p;
+		blen = unzp->len;
+	} else if (ce[0] && strcasecmp(ce, "identity") != 0) {
+		rest_error(t, 400, "Content-Encoding %s is not supported by termd (gzip is)", ce);
 		return;
 	}
-	const char *body = t->body.p ? t->body.p : "";
 	cJSON *arr = cJSON_CreateArray();
 	if (strncasecmp(ct, "multipart/form-data", 19) == 0) {
 		/* each part named file: the query's path, else the part's filename */
@@ -574,7 +644,7 @@ void envd_files_post(struct http_txn *t)
 		for (;;) {
 			struct mp_part part;
 			char err[256];
-			if (multipart_find(ct, body + off, t->body.len - off, "file", &part, err,
+			if (multipart_find(ct, body + off, blen - off, "file", &part, err,
 					   sizeof err) != 0) {
 				if (n == 0) {
 					rest_error(t, 400, "%s", err);
@@ -609,7 +679,7 @@ void envd_files_post(struct http_txn *t)
 			return;
 		}
 		char *path = envd_path(p);
-		cJSON *e = write_upload(t, path, body, t->body.len);
+		cJSON *e = write_upload(t, path, body, blen);
 		free(path);
 		if (!e) {
 			cJSON_Delete(arr);
@@ -625,4 +695,11 @@ void envd_files_post(struct http_txn *t)
 	http_answer(t, 200, "application/json", s, strlen(s));
 	free(s);
 	cJSON_Delete(arr);
+}
+
+void envd_files_post(struct http_txn *t)
+{
+	buf_t unz = {0};   /* a gzip body inflated */
+	files_post(t, &unz);
+	buf_free(&unz);
 }

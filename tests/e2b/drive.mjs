@@ -159,6 +159,9 @@ const scenarios = {
       { path: `${base}/m2.txt`, data: 'two' },
     ]);
     o.octet = await s.files.write(`${base}/octet.txt`, 'via octet-stream', { useOctetStream: true });
+    const text = 'gzip both ways '.repeat(1000);
+    await s.files.write(`${base}/gz.txt`, text, { gzip: true });
+    o.gzipSame = (await s.files.read(`${base}/gz.txt`, { gzip: true })) === text;
     return o;
   },
 };

@@ -272,6 +272,7 @@ def test_sdk_files(termd_factory, tmp_path):
     assert (base / "m2.txt").read_text() == "two"
     assert (base / "octet.txt").read_text() == "via octet-stream"
     assert oct(os.stat(base / "octet.txt").st_mode & 0o777) == "0o644"
+    assert o["gzipSame"] and (base / "gz.txt").read_text() == "gzip both ways " * 1000
 
 
 # ========================================================== the wire
@@ -649,3 +650,26 @@ def test_polled_watchers(termd_factory, tmp_path):
         assert status == 404 and m["code"] == "not_found"
     status, _, m = unary(td, "filesystem.Filesystem/CreateWatcher", {"path": str(d / "nope")})
     assert status == 404
+
+
+def test_files_gzip(termd_factory, tmp_path):
+    import gzip
+    td = start(termd_factory, args=("--max-frame", "65536"))
+    data = bytes(range(256)) * 100
+    (tmp_path / "d.bin").write_bytes(data)
+    status, hdrs, body = request(td, "GET", "/files?path=%s" % (tmp_path / "d.bin"),
+                                 headers={"Accept-Encoding": "gzip"})
+    assert status == 200 and hdrs.get("content-encoding") == "gzip"
+    assert gzip.decompress(body) == data
+    status, hdrs, body = request(td, "GET", "/files?path=%s" % (tmp_path / "d.bin"),
+                                 headers={"Accept-Encoding": "gzip;q=0, identity"})
+    assert status == 200 and "content-encoding" not in hdrs and body == data
+    status, _, body = request(td, "POST", "/files?path=%s" % (tmp_path / "up.bin"),
+                              gzip.compress(data), {"Content-Type": "application/octet-stream",
+                                                    "Content-Encoding": "gzip"})
+    assert status == 200 and (tmp_path / "up.bin").read_bytes() == data
+    for bad in (b"not gzip", gzip.compress(data)[:-9], gzip.compress(b"\0" * 200000)):
+        status, _, body = request(td, "POST", "/files?path=%s" % (tmp_path / "bad.bin"), bad,
+                                  {"Content-Type": "application/octet-stream",
+                                   "Content-Encoding": "gzip"})
+        assert status == 400, bad[:20]           # not gzip, cut, over --max-frame inflated
