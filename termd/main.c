@@ -477,13 +477,13 @@ int main(int argc, char **argv)
 	 * and pty closed); the sessions freed; the listener and run folder */
 	plugin_stop_all();
 	stop_all();
+	envd_shutdown();   /* its timers and streams while the loop still exists */
 	server_close_loop();
 	session_free_all();
 	server_shutdown();
 	events_shutdown();
 	plugin_shutdown();
 	openhands_shutdown();
-	envd_shutdown();
 	web_shutdown();
 	actions_shutdown();
 	child_forget_all();
