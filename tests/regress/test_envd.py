@@ -673,3 +673,29 @@ def test_files_gzip(termd_factory, tmp_path):
                                   {"Content-Type": "application/octet-stream",
                                    "Content-Encoding": "gzip"})
         assert status == 400, bad[:20]           # not gzip, cut, over --max-frame inflated
+
+
+def test_termd_stops_cleanly_with_streams_processes_and_watches_open(termd_factory, tmp_path):
+    """SIGTERM with a Start stream open, an unseen process end kept for a
+    reconnect, a WatchDir stream and a polled watcher: termd exits 0 (the
+    fixture checks it; under ASan a use after free or a leak would not)."""
+    td = start(termd_factory)
+    socks = []
+    for path, msg in (("/process.Process/Start", start_cmd("sleep 30")),
+                      ("/filesystem.Filesystem/WatchDir", {"path": str(tmp_path)})):
+        s = socket.create_connection(("127.0.0.1", port_of(td)))
+        body = envelope(msg)
+        s.sendall(("POST %s HTTP/1.1\r\nHost: x\r\nX-Access-Token: %s\r\nKeepalive-Ping-Interval: 1\r\n"
+                   "Content-Type: application/connect+json\r\nContent-Length: %d\r\n\r\n"
+                   % (path, TOKEN, len(body))).encode() + body)
+        socks.append(s)
+    s = socket.create_connection(("127.0.0.1", port_of(td)))
+    body = envelope(start_cmd("echo unseen"))
+    s.sendall(("POST /process.Process/Start HTTP/1.1\r\nHost: x\r\nX-Access-Token: %s\r\n"
+               "Content-Type: application/connect+json\r\nContent-Length: %d\r\n\r\n"
+               % (TOKEN, len(body))).encode() + body)
+    s.close()                                   # gone before the end: kept 60 s
+    status, _, m = unary(td, "filesystem.Filesystem/CreateWatcher", {"path": str(tmp_path)})
+    assert status == 200
+    (tmp_path / "f").write_text("x")
+    time.sleep(1.5)                             # keepalives sent; then the fixture stops termd
