@@ -40,7 +40,7 @@ VIEWER_OBJ := $(BUILD)/obj/viewer/termctl.o $(ATTACH_OBJ)
 
 BINS := $(BUILD)/termd $(BUILD)/termctl $(BUILD)/od-attach
 
-.PHONY: all deps run test unit regress test-asan valgrind bench clean check-layers
+.PHONY: all deps deps-e2b test-e2b run test unit regress test-asan valgrind bench clean check-layers
 all: $(BINS)
 
 deps:
@@ -53,6 +53,22 @@ deps:
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq \
 	    --no-install-recommends $$missing >/dev/null || exit 1; \
 	fi
+	@$(MAKE) --no-print-directory deps-e2b
+
+# the published e2b SDK, pinned by tests/e2b/package-lock.json, for
+# tests/regress/test_envd.py (npm is Debian's; node_modules is not in git)
+deps-e2b:
+	@if ! command -v npm >/dev/null; then \
+	  echo "make deps: no npm (apt-get install nodejs npm): tests/regress/test_envd.py will skip"; \
+	elif [ ! tests/e2b/node_modules/.package-lock.json -nt tests/e2b/package-lock.json ]; then \
+	  cd tests/e2b && npm ci --no-audit --no-fund --loglevel=error; \
+	fi
+
+# the envd door against the e2b SDK and the Connect wire (needs make deps)
+test-e2b: all deps-e2b
+	TERMD_BIN=$(abspath $(BUILD)/termd) TERMCTL_BIN=$(abspath $(BUILD)/termctl) \
+	  OD_ATTACH_BIN=$(abspath $(BUILD)/od-attach) \
+	  $(PY) -m pytest -q -p no:cacheprovider tests/regress/test_envd.py
 
 # shell integration scripts, embedded in termd as C string literals
 $(BUILD)/gen/%.inc: share/shell/%
@@ -231,6 +247,7 @@ bench: deps
 	TERMD_BIN=$(abspath $(BUILD)/termd) BENCH_RTT_BIN=$(abspath $(BUILD)/bench-rtt) $(PY) tests/bench/bench.py
 	TERMD_BIN=$(abspath $(BUILD)/termd) BENCH_VIEWERS_BIN=$(abspath $(BUILD)/bench-viewers) $(PY) tests/bench/bench_tty.py
 	TERMD_BIN=$(abspath $(BUILD)/termd) $(PY) tests/bench/bench_openhands.py
+	TERMD_BIN=$(abspath $(BUILD)/termd) $(PY) tests/bench/bench_envd.py
 	TERMD_BIN=$(abspath $(BUILD)/termd) BENCH_RTT_BIN=$(abspath $(BUILD)/bench-rtt) $(PY) tests/bench/bench_python.py
 	TERMD_BIN=$(abspath $(BUILD)/termd) $(PY) tests/bench/bench_link.py
 	TERMD_BIN=$(abspath $(BUILD)/termd) TERMD_PLUGIN_DIR=$(abspath $(BUILD)/plugins) $(PY) tests/bench/bench_jupyter.py

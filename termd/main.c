@@ -9,6 +9,7 @@
 #include <getopt.h>
 #include <locale.h>
 #include <signal.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,7 +53,8 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: termd [options]\n"
-		"  --listen HOST:PORT | unix:PATH | none   where to listen (default %s:%d)\n"
+		"  --listen HOST:PORT | unix:PATH | none   where to listen (default %s:%d); again:\n"
+		"                          more HOST:PORT addresses (e.g. e2b's envd port 49983)\n"
 		"  --token-file F          full-access token (also env TERMD_TOKEN)\n"
 		"  --view-token-file F     read-only token\n"
 		"  --insecure-no-token     serve a non-loopback address without a token (loudly)\n"
@@ -74,6 +76,8 @@ static void usage(FILE *f)
 		"                          TERMD_CACERT, else the system's CAs)\n"
 		"  --connect-backoff MIN:MAX  seconds between attempts (default 1:30)\n"
 		"  --connect-ping S        ping an idle link after S s, drop it after 2 S (default 20)\n"
+		"  --user NAME             e2b's envd API: the user requests without one act as\n"
+		"                          (its home, its uid when termd is root; default: termd's)\n"
 		"  -v, --verbose           log more\n"
 		"  --help, --version\n"
 		"limits:\n",
@@ -109,8 +113,42 @@ static char *read_token_file(const char *path)
 static int parse_listen(const char *v)
 {
 	if (strcmp(v, "none") == 0) {
+		if (opts.listen_host || opts.listen_unix) {
+			fprintf(stderr, "termd: --listen none and a listen address do not go together\n");
+			return -1;
+		}
 		opts.listen_none = 1;
 		return 0;
+	}
+	if (opts.listen_none) {
+		fprintf(stderr, "termd: --listen none and a listen address do not go together\n");
+		return -1;
+	}
+	if (opts.listen_host || opts.listen_unix) {
+		/* a second --listen: one more TCP address (envd's port 49983) */
+		if (strncmp(v, "unix:", 5) == 0) {
+			fprintf(stderr, "termd: --listen unix: must be the first --listen (one unix socket)\n");
+			return -1;
+		}
+		if (opts.nextra >= TD_MAX_EXTRA_LISTEN) {
+			fprintf(stderr, "termd: at most %d more --listen\n", TD_MAX_EXTRA_LISTEN);
+			return -1;
+		}
+		char *h0 = opts.listen_host, *u0 = opts.listen_unix;
+		int p0 = opts.listen_port;
+		opts.listen_host = NULL;
+		opts.listen_unix = NULL;
+		int r = parse_listen(v);
+		opts.extra_host[opts.nextra] = opts.listen_host;
+		opts.extra_port[opts.nextra] = opts.listen_port;
+		if (r == 0)
+			opts.nextra++;
+		else
+			free(opts.listen_host);
+		opts.listen_host = h0;
+		opts.listen_unix = u0;
+		opts.listen_port = p0;
+		return r;
 	}
 	if (strncmp(v, "unix:", 5) == 0) {
 		if (!v[5]) {
@@ -143,14 +181,14 @@ static int parse_listen(const char *v)
 /* The listen host as a numeric address (a name such as localhost is
  * resolved here: libwebsockets takes only addresses and interface names),
  * and whether it is loopback. -1 with a message if it does not resolve. */
-static int resolve_listen_host(int *loopback)
+static int resolve_host(char **host, int *loopback)
 {
 	struct addrinfo hints = {0}, *ai = NULL;
 	hints.ai_family = AF_UNSPEC;
 	hints.ai_socktype = SOCK_STREAM;
-	int r = getaddrinfo(opts.listen_host, NULL, &hints, &ai);
+	int r = getaddrinfo(*host, NULL, &hints, &ai);
 	if (r != 0 || !ai) {
-		fprintf(stderr, "termd: cannot resolve --listen host %s: %s\n", opts.listen_host,
+		fprintf(stderr, "termd: cannot resolve --listen host %s: %s\n", *host,
 			gai_strerror(r));
 		return -1;
 	}
@@ -166,11 +204,28 @@ static int resolve_listen_host(int *loopback)
 	}
 	freeaddrinfo(ai);
 	if (r != 0) {
-		fprintf(stderr, "termd: cannot use --listen host %s\n", opts.listen_host);
+		fprintf(stderr, "termd: cannot use --listen host %s\n", *host);
 		return -1;
 	}
-	free(opts.listen_host);
-	opts.listen_host = xstrdup(num);
+	free(*host);
+	*host = xstrdup(num);
+	return 0;
+}
+
+/* every TCP --listen resolved; *loopback: all of them are loopback */
+static int resolve_listen_host(int *loopback)
+{
+	int lb = 1;
+	*loopback = 1;
+	if (opts.listen_host && resolve_host(&opts.listen_host, &lb) < 0)
+		return -1;
+	*loopback = lb;
+	for (int i = 0; i < opts.nextra; i++) {
+		if (resolve_host(&opts.extra_host[i], &lb) < 0)
+			return -1;
+		if (!lb)
+			*loopback = 0;
+	}
 	return 0;
 }
 
@@ -226,7 +281,7 @@ int main(int argc, char **argv)
 {
 	enum { O_LISTEN = 256, O_TOKEN, O_VIEW, O_SHELL, O_CWD, O_LOG, O_TLS_CERT, O_TLS_KEY,
 	       O_PLUGINS, O_PLUGIN_DIR, O_STATE_DIR, O_INSECURE, O_RECORD, O_RECORD_INPUT,
-	       O_CONNECT, O_CONNECT_TOKEN, O_SANDBOX_ID, O_CACERT, O_BACKOFF, O_PING,
+	       O_CONNECT, O_CONNECT_TOKEN, O_SANDBOX_ID, O_CACERT, O_BACKOFF, O_PING, O_USER,
 	       O_HELP, O_VERSION, O_LIMIT /* + index into limits[] */ };
 	static const struct option fixed[] = {
 		{"listen", required_argument, NULL, O_LISTEN},
@@ -241,6 +296,7 @@ int main(int argc, char **argv)
 		{"plugin-dir", required_argument, NULL, O_PLUGIN_DIR},
 		{"state-dir", required_argument, NULL, O_STATE_DIR},
 		{"insecure-no-token", no_argument, NULL, O_INSECURE},
+		{"user", required_argument, NULL, O_USER},
 		{"record", required_argument, NULL, O_RECORD},
 		{"record-input", no_argument, NULL, O_RECORD_INPUT},
 		{"connect", required_argument, NULL, O_CONNECT},
@@ -299,6 +355,13 @@ int main(int argc, char **argv)
 			break;
 		case O_STATE_DIR:
 			set_str(&opts.state_dir, optarg);
+			break;
+		case O_USER:
+			if (!getpwnam(optarg)) {
+				fprintf(stderr, "termd: --user %s: no such user\n", optarg);
+				return 2;
+			}
+			opts.envd_user = optarg;
 			break;
 		case O_INSECURE:
 			opts.insecure_no_token = 1;
@@ -414,7 +477,7 @@ int main(int argc, char **argv)
 	}
 	unsetenv("TERMD_TOKEN");
 	int loopback = 1;
-	if (opts.listen_host && resolve_listen_host(&loopback) < 0)
+	if (resolve_listen_host(&loopback) < 0)
 		return 2;
 	if (opts.token || loopback)
 		opts.insecure_no_token = 0;   /* not in effect: nothing to warn about */
@@ -508,6 +571,7 @@ int main(int argc, char **argv)
 	files_register();
 	edit_register();
 	openhands_register();
+	envd_register();
 	web_register();
 	char err[256];
 	td_err code;
@@ -560,6 +624,7 @@ int main(int argc, char **argv)
 	link_stop();
 	plugin_stop_all();
 	stop_all();
+	envd_shutdown();   /* its timers and streams while the loop still exists */
 	server_close_loop();
 	session_free_all();
 	server_shutdown();
@@ -575,6 +640,8 @@ int main(int argc, char **argv)
 	free(opts.state_dir);
 	free(opts.listen_host);
 	free(opts.listen_unix);
+	for (int i = 0; i < opts.nextra; i++)
+		free(opts.extra_host[i]);
 	free(opts.token);
 	free(opts.view_token);
 	free(opts.shell);

@@ -59,4 +59,9 @@ void link_shutdown(void);
 void openhands_register(void);
 void openhands_shutdown(void);
 
+
+/* ---- e2b's envd API: Connect-RPC process/filesystem, /files (envd*.c) ---- */
+void envd_register(void);
+void envd_shutdown(void);
+
 #endif

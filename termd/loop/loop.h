@@ -30,6 +30,10 @@ struct termd_opts {
 	char *listen_host;      /* NULL when unix */
 	int listen_port;
 	char *listen_unix;      /* path, or NULL */
+#define TD_MAX_EXTRA_LISTEN 7
+	char *extra_host[TD_MAX_EXTRA_LISTEN]; /* --listen given again: TCP only */
+	int extra_port[TD_MAX_EXTRA_LISTEN];
+	int nextra;
 	char *token;            /* full access token or NULL */
 	char *view_token;       /* read-only token or NULL */
 	char *shell;            /* shell for sessions */
@@ -61,6 +65,7 @@ struct termd_opts {
 	char *cacert;             /* --cacert (else env TERMD_CACERT, else the system's CAs) */
 	double backoff_min, backoff_max; /* --connect-backoff MIN:MAX seconds */
 	unsigned connect_ping;    /* --connect-ping S: a ping after S idle seconds, dead after 2 S */
+	const char *envd_user;    /* --user: e2b's default user (NULL: termd's own) */
 };
 
 extern struct termd_opts opts;

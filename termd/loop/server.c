@@ -224,6 +224,24 @@ int server_init(const struct lws_protocols *events_channel, const struct lws_pro
 		log_warn("no default vhost");
 		return -1;
 	}
+	/* --listen given again: a vhost per address, the same channels */
+	for (int i = 0; i < opts.nextra; i++) {
+		struct lws_context_creation_info vi = info;
+		char name[32];
+		snprintf(name, sizeof name, "listen-%d", i + 1);
+		vi.vhost_name = name;
+		vi.options &= ~(uint64_t)(LWS_SERVER_OPTION_UNIX_SOCK | LWS_SERVER_OPTION_DISABLE_IPV6 |
+					   LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT);
+		vi.iface = opts.extra_host[i];
+		vi.port = opts.extra_port[i];
+		if (!strchr(vi.iface, ':'))
+			vi.options |= LWS_SERVER_OPTION_DISABLE_IPV6;
+		if (probe_bind(vi.iface, vi.port) < 0 || !lws_create_vhost(srv.ctx, &vi)) {
+			log_warn("cannot listen on %s:%d", vi.iface, vi.port);
+			return -1;
+		}
+		log_info("also listening on %s:%d", vi.iface, vi.port);
+	}
 	if (opts.listen_unix) {
 		chmod(opts.listen_unix, 0600);
 		srv.unix_bound = 1;   /* ours to remove at exit */

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
 #include <strings.h>
 #include <arpa/inet.h>
 
@@ -84,7 +85,8 @@ static int foreign_request(struct lws *wsi)
 		if (!o || strcasecmp(o + 3, host) != 0)
 			return 1;
 	}
-	if (opts.listen_unix || opts.insecure_no_token || !host[0])
+	/* (with more --listen, a TCP one may have brought the request) */
+	if ((opts.listen_unix && !opts.nextra) || opts.insecure_no_token || !host[0])
 		return 0;
 	return !host_is_local(host);
 }
@@ -174,6 +176,7 @@ void http_routes_register(const struct http_route *r, size_t n)
 static void txn_free(struct http_txn *t)
 {
 	buf_free(&t->body);
+	buf_free(&t->raw);
 	buf_free(&t->hdrs);
 	buf_free(&t->out);
 	free(t->disposition);
@@ -303,10 +306,61 @@ static int route_request(struct lws *wsi, const struct http_route *r, const char
 		return 0;
 	}
 	t->close_after = 0;
+	char te[32] = "";
+	if (lws_hdr_copy(wsi, te, sizeof te, WSI_TOKEN_HTTP_TRANSFER_ENCODING) > 0 &&
+	    strcasecmp(te, "chunked") == 0 && t->post) {
+		/* a chunked body (fetch's FormData): lws 4.1 hands it over as
+		 * it came, framing and all, as the first 100 MiB of a body of
+		 * unknown length, and never says it is complete; after the
+		 * answer it would discard the rest of those 100 MiB (the next
+		 * request on the connection): the connection closes instead */
+		t->chunked = 1;
+		t->close_after = 1;
+		return 0;
+	}
 	if (t->post && t->announced > 0)
 		return 0;   /* the body comes next (http_body) */
 	r->fn(t);
 	return 0;
+}
+
+/* Decode what came of a chunked body (t->raw from t->raw_off; whole
+ * chunks are moved to t->body): 1 once complete, 0 for more to come, -1
+ * when it is no chunked encoding. */
+static int chunked_decode(struct http_txn *t)
+{
+	const char *p = t->raw.p + t->raw_off, *end = t->raw.p + t->raw.len;
+	for (;;) {
+		const char *eol = memmem(p, (size_t)(end - p), "\r\n", 2);
+		if (!eol)
+			return end - p < 1024 ? 0 : -1;
+		char *stop;
+		errno = 0;
+		unsigned long long n = strtoull(p, &stop, 16);
+		if (stop == p || (*stop != '\r' && *stop != ';' && *stop != ' ') || errno ||
+		    n > opts.max_frame)
+			return -1;
+		const char *data = eol + 2;
+		if (n == 0) {   /* the last chunk; trailers end with an empty line */
+			for (const char *q = data;;) {
+				const char *e2 = memmem(q, (size_t)(end - q), "\r\n", 2);
+				if (!e2)
+					return 0;
+				if (e2 == q)
+					return 1;
+				q = e2 + 2;
+			}
+		}
+		if ((size_t)(end - data) < n + 2)
+			return 0;
+		if (data[n] != '\r' || data[n + 1] != '\n')
+			return -1;
+		buf_append(&t->body, data, (size_t)n);
+		p = data + n + 2;
+		t->raw_off = (size_t)(p - t->raw.p);
+		if (t->body.len > opts.max_frame)
+			return 1;   /* the caller refuses it */
+	}
 }
 
 int http_body(struct lws *wsi, const void *in, size_t len)
@@ -314,6 +368,27 @@ int http_body(struct lws *wsi, const void *in, size_t len)
 	struct http_txn *t = lws_get_opaque_user_data(wsi);
 	if (!t || t->answered)
 		return 0;
+	if (t->chunked) {
+		if (t->raw.len + len > opts.max_frame + 4096) {
+			t->close_after = 1;
+			http_answer(t, 413, "application/json", too_large, sizeof too_large - 1);
+			return 0;
+		}
+		buf_append(&t->raw, in, len);
+		int r = chunked_decode(t);
+		if (r < 0) {
+			t->close_after = 1;
+			http_answer_text(t, 400, "bad chunked encoding\n");
+		} else if (r > 0 && t->body.len > opts.max_frame) {
+			t->close_after = 1;
+			http_answer(t, 413, "application/json", too_large, sizeof too_large - 1);
+		} else if (r > 0) {
+			buf_free(&t->raw);
+			t->chunked = 0;
+			return http_body_done(wsi);
+		}
+		return 0;
+	}
 	if (t->body.len + len > opts.max_frame) {
 		t->close_after = 1;
 		http_answer(t, 413, "application/json", too_large, sizeof too_large - 1);
@@ -326,8 +401,8 @@ int http_body(struct lws *wsi, const void *in, size_t len)
 int http_body_done(struct lws *wsi)
 {
 	struct http_txn *t = lws_get_opaque_user_data(wsi);
-	if (!t || t->answered)
-		return 0;
+	if (!t || t->answered || t->chunked)
+		return 0;   /* (a chunked body is complete when its last chunk came) */
 	if (!t->body.p)
 		buf_append(&t->body, "", 0);
 	/* the route may take as long as its action does */

@@ -45,6 +45,9 @@ struct http_txn {
 	char path[256];
 	buf_t body;               /* the whole body (at most --max-frame bytes) */
 	size_t announced;         /* its Content-Length */
+	int chunked;              /* Transfer-Encoding: chunked, still coming */
+	buf_t raw;                /* ... as it came (http.c decodes it) */
+	size_t raw_off;           /* ... decoded up to here */
 	void *user;               /* the route's */
 	void (*gone)(struct http_txn *t);
 	/* a streamed answer: everything written so far has gone to the

@@ -1,0 +1,702 @@
+/* envd-process.c — envd's process.Process on termd sessions: Start opens
+ * a session (session.open through the action layer, so it is on the
+ * event stream, has a screen, viewers, /tty and recordings like any
+ * other) running the process, and streams its output; Connect (by pid or
+ * tag) attaches again and first gets what was printed while nobody was
+ * attached; List, SendInput, SendSignal (session.signal), Update
+ * (resize), CloseStdin. A session listener follows the processes'
+ * output and end. termd has no pipe sessions yet, so a process asked for
+ * without a PTY runs on a pty too: its stdout is the pty (echo and
+ * \n→\r\n turned off, so the bytes are the program's; programs see a
+ * terminal), its stdin /dev/null unless asked for (then the pty: input
+ * is line-buffered, CloseStdin is end-of-file), and its stderr a FIFO in
+ * termd's private run folder that this file reads, so stdout and stderr
+ * stay apart (viewers of the session see stdout only). A request for
+ * another user (termd is root) runs the process through setpriv(1). */
+#include "envd.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <termios.h>
+#include <unistd.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define MISSED_MAX (8u << 20)     /* output kept while nobody is attached */
+#define STREAM_PENDING_MAX (16u << 20) /* a stream client that does not read is cut */
+#define ENDED_KEEP_US (60u * 1000000u) /* an end nobody saw is kept this long */
+
+struct eproc {
+	struct eproc *next;
+	char name[TD_SESSION_NAME_MAX + 1]; /* its termd session */
+	struct session *s;        /* NULL once the session is gone */
+	pid_t pid;
+	int pty;                  /* a PTY process (else stdout only) */
+	char *tag;
+	cJSON *config;            /* ProcessConfig as given, for List */
+	buf_t missed;             /* output while no stream was attached:
+				   * records of kind (1: stdout/pty, 2: stderr),
+				   * 4-byte length, bytes */
+	char *err_path;           /* a pipe process's stderr FIFO */
+	int err_fd, err_wfd;      /* its read end (in the loop), a write end we hold */
+	struct lws *err_wsi;
+	struct envd_stream *streams;
+	int ended, end_seen, closed;
+	int exit_code, exited;
+	char status[64];
+	lws_sorted_usec_list_t close_sul, free_sul;
+};
+
+static struct {
+	struct eproc *procs;
+	unsigned long long nseq;
+} ep;
+
+static struct eproc *by_session(struct session *s)
+{
+	for (struct eproc *p = ep.procs; p; p = p->next)
+		if (p->s == s)
+			return p;
+	return NULL;
+}
+
+static void err_close(struct eproc *p);
+
+static void eproc_free(struct eproc *p)
+{
+	for (struct eproc **pp = &ep.procs; *pp; pp = &(*pp)->next)
+		if (*pp == p) {
+			*pp = p->next;
+			break;
+		}
+	while (p->streams) {
+		struct envd_stream *st = p->streams;
+		p->streams = st->next;
+		st->p = NULL;
+		envd_stream_finish(st, EC_UNAVAILABLE, "termd is stopping");
+	}
+	lws_sul_cancel(&p->close_sul);
+	lws_sul_cancel(&p->free_sul);
+	err_close(p);
+	free(p->tag);
+	cJSON_Delete(p->config);
+	buf_free(&p->missed);
+	free(p);
+}
+
+/* ================================================================ events */
+
+static cJSON *event_msg(const char *kind, cJSON **inner)
+{
+	cJSON *m = cJSON_CreateObject();
+	cJSON *e = cJSON_AddObjectToObject(m, "event");
+	*inner = cJSON_AddObjectToObject(e, kind);
+	return m;
+}
+
+static cJSON *start_msg(struct eproc *p)
+{
+	cJSON *in, *m = event_msg("start", &in);
+	cJSON_AddNumberToObject(in, "pid", p->pid);
+	return m;
+}
+
+static cJSON *data_msg(struct eproc *p, int kind, const char *data, size_t n)
+{
+	cJSON *in, *m = event_msg("data", &in);
+	envd_add_bytes(in, kind == 2 ? "stderr" : p->pty ? "pty" : "stdout", data, n);
+	return m;
+}
+
+static cJSON *end_msg(struct eproc *p)
+{
+	cJSON *in, *m = event_msg("end", &in);
+	cJSON_AddNumberToObject(in, "exitCode", p->exit_code);
+	cJSON_AddBoolToObject(in, "exited", p->exited);
+	cJSON_AddStringToObject(in, "status", p->status);
+	return m;
+}
+
+static void unlink_stream(struct eproc *p, struct envd_stream *st)
+{
+	for (struct envd_stream **pp = &p->streams; *pp; pp = &(*pp)->next)
+		if (*pp == st) {
+			*pp = st->next;
+			break;
+		}
+	st->p = NULL;
+}
+
+static void stream_unlink(struct envd_stream *st)
+{
+	if (st->p)
+		unlink_stream(st->p, st);
+}
+
+static size_t rec_len(const char *r)
+{
+	const unsigned char *u = (const unsigned char *)r + 1;
+	return (size_t)u[0] << 24 | (size_t)u[1] << 16 | (size_t)u[2] << 8 | u[3];
+}
+
+/* data to every attached stream, or kept for the next one (the oldest
+ * records dropped past MISSED_MAX) */
+static void deliver(struct eproc *p, int kind, const char *data, size_t n)
+{
+	if (!n)
+		return;
+	if (!p->streams) {
+		if (n > MISSED_MAX) {
+			data += n - MISSED_MAX;
+			n = MISSED_MAX;
+		}
+		unsigned char h[5] = {(unsigned char)kind, (unsigned char)(n >> 24),
+				      (unsigned char)(n >> 16), (unsigned char)(n >> 8), (unsigned char)n};
+		buf_append(&p->missed, h, 5);
+		buf_append(&p->missed, data, n);
+		/* past the limit, the oldest records go down to 3/4 of it
+		 * (a process printing fast moves the buffer now and then) */
+		if (p->missed.len > MISSED_MAX + 5) {
+			size_t drop = 0;
+			while (p->missed.len - drop > MISSED_MAX / 4 * 3)
+				drop += 5 + rec_len(p->missed.p + drop);
+			buf_consume(&p->missed, drop);
+		}
+		return;
+	}
+	for (struct envd_stream *st = p->streams, *next; st; st = next) {
+		next = st->next;
+		if (envd_stream_send(st, data_msg(p, kind, data, n)) > STREAM_PENDING_MAX) {
+			unlink_stream(p, st);
+			envd_stream_finish(st, EC_RESOURCE_EXHAUSTED,
+					   "the client does not read its stream");
+		}
+	}
+}
+
+/* the end to every attached stream; the process is freed once someone saw it */
+static void deliver_end(struct eproc *p)
+{
+	while (p->streams) {
+		struct envd_stream *st = p->streams;
+		p->streams = st->next;
+		st->p = NULL;
+		envd_stream_send(st, end_msg(p));
+		envd_stream_finish(st, 0, NULL);
+		p->end_seen = 1;
+	}
+}
+
+static void free_timer(lws_sorted_usec_list_t *sul)
+{
+	eproc_free(lws_container_of(sul, struct eproc, free_sul));
+}
+
+/* after the exit: the session closed through the action layer (the name
+ * is free again); the record kept for a reconnect if nobody saw the end */
+static void close_timer(lws_sorted_usec_list_t *sul)
+{
+	struct eproc *p = lws_container_of(sul, struct eproc, close_sul);
+	if (p->s) {
+		cJSON *args = cJSON_CreateObject();
+		cJSON_AddStringToObject(args, "name", p->name);
+		cJSON_Delete(envd_action("session.close", args));
+	}
+	p->closed = 1;
+	if (p->end_seen)
+		eproc_free(p);
+	else
+		server_timer(&p->free_sul, free_timer, ENDED_KEEP_US);
+}
+
+static void proc_on_output(struct session *s, const char *data, size_t n)
+{
+	struct eproc *p = by_session(s);
+	if (p && !p->ended)
+		deliver(p, 1, data, n);
+}
+
+/* ------------------------------------------------- a pipe process's stderr */
+
+static void err_read(struct eproc *p)
+{
+	char buf[65536];
+	while (p->err_fd >= 0) {
+		ssize_t n = read(p->err_fd, buf, sizeof buf);
+		if (n > 0) {
+			deliver(p, 2, buf, (size_t)n);
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		break;   /* EAGAIN: all of it for now (we hold a write end: never 0) */
+	}
+}
+
+static int err_event(struct lws *wsi, enum lws_callback_reasons reason, void *arg)
+{
+	struct eproc *p = arg;
+	if (reason == LWS_CALLBACK_RAW_RX_FILE) {
+		if (!p)
+			return -1;
+		if (!p->ended)
+			err_read(p);
+	} else if (reason == LWS_CALLBACK_RAW_CLOSE_FILE && p && p->err_wsi == wsi) {
+		p->err_wsi = NULL;
+		p->err_fd = -1;
+	}
+	return 0;
+}
+
+/* the FIFO's last bytes read, its ends closed, its name gone */
+static void err_close(struct eproc *p)
+{
+	if (p->err_fd >= 0 && !p->ended)
+		err_read(p);
+	if (p->err_wsi) {
+		struct lws *w = p->err_wsi;
+		p->err_wsi = NULL;
+		lws_set_opaque_user_data(w, NULL);
+		lws_set_timeout(w, PENDING_TIMEOUT_KILLED_BY_PARENT, LWS_TO_KILL_ASYNC);
+	} else if (p->err_fd >= 0) {
+		close(p->err_fd);
+	}
+	p->err_fd = -1;
+	if (p->err_wfd >= 0)
+		close(p->err_wfd);
+	p->err_wfd = -1;
+	if (p->err_path) {
+		unlink(p->err_path);
+		free(p->err_path);
+		p->err_path = NULL;
+	}
+}
+
+/* a FIFO for a pipe process's stderr: 0, or -1 */
+static int err_open(struct eproc *p, const char *name)
+{
+	buf_t b = {0};
+	buf_printf(&b, "%s/%s.stderr", srv.rundir, name);
+	p->err_path = buf_steal(&b);
+	unlink(p->err_path);
+	if (mkfifo(p->err_path, 0600) != 0)
+		return -1;
+	p->err_fd = open(p->err_path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	p->err_wfd = p->err_fd >= 0 ? open(p->err_path, O_WRONLY | O_NONBLOCK | O_CLOEXEC) : -1;
+	if (p->err_wfd < 0)
+		return -1;
+	p->err_wsi = server_adopt_fd(p->err_fd, err_event, p);
+	return p->err_wsi ? 0 : -1;
+}
+
+static void proc_on_exit(struct session *s)
+{
+	struct eproc *p = by_session(s);
+	if (!p || p->ended)
+		return;
+	err_close(p);   /* what it wrote to stderr, before the end */
+	p->ended = 1;
+	int sig = s->pty.exit_signal;
+	if (sig) {
+		/* as Go's ProcessState says it */
+		const char *d = strsignal(sig);
+		char low[48];
+		snprintf(low, sizeof low, "%s", d ? d : "unknown");
+		if (low[0] >= 'A' && low[0] <= 'Z')
+			low[0] = (char)(low[0] - 'A' + 'a');
+		snprintf(p->status, sizeof p->status, "signal: %s", low);
+		p->exit_code = -1;
+		p->exited = 0;
+	} else {
+		p->exit_code = s->pty.exit_code;
+		p->exited = 1;
+		snprintf(p->status, sizeof p->status, "exit status %d", p->exit_code);
+	}
+	deliver_end(p);
+	/* not from inside the session's own exit */
+	server_timer(&p->close_sul, close_timer, 1);
+}
+
+static void proc_on_gone(struct session *s)
+{
+	struct eproc *p = by_session(s);
+	if (!p)
+		return;
+	p->s = NULL;
+	if (!p->ended) {   /* closed by someone else before its end was seen */
+		p->ended = 1;
+		p->exit_code = -1;
+		snprintf(p->status, sizeof p->status, "signal: killed");
+		deliver_end(p);
+		server_timer(&p->close_sul, close_timer, 1);
+	}
+}
+
+/* ============================================================= selectors */
+
+/* the process a ProcessSelector names: running ones, and ended ones whose
+ * end nobody has seen yet */
+static struct eproc *find_proc(struct envd_call *c, const cJSON *sel)
+{
+	double pid;
+	const char *tag = envd_str(sel, "tag", NULL);
+	if (envd_num(sel, "pid", NULL, &pid) == 0) {
+		for (struct eproc *p = ep.procs; p; p = p->next)
+			if (p->pid == (pid_t)pid && !p->end_seen)
+				return p;
+		envd_fail(c, EC_NOT_FOUND, "process with pid %.0f not found", pid);
+		return NULL;
+	}
+	if (tag) {
+		for (struct eproc *p = ep.procs; p; p = p->next)
+			if (p->tag && strcmp(p->tag, tag) == 0 && !p->end_seen)
+				return p;
+		envd_fail(c, EC_NOT_FOUND, "process with tag %.64s not found", tag);
+		return NULL;
+	}
+	envd_fail(c, EC_INVALID_ARGUMENT, "a process selector needs pid or tag");
+	return NULL;
+}
+
+static struct eproc *running(struct envd_call *c)
+{
+	struct eproc *p = find_proc(c, envd_field(c->req, "process", NULL));
+	if (p && (p->ended || !p->s)) {
+		envd_fail(c, EC_NOT_FOUND, "process with pid %d has ended", (int)p->pid);
+		return NULL;
+	}
+	return p;
+}
+
+/* ================================================================ calls */
+
+static void shell_quote(buf_t *b, const char *s)
+{
+	buf_putc(b, '\'');
+	for (; *s; s++) {
+		if (*s == '\'')
+			buf_puts(b, "'\\''");
+		else
+			buf_putc(b, *s);
+	}
+	buf_putc(b, '\'');
+}
+
+/* the error a termd action answered, as a Connect error */
+static int action_failed(struct envd_call *c, cJSON *ans, const char *what)
+{
+	const cJSON *ex = envd_field(ans, "extras", NULL);
+	const char *code = envd_str(ex, "code", NULL);
+	const char *msg = envd_str(ans, "content", NULL);
+	enum envd_code ec = EC_INTERNAL;
+	if (code && strcmp(code, "bad_request") == 0)
+		ec = EC_INVALID_ARGUMENT;
+	else if (code && strcmp(code, "too_large") == 0)
+		ec = EC_RESOURCE_EXHAUSTED;
+	else if (code && (strcmp(code, "no_such_session") == 0 || strcmp(code, "no_command") == 0))
+		ec = EC_NOT_FOUND;
+	envd_fail(c, ec, "%s: %s", what, msg ? msg : "no answer");
+	cJSON_Delete(ans);
+	return 0;
+}
+
+static int is_error(const cJSON *ans)
+{
+	const char *o = envd_str(ans, "observation", NULL);
+	return !o || strcmp(o, "error") == 0;
+}
+
+static int proc_start(struct envd_call *c)
+{
+	const cJSON *pc = envd_field(c->req, "process", NULL);
+	const char *cmd = envd_str(pc, "cmd", NULL);
+	if (!cmd || !*cmd)
+		return envd_fail(c, EC_INVALID_ARGUMENT, "process.cmd is required");
+	const cJSON *args = envd_field(pc, "args", NULL);
+	if (args && !cJSON_IsArray(args))
+		return envd_fail(c, EC_INVALID_ARGUMENT, "process.args must be a list of strings");
+	const cJSON *a;
+	cJSON_ArrayForEach(a, args) {
+		if (!cJSON_IsString(a))
+			return envd_fail(c, EC_INVALID_ARGUMENT, "process.args must be a list of strings");
+	}
+	const cJSON *envs = envd_field(pc, "envs", NULL);
+	if (envs && !cJSON_IsObject(envs))
+		return envd_fail(c, EC_INVALID_ARGUMENT, "process.envs must be a map of strings");
+	const cJSON *pty = envd_field(c->req, "pty", NULL);
+	const cJSON *size = envd_field(pty, "size", NULL);
+	double cols = 0, rows = 0;
+	if (pty && (envd_num(size, "cols", NULL, &cols) < 0 || envd_num(size, "rows", NULL, &rows) < 0 ||
+		    cols < 2 || cols > 1000 || rows < 1 || rows > 1000))
+		return envd_fail(c, EC_INVALID_ARGUMENT, "pty.size needs cols 2-1000 and rows 1-1000");
+	const cJSON *stdin_v = envd_field(c->req, "stdin", NULL);
+	int want_stdin = pty || cJSON_IsTrue(stdin_v);
+	const char *tag = envd_str(c->req, "tag", NULL);
+	const char *cwd_in = envd_str(pc, "cwd", NULL);
+	char *cwd = envd_path(cwd_in ? cwd_in : "");
+	struct stat sb;
+	if (!cwd || stat(cwd, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+		envd_fail(c, EC_INVALID_ARGUMENT, "cwd '%s': no such directory", cwd ? cwd : "");
+		free(cwd);
+		return 0;
+	}
+
+	char name[TD_SESSION_NAME_MAX + 1];
+	snprintf(name, sizeof name, "e2b-%llu", ++ep.nseq);
+	struct eproc *p = xcalloc(1, sizeof *p);
+	p->err_fd = p->err_wfd = -1;
+	if (!pty && err_open(p, name) < 0) {
+		int e = errno;
+		eproc_free(p);
+		free(cwd);
+		return envd_fail(c, EC_INTERNAL, "cannot make a FIFO for stderr: %s", strerror(e));
+	}
+	buf_t line = {0};
+	buf_puts(&line, "exec ");
+	if (!envd_cur.self)   /* termd is root: the process runs as the user */
+		buf_printf(&line, "setpriv --reuid=%u --regid=%u --init-groups -- ",
+			   (unsigned)envd_cur.uid, (unsigned)envd_cur.gid);
+	shell_quote(&line, cmd);
+	cJSON_ArrayForEach(a, args) {
+		buf_putc(&line, ' ');
+		shell_quote(&line, a->valuestring);
+	}
+	if (!want_stdin)
+		/* fd 9 keeps the terminal open to the end: with stdin elsewhere, a
+		 * program that closes stdout and stderr before it exits (coreutils
+		 * do) would leave the pty without a reader, pty.c would close
+		 * the master at the EIO, and the hangup would kill the program
+		 * before its exit (SIGHUP, 1 run in 3 of `id`) */
+		buf_puts(&line, " 9>&1 </dev/null");
+	if (p->err_path) {
+		buf_puts(&line, " 2>");
+		shell_quote(&line, p->err_path);
+	}
+	buf_putc(&line, 0);
+
+	cJSON *oargs = cJSON_CreateObject();
+	cJSON_AddStringToObject(oargs, "name", name);
+	cJSON_AddStringToObject(oargs, "command", line.p);
+	cJSON_AddStringToObject(oargs, "cwd", cwd);
+	cJSON *env = envs ? cJSON_Duplicate(envs, 1) : cJSON_CreateObject();
+	if (!envd_cur.self) {   /* the user's own, unless given */
+		static const char *keys[] = {"HOME", "USER", "LOGNAME"};
+		const char *vals[] = {envd_cur.home, envd_cur.name, envd_cur.name};
+		for (int i = 0; i < 3; i++)
+			if (!cJSON_GetObjectItemCaseSensitive(env, keys[i]))
+				cJSON_AddStringToObject(env, keys[i], vals[i]);
+	}
+	cJSON_AddItemToObject(oargs, "env", env);
+	cJSON_AddNumberToObject(oargs, "cols", pty ? cols : 200);
+	cJSON_AddNumberToObject(oargs, "rows", pty ? rows : 50);
+	buf_free(&line);
+	cJSON *ans = envd_action("session.open", oargs);
+	if (!ans || is_error(ans)) {
+		eproc_free(p);
+		free(cwd);
+		return action_failed(c, ans, "cannot start the process");
+	}
+	cJSON_Delete(ans);
+	struct session *s = session_find(name);
+	if (!s) {
+		eproc_free(p);
+		free(cwd);
+		return envd_fail(c, EC_INTERNAL, "the session went at once");
+	}
+	if (!pty && s->pty.fd >= 0) {
+		/* no echo of stdin, no \n→\r\n: stdout is the program's bytes.
+		 * Set on the master before the loop runs again, so before any
+		 * input; the child only execs (it sets no modes). */
+		struct termios tio;
+		if (tcgetattr(s->pty.fd, &tio) == 0) {
+			tio.c_lflag &= ~(tcflag_t)(ECHO | ECHOE | ECHOK | ECHONL | ECHOCTL);
+			tio.c_oflag &= ~(tcflag_t)ONLCR;
+			tcsetattr(s->pty.fd, TCSANOW, &tio);
+		}
+	}
+	snprintf(p->name, sizeof p->name, "%s", name);
+	p->s = s;
+	p->pid = s->pty.pid;
+	p->pty = pty != NULL;
+	p->tag = tag ? xstrdup(tag) : NULL;
+	p->config = cJSON_Duplicate(pc, 1);
+	if (!envd_field(p->config, "cwd", NULL))
+		cJSON_AddStringToObject(p->config, "cwd", cwd);
+	free(cwd);
+	p->next = ep.procs;
+	ep.procs = p;
+	struct envd_stream *st = envd_stream_open(c);
+	st->p = p;
+	st->gone = stream_unlink;
+	p->streams = st;
+	envd_stream_send(st, start_msg(p));
+	return 0;
+}
+
+static int proc_connect(struct envd_call *c)
+{
+	struct eproc *p = find_proc(c, envd_field(c->req, "process", NULL));
+	if (!p)
+		return 0;
+	struct envd_stream *st = envd_stream_open(c);
+	envd_stream_send(st, start_msg(p));
+	/* what it printed while nobody was attached */
+	for (size_t off = 0; off + 5 <= p->missed.len;) {
+		size_t n = rec_len(p->missed.p + off);
+		envd_stream_send(st, data_msg(p, p->missed.p[off], p->missed.p + off + 5, n));
+		off += 5 + n;
+	}
+	buf_free(&p->missed);
+	if (p->ended) {
+		envd_stream_send(st, end_msg(p));
+		envd_stream_finish(st, 0, NULL);
+		p->end_seen = 1;
+		if (p->closed) {   /* else close_timer frees it */
+			lws_sul_cancel(&p->free_sul);
+			server_timer(&p->free_sul, free_timer, 1);
+		}
+		return 0;
+	}
+	st->p = p;
+	st->gone = stream_unlink;
+	st->next = p->streams;
+	p->streams = st;
+	return 0;
+}
+
+static int proc_list(struct envd_call *c)
+{
+	cJSON *m = cJSON_CreateObject();
+	cJSON *arr = cJSON_AddArrayToObject(m, "processes");
+	for (struct eproc *p = ep.procs; p; p = p->next) {
+		if (p->ended)
+			continue;
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddItemToObject(o, "config", cJSON_Duplicate(p->config, 1));
+		cJSON_AddNumberToObject(o, "pid", p->pid);
+		if (p->tag)
+			cJSON_AddStringToObject(o, "tag", p->tag);
+		cJSON_AddItemToArray(arr, o);
+	}
+	envd_reply(c, m);
+	return 0;
+}
+
+static int proc_send_input(struct envd_call *c)
+{
+	struct eproc *p = running(c);
+	if (!p)
+		return 0;
+	const cJSON *in = envd_field(c->req, "input", NULL);
+	buf_t b = {0};
+	if (envd_bytes(in, "stdin", &b) < 0 || envd_bytes(in, "pty", &b) < 0) {
+		buf_free(&b);
+		return envd_fail(c, EC_INVALID_ARGUMENT, "input bytes are not base64");
+	}
+	if (b.len)
+		session_write(p->s, b.p, b.len);
+	buf_free(&b);
+	envd_reply(c, cJSON_CreateObject());
+	return 0;
+}
+
+static int proc_close_stdin(struct envd_call *c)
+{
+	struct eproc *p = running(c);
+	if (!p)
+		return 0;
+	if (p->pty)
+		return envd_fail(c, EC_FAILED_PRECONDITION, "a PTY process has no stdin to close");
+	/* end of file on the terminal: a partial line first, then EOF */
+	session_write(p->s, "\x04\x04", 2);
+	envd_reply(c, cJSON_CreateObject());
+	return 0;
+}
+
+static int proc_send_signal(struct envd_call *c)
+{
+	struct eproc *p = running(c);
+	if (!p)
+		return 0;
+	const cJSON *sv = envd_field(c->req, "signal", NULL);
+	const char *sig = NULL;
+	if (cJSON_IsString(sv)) {
+		if (strcmp(sv->valuestring, "SIGNAL_SIGKILL") == 0)
+			sig = "KILL";
+		else if (strcmp(sv->valuestring, "SIGNAL_SIGTERM") == 0)
+			sig = "TERM";
+	} else if (cJSON_IsNumber(sv)) {
+		if (sv->valueint == SIGKILL)
+			sig = "KILL";
+		else if (sv->valueint == SIGTERM)
+			sig = "TERM";
+	}
+	if (!sig)
+		return envd_fail(c, EC_INVALID_ARGUMENT, "signal is SIGNAL_SIGKILL or SIGNAL_SIGTERM");
+	cJSON *args = cJSON_CreateObject();
+	cJSON_AddStringToObject(args, "session", p->name);
+	cJSON_AddStringToObject(args, "signal", sig);
+	cJSON *ans = envd_action("session.signal", args);
+	if (!ans || is_error(ans))
+		return action_failed(c, ans, "cannot signal the process");
+	cJSON_Delete(ans);
+	/* the whole process group, as envd kills the process */
+	kill(-p->pid, strcmp(sig, "KILL") == 0 ? SIGKILL : SIGTERM);
+	envd_reply(c, cJSON_CreateObject());
+	return 0;
+}
+
+static int proc_update(struct envd_call *c)
+{
+	struct eproc *p = running(c);
+	if (!p)
+		return 0;
+	const cJSON *pty = envd_field(c->req, "pty", NULL);
+	if (pty) {
+		const cJSON *size = envd_field(pty, "size", NULL);
+		double cols = 0, rows = 0;
+		if (envd_num(size, "cols", NULL, &cols) < 0 || envd_num(size, "rows", NULL, &rows) < 0 ||
+		    cols < 2 || cols > 1000 || rows < 1 || rows > 1000)
+			return envd_fail(c, EC_INVALID_ARGUMENT, "pty.size needs cols 2-1000 and rows 1-1000");
+		if (!p->pty)
+			return envd_fail(c, EC_FAILED_PRECONDITION, "not a PTY process");
+		session_resize(p->s, (int)cols, (int)rows);
+	}
+	envd_reply(c, cJSON_CreateObject());
+	return 0;
+}
+
+int envd_process_call(struct envd_call *c, const char *method)
+{
+	static const struct {
+		const char *name;
+		int (*fn)(struct envd_call *);
+	} methods[] = {
+		{"Start", proc_start}, {"Connect", proc_connect}, {"List", proc_list},
+		{"SendInput", proc_send_input}, {"SendSignal", proc_send_signal},
+		{"Update", proc_update}, {"CloseStdin", proc_close_stdin},
+	};
+	for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++)
+		if (strcmp(methods[i].name, method) == 0) {
+			methods[i].fn(c);
+			return 0;
+		}
+	return -2;
+}
+
+void envd_process_register(void)
+{
+	static const struct session_listener l = {
+		.output = proc_on_output, .exit = proc_on_exit, .gone = proc_on_gone,
+	};
+	session_listen(&l);
+}
+
+void envd_process_shutdown(void)
+{
+	while (ep.procs)
+		eproc_free(ep.procs);
+}

@@ -1,0 +1,556 @@
+/* envd.c — e2b's envd API on termd's listener (PROTOCOL.md §10,
+ * reference/e2b-envd.md): the Connect protocol with the JSON codec over
+ * HTTP/1.1 (unary POST application/json; server streams as
+ * application/connect+json in 5-byte envelopes ending with the
+ * end-of-stream message; Connect error codes and their HTTP statuses),
+ * X-Access-Token against termd's full token, keepalives on open streams,
+ * the REST routes /health and /envs, and the socketless connection
+ * through which the services (envd-process.c, envd-fs.c) dispatch termd
+ * actions. */
+#include "envd.h"
+#include "fsio.h"
+
+#include <pwd.h>
+#include <stdarg.h>
+#include <unistd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+extern char **environ;
+
+#define PROCESS_PREFIX "/process.Process/"
+#define FS_PREFIX "/filesystem.Filesystem/"
+
+static const struct {
+	const char *name;
+	int status;
+} codes[] = {
+	[EC_CANCELED] = {"canceled", 499},
+	[EC_UNKNOWN] = {"unknown", 500},
+	[EC_INVALID_ARGUMENT] = {"invalid_argument", 400},
+	[EC_DEADLINE_EXCEEDED] = {"deadline_exceeded", 504},
+	[EC_NOT_FOUND] = {"not_found", 404},
+	[EC_ALREADY_EXISTS] = {"already_exists", 409},
+	[EC_PERMISSION_DENIED] = {"permission_denied", 403},
+	[EC_RESOURCE_EXHAUSTED] = {"resource_exhausted", 429},
+	[EC_FAILED_PRECONDITION] = {"failed_precondition", 400},
+	[EC_ABORTED] = {"aborted", 409},
+	[EC_OUT_OF_RANGE] = {"out_of_range", 400},
+	[EC_UNIMPLEMENTED] = {"unimplemented", 501},
+	[EC_INTERNAL] = {"internal", 500},
+	[EC_UNAVAILABLE] = {"unavailable", 503},
+	[EC_DATA_LOSS] = {"data_loss", 500},
+	[EC_UNAUTHENTICATED] = {"unauthenticated", 401},
+};
+
+const char *envd_code_name(enum envd_code c)
+{
+	return codes[c].name;
+}
+
+int envd_code_status(enum envd_code c)
+{
+	return codes[c].status;
+}
+
+/* =============================================================== users */
+
+struct envd_user envd_cur;
+
+int envd_user_begin(struct http_txn *t, int rest, char *why, size_t n)
+{
+	char name[256] = "", hdr[512], arg[256];
+	if (rest) {
+		const char *u = http_arg(t, "username=", arg, sizeof arg);
+		if (u && u[0])
+			snprintf(name, sizeof name, "%s", u);
+	} else if (lws_hdr_copy(t->wsi, hdr, sizeof hdr, WSI_TOKEN_HTTP_AUTHORIZATION) > 0 &&
+		   strncasecmp(hdr, "Basic ", 6) == 0) {
+		buf_t b = {0};
+		if (fsio_b64_decode(hdr + 6, strlen(hdr + 6), &b) == 0 && b.len) {
+			buf_putc(&b, 0);
+			char *colon = strchr(b.p, ':');
+			if (colon)
+				*colon = 0;
+			snprintf(name, sizeof name, "%s", b.p);
+		}
+		buf_free(&b);
+	}
+	struct passwd *pw;
+	if (name[0])
+		pw = getpwnam(name);
+	else if (opts.envd_user)
+		pw = getpwnam(opts.envd_user);
+	else
+		pw = getpwuid(geteuid());
+	if (!pw) {
+		snprintf(why, n, "no user named '%.64s'", name[0] ? name : opts.envd_user ? opts.envd_user : "?");
+		return EC_INVALID_ARGUMENT;
+	}
+	memset(&envd_cur, 0, sizeof envd_cur);
+	snprintf(envd_cur.name, sizeof envd_cur.name, "%s", pw->pw_name);
+	envd_cur.uid = pw->pw_uid;
+	envd_cur.gid = pw->pw_gid;
+	envd_cur.self = pw->pw_uid == geteuid();
+	const char *home = getenv("HOME");
+	snprintf(envd_cur.home, sizeof envd_cur.home, "%s",
+		 envd_cur.self && home && home[0] == '/' ? home : pw->pw_dir);
+	if (!envd_cur.self && geteuid() != 0) {
+		snprintf(why, n, "termd does not run as root and cannot act as '%.64s'", pw->pw_name);
+		return EC_PERMISSION_DENIED;
+	}
+	return 0;
+}
+
+/* ============================================================ messages */
+
+const cJSON *envd_field(const cJSON *o, const char *camel, const char *snake)
+{
+	if (!cJSON_IsObject(o))
+		return NULL;
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, camel);
+	if (!v && snake)
+		v = cJSON_GetObjectItemCaseSensitive(o, snake);
+	return v && !cJSON_IsNull(v) ? v : NULL;
+}
+
+const char *envd_str(const cJSON *o, const char *camel, const char *snake)
+{
+	const cJSON *v = envd_field(o, camel, snake);
+	return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+int envd_num(const cJSON *o, const char *camel, const char *snake, double *out)
+{
+	const cJSON *v = envd_field(o, camel, snake);
+	if (cJSON_IsNumber(v)) {
+		*out = v->valuedouble;
+		return 0;
+	}
+	if (cJSON_IsString(v) && v->valuestring[0]) {   /* int64 as text */
+		char *end;
+		double d = strtod(v->valuestring, &end);
+		if (*end)
+			return -1;
+		*out = d;
+		return 0;
+	}
+	return -1;
+}
+
+int envd_bytes(const cJSON *o, const char *key, buf_t *out)
+{
+	const cJSON *v = envd_field(o, key, NULL);
+	if (!v)
+		return 0;
+	if (!cJSON_IsString(v))
+		return -1;
+	return fsio_b64_decode(v->valuestring, strlen(v->valuestring), out);
+}
+
+void envd_add_bytes(cJSON *o, const char *key, const void *p, size_t n)
+{
+	buf_t b = {0};
+	fsio_b64_encode(p, n, &b);
+	buf_putc(&b, 0);
+	cJSON_AddStringToObject(o, key, b.p);
+	buf_free(&b);
+}
+
+/* ============================================== termd actions, at once */
+
+static struct {
+	struct conn conn;         /* socketless: answers come to sink */
+	unsigned long long nid;
+	char id[48];
+	cJSON *answer;
+	int registered;
+} ed;
+
+static void envd_sink(struct conn *c, const char *data, size_t len)
+{
+	(void)c;
+	cJSON *ans = cJSON_ParseWithLength(data, len);
+	const char *cause = ans ? envd_str(ans, "cause", NULL) : NULL;
+	if (!cause || strcmp(cause, ed.id) != 0 || ed.answer) {
+		cJSON_Delete(ans);
+		return;
+	}
+	ed.answer = ans;
+}
+
+cJSON *envd_action(const char *action, cJSON *args)
+{
+	/* random enough that nobody can take the answer: a counter and the
+	 * clock (the id is also never re-sent) */
+	snprintf(ed.id, sizeof ed.id, "envd-%llu-%llx", ++ed.nid, (unsigned long long)mono_us());
+	cJSON *f = cJSON_CreateObject();
+	cJSON_AddStringToObject(f, "id", ed.id);
+	cJSON_AddStringToObject(f, "action", action);
+	cJSON_AddItemToObject(f, "args", args);
+	char *s = cJSON_PrintUnformatted(f);
+	cJSON_Delete(f);
+	ed.answer = NULL;
+	actions_dispatch(&ed.conn, s, strlen(s));
+	free(s);
+	cJSON *a = ed.answer;
+	ed.answer = NULL;
+	ed.id[0] = 0;
+	return a;
+}
+
+/* ============================================================== answers */
+
+static void answer_json(struct http_txn *t, int status, cJSON *msg)
+{
+	char *s = cJSON_PrintUnformatted(msg);
+	http_answer(t, status, "application/json", s, strlen(s));
+	free(s);
+	cJSON_Delete(msg);
+}
+
+void envd_reply(struct envd_call *c, cJSON *msg)
+{
+	answer_json(c->t, 200, msg);
+}
+
+static cJSON *error_json(enum envd_code code, const char *msg)
+{
+	cJSON *e = cJSON_CreateObject();
+	cJSON_AddStringToObject(e, "code", envd_code_name(code));
+	cJSON_AddStringToObject(e, "message", msg);
+	return e;
+}
+
+int envd_fail(struct envd_call *c, enum envd_code code, const char *fmt, ...)
+{
+	buf_t b = {0};
+	va_list ap;
+	va_start(ap, fmt);
+	buf_vprintf(&b, fmt, ap);
+	va_end(ap);
+	buf_putc(&b, 0);
+	if (c->stream) {
+		struct envd_stream *st = envd_stream_open(c);
+		envd_stream_finish(st, code, b.p);
+	} else {
+		answer_json(c->t, envd_code_status(code), error_json(code, b.p));
+	}
+	buf_free(&b);
+	return -1;
+}
+
+/* ============================================================== streams */
+
+static void envelope(struct envd_stream *st, int flags, cJSON *msg, size_t *pending)
+{
+	char *s = cJSON_PrintUnformatted(msg);
+	cJSON_Delete(msg);
+	size_t n = strlen(s);
+	unsigned char h[5] = {(unsigned char)flags, (unsigned char)(n >> 24), (unsigned char)(n >> 16),
+			      (unsigned char)(n >> 8), (unsigned char)n};
+	size_t p = 0;
+	if (st->t) {
+		http_stream_write(st->t, h, 5);
+		p = http_stream_write(st->t, s, n);
+	}
+	free(s);
+	if (pending)
+		*pending = p;
+}
+
+static void keepalive_timer(lws_sorted_usec_list_t *sul)
+{
+	struct envd_stream *st = lws_container_of(sul, struct envd_stream, ka);
+	if (st->ended || !st->t)
+		return;
+	cJSON *m = cJSON_CreateObject();
+	cJSON_AddObjectToObject(st->flat_keepalive ? m : cJSON_AddObjectToObject(m, "event"),
+				"keepalive");
+	envelope(st, 0, m, NULL);
+	server_timer(&st->ka, keepalive_timer, (uint64_t)st->keepalive_s * 1000000u);
+}
+
+static void stream_gone(struct http_txn *t)
+{
+	struct envd_stream *st = t->user;
+	if (!st)
+		return;
+	st->t = NULL;
+	if (st->gone)
+		st->gone(st);
+	envd_stream_free(st);
+}
+
+static void deadline_timer(lws_sorted_usec_list_t *sul)
+{
+	struct envd_stream *st = lws_container_of(sul, struct envd_stream, deadline);
+	if (st->ended)
+		return;
+	if (st->gone)
+		st->gone(st);
+	envd_stream_finish(st, EC_DEADLINE_EXCEEDED, "the call's Connect-Timeout-Ms passed");
+}
+
+struct envd_stream *envd_stream_open(struct envd_call *c)
+{
+	struct envd_stream *st = xcalloc(1, sizeof *st);
+	st->t = c->t;
+	st->keepalive_s = c->keepalive_s;
+	c->t->user = st;
+	c->t->gone = stream_gone;
+	http_stream_start(c->t, 200, "application/connect+json");
+	if (st->keepalive_s)
+		server_timer(&st->ka, keepalive_timer, (uint64_t)st->keepalive_s * 1000000u);
+	if (c->timeout_ms)
+		server_timer(&st->deadline, deadline_timer, c->timeout_ms * 1000u);
+	return st;
+}
+
+size_t envd_stream_send(struct envd_stream *st, cJSON *msg)
+{
+	size_t pending = 0;
+	if (st->ended) {
+		cJSON_Delete(msg);
+		return 0;
+	}
+	envelope(st, 0, msg, &pending);
+	return pending;
+}
+
+void envd_stream_finish(struct envd_stream *st, enum envd_code code, const char *msg)
+{
+	if (st->ended)
+		return;
+	cJSON *m = cJSON_CreateObject();
+	if (msg)
+		cJSON_AddItemToObject(m, "error", error_json(code, msg));
+	envelope(st, 2, m, NULL);
+	st->ended = 1;
+	lws_sul_cancel(&st->ka);
+	if (st->t) {
+		st->t->gone = NULL;
+		st->t->drained = NULL;
+		st->t->user = NULL;
+		http_stream_end(st->t);
+		st->t = NULL;
+	}
+	envd_stream_free(st);
+}
+
+void envd_stream_free(struct envd_stream *st)
+{
+	lws_sul_cancel(&st->ka);
+	lws_sul_cancel(&st->deadline);
+	free(st);
+}
+
+/* ================================================================ calls */
+
+/* Is this request allowed: termd's full token in X-Access-Token (none
+ * needed when termd has none). 0, or it answered 401. */
+static int admit_token(struct http_txn *t)
+{
+	if (!opts.token)
+		return 0;
+	char key[640];
+	if (http_header(t, "x-access-token:", key, sizeof key) > 0 && http_token_ok(key))
+		return 0;
+	answer_json(t, 401, error_json(EC_UNAUTHENTICATED, "X-Access-Token is missing or wrong"));
+	return 1;
+}
+
+static int ctype_is(const char *ct, const char *want)
+{
+	size_t n = strlen(want);
+	return strncasecmp(ct, want, n) == 0 && (ct[n] == 0 || ct[n] == ';' || ct[n] == ' ');
+}
+
+/* The methods termd serves: 1 a server stream, 0 unary, -1 none such */
+static int method_kind(const char *service, const char *method)
+{
+	static const struct {
+		const char *service, *method;
+		int stream;
+	} methods[] = {
+		{"process", "Start", 1}, {"process", "Connect", 1}, {"process", "List", 0},
+		{"process", "SendInput", 0}, {"process", "SendSignal", 0}, {"process", "Update", 0},
+		{"process", "CloseStdin", 0},
+		{"filesystem", "Stat", 0}, {"filesystem", "MakeDir", 0}, {"filesystem", "Move", 0},
+		{"filesystem", "ListDir", 0}, {"filesystem", "Remove", 0},
+		{"filesystem", "WatchDir", 1}, {"filesystem", "CreateWatcher", 0},
+		{"filesystem", "GetWatcherEvents", 0}, {"filesystem", "RemoveWatcher", 0},
+	};
+	for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++)
+		if (strcmp(methods[i].service, service) == 0 && strcmp(methods[i].method, method) == 0)
+			return methods[i].stream;
+	return -1;
+}
+
+static void rpc(struct http_txn *t)
+{
+	int is_process = strncmp(t->path, PROCESS_PREFIX, strlen(PROCESS_PREFIX)) == 0;
+	const char *method = t->path + strlen(is_process ? PROCESS_PREFIX : FS_PREFIX);
+	const char *service = is_process ? "process" : "filesystem";
+	struct envd_call c = {.t = t};
+	char ct[128] = "", hv[64];
+	lws_hdr_copy(t->wsi, ct, sizeof ct, WSI_TOKEN_HTTP_CONTENT_TYPE);
+	int want_stream = method_kind(service, method);
+	if (want_stream < 0) {
+		/* (StreamInput, WatchDir and the polled watchers among them) */
+		answer_json(t, 404, error_json(EC_UNIMPLEMENTED, "no such method here"));
+		return;
+	}
+	if (ctype_is(ct, "application/connect+json")) {
+		if (!want_stream) {   /* a unary method asked for as a stream */
+			answer_json(t, 415, error_json(EC_UNKNOWN, "this method is unary: "
+						      "Content-Type application/json"));
+			return;
+		}
+		c.stream = 1;
+	} else if (ctype_is(ct, "application/json")) {
+		if (want_stream) {
+			answer_json(t, 415, error_json(EC_UNKNOWN, "this method streams: "
+						      "Content-Type application/connect+json"));
+			return;
+		}
+	} else {
+		/* the proto codec, or nothing Connect knows: 415 says which it takes */
+		http_set_header(t, "Accept-Post", "application/json, application/connect+json");
+		answer_json(t, 415, error_json(EC_UNKNOWN, "termd speaks Connect with the JSON codec "
+					      "only (application/json, application/connect+json)"));
+		return;
+	}
+	if (http_header(t, "connect-protocol-version:", hv, sizeof hv) > 0 && strcmp(hv, "1") != 0) {
+		envd_fail(&c, EC_INVALID_ARGUMENT, "Connect-Protocol-Version must be 1");
+		return;
+	}
+	if (http_header(t, "keepalive-ping-interval:", hv, sizeof hv) > 0) {
+		long v = strtol(hv, NULL, 10);
+		c.keepalive_s = v > 0 && v <= 3600 ? (unsigned)v : 0;
+	}
+	if (http_header(t, "connect-timeout-ms:", hv, sizeof hv) > 0) {
+		char *end;
+		unsigned long long v = strtoull(hv, &end, 10);
+		if (*end || !hv[0] || strlen(hv) > 10) {
+			envd_fail(&c, EC_INVALID_ARGUMENT, "Connect-Timeout-Ms is 1 to 10 digits");
+			return;
+		}
+		c.timeout_ms = v ? v : 1;
+	}
+	char why[256];
+	int uc = envd_user_begin(t, 0, why, sizeof why);
+	if (uc) {
+		envd_fail(&c, (enum envd_code)uc, "%s", why);
+		return;
+	}
+	const char *body = t->body.p ? t->body.p : "";
+	size_t len = t->body.len;
+	if (c.stream) {
+		/* one envelope: flags, 4-byte big-endian length, the message */
+		const unsigned char *u = (const unsigned char *)body;
+		if (len < 5) {
+			envd_fail(&c, EC_INVALID_ARGUMENT, "the request is not an envelope (%zu bytes)", len);
+			return;
+		}
+		size_t n = (size_t)u[1] << 24 | (size_t)u[2] << 16 | (size_t)u[3] << 8 | u[4];
+		if (u[0] & 1) {
+			envd_fail(&c, EC_INTERNAL, "compressed envelopes are not supported");
+			return;
+		}
+		if (u[0] != 0) {
+			envd_fail(&c, EC_INVALID_ARGUMENT, "request envelope flags 0x%02x", u[0]);
+			return;
+		}
+		if (n > opts.max_frame) {
+			envd_fail(&c, EC_RESOURCE_EXHAUSTED, "message of %zu bytes is over --max-frame", n);
+			return;
+		}
+		if (n != len - 5) {
+			envd_fail(&c, EC_INVALID_ARGUMENT, "envelope says %zu bytes, %zu came", n, len - 5);
+			return;
+		}
+		body += 5;
+		len = n;
+	}
+	c.req = cJSON_ParseWithLength(len ? body : "{}", len ? len : 2);
+	if (!cJSON_IsObject(c.req)) {
+		cJSON_Delete(c.req);
+		envd_fail(&c, EC_INVALID_ARGUMENT, "the request message is not a JSON object");
+		return;
+	}
+	if (is_process)
+		envd_process_call(&c, method);
+	else
+		envd_fs_call(&c, method);
+	cJSON_Delete(c.req);
+}
+
+static void health(struct http_txn *t)
+{
+	http_answer(t, 204, "text/plain", "", 0);
+}
+
+static void envs(struct http_txn *t)
+{
+	cJSON *o = cJSON_CreateObject();
+	for (char **e = environ; e && *e; e++) {
+		const char *eq = strchr(*e, '=');
+		if (!eq || eq == *e || strncmp(*e, "TERMD_TOKEN=", 12) == 0)
+			continue;
+		char *k = xstrndup(*e, (size_t)(eq - *e));
+		if (!cJSON_GetObjectItemCaseSensitive(o, k))
+			cJSON_AddStringToObject(o, k, eq + 1);
+		free(k);
+	}
+	answer_json(t, 200, o);
+}
+
+static void files(struct http_txn *t)
+{
+	char why[256];
+	int uc = envd_user_begin(t, 1, why, sizeof why);
+	if (uc) {
+		char *s = NULL;
+		cJSON *o = cJSON_CreateObject();
+		int status = uc == EC_PERMISSION_DENIED ? 403 : 400;
+		cJSON_AddStringToObject(o, "message", why);
+		cJSON_AddNumberToObject(o, "code", status);
+		s = cJSON_PrintUnformatted(o);
+		http_answer(t, status, "application/json", s, strlen(s));
+		free(s);
+		cJSON_Delete(o);
+		return;
+	}
+	if (t->post)
+		envd_files_post(t);
+	else
+		envd_files_get(t);
+}
+
+void envd_register(void)
+{
+	static const struct http_route routes[] = {
+		{"POST", PROCESS_PREFIX, admit_token, rpc, 1},
+		{"POST", FS_PREFIX, admit_token, rpc, 1},
+		{"GET", "/health", NULL, health, 0},
+		{"GET", "/envs", admit_token, envs, 0},
+		{"*", "/files", admit_token, files, 0},
+	};
+	http_routes_register(routes, sizeof routes / sizeof routes[0]);
+	ed.conn.sink = envd_sink;
+	envd_process_register();
+	ed.registered = 1;
+}
+
+void envd_shutdown(void)
+{
+	if (!ed.registered)
+		return;
+	envd_process_shutdown();
+	envd_watch_shutdown();
+	cJSON_Delete(ed.answer);
+	ed.answer = NULL;
+}

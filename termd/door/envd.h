@@ -1,0 +1,111 @@
+/* envd.h — what the envd door's files share (envd.c the Connect wire and
+ * routes, envd-process.c process.Process, envd-fs.c filesystem.Filesystem
+ * and /files): one Connect call, the error codes, the stream writer. */
+#ifndef TERMD_ENVD_H
+#define TERMD_ENVD_H
+
+#include "door.h"
+
+/* Connect error codes (the name is the wire's; the HTTP status is envd_code_status's) */
+enum envd_code {
+	EC_CANCELED, EC_UNKNOWN, EC_INVALID_ARGUMENT, EC_DEADLINE_EXCEEDED, EC_NOT_FOUND,
+	EC_ALREADY_EXISTS, EC_PERMISSION_DENIED, EC_RESOURCE_EXHAUSTED, EC_FAILED_PRECONDITION,
+	EC_ABORTED, EC_OUT_OF_RANGE, EC_UNIMPLEMENTED, EC_INTERNAL, EC_UNAVAILABLE,
+	EC_DATA_LOSS, EC_UNAUTHENTICATED,
+};
+
+/* An open server stream (Start, Connect): its transaction and keepalives. */
+struct envd_stream {
+	struct envd_stream *next;    /* on its process's list */
+	struct http_txn *t;          /* NULL once the client left */
+	struct eproc *p;
+	unsigned keepalive_s;
+	lws_sorted_usec_list_t ka;
+	lws_sorted_usec_list_t deadline;   /* Connect-Timeout-Ms */
+	int ended;
+	int flat_keepalive;          /* {"keepalive":{}} (WatchDir), else {"event":{...}} */
+	/* it ends without its owner (client left, deadline): the owner lets go
+	 * of it (envd.c frees it) */
+	void (*gone)(struct envd_stream *st);
+	void *owner;
+};
+
+/* One Connect call: its transaction, the request message, whether the
+ * answer is a stream. */
+struct envd_call {
+	struct http_txn *t;
+	cJSON *req;                  /* the request message (owned) */
+	int stream;
+	unsigned keepalive_s;        /* Keepalive-Ping-Interval (0: none) */
+	uint64_t timeout_ms;         /* Connect-Timeout-Ms (0: none) */
+};
+
+/* ---- users (envd.c) ---- */
+/* The user a request acts as: Authorization: Basic "<user>:" (Connect) or
+ * ?username= (REST), else --user, else the user termd runs as. Set for
+ * the request being handled (everything is answered or started before
+ * the loop runs again). */
+struct envd_user {
+	char name[64];
+	uid_t uid;
+	gid_t gid;
+	char home[1024];
+	int self;                 /* the user termd runs as: no switch */
+};
+extern struct envd_user envd_cur;
+/* 0, or an error code and why */
+int envd_user_begin(struct http_txn *t, int rest, char *why, size_t n);
+
+/* ---- the wire (envd.c) ---- */
+const char *envd_code_name(enum envd_code c);
+int envd_code_status(enum envd_code c);
+/* A unary answer: the message (taken over). */
+void envd_reply(struct envd_call *c, cJSON *msg);
+/* An error: unary → its HTTP status and JSON; stream → 200 and the end
+ * message carrying it. Returns -1. */
+int envd_fail(struct envd_call *c, enum envd_code code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* A stream for c: headers sent, keepalives running. */
+struct envd_stream *envd_stream_open(struct envd_call *c);
+/* One message (taken over) in a data envelope. Returns the bytes the
+ * socket has not taken yet. */
+size_t envd_stream_send(struct envd_stream *st, cJSON *msg);
+/* The end-of-stream message ({} or the error), then the end; st is freed
+ * once its transaction is gone (envd_stream_free). */
+void envd_stream_finish(struct envd_stream *st, enum envd_code code, const char *msg);
+void envd_stream_free(struct envd_stream *st);
+/* string field by either spelling (camelCase, snake_case), or NULL */
+const char *envd_str(const cJSON *o, const char *camel, const char *snake);
+const cJSON *envd_field(const cJSON *o, const char *camel, const char *snake);
+/* a number field (JSON number or decimal string): 0 ok, -1 absent or bad */
+int envd_num(const cJSON *o, const char *camel, const char *snake, double *out);
+/* bytes field (base64): malloc'd into *out, -1 when not base64 */
+int envd_bytes(const cJSON *o, const char *key, buf_t *out);
+/* add bytes as base64 */
+void envd_add_bytes(cJSON *o, const char *key, const void *p, size_t n);
+/* dispatch one termd action on the door's socketless connection; the
+ * answer (parsed, owned by the caller) or NULL when none came at once */
+cJSON *envd_action(const char *action, cJSON *args);
+
+/* ---- process.Process (envd-process.c) ---- */
+void envd_process_register(void);
+void envd_process_shutdown(void);
+/* method by name: 0 handled, -1 unknown method */
+int envd_process_call(struct envd_call *c, const char *method);
+
+/* ---- filesystem.Filesystem and /files (envd-fs.c) ---- */
+int envd_fs_call(struct envd_call *c, const char *method);
+void envd_files_get(struct http_txn *t);
+void envd_files_post(struct http_txn *t);
+/* EntryInfo of an absolute path (lstat), or NULL and errno */
+cJSON *envd_entry_info(const char *path);
+
+/* ---- WatchDir (envd-watch.c) ---- */
+int envd_watch_call(struct envd_call *c);
+/* CreateWatcher, GetWatcherEvents, RemoveWatcher */
+int envd_watcher_call(struct envd_call *c, const char *method);
+void envd_watch_shutdown(void);
+/* path made absolute against the user's home (HOME, else --cwd); free it */
+char *envd_path(const char *path);
+
+#endif
