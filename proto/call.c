@@ -82,11 +82,12 @@ int td_send_action(td_client *c, cJSON *action, char *idout, size_t idlen, char 
 	}
 	cJSON *id = cJSON_GetObjectItemCaseSensitive(action, "id");
 	if (!id) {
-		if (!c->id_rand[0]) {
-			uint8_t r[4];
-			td_random(r, sizeof r);
-			snprintf(c->id_rand, sizeof c->id_rand, "%02x%02x%02x%02x", r[0], r[1], r[2], r[3]);
-		}
+		/* random for every id: one seen (the stream carries causes to
+		 * every subscriber) says nothing about the next */
+		uint8_t r[8];
+		td_random(r, sizeof r);
+		for (size_t i = 0; i < sizeof r; i++)
+			snprintf(c->id_rand + 2 * i, sizeof c->id_rand - 2 * i, "%02x", r[i]);
 		char buf[96];
 		snprintf(buf, sizeof buf, "%s-%ld-%s-%lu", c->id_prefix[0] ? c->id_prefix : "td",
 			 (long)getpid(), c->id_rand, ++c->id_counter);

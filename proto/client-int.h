@@ -39,7 +39,7 @@ struct td_client {
 	int msg_op;          /* TD_WS_TEXT/BINARY while in a fragmented message, else 0 */
 
 	char id_prefix[32];  /* call.c: "" until td_set_id_prefix, meaning "td" */
-	char id_rand[9];     /* call.c: made at the first generated id */
+	char id_rand[17];    /* call.c: 8 random bytes, new for each generated id */
 	unsigned long id_counter;
 	cJSON *hello;
 };

@@ -60,6 +60,11 @@ void events_register(void);
 /* An action id already answered and still retained: send that answer
  * again with extras.replayed and return 1. */
 int events_replay(struct conn *c, const cJSON *id);
+/* An id a full-token client's action was answered under, still retained */
+int events_id_known(const cJSON *id);
+/* An error for `to` alone: not in the stream (no seq of its own, like
+ * hello), not retained, so that no one else sees it or replays it */
+void events_private_error(struct conn *to, const cJSON *cause, td_err code, const char *msg);
 
 
 /* ---- actions (actions.c) ---- */
@@ -129,6 +134,8 @@ uint64_t pending_newest(const struct session *s);
 void pending_emit(struct pending *p, const char *observation, const char *content,
 		  cJSON *extras);
 int pending_rebind(const cJSON *id, struct conn *c);
+/* an action with this id is still waiting for its answer */
+int pending_has(const cJSON *id);
 void pending_conn_gone(struct conn *c);
 void pending_session_gone(struct session *s);
 

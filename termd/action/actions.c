@@ -236,6 +236,10 @@ int arg_session(struct act *a, const char *key, int flags, struct session **out,
 	const char *name = "main";
 	if (restarted)
 		*restarted = 0;
+	/* a view never starts a process: no new session, no shell started
+	 * again; an ended one's last screen can still be read */
+	if (a->conn && a->conn->readonly)
+		flags &= ~(SESS_CREATE | SESS_RESPAWN);
 	if (arg_session_name(a, key, 0, &name) < 0)
 		return -1;
 	char err[256];
@@ -329,6 +333,14 @@ int pending_rebind(const cJSON *id, struct conn *c)
 	return 0;
 }
 
+int pending_has(const cJSON *id)
+{
+	for (struct pending *p = pendings; p; p = p->next)
+		if (p->id && cJSON_Compare(p->id, id, 1))
+			return 1;
+	return 0;
+}
+
 void pending_conn_gone(struct conn *c)
 {
 	for (struct pending *p = pendings; p; p = p->next)
@@ -389,9 +401,19 @@ void actions_dispatch(struct conn *c, const char *json, size_t len)
 		goto answer;
 	}
 	/* idempotency: an id already answered is not run again; one still
-	 * waiting gets its answer on this connection */
-	if (id && (events_replay(c, id) || pending_rebind(id, c)))
+	 * waiting gets its answer on this connection. Ids are the full token's:
+	 * a viewer never replays, rebinds or takes one (its answers keep no
+	 * id), and one it sends that is a full-token client's is refused to
+	 * it alone, changing nothing. */
+	if (id && c->readonly) {
+		if (events_id_known(id) || pending_has(id)) {
+			events_private_error(c, id, TD_ERR_FORBIDDEN,
+					     "this id belongs to another client's action");
+			goto done;
+		}
+	} else if (id && (events_replay(c, id) || pending_rebind(id, c))) {
 		goto done;
+	}
 	a.action = action->valuestring;
 	const struct action_def *e = actions_find(action->valuestring);
 	if (!e) {

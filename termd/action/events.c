@@ -303,18 +303,34 @@ void events_emit(struct conn *to, const cJSON *cause, const char *observation,
 		 const char *content, cJSON *extras)
 {
 	uint64_t seq = ++last_seq;
+	/* a viewer's answer: its id is the viewer's to see only. Everyone else
+	 * (and the ring) gets it with no cause, so an id a viewer chose never
+	 * shows up as an answer in another client's stream. */
+	int viewer = to && to->readonly && cause;
+	if (viewer) {
+		char *mine = envelope(seq, cause, observation, content,
+				      extras ? cJSON_Duplicate(extras, 1) : NULL);
+		if (mine) {
+			if (!to->closing)
+				send_fn(to, mine, strlen(mine));
+			free(mine);
+		}
+		cause = NULL;
+	}
 	char *json = envelope(seq, cause, observation, content, extras);
 	if (!json) {
 		log_warn("cannot serialize an observation");
 		return;
 	}
 	size_t len = strlen(json);
-	if (to && !to->closing)
+	if (to && !to->closing && !viewer)
 		send_fn(to, json, len);
 	for (struct conn *c = srv.conns; c; c = c->next)
 		if (c != to && c->subscribed && !c->closing)
 			send_fn(c, json, len);
 	int log_err = log_write(json, len);
+	/* (a viewer's answers keep no id: it cannot claim one before the
+	 * full-token client uses it) */
 	retain(seq, json, len, id_key(cause));
 	if (log_err) {
 		/* after retain: the ring stays in seq order */
@@ -367,6 +383,27 @@ int events_replay(struct conn *c, const cJSON *id)
 		free(json);
 	}
 	return 1;
+}
+
+int events_id_known(const cJSON *id)
+{
+	char *key = id_key(id);
+	uint64_t seq;
+	int found = key && id_get(key, &seq) && find_retained(seq);
+	free(key);
+	return found;
+}
+
+void events_private_error(struct conn *to, const cJSON *cause, td_err code, const char *msg)
+{
+	cJSON *ex = cJSON_CreateObject();
+	cJSON_AddStringToObject(ex, "code", td_err_name(code));
+	char *json = envelope(last_seq, cause, "error", msg, ex);   /* takes ex */
+	if (json) {
+		if (!to->closing)
+			send_fn(to, json, strlen(json));
+		free(json);
+	}
 }
 
 /* An error no action handler reported (a frame over the size limit): the

@@ -8,6 +8,8 @@
  * OpenHands' actions are openhands-run.c, -files.c and -plugins.c. */
 #include "openhands.h"
 
+#include <sys/random.h>
+
 #include <math.h>
 #include <pwd.h>
 #include <stdio.h>
@@ -201,7 +203,14 @@ static void oh_sink(struct conn *c, const char *data, size_t len)
  * to cont. */
 void oh_call(struct ohreq *r, const char *action, cJSON *args, oh_cont cont)
 {
-	snprintf(r->id, sizeof r->id, "openhands-%llu", ++oh.nid);
+	/* unguessable: the stream shows every id to every subscriber, and a
+	 * guessed next id must not be one anybody could take first */
+	uint8_t rnd[12];
+	if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd)
+		memset(rnd, 0, sizeof rnd);   /* then the counter still makes it new */
+	int n = snprintf(r->id, sizeof r->id, "openhands-%llu-", ++oh.nid);
+	for (size_t i = 0; i < sizeof rnd && n + 2 < (int)sizeof r->id; i++, n += 2)
+		snprintf(r->id + n, sizeof r->id - (size_t)n, "%02x", rnd[i]);
 	r->cont = cont;
 	cJSON *f = cJSON_CreateObject();
 	cJSON_AddStringToObject(f, "id", r->id);
@@ -369,8 +378,15 @@ static void execute_action(struct http_txn *t)
 
 static int admit_key(struct http_txn *t)
 {
-	if (!opts.token)
-		return 0;
+	if (!opts.token) {
+		/* no key to check: only a request http.c found full acts (no
+		 * token at all, or --insecure-no-token); a view token's, or one
+		 * with none next to a view token, never does */
+		if (t->auth == AUTH_FULL)
+			return 0;
+		oh_answer_detail(t, 403, "Invalid API Key");
+		return 1;
+	}
 	char key[640];
 	if (http_header(t, "x-session-api-key:", key, sizeof key) > 0 && http_token_ok(key))
 		return 0;

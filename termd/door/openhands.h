@@ -25,7 +25,7 @@ struct ohreq {
 	const cJSON *args;        /* action.args, or NULL */
 	double timeout;
 	int has_timeout;
-	char id[48];              /* the termd action in flight */
+	char id[64];              /* the termd action in flight */
 	oh_cont cont;             /* what its answer goes to */
 	/* run */
 	char *cmd;                /* command, stripped */

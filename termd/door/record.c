@@ -436,7 +436,9 @@ static void serve_file(struct http_txn *t, const char *file, struct recording *r
 	if (dfd >= 0)
 		close(dfd);
 	struct stat st;
-	if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+	/* a hard link is refused as a symlink is: a name in the folder that
+	 * is also another file (one termd did not write) is not a recording */
+	if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink > 1) {
 		if (fd >= 0)
 			close(fd);
 		http_answer_text(t, 404, "no such recording\n");
@@ -517,7 +519,7 @@ static void serve_list(struct http_txn *t)
 		struct stat st;
 		if (fd < 0)
 			continue;
-		if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink > 1) {
 			close(fd);
 			continue;
 		}

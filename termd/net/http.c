@@ -27,7 +27,7 @@ static int token_eq(const char *got, const char *want)
 
 int http_token_ok(const char *token)
 {
-	return !opts.token || (token && token_eq(token, opts.token));
+	return opts.token && token && token_eq(token, opts.token);   /* no token: nothing to match */
 }
 
 /* Is the Host header a name no DNS answer can make: an IP address,
@@ -72,8 +72,10 @@ static int host_is_local(const char *host)
 static int foreign_request(struct lws *wsi)
 {
 	char host[256] = "", origin[512];
-	if (opts.token || opts.view_token)
-		return 0;   /* the token decides */
+	if (opts.token)
+		return 0;   /* the full token decides */
+	/* a view token alone decides nothing: it adds a viewer, and the rule
+	 * applies to every request as with no token at all */
 	/* one too long to copy is no Host or Origin a browser sends for
 	 * termd's own page (a 253-byte DNS name and a port is) */
 	if (lws_hdr_total_length(wsi, WSI_TOKEN_HOST) >= (int)sizeof host ||
@@ -95,7 +97,11 @@ static const char foreign_why[] =
 	"a request from another site (its Origin or Host is not this termd's), "
 	"and termd has no token\n";
 
-/* What the request's token admits (foreign requests are refused before) */
+/* What the request's token admits (foreign requests are refused before).
+ * With no token at all, every local request is full (the foreign rule
+ * keeps other sites out). With a view token and no full token, a request
+ * without the view token is nobody, unless --insecure-no-token asked for
+ * an open listener: a view token never turns a request into a shell. */
 static enum auth_level http_auth(struct lws *wsi)
 {
 	if (!opts.token && !opts.view_token)
@@ -110,12 +116,12 @@ static enum auth_level http_auth(struct lws *wsi)
 		if (v)
 			snprintf(got, sizeof got, "%s", v);
 	}
-	if (!got[0])
-		return AUTH_NONE;
 	if (opts.token && token_eq(got, opts.token))
 		return AUTH_FULL;
-	if (opts.view_token && token_eq(got, opts.view_token))
+	if (opts.view_token && got[0] && token_eq(got, opts.view_token))
 		return AUTH_VIEW;
+	if (!opts.token && opts.insecure_no_token && !got[0])
+		return AUTH_FULL;
 	return AUTH_NONE;
 }
 
