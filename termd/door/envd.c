@@ -349,12 +349,18 @@ void envd_stream_free(struct envd_stream *st)
 
 /* ================================================================ calls */
 
-/* Is this request allowed: termd's full token in X-Access-Token (none
- * needed when termd has none). 0, or it answered 401. */
+/* Is this request allowed: termd's full token in X-Access-Token. With no
+ * full token, only a request http.c found full (no token at all, or
+ * --insecure-no-token): never one next to a view token alone. 0, or it
+ * answered 401. */
 static int admit_token(struct http_txn *t)
 {
-	if (!opts.token)
-		return 0;
+	if (!opts.token) {
+		if (t->auth == AUTH_FULL)
+			return 0;
+		answer_json(t, 401, error_json(EC_UNAUTHENTICATED, "termd has no full token: a view token cannot act"));
+		return 1;
+	}
 	char key[640];
 	if (http_header(t, "x-access-token:", key, sizeof key) > 0 && http_token_ok(key))
 		return 0;

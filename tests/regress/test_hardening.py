@@ -39,6 +39,10 @@ ACTING = [
     ("POST", "/list_files"),
     ("POST", "/upload_file"),
     ("GET", "/download_files?path=/etc"),
+    ("POST", "/process.Process/List"),                 # e2b's envd door
+    ("POST", "/filesystem.Filesystem/Stat"),
+    ("GET", "/files?path=/etc/hostname"),
+    ("GET", "/envs"),
 ]
 
 
