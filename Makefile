@@ -59,7 +59,7 @@ deps:
 # tests/regress/test_envd.py (npm is Debian's; node_modules is not in git)
 deps-e2b:
 	@if ! command -v npm >/dev/null; then \
-	  echo "make deps: no npm (apt-get install nodejs npm): tests/regress/test_envd.py will skip"; \
+	  echo "make deps: no npm: the e2b SDK tests in tests/regress/test_envd.py will skip (they need Node >= 20 and npm)"; \
 	elif [ ! tests/e2b/node_modules/.package-lock.json -nt tests/e2b/package-lock.json ]; then \
 	  cd tests/e2b && npm ci --no-audit --no-fund --loglevel=error; \
 	fi

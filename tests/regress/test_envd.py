@@ -34,11 +34,27 @@ TOKEN = "envd-test-token-0123456789"
 NODE = shutil.which("node")
 
 
+def _node_major():
+    try:
+        v = subprocess.run([NODE, "--version"], capture_output=True, text=True, timeout=30).stdout
+        return int(v.strip().lstrip("v").split(".")[0])
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return 0
+
+
+NODE_MAJOR = _node_major() if NODE else 0
+
+
 def drive(td, scenario, token=TOKEN, extra_env=None, timeout=120):
     """Run one scenario of drive.mjs against td; its JSON observations."""
     if not NODE:
-        pytest.skip("node is not installed (apt-get install nodejs)")
+        pytest.skip("node is not installed: the e2b SDK cannot run here")
+    if NODE_MAJOR < 20:
+        # e2b 2.45's undici 7 needs Node >= 20.18 (Debian 12's nodejs is 18)
+        pytest.skip("node %d is too old for the e2b SDK (needs 20 or later)" % NODE_MAJOR)
     if not (E2B / "node_modules" / "e2b").is_dir():
+        if not shutil.which("npm"):
+            pytest.skip("npm is not installed: `make deps` could not fetch the e2b SDK")
         pytest.fail("the e2b SDK is not installed: run `make deps` (npm ci in tests/e2b)")
     env = dict(os.environ)
     env.update({"E2B_DEBUG": "true", "E2B_SANDBOX_URL": "http://" + td.url.split("://", 1)[1]})
