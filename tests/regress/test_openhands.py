@@ -534,12 +534,14 @@ def test_auth_by_session_api_key(termd_factory, tmp_path):
     assert set(info["resources"]["io"]) == {"read_bytes", "write_bytes"}
     calls = (("POST", "/execute_action", oh_body("run", run_args("echo x"))),
              ("POST", "/list_files", {}), ("GET", "/download_files?path=/tmp", None),
+             ("POST", "/upload_file?destination=%s&recursive=false" % (tmp_path / "up"), {}),
              ("GET", "/vscode/connection_token", None))
     for key in (None, "wrong"):
         for method, path, body in calls:
             status, _, data = oh.request(method, path, body, key=key)
             assert status == 403, (key, path)
             assert json.loads(data) == {"detail": "Invalid API Key"}
+    assert not (tmp_path / "up").exists()   # the refused upload wrote nothing
     status, _, data = oh.request("GET", "/vscode/connection_token")
     assert (status, json.loads(data)) == (200, {"token": None})
     obs = oh.run("echo authorized")
