@@ -65,11 +65,13 @@ class Viewer(threading.Thread):
             "utf-8", "replace")
 
 
-def test_flooding_session_loses_nothing_while_another_is_busy(termd):
+def test_flooding_session_loses_nothing_while_another_is_busy(termd_factory):
     """A prints 60000 numbers while B runs commands back to back, without a
-    pause, from another connection: A's answer carries every number in
+    pause, from another connection: A is held (termd -v logs it: a fair.c
+    that never holds fails here), A's answer carries every number in
     order, A finishes while B is still busy (a held session still moves),
     and every one of B's commands answers correctly."""
+    termd = termd_factory(args=("-v",))
     a, b = termd.events(), termd.events()
     run_done(a, "true", session="A")
     run_done(b, "true", session="B")
@@ -96,6 +98,9 @@ def test_flooding_session_loses_nothing_while_another_is_busy(termd):
         assert hashlib.sha256(out.encode()).hexdigest() == hashlib.sha256(want.encode()).hexdigest(), \
             "A's output differs from seq's: %d chars, want %d; tail %r" % (len(out), len(want), out[-80:])
         assert n_b > 0
+        log = termd.log.read_text(errors="replace")
+        assert "session A: held while another session is at work" in log, log[-2000:]
+        assert "session B: held" not in log, log[-2000:]
         # A's screen is exact: its last numbers, the marker, then the prompt
         scr = a.call("screen", {"session": "A"}, timeout=T)
         rows = [r for r in content(scr).split("\n") if r.strip()]
