@@ -466,12 +466,15 @@ def test_result_of_finished_command_replayed_after_disconnect(termd):
 def test_resent_id_while_running_gets_the_answer(termd, tmp_path):
     f = tmp_path / "ran"
     a = termd.events()
+    b = termd.events()
+    b.call("subscribe", {})
     did = wsclient.new_id("inflight")
     cmd = "sleep 2; echo line >> '%s'; echo done" % f
     a.send_action("run", {"command": cmd}, id=did)
+    # the cut comes once termd has taken the action: its command started
+    b.wait_for(lambda o: o.get("observation") == "command.start" and
+               (o.get("extras") or {}).get("command") == cmd, timeout=T)
     a.ws.abort()
-    time.sleep(0.3)
-    b = termd.events()
     t0 = time.monotonic()
     obs = b.call("run", {"command": cmd}, id=did, timeout=T)
     assert obs.get("observation") == "run", "resent in-flight id answered %s" % fmt(obs)
