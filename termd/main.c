@@ -46,6 +46,16 @@ static const struct limit_opt {
 	 "lines kept above each session's screen"},
 	{"output-mem", &opts.output_mem, TD_DEFAULT_OUTPUT_MEM, 4096, (size_t)1 << 31,
 	 "bytes of a command's output kept in memory; beyond, its output file only"},
+	{"upload-max", &opts.upload_max, (size_t)1 << 30, 1024, (size_t)1 << 40,
+	 "bytes one upload may write, a zip's entries together (declared and inflated)"},
+	{"upload-entries", &opts.upload_entries, 10000, 1, 1000000,
+	 "entries in one uploaded zip"},
+	{"download-max", &opts.download_max, (size_t)256 << 20, 1024, (size_t)1 << 40,
+	 "bytes of files one /download_files folder may hold (the archive is built in memory)"},
+	{"body-idle-timeout", &opts.body_idle, 30, 1, 86400,
+	 "seconds a request body may pause before termd answers 408 and closes"},
+	{"body-timeout", &opts.body_time, 600, 1, 86400,
+	 "seconds a whole request body may take before termd answers 408 and closes"},
 };
 #define NLIMITS (sizeof limits / sizeof limits[0])
 

@@ -18,6 +18,10 @@ void record_register(void);
 typedef int (*zip_entry_fn)(void *arg, const char *name, const unsigned char *data, size_t len,
 			    int is_dir, char *err, size_t errlen);
 int zip_read(const void *zip, size_t len, zip_entry_fn fn, void *arg, char *err, size_t errlen);
+/* Before zip_read: entries at most max_entries, declared sizes adding up to
+ * at most budget, no two entries sharing bytes. 0, or -1 and err. */
+int zip_check(const void *zip, size_t len, size_t budget, size_t max_entries, char *err,
+	      size_t errlen);
 struct zipw {
 	buf_t out, cd;            /* entries so far, their central directory */
 	unsigned n;

@@ -170,7 +170,9 @@ void oh_upload_file(struct http_txn *t)
 	}
 	if (is_zip) {
 		struct unzip_ctx u = {dest};
-		if (zip_read(part.data, part.len, unzip_entry, &u, err, sizeof err) < 0) {
+		if (zip_check(part.data, part.len, opts.upload_max, opts.upload_entries, err,
+			      sizeof err) < 0 ||
+		    zip_read(part.data, part.len, unzip_entry, &u, err, sizeof err) < 0) {
 			oh_answer_detail(t, 500, err);
 			return;
 		}
@@ -239,9 +241,13 @@ static void zip_walk(struct zwalk *w, const char *dir, const char *rel)
 			} else if (!(S_ISLNK(lst.st_mode) && stat(full.p, &st) == 0 && S_ISDIR(st.st_mode))) {
 				buf_t data = {0}, msg = {0};
 				struct stat fst;
-				if (fsio_load(full.p, OH_DOWNLOAD_MAX, &data, &fst, &msg) == FSIO_OK) {
+				/* over the limit by its size: refused before it is read */
+				if (stat(full.p, &fst) == 0 &&
+				    w->total + (size_t)fst.st_size > opts.download_max)
+					w->too_large = 1;
+				else if (fsio_load(full.p, opts.download_max, &data, &fst, &msg) == FSIO_OK) {
 					w->total += data.len;
-					if (w->total > OH_DOWNLOAD_MAX)
+					if (w->total > opts.download_max)
 						w->too_large = 1;
 					else
 						zipw_add(&w->zw, arc.p, data.p ? data.p : "", data.len,
@@ -282,7 +288,10 @@ void oh_download_files(struct http_txn *t)
 	if (w.too_large) {
 		buf_free(&w.zw.out);
 		buf_free(&w.zw.cd);
-		oh_answer_detail(t, 500, "the folder is over the download limit of 512 MiB");
+		char m[160];
+		snprintf(m, sizeof m, "the folder holds over %zu bytes, the download limit (--download-max)",
+			 opts.download_max);
+		oh_answer_detail(t, 500, m);
 		return;
 	}
 	buf_t zip;

@@ -12,7 +12,6 @@
 #define OH_HIDDEN_OUTPUT  (16 * 1024 * 1024)
 #define OH_TRUNC_LIMIT    30000    /* OpenHands' MAX_CMD_OUTPUT_SIZE */
 #define OH_POLL_S         0.05     /* "is NOT executed": collect what the running command printed */
-#define OH_DOWNLOAD_MAX   (512u * 1024u * 1024u)
 
 struct ohreq;
 typedef void (*oh_cont)(struct ohreq *r, cJSON *ans);

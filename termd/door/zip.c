@@ -49,6 +49,84 @@ static int inflate_raw(const unsigned char *in, size_t n, unsigned char *out, si
 	return r == Z_STREAM_END && got == outlen ? 0 : -1;
 }
 
+struct zspan {
+	size_t from, to;   /* an entry's local header to the end of its data */
+};
+
+static int span_cmp(const void *a, const void *b)
+{
+	const struct zspan *x = a, *y = b;
+	return x->from < y->from ? -1 : x->from > y->from;
+}
+
+/* Before anything is inflated: at most max_entries entries, their sizes
+ * as declared adding up to at most budget, and no two entries sharing
+ * bytes (a zip bomb points many entries at one deflated member: each is
+ * small, the total is not). Sizes are checked again as entries inflate:
+ * inflate_raw never writes past the declared size. 0, or -1 and err. */
+int zip_check(const void *data, size_t len, size_t budget, size_t max_entries, char *err,
+	      size_t errlen)
+{
+	const unsigned char *z = data;
+	if (len < 22) {
+		snprintf(err, errlen, "not a zip file");
+		return -1;
+	}
+	size_t eocd = len - 22, stop = len > 22 + 65535 ? len - 22 - 65535 : 0;
+	for (;; eocd--) {
+		if (rd32(z + eocd) == 0x06054b50)
+			break;
+		if (eocd == stop) {
+			snprintf(err, errlen, "not a zip file");
+			return -1;
+		}
+	}
+	unsigned long count = rd16(z + eocd + 10);
+	unsigned long cdsize = rd32(z + eocd + 12), cdoff = rd32(z + eocd + 16);
+	if (count > max_entries) {
+		snprintf(err, errlen, "the zip has %lu entries, over the limit of %zu (--upload-entries)",
+			 count, max_entries);
+		return -1;
+	}
+	if (cdoff > len || cdsize > len - cdoff)
+		return 0;   /* zip_read says what is wrong */
+	struct zspan *sp = xcalloc(count ? count : 1, sizeof *sp);
+	size_t n = 0, p = cdoff;
+	unsigned long long total = 0;
+	int rc = 0;
+	for (unsigned long i = 0; i < count && rc == 0; i++) {
+		if (p + 46 > len || rd32(z + p) != 0x02014b50)
+			break;   /* zip_read says what is wrong */
+		unsigned long csize = rd32(z + p + 20), usize = rd32(z + p + 24);
+		unsigned nlen = rd16(z + p + 28), xlen = rd16(z + p + 30), clen = rd16(z + p + 32);
+		unsigned long loff = rd32(z + p + 42);
+		p += 46 + (size_t)nlen + xlen + clen;
+		total += usize;
+		if (total > budget) {
+			snprintf(err, errlen, "the zip holds over %zu bytes uncompressed, the limit "
+				 "(--upload-max)", budget);
+			rc = -1;
+		} else if (loff + 30 <= len && rd32(z + loff) == 0x04034b50) {
+			size_t doff = loff + 30 + rd16(z + loff + 26) + rd16(z + loff + 28);
+			sp[n].from = loff;
+			sp[n].to = doff + csize;
+			n++;
+		}
+	}
+	if (rc == 0 && n > 1) {
+		qsort(sp, n, sizeof *sp, span_cmp);
+		for (size_t i = 1; i < n; i++) {
+			if (sp[i].from < sp[i - 1].to) {
+				snprintf(err, errlen, "bad zip file: entries share their data (a zip bomb?)");
+				rc = -1;
+				break;
+			}
+		}
+	}
+	free(sp);
+	return rc;
+}
+
 int zip_read(const void *data, size_t len, zip_entry_fn fn, void *arg, char *err, size_t errlen)
 {
 	const unsigned char *z = data;

@@ -50,6 +50,11 @@ struct termd_opts {
 	size_t max_pending;       /* unsent bytes before an /events client is dropped */
 	size_t scrollback;        /* lines kept above each session's screen */
 	size_t output_mem;        /* a command's output kept in memory, then file only */
+	size_t upload_max;        /* --upload-max: bytes one upload may write, unzipped */
+	size_t upload_entries;    /* --upload-entries: entries in one uploaded zip */
+	size_t download_max;      /* --download-max: bytes of files in one /download_files */
+	size_t body_idle;         /* --body-idle-timeout: seconds a request body may pause */
+	size_t body_time;         /* --body-timeout: seconds a request body may take */
 	char *plugins;            /* --plugins a,b,… or all (NULL: none) */
 	char *plugin_dir;         /* --plugin-dir (NULL: next to the binary) */
 	char *state_dir;          /* --state-dir: setup markers (once per image) */

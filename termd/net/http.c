@@ -299,6 +299,11 @@ static int route_request(struct lws *wsi, const struct http_route *r, const char
 	/* a body left unread would be taken for the next request: a refusal
 	 * before it closes the connection */
 	t->close_after = t->announced > 0;
+	/* a body may pause --body-idle-timeout seconds at a time, and take
+	 * --body-timeout seconds in all (a client trickling a byte a second
+	 * is not held forever) */
+	t->body_since = mono_us();
+	lws_set_timeout(wsi, PENDING_TIMEOUT_HTTP_CONTENT, (int)opts.body_idle);
 	int is_get = lws_hdr_total_length(wsi, WSI_TOKEN_GET_URI) > 0;
 	if ((strcmp(r->method, "POST") == 0 && !t->post) ||
 	    (strcmp(r->method, "GET") == 0 && !is_get)) {
@@ -369,11 +374,20 @@ static int chunked_decode(struct http_txn *t)
 	}
 }
 
+static const char slow_body[] =
+	"{\"detail\":\"The request body took longer than termd allows (--body-timeout)\"}";
+
 int http_body(struct lws *wsi, const void *in, size_t len)
 {
 	struct http_txn *t = lws_get_opaque_user_data(wsi);
 	if (!t || t->answered)
 		return 0;
+	if (mono_us() - t->body_since > (uint64_t)opts.body_time * 1000000u) {
+		t->close_after = 1;
+		http_answer(t, 408, "application/json", slow_body, sizeof slow_body - 1);
+		return 0;
+	}
+	lws_set_timeout(wsi, PENDING_TIMEOUT_HTTP_CONTENT, (int)opts.body_idle);
 	if (t->chunked) {
 		if (t->raw.len + len > opts.max_frame + 4096) {
 			t->close_after = 1;

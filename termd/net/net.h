@@ -45,6 +45,7 @@ struct http_txn {
 	char path[256];
 	buf_t body;               /* the whole body (at most --max-frame bytes) */
 	size_t announced;         /* its Content-Length */
+	uint64_t body_since;      /* mono_us when its headers were in (--body-timeout) */
 	int chunked;              /* Transfer-Encoding: chunked, still coming */
 	buf_t raw;                /* ... as it came (http.c decodes it) */
 	size_t raw_off;           /* ... decoded up to here */

@@ -1,0 +1,205 @@
+"""Issue 21 item 3 and the body limits, SECURITY.md's rows: an uploaded zip
+is checked before anything is inflated (entries counted, declared sizes
+against --upload-max, entries that share bytes refused: the zip bomb), a
+folder download over --download-max is refused before its files are read,
+and a request body that trickles is ended (--body-timeout, and
+--body-idle-timeout for one that stops). /healthz answers as usual while a
+bomb is refused."""
+
+import http.client
+import io
+import json
+import socket
+import struct
+import threading
+import time
+import zipfile
+import zlib
+
+import pytest
+
+T = 60
+
+
+def start(termd_factory, *args):
+    t = termd_factory(tcp=True, args=args)
+    return t, int(t.url.rsplit(":", 1)[1])
+
+
+def post_upload(port, dest, name, content, timeout=T):
+    boundary = "----bounds%d" % time.monotonic_ns()
+    body = ("--%s\r\nContent-Disposition: form-data; name=\"file\"; filename=\"%s\"\r\n"
+            "Content-Type: application/zip\r\n\r\n" % (boundary, name)).encode() + content + \
+        ("\r\n--%s--\r\n" % boundary).encode()
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    c.request("POST", "/upload_file?destination=%s&recursive=true" % dest, body=body,
+              headers={"Content-Type": "multipart/form-data; boundary=%s" % boundary})
+    r = c.getresponse()
+    data = r.read()
+    c.close()
+    return r.status, data
+
+
+def healthz_ms(port):
+    t0 = time.monotonic()
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=T)
+    c.request("GET", "/healthz")
+    r = c.getresponse()
+    r.read()
+    c.close()
+    assert r.status == 200
+    return (time.monotonic() - t0) * 1000
+
+
+def bomb(n_entries, member_size=1 << 20):
+    """One deflated member of member_size zeros, and a central directory of
+    n_entries entries that all point at it (each small, together huge)."""
+    data = bytes(member_size)
+    comp = zlib.compressobj(9, zlib.DEFLATED, -15)
+    cdata = comp.compress(data) + comp.flush()
+    crc = zlib.crc32(data)
+    name = b"a.bin"
+    local = struct.pack("<IHHHHHIIIHH", 0x04034b50, 20, 0, 8, 0, 0, crc, len(cdata), len(data),
+                        len(name), 0) + name + cdata
+    cd = b""
+    for i in range(n_entries):
+        nm = b"f%06d.bin" % i
+        cd += struct.pack("<IHHHHHHIIIHHHHHII", 0x02014b50, 20, 20, 0, 8, 0, 0, crc, len(cdata),
+                          len(data), len(nm), 0, 0, 0, 0, 0, 0) + nm
+    eocd = struct.pack("<IHHHHIIH", 0x06054b50, 0, 0, n_entries, n_entries, len(cd), len(local), 0)
+    return local + cd + eocd
+
+
+def real_zip(files):
+    b = io.BytesIO()
+    with zipfile.ZipFile(b, "w", zipfile.ZIP_DEFLATED) as z:
+        for name, data in files.items():
+            z.writestr(name, data)
+    return b.getvalue()
+
+
+def test_zip_bomb_refused_at_once_healthz_unaffected(termd_factory, tmp_path):
+    t, port = start(termd_factory)
+    z = bomb(900)
+    assert len(z) < 100 * 1024   # a small upload that would inflate to 900 MiB
+    idle = [healthz_ms(port) for _ in range(5)]
+    lat, stop = [], threading.Event()
+
+    def probe():
+        while not stop.is_set():
+            lat.append(healthz_ms(port))
+            time.sleep(0.01)
+
+    th = threading.Thread(target=probe)
+    th.start()
+    try:
+        dest = tmp_path / "bomb-dest"
+        t0 = time.monotonic()
+        status, data = post_upload(port, dest, "bomb.zip", z)
+        took = time.monotonic() - t0
+    finally:
+        stop.set()
+        th.join(T)
+    assert status == 500 and b"share their data" in data, (status, data[:300])
+    assert not dest.exists() or not any(dest.iterdir()), "the bomb wrote files"
+    # refused by looking, not by inflating: well under what inflating takes
+    assert took < 5, took
+    assert lat and max(lat) < max(1000, 20 * max(idle)), (max(lat), idle)
+    # a bigger one is over the budget as declared, also before inflating
+    status, data = post_upload(port, dest, "bomb2.zip", bomb(3000))
+    assert status == 500 and b"--upload-max" in data, (status, data[:300])
+
+
+def test_zip_over_the_budget_or_entry_count_refused(termd_factory, tmp_path):
+    t, port = start(termd_factory, "--upload-max", "100000", "--upload-entries", "5")
+    dest = tmp_path / "d1"
+    status, data = post_upload(port, dest, "big.zip", real_zip({"a": b"x" * 60000, "b": b"y" * 60000}))
+    assert status == 500 and b"--upload-max" in data, (status, data)
+    assert not (dest / "a").exists() and not (dest / "b").exists()
+    status, data = post_upload(port, dest, "many.zip", real_zip({"f%d" % i: b"." for i in range(6)}))
+    assert status == 500 and b"--upload-entries" in data, (status, data)
+    assert not (dest / "f0").exists()
+    # within both: unpacked as before
+    status, data = post_upload(port, dest, "ok.zip", real_zip({"f%d" % i: b"%d" % i for i in range(5)}))
+    assert status == 200, (status, data)
+    assert (dest / "f4").read_bytes() == b"4"
+
+
+def test_download_over_the_limit_refused_before_reading(termd_factory, tmp_path):
+    t, port = start(termd_factory, "--download-max", "200000")
+    d = tmp_path / "folder"
+    d.mkdir()
+    for i in range(3):
+        (d / ("f%d" % i)).write_bytes(b"z" * 100000)
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=T)
+    c.request("GET", "/download_files?path=%s" % d)
+    r = c.getresponse()
+    data = r.read()
+    assert r.status == 500 and b"--download-max" in data, (r.status, data[:200])
+    (d / "f2").unlink()
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=T)
+    c.request("GET", "/download_files?path=%s" % d)
+    r = c.getresponse()
+    data = r.read()
+    assert r.status == 200
+    assert sorted(zipfile.ZipFile(io.BytesIO(data)).namelist()) == ["f0", "f1"]
+
+
+def raw_request(port, head, timeout=T):
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    s.sendall(head)
+    return s
+
+
+def read_all(s, limit):
+    s.settimeout(limit)
+    got = b""
+    try:
+        while True:
+            b = s.recv(65536)
+            if not b:
+                break
+            got += b
+    except socket.timeout:
+        pass
+    return got
+
+
+def test_trickling_body_gets_408_after_the_body_timeout(termd_factory):
+    t, port = start(termd_factory, "--body-timeout", "2", "--body-idle-timeout", "5")
+    s = raw_request(port, b"POST /list_files HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                          b"Content-Length: 1000\r\n\r\n")
+    t0 = time.monotonic()
+    answer = b""
+    try:
+        while time.monotonic() - t0 < 20 and not answer:
+            try:
+                s.sendall(b" ")
+            except OSError:
+                break
+            s.settimeout(0.5)
+            try:
+                answer = s.recv(65536)
+            except socket.timeout:
+                pass
+        answer += read_all(s, 2)
+    finally:
+        s.close()
+    took = time.monotonic() - t0
+    assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
+    assert b"--body-timeout" in answer
+    assert 1.5 < took < 15, took
+
+
+def test_stalled_body_is_closed_after_the_idle_timeout(termd_factory):
+    t, port = start(termd_factory, "--body-idle-timeout", "1")
+    s = raw_request(port, b"POST /list_files HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                          b"Content-Length: 1000\r\n\r\n{\"path\":")
+    t0 = time.monotonic()
+    got = read_all(s, 15)
+    took = time.monotonic() - t0
+    s.close()
+    assert took < 10, "a stalled body held its connection %.1f s" % took
+    assert not got.startswith(b"HTTP/1.1 200"), got[:200]
+    # termd is fine
+    assert healthz_ms(port) < 5000
