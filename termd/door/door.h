@@ -6,6 +6,9 @@
 
 #include "net.h"
 
+#include <time.h>
+#include <zlib.h>
+
 /* ---- recordings (record.c) ---- */
 /* --record DIR: 0, or -1 and why (missing, not a folder, not writable). */
 int record_check_dir(const char *dir, char *err, size_t errlen);
@@ -29,6 +32,25 @@ struct zipw {
 void zipw_add(struct zipw *zw, const char *name, const void *data, size_t len, time_t mtime);
 /* The archive into *out (taken over by the caller); zw is empty again. */
 void zipw_finish(struct zipw *zw, buf_t *out);
+/* A zip written as it goes (entries deflated in pieces, crc and sizes in
+ * data descriptors, the central directory at the end): each call appends
+ * to out what is ready. Sizes and offsets under 4 GiB (no zip64). */
+struct zips {
+	z_stream z;
+	int deflating;
+	char *name;
+	unsigned dtime, ddate, n;
+	unsigned long crc;
+	uint64_t usize, csize, off, written;
+	buf_t cd;
+};
+void zips_begin(struct zips *zs, buf_t *out, const char *name, time_t mtime);
+int zips_data(struct zips *zs, buf_t *out, const void *data, size_t n, int last);
+/* what the entry's deflate holds back, out now (a slice must send something) */
+int zips_flush(struct zips *zs, buf_t *out);
+void zips_end(struct zips *zs, buf_t *out);
+void zips_finish(struct zips *zs, buf_t *out);
+void zips_free(struct zips *zs);
 
 
 /* ---- multipart/form-data (multipart.c) ---- */

@@ -198,11 +198,28 @@ void oh_upload_file(struct http_txn *t)
 	cJSON_Delete(o);
 }
 
-struct zwalk {
-	struct zipw zw;
-	size_t total;
-	int too_large;
+/* A folder download, streamed: the files are listed (and their sizes
+ * checked against --download-max) first, then each is read and deflated a
+ * slice at a time as the socket drains, so a big folder neither holds the
+ * loop nor sits in memory. */
+struct dl_file {
+	char *path, *arc;
+	time_t mtime;
 };
+
+struct dl {
+	struct dl_file *f;
+	size_t n, cap, i;
+	uint64_t total;           /* bytes of the files, by their sizes */
+	int too_large;
+	int fd;                   /* the file being read, or -1 */
+	uint64_t read;            /* bytes read from all files */
+	struct zips zs;
+	struct http_txn *t;
+};
+
+#define DL_SLICE_IN  (1u << 20)   /* bytes read per turn of the loop */
+#define DL_SLICE_OUT (256u << 10) /* bytes handed to the socket per turn */
 
 static int str_cmp(const void *a, const void *b)
 {
@@ -210,15 +227,15 @@ static int str_cmp(const void *a, const void *b)
 }
 
 /* os.walk(root) without following links to folders; arcnames relative */
-static void zip_walk(struct zwalk *w, const char *dir, const char *rel)
+static void dl_walk(struct dl *d, const char *dir, const char *rel)
 {
-	DIR *d = opendir(dir);
-	if (!d)
+	DIR *dp = opendir(dir);
+	if (!dp)
 		return;
 	char **names = NULL;
 	size_t n = 0, cap = 0;
 	struct dirent *e;
-	while ((e = readdir(d))) {
+	while ((e = readdir(dp))) {
 		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
 			continue;
 		if (n == cap) {
@@ -227,7 +244,7 @@ static void zip_walk(struct zwalk *w, const char *dir, const char *rel)
 		}
 		names[n++] = xstrdup(e->d_name);
 	}
-	closedir(d);
+	closedir(dp);
 	if (n)   /* names is NULL for an empty folder */
 		qsort(names, n, sizeof *names, str_cmp);
 	for (size_t i = 0; i < n; i++) {
@@ -235,26 +252,23 @@ static void zip_walk(struct zwalk *w, const char *dir, const char *rel)
 		buf_printf(&full, "%s/%s", dir, names[i]);
 		buf_printf(&arc, "%s%s%s", rel, rel[0] ? "/" : "", names[i]);
 		struct stat lst, st;
-		if (lstat(full.p, &lst) == 0 && !w->too_large) {
+		if (lstat(full.p, &lst) == 0 && !d->too_large) {
 			if (S_ISDIR(lst.st_mode)) {
-				zip_walk(w, full.p, arc.p);
-			} else if (!(S_ISLNK(lst.st_mode) && stat(full.p, &st) == 0 && S_ISDIR(st.st_mode))) {
-				buf_t data = {0}, msg = {0};
-				struct stat fst;
-				/* over the limit by its size: refused before it is read */
-				if (stat(full.p, &fst) == 0 &&
-				    w->total + (size_t)fst.st_size > opts.download_max)
-					w->too_large = 1;
-				else if (fsio_load(full.p, opts.download_max, &data, &fst, &msg) == FSIO_OK) {
-					w->total += data.len;
-					if (w->total > opts.download_max)
-						w->too_large = 1;
-					else
-						zipw_add(&w->zw, arc.p, data.p ? data.p : "", data.len,
-							 fst.st_mtime);
+				dl_walk(d, full.p, arc.p);
+			} else if (stat(full.p, &st) == 0 && S_ISREG(st.st_mode)) {
+				d->total += (uint64_t)st.st_size;
+				if (d->total > opts.download_max) {
+					d->too_large = 1;
+				} else {
+					if (d->n == d->cap) {
+						d->cap = d->cap ? 2 * d->cap : 64;
+						d->f = xrealloc(d->f, d->cap * sizeof *d->f);
+					}
+					d->f[d->n].path = buf_steal(&full);
+					d->f[d->n].arc = buf_steal(&arc);
+					d->f[d->n].mtime = st.st_mtime;
+					d->n++;
 				}
-				buf_free(&data);
-				buf_free(&msg);
 			}
 		}
 		buf_free(&full);
@@ -262,6 +276,83 @@ static void zip_walk(struct zwalk *w, const char *dir, const char *rel)
 		free(names[i]);
 	}
 	free(names);
+}
+
+static void dl_free(struct dl *d)
+{
+	if (d->fd >= 0)
+		close(d->fd);
+	zips_free(&d->zs);
+	for (size_t i = 0; i < d->n; i++) {
+		free(d->f[i].path);
+		free(d->f[i].arc);
+	}
+	free(d->f);
+	free(d);
+}
+
+static void dl_gone(struct http_txn *t)
+{
+	if (t->user)
+		dl_free(t->user);
+	t->user = NULL;
+}
+
+/* One slice: read and deflate until a slice's worth is in or out. */
+static void dl_pump(struct http_txn *t)
+{
+	struct dl *d = t->user;
+	if (!d)
+		return;
+	buf_t out = {0};
+	size_t in = 0;
+	int done = 0;
+	static char chunk[65536];
+	while (out.len < DL_SLICE_OUT && in < DL_SLICE_IN) {
+		if (d->fd < 0) {
+			if (d->i == d->n) {
+				zips_finish(&d->zs, &out);
+				done = 1;
+				break;
+			}
+			d->fd = open(d->f[d->i].path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+			if (d->fd < 0) {   /* gone or unreadable since it was listed: left out */
+				d->i++;
+				continue;
+			}
+			zips_begin(&d->zs, &out, d->f[d->i].arc, d->f[d->i].mtime);
+		}
+		ssize_t n = read(d->fd, chunk, sizeof chunk);
+		if (n < 0)
+			n = 0;   /* an error ends the file where it is */
+		/* a file that grew since it was listed: no more than the limit */
+		if (d->read + (uint64_t)n > opts.download_max)
+			n = (ssize_t)(opts.download_max - d->read);
+		d->read += (uint64_t)n;
+		in += (size_t)n;
+		int last = n == 0;
+		zips_data(&d->zs, &out, chunk, (size_t)n, last);
+		if (last) {
+			close(d->fd);
+			d->fd = -1;
+			zips_end(&d->zs, &out);
+			d->i++;
+		}
+	}
+	/* something must go out, or no drained call comes back for more
+	 * (a slice of zeros may deflate to nothing yet) */
+	if (!out.len && !done && d->fd >= 0)
+		zips_flush(&d->zs, &out);
+	if (out.len)
+		http_stream_write(t, out.p, out.len);
+	buf_free(&out);
+	if (done) {
+		t->user = NULL;
+		t->gone = NULL;
+		t->drained = NULL;
+		dl_free(d);
+		http_stream_end(t);
+	}
 }
 
 void oh_download_files(struct http_txn *t)
@@ -281,21 +372,19 @@ void oh_download_files(struct http_txn *t)
 		oh_answer_detail(t, 500, "404: File not found");
 		return;
 	}
-	struct zwalk w;
-	memset(&w, 0, sizeof w);
+	struct dl *d = xcalloc(1, sizeof *d);
+	d->fd = -1;
+	d->t = t;
 	if (S_ISDIR(st.st_mode))
-		zip_walk(&w, path, "");
-	if (w.too_large) {
-		buf_free(&w.zw.out);
-		buf_free(&w.zw.cd);
+		dl_walk(d, path, "");
+	if (d->too_large) {
+		dl_free(d);
 		char m[160];
 		snprintf(m, sizeof m, "the folder holds over %zu bytes, the download limit (--download-max)",
 			 opts.download_max);
 		oh_answer_detail(t, 500, m);
 		return;
 	}
-	buf_t zip;
-	zipw_finish(&w.zw, &zip);
 	/* basename of the path as given (os.path.basename: "" after a /) */
 	const char *base = strrchr(path, '/');
 	base = base ? base + 1 : path;
@@ -303,7 +392,10 @@ void oh_download_files(struct http_txn *t)
 	buf_puts(&disp, "attachment; filename=\"");
 	buf_puts(&disp, base);
 	buf_puts(&disp, ".zip\"");
-	http_answer(t, 200, "application/zip", zip.p, zip.len);
 	t->disposition = buf_steal(&disp);
-	buf_free(&zip);
+	t->user = d;
+	t->gone = dl_gone;
+	t->drained = dl_pump;
+	http_stream_start(t, 200, "application/zip");
+	dl_pump(t);
 }

@@ -1,8 +1,10 @@
 /* zip.c — the few zip bits OpenHands' file transfer needs, on zlib: a
  * reader of stored and deflated entries through the central directory
  * (no zip64, no encryption; names with a leading / or a .. part skipped,
- * as Python's unpack_archive does) and a writer that deflates each entry
- * (or stores it when that is no smaller). Whole archives in memory. */
+ * as Python's unpack_archive does) and the check that goes first (entry
+ * count, declared sizes, entries sharing bytes); a writer of whole archives
+ * in memory that deflates each entry or stores it when that is no smaller;
+ * and a writer that streams (entries deflated in pieces, data descriptors). */
 #include "door.h"
 
 #include <stdio.h>
@@ -237,6 +239,19 @@ static void put32(buf_t *b, unsigned long v)
 	buf_append(b, c, 4);
 }
 
+static void dos_time(time_t mtime, unsigned *dtime, unsigned *ddate)
+{
+	struct tm tm;
+	localtime_r(&mtime, &tm);
+	if (tm.tm_year < 80) {
+		memset(&tm, 0, sizeof tm);
+		tm.tm_year = 80;
+		tm.tm_mday = 1;
+	}
+	*dtime = (unsigned)(tm.tm_hour << 11 | tm.tm_min << 5 | tm.tm_sec / 2);
+	*ddate = (unsigned)((tm.tm_year - 80) << 9 | (tm.tm_mon + 1) << 5 | tm.tm_mday);
+}
+
 void zipw_add(struct zipw *zw, const char *name, const void *data, size_t len, time_t mtime)
 {
 	unsigned long crc = crc32(0L, data, (uInt)len);
@@ -258,15 +273,8 @@ void zipw_add(struct zipw *zw, const char *name, const void *data, size_t len, t
 	int method = dlen < len ? 8 : 0;
 	const void *body = method ? (const void *)def : data;
 	size_t blen = method ? dlen : len;
-	struct tm tm;
-	localtime_r(&mtime, &tm);
-	if (tm.tm_year < 80) {
-		memset(&tm, 0, sizeof tm);
-		tm.tm_year = 80;
-		tm.tm_mday = 1;
-	}
-	unsigned dtime = (unsigned)(tm.tm_hour << 11 | tm.tm_min << 5 | tm.tm_sec / 2);
-	unsigned ddate = (unsigned)((tm.tm_year - 80) << 9 | (tm.tm_mon + 1) << 5 | tm.tm_mday);
+	unsigned dtime, ddate;
+	dos_time(mtime, &dtime, &ddate);
 	size_t nlen = strlen(name);
 	unsigned long off = (unsigned long)zw->out.len;
 	put32(&zw->out, 0x04034b50);
@@ -321,4 +329,128 @@ void zipw_finish(struct zipw *zw, buf_t *out)
 	memset(&zw->out, 0, sizeof zw->out);
 	buf_free(&zw->cd);
 	zw->n = 0;
+}
+
+/* ------------------------------------------- a zip written as it goes */
+
+static int zips_deflate(struct zips *zs, buf_t *out, const void *data, size_t n, int flush);
+
+void zips_begin(struct zips *zs, buf_t *out, const char *name, time_t mtime)
+{
+	size_t nlen = strlen(name);
+	free(zs->name);
+	zs->name = xstrdup(name);
+	dos_time(mtime, &zs->dtime, &zs->ddate);
+	zs->off = zs->written;
+	zs->crc = crc32(0L, NULL, 0);
+	zs->usize = zs->csize = 0;
+	memset(&zs->z, 0, sizeof zs->z);
+	zs->deflating = deflateInit2(&zs->z, 6, Z_DEFLATED, -MAX_WBITS, 8, Z_DEFAULT_STRATEGY) == Z_OK;
+	size_t before = out->len;
+	put32(out, 0x04034b50);
+	put16(out, 20);
+	put16(out, 0x0808);   /* UTF-8 names; crc and sizes in a data descriptor */
+	put16(out, 8);
+	put16(out, zs->dtime);
+	put16(out, zs->ddate);
+	put32(out, 0);
+	put32(out, 0);
+	put32(out, 0);
+	put16(out, (unsigned)nlen);
+	put16(out, 0);
+	buf_append(out, name, nlen);
+	zs->written += out->len - before;
+}
+
+int zips_data(struct zips *zs, buf_t *out, const void *data, size_t n, int last)
+{
+	return zips_deflate(zs, out, data, n, last ? Z_FINISH : Z_NO_FLUSH);
+}
+
+int zips_flush(struct zips *zs, buf_t *out)
+{
+	return zips_deflate(zs, out, "", 0, Z_SYNC_FLUSH);
+}
+
+static int zips_deflate(struct zips *zs, buf_t *out, const void *data, size_t n, int flush)
+{
+	if (!zs->deflating)
+		return -1;
+	int last = flush == Z_FINISH;
+	zs->crc = crc32(zs->crc, data, (uInt)n);
+	zs->usize += n;
+	zs->z.next_in = (unsigned char *)data;
+	zs->z.avail_in = (uInt)n;
+	int rc;
+	do {
+		unsigned char chunk[65536];
+		zs->z.next_out = chunk;
+		zs->z.avail_out = sizeof chunk;
+		rc = deflate(&zs->z, flush);
+		if (rc == Z_STREAM_ERROR)
+			return -1;
+		size_t got = sizeof chunk - zs->z.avail_out;
+		buf_append(out, chunk, got);
+		zs->csize += got;
+		zs->written += got;
+	} while (zs->z.avail_out == 0 || (last && rc != Z_STREAM_END));
+	return 0;
+}
+
+void zips_end(struct zips *zs, buf_t *out)
+{
+	if (zs->deflating)
+		deflateEnd(&zs->z);
+	zs->deflating = 0;
+	size_t before = out->len;
+	put32(out, 0x08074b50);
+	put32(out, zs->crc);
+	put32(out, (unsigned long)zs->csize);
+	put32(out, (unsigned long)zs->usize);
+	zs->written += out->len - before;
+	size_t nlen = strlen(zs->name);
+	put32(&zs->cd, 0x02014b50);
+	put16(&zs->cd, 0x0314);
+	put16(&zs->cd, 20);
+	put16(&zs->cd, 0x0808);
+	put16(&zs->cd, 8);
+	put16(&zs->cd, zs->dtime);
+	put16(&zs->cd, zs->ddate);
+	put32(&zs->cd, zs->crc);
+	put32(&zs->cd, (unsigned long)zs->csize);
+	put32(&zs->cd, (unsigned long)zs->usize);
+	put16(&zs->cd, (unsigned)nlen);
+	put16(&zs->cd, 0);
+	put16(&zs->cd, 0);
+	put16(&zs->cd, 0);
+	put16(&zs->cd, 0);
+	put32(&zs->cd, 0100644UL << 16);
+	put32(&zs->cd, (unsigned long)zs->off);
+	buf_append(&zs->cd, zs->name, nlen);
+	zs->n++;
+}
+
+void zips_finish(struct zips *zs, buf_t *out)
+{
+	unsigned long cdoff = (unsigned long)zs->written;
+	buf_append(out, zs->cd.p ? zs->cd.p : "", zs->cd.len);
+	put32(out, 0x06054b50);
+	put16(out, 0);
+	put16(out, 0);
+	put16(out, zs->n);
+	put16(out, zs->n);
+	put32(out, (unsigned long)zs->cd.len);
+	put32(out, cdoff);
+	put16(out, 0);
+	buf_free(&zs->cd);
+}
+
+void zips_free(struct zips *zs)
+{
+	if (zs->deflating)
+		deflateEnd(&zs->z);
+	zs->deflating = 0;
+	buf_free(&zs->cd);
+	free(zs->name);
+	zs->name = NULL;
 }

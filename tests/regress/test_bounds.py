@@ -8,6 +8,7 @@ bomb is refused."""
 
 import http.client
 import io
+import os
 import json
 import socket
 import struct
@@ -203,3 +204,50 @@ def test_stalled_body_is_closed_after_the_idle_timeout(termd_factory):
     assert not got.startswith(b"HTTP/1.1 200"), got[:200]
     # termd is fine
     assert healthz_ms(port) < 5000
+
+
+def vm_hwm_kib(pid):
+    for line in open("/proc/%d/status" % pid):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    return 0
+
+
+def test_folder_download_streams_without_holding_termd(termd_factory, tmp_path):
+    t, port = start(termd_factory)
+    d = tmp_path / "big"
+    (d / "sub").mkdir(parents=True)
+    rnd = os.urandom(1 << 20)
+    with open(d / "a.bin", "wb") as f:
+        for i in range(24):
+            f.write(rnd[i:] + rnd[:i])   # 24 MiB that deflate cannot shrink
+    with open(d / "sub" / "zeros.bin", "wb") as f:
+        f.truncate(64 << 20)             # 64 MiB of zeros (sparse)
+    (d / "small.txt").write_text("hello\n")
+    base = vm_hwm_kib(t.proc.pid)
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=T)
+    c.request("GET", "/download_files?path=%s" % d)
+    r = c.getresponse()
+    assert r.status == 200 and r.getheader("content-type") == "application/zip"
+    assert r.getheader("content-disposition") == 'attachment; filename="big.zip"'
+    got = bytearray()
+    lat = []
+    while True:
+        b = r.read(256 << 10)
+        if not b:
+            break
+        got += b
+        if len(lat) < 20 and len(got) > (len(lat) + 1) * (1 << 20):
+            lat.append(healthz_ms(port))   # termd answers while the download is half read
+            time.sleep(0.02)               # and the client reads slowly
+    c.close()
+    z = zipfile.ZipFile(io.BytesIO(bytes(got)))
+    assert z.testzip() is None
+    assert sorted(z.namelist()) == ["a.bin", "small.txt", "sub/zeros.bin"]
+    assert z.getinfo("sub/zeros.bin").file_size == 64 << 20
+    assert z.read("small.txt") == b"hello\n"
+    assert z.read("a.bin")[:4096] == rnd[:4096]
+    assert len(lat) >= 10 and max(lat) < 1000, lat
+    grew = vm_hwm_kib(t.proc.pid) - base
+    # the files are 88 MiB and the archive 24 MiB: neither was held whole
+    assert grew < 20 * 1024, "termd's peak RSS grew %d KiB during the download" % grew
