@@ -46,7 +46,7 @@ static const struct limit_opt {
 	 "lines kept above each session's screen"},
 	{"output-mem", &opts.output_mem, TD_DEFAULT_OUTPUT_MEM, 4096, (size_t)1 << 31,
 	 "bytes of a command's output kept in memory; beyond, its output file only"},
-	{"upload-max", &opts.upload_max, (size_t)1 << 30, 1024, (size_t)1 << 40,
+	{"upload-max", &opts.upload_max, (size_t)256 << 20, 1024, (size_t)1 << 40,
 	 "bytes one upload may write, a zip's entries together (declared and inflated)"},
 	{"upload-entries", &opts.upload_entries, 10000, 1, 1000000,
 	 "entries in one uploaded zip"},

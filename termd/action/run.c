@@ -36,6 +36,8 @@ struct waiter {
 	size_t max_output;
 	int restarted;
 	int typed;                /* run: its text has been typed (or had none) */
+	int detached;             /* run: answered while the shell was still starting;
+				   * its command is typed at the prompt, then it goes */
 	uint64_t input_seen_us;   /* run: first time it looked blocked on input */
 	struct cmd *pending_cmd;  /* run: the command to type when the shell is ready */
 	buf_t pending_input;      /* run is_input: bytes to type after earlier waiters' */
@@ -112,7 +114,7 @@ static int session_has_pending(struct session *s)
 static struct waiter *command_waiter(struct session *s)
 {
 	for (struct waiter *w = s->waiters; w; w = w->next)
-		if (w->kind == WAIT_RUN && !w->is_input)
+		if (w->kind == WAIT_RUN && !w->is_input && !w->detached)
 			return w;
 	return NULL;
 }
@@ -160,9 +162,90 @@ static void emit_screen(struct session *s, struct conn *conn, const cJSON *id, i
 }
 
 /* The run observation for waiter w, which then ends. */
+/* The shell's foreground program, as "argv0 arg1 ..." (for a shell still
+ * starting: what its rc files are running). */
+static void fg_command(struct session *s, buf_t *out)
+{
+	char path[96];
+	int pid = (int)session_fg_pid(s);
+	if (pid == s->pty.pid) {
+		/* the shell itself: the newest program it started, if any */
+		snprintf(path, sizeof path, "/proc/%d/task/%d/children", pid, pid);
+		FILE *c = fopen(path, "r");
+		if (c) {
+			int child;
+			while (fscanf(c, "%d", &child) == 1)
+				pid = child;
+			fclose(c);
+		}
+	}
+	snprintf(path, sizeof path, "/proc/%d/cmdline", pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return;
+	char b[256];
+	size_t n = fread(b, 1, sizeof b - 1, f);
+	fclose(f);
+	while (n && b[n - 1] == 0)
+		n--;
+	for (size_t i = 0; i < n; i++)
+		buf_putc(out, b[i] ? b[i] : ' ');
+}
+
+/* A run answered before its command could be typed: the shell has not
+ * shown its first prompt yet (slow rc files). It says so, and for how
+ * long and what the shell is running; the command stays queued and is
+ * typed once, at the prompt (a `run ""` then waits for it). */
+static void run_answer_starting(struct waiter *w, const char *timed_out)
+{
+	struct session *s = w->s;
+	uint64_t now = mono_us();
+	cJSON *ex = cJSON_CreateObject();
+	cJSON_AddStringToObject(ex, "session", s->name);
+	cJSON_AddNumberToObject(ex, "exit_code", -1);
+	cJSON_AddBoolToObject(ex, "running", s->pty.alive);
+	cJSON_AddStringToObject(ex, "cwd", s->cwd ? s->cwd : "");
+	cJSON_AddNumberToObject(ex, "pid", s->pty.pid);
+	cJSON_AddNumberToObject(ex, "duration_ms", (double)(now - w->start_us) / 1000.0);
+	if (timed_out)
+		cJSON_AddStringToObject(ex, "timed_out", timed_out);
+	else
+		cJSON_AddNullToObject(ex, "timed_out");
+	cJSON_AddBoolToObject(ex, "waiting_for_input", 0);
+	cJSON_AddBoolToObject(ex, "alt_screen", screen_alt(s->screen));
+	cJSON_AddBoolToObject(ex, "truncated", 0);
+	cJSON *st = cJSON_AddObjectToObject(ex, "shell_starting");
+	cJSON_AddNumberToObject(st, "for_ms", (double)(now - s->spawned_us) / 1000.0);
+	buf_t prog = {0};
+	fg_command(s, &prog);
+	cJSON_AddStringToObject(st, "running", prog.p ? prog.p : "");
+	cJSON_AddBoolToObject(st, "queued", w->pending_cmd != NULL);
+	buf_free(&prog);
+	if (w->restarted)
+		cJSON_AddBoolToObject(ex, "restarted", 1);
+	pending_emit(&w->p, "run", "", ex);
+	if (!w->pending_cmd) {   /* a poll */
+		waiter_free(w);
+		return;
+	}
+	/* answered: no id, no client, no timers; the command waits for the
+	 * prompt (still in the pending registry, so the session's end frees it) */
+	cJSON_Delete(w->p.id);
+	w->p.id = NULL;
+	w->p.conn = NULL;
+	lws_sul_cancel(&w->sul);
+	w->detached = 1;
+	w->hard_us = w->idle_us = 0;
+}
+
 static void run_answer(struct waiter *w, const char *timed_out, int waiting_input)
 {
 	struct session *s = w->s;
+	if (w->kind == WAIT_RUN && s->pty.alive &&
+	    ((w->pending_cmd && !w->detached) || (!s->cmd && !w->is_input && session_has_pending(s)))) {
+		run_answer_starting(w, timed_out);
+		return;
+	}
 	struct cmd *cmd = s->cmd;
 	int finished = !cmd || cmd->finished;
 	int alt = screen_alt(s->screen);
@@ -228,6 +311,8 @@ static void schedule_at(struct waiter *w, uint64_t when)
 /* Decide whether waiter w can answer now; if not, set its timer. */
 static void run_check(struct waiter *w)
 {
+	if (w->detached)
+		return;   /* answered already: only its typing is left */
 	struct session *s = w->s;
 	uint64_t now = mono_us();
 	uint64_t last = s->last_output_us > w->start_us ? s->last_output_us : w->start_us;
@@ -394,6 +479,14 @@ static void type_pending(struct session *s)
 			cmd_set(s, cmd);
 			session_write(s, b.p, b.len);
 			buf_free(&b);
+			if (w->detached) {
+				/* polls that came while it was queued now wait on it */
+				for (struct waiter *o = s->waiters; o; o = o->next)
+					if (o != w && o->kind == WAIT_RUN && !o->typed && !waiter_pending(o))
+						o->typed = 1;
+				waiter_free(w);
+				continue;
+			}
 			run_check(w);
 		} else if (w->pending_input.len) {
 			type_input(s, w);
@@ -443,7 +536,9 @@ static void run_on_exit(struct session *s)
 	struct waiter *next;
 	for (struct waiter *w = s->waiters; w; w = next) {
 		next = w->next;
-		if (w->kind == WAIT_RUN && s->cmd)
+		if (w->detached)
+			waiter_free(w);   /* answered when the shell was starting */
+		else if (w->kind == WAIT_RUN && s->cmd)
 			run_answer(w, NULL, 0);
 		else
 			run_check(w);
@@ -490,7 +585,7 @@ static int run_action(struct act *a)
 			act_error(a, TD_ERR_BUSY, "a command is still running in '%s'", s->name);
 			return -1;
 		}
-	} else if ((!is_input && !command[0]) ? !has_cmd : !running) {
+	} else if ((!is_input && !command[0]) ? !(has_cmd || session_has_pending(s)) : !running) {
 		act_error(a, TD_ERR_NO_COMMAND, "nothing is running in '%s'", s->name);
 		return -1;
 	}
@@ -535,7 +630,8 @@ static int run_action(struct act *a)
 			run_check(w);   /* arms its timeouts */
 		return 0;
 	}
-	w->typed = 1;
+	/* a poll of a command still queued for the prompt waits until typed */
+	w->typed = has_cmd;
 	run_check(w);
 	return 0;
 }

@@ -54,6 +54,7 @@ struct session {
 	struct screen *screen;
 	struct shellint *si;
 	enum shell_state state;
+	uint64_t spawned_us;      /* when its process started (a shell still starting says how long) */
 	int ready;                /* line editor is reading (prompt shown) */
 	int cont;                 /* the shell reads the rest of a command (PS2) */
 	char *cwd;

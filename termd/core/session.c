@@ -227,6 +227,7 @@ static int spawn(struct session *s, const cJSON *env, char *err, size_t errlen)
 	if (r < 0)
 		return -1;
 	s->state = s->is_shell ? SH_STARTING : SH_RUNNING;
+	s->spawned_us = mono_us();
 	s->ready = 0;
 	log_debug("session %s: pid %d on %s", s->name, (int)s->pty.pid, s->pty.slave);
 	for (size_t i = 0; i < nlisteners; i++)

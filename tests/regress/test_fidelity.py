@@ -173,3 +173,27 @@ GEN_N = int(os.environ.get("TERMD_FIDELITY_N", "100"))
 @pytest.mark.parametrize("command", fidelity.generate(GEN_SEED, GEN_N))
 def test_generated_like_bash_c(side, command):
     side(command)
+
+
+def test_run_before_a_slow_shell_is_ready_says_so_and_is_typed_once(termd_factory, tmp_path):
+    home = tmp_path / "slowhome"
+    home.mkdir()
+    marker = tmp_path / "ran-count"
+    (home / ".bashrc").write_text("sleep 3\n")
+    t = termd_factory(env={"HOME": str(home)})
+    c = termd_client.Termd(t.url, wait=60)
+    try:
+        r = c.run("echo x >> %s; echo made" % marker, timeout=0.5)
+        assert r.running is True and r.exit_code == -1 and r.timed_out == "hard", r
+        st = r.extras.get("shell_starting")
+        assert st and st["queued"] is True and st["for_ms"] > 0, r
+        assert st["running"] == "sleep 3", r          # what the rc file is doing
+        with pytest.raises(termd_client.BusyError):   # it is queued: nothing else is typed
+            c.run("echo other")
+        r = c.run("")                                  # waits for the queued command
+        assert r.running is False and r.exit_code == 0 and r.output == "made", r
+        assert marker.read_text() == "x\n"             # typed exactly once
+        assert c.run("echo next").output == "next"
+        assert marker.read_text() == "x\n"
+    finally:
+        c.close()
