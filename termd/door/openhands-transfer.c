@@ -4,6 +4,8 @@
 #include "openhands.h"
 
 #include <dirent.h>
+#include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -129,6 +131,133 @@ static int unzip_entry(void *arg, const char *name, const unsigned char *data, s
 	return rc;
 }
 
+/* The upload's answer, as OpenHands' server gives it. */
+static void answer_uploaded(struct http_txn *t, const char *fname, const char *dest, int recursive)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "filename", fname);
+	cJSON_AddStringToObject(o, "destination", dest);
+	cJSON_AddBoolToObject(o, "recursive", recursive);
+	char *s = cJSON_PrintUnformatted(o);
+	oh_answer_json(t, 200, s);
+	free(s);
+	cJSON_Delete(o);
+}
+
+/* A zip is checked and unpacked in a thread of its own, so that inflating
+ * (up to --upload-max bytes) never holds the loop: the thread owns a copy
+ * of the archive and writes a byte to a pipe the loop watches when done. */
+struct unzip_job {
+	int refs;                 /* the thread's and the loop's */
+	unsigned char *zip;
+	size_t len;
+	char *dest, *fname;
+	int recursive, failed;
+	char err[512];
+	int wfd;
+	struct http_txn *t;       /* NULL once its client left (the loop's only) */
+};
+
+static void job_unref(struct unzip_job *j)
+{
+	if (__atomic_sub_fetch(&j->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+		free(j->zip);
+		free(j->dest);
+		free(j->fname);
+		free(j);
+	}
+}
+
+static void *unzip_thread(void *p)
+{
+	struct unzip_job *j = p;
+	struct unzip_ctx u = {j->dest};
+	if (zip_check(j->zip, j->len, opts.upload_max, opts.upload_entries, j->err,
+		      sizeof j->err) < 0 ||
+	    zip_read(j->zip, j->len, unzip_entry, &u, j->err, sizeof j->err) < 0)
+		j->failed = 1;
+	char x = 1;
+	if (write(j->wfd, &x, 1) < 0) {
+		/* the loop is gone */
+	}
+	close(j->wfd);
+	job_unref(j);
+	return NULL;
+}
+
+static int unzip_done(struct lws *wsi, enum lws_callback_reasons reason, void *arg)
+{
+	struct unzip_job *j = arg;
+	if (!j)
+		return 0;
+	if (reason != LWS_CALLBACK_RAW_RX_FILE && reason != LWS_CALLBACK_RAW_CLOSE_FILE)
+		return 0;
+	lws_set_opaque_user_data(wsi, NULL);
+	struct http_txn *t = j->t;
+	if (t) {
+		t->user = NULL;
+		t->gone = NULL;
+		if (j->failed)
+			oh_answer_detail(t, 500, j->err);
+		else
+			answer_uploaded(t, j->fname, j->dest, j->recursive);
+	}
+	job_unref(j);
+	return reason == LWS_CALLBACK_RAW_RX_FILE ? -1 : 0;   /* lws closes the pipe */
+}
+
+static void unzip_gone(struct http_txn *t)
+{
+	struct unzip_job *j = t->user;
+	if (j)
+		j->t = NULL;   /* the thread goes on; nobody to answer */
+	t->user = NULL;
+}
+
+/* 0: the job runs and answers later; -1: it could not start (why in err) */
+static int unzip_start(struct http_txn *t, const struct mp_part *part, const char *dest,
+		       const char *fname, int recursive, char *err, size_t errlen)
+{
+	int fds[2];
+	if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) < 0) {
+		snprintf(err, errlen, "cannot unpack: %s", strerror(errno));
+		return -1;
+	}
+	struct unzip_job *j = xcalloc(1, sizeof *j);
+	j->refs = 2;
+	j->zip = xmalloc(part->len ? part->len : 1);
+	memcpy(j->zip, part->data, part->len);
+	j->len = part->len;
+	j->dest = xstrdup(dest);
+	j->fname = xstrdup(fname);
+	j->recursive = recursive;
+	j->wfd = fds[1];
+	j->t = t;
+	if (!server_adopt_fd(fds[0], unzip_done, j)) {
+		close(fds[0]);
+		close(fds[1]);
+		j->refs = 1;
+		job_unref(j);
+		snprintf(err, errlen, "cannot unpack: cannot watch the job");
+		return -1;
+	}
+	t->user = j;
+	t->gone = unzip_gone;
+	pthread_t th;
+	pthread_attr_t at;
+	pthread_attr_init(&at);
+	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	if (pthread_create(&th, &at, unzip_thread, j) != 0) {
+		/* the loop side's close (RAW_CLOSE_FILE) answers it */
+		j->failed = 1;
+		snprintf(j->err, sizeof j->err, "cannot unpack: no thread");
+		close(j->wfd);
+		job_unref(j);   /* the thread's */
+	}
+	pthread_attr_destroy(&at);
+	return 0;
+}
+
 void oh_upload_file(struct http_txn *t)
 {
 	char destb[4096], rec[4096], ctype[512];	/* lws stops at the first query part too long for the buffer */
@@ -169,13 +298,10 @@ void oh_upload_file(struct http_txn *t)
 		return;
 	}
 	if (is_zip) {
-		struct unzip_ctx u = {dest};
-		if (zip_check(part.data, part.len, opts.upload_max, opts.upload_entries, err,
-			      sizeof err) < 0 ||
-		    zip_read(part.data, part.len, unzip_entry, &u, err, sizeof err) < 0) {
+		buf_free(&msg);
+		if (unzip_start(t, &part, dest, fname, recursive, err, sizeof err) < 0)
 			oh_answer_detail(t, 500, err);
-			return;
-		}
+		return;   /* answered when the thread is done */
 	} else {
 		buf_t path = {0};
 		buf_printf(&path, "%s/%s", dest, fname);
@@ -188,14 +314,7 @@ void oh_upload_file(struct http_txn *t)
 		}
 	}
 	buf_free(&msg);
-	cJSON *o = cJSON_CreateObject();
-	cJSON_AddStringToObject(o, "filename", fname);
-	cJSON_AddStringToObject(o, "destination", dest);
-	cJSON_AddBoolToObject(o, "recursive", recursive);
-	char *s = cJSON_PrintUnformatted(o);
-	oh_answer_json(t, 200, s);
-	free(s);
-	cJSON_Delete(o);
+	answer_uploaded(t, fname, dest, recursive);
 }
 
 /* A folder download, streamed: the files are listed (and their sizes

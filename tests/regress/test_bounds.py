@@ -81,8 +81,8 @@ def real_zip(files):
 
 def test_zip_bomb_refused_at_once_healthz_unaffected(termd_factory, tmp_path):
     t, port = start(termd_factory)
-    z = bomb(900)
-    assert len(z) < 100 * 1024   # a small upload that would inflate to 900 MiB
+    z = bomb(200)
+    assert len(z) < 30 * 1024    # a small upload that would inflate to 200 MiB
     idle = [healthz_ms(port) for _ in range(5)]
     lat, stop = [], threading.Event()
 
