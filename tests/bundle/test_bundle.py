@@ -112,6 +112,53 @@ def test_exit_codes(td):
     assert r.returncode == 0 and r.stdout.split() == ["before", "after", "3"], r
 
 
+# run item 13 for the sh fallback: each command through termd's run (in the
+# root's shell: bash in minbase, dash in minbase-nobash, busybox ash) next to
+# `sh -c` (bash -c where termd's shell is bash) in the same root, from the
+# same folder; exit code and stdout equal (stderr sent to stdout by each
+# command itself, as termd's answer has one stream)
+POSIX_CORPUS = [
+    'echo "a!b"', 'echo "two!!"', "echo 'single !quoted'", 'printf "%s|" a "b c"; echo',
+    'x="a  b"; echo "$x" $x', "echo $((6 * 7)) $((7 % 3))", 'echo "${UNSET:-dflt}"',
+    "false; echo $?", "(exit 3); echo $?", "true && echo and || echo or", "false || echo fallback",
+    "for i in 1 2 3; do printf %s $i; done; echo", "i=0; while [ $i -lt 3 ]; do i=$((i+1)); done; echo $i",
+    "case foo in f*) echo matched;; *) echo no;; esac", 'f() { echo "f:$1"; }; f one; f "two words"',
+    "cat <<EOF\nplain $((1+1))\nEOF", "cat <<'EOF'\nraw $HOME\nEOF", "echo a | tr a b",
+    "{ echo one; echo two; } | sort -r", 'echo "$(echo inner)"', "echo `echo back`",
+    "set -- x y z; echo $# $2", "echo ok >/dev/null; echo $?", "cd /tmp && pwd", "nosuchcmd_posix 2>/dev/null; echo $?",
+    "(cd / && pwd); pwd", "printf 'a\\nb\\n' | wc -l", "echo start; false; echo end", "exit_code() { return 4; }; exit_code; echo $?",
+    "test -d /tmp && echo dir", "[ 1 -gt 2 ] || echo not", "echo é ✓", "seq 3 2>/dev/null || printf '1\\n2\\n3\\n'",
+    "echo 'quoted;semi'; echo \"dq'sq\"", "unset v; echo \"[${v-unset}]\"",
+    "echo (", "if then fi",
+]
+
+
+@pytest.mark.parametrize("command", POSIX_CORPUS)
+def test_commands_like_sh_c(td, root, command):
+    shell = "/bin/bash" if root.name == "minbase" else "/bin/sh"
+    r = run(td, "posix", "cd /root && " + RESET_POSIX)
+    assert r.returncode == 0, r
+    r = run(td, "posix", command, timeout=20)
+    want = root.run([shell, "-c", "cd /root\n" + command], timeout=60, input="")
+    assert r.returncode != 124, ("termd still running", command, r)
+    got_out = [ln.rstrip() for ln in r.stdout.replace("\r\n", "\n").split("\n")]
+    want_out = [ln.rstrip() for ln in (want.stdout + want.stderr).split("\n")]
+    while got_out and not got_out[-1]:
+        got_out.pop()
+    while want_out and not want_out[-1]:
+        want_out.pop()
+    if command in ("echo (", "if then fi"):
+        # a rejected text: the shell's message and code, whatever the shell
+        assert r.returncode == want.returncode and r.returncode != 0, (command, r, want)
+        assert got_out and ("syntax error" in got_out[0] or "unexpected" in got_out[0]), (command, r)
+        return
+    assert r.returncode == want.returncode, (command, r, want)
+    assert got_out == want_out, (command, r, want)
+
+
+RESET_POSIX = "set +eu; unset x i v"
+
+
 def test_prompt_waits_for_input(td):
     r = run(td, "ask", 'printf "Name: "; read n; echo "Hello $n"', timeout=20)
     assert r.returncode == 124, r

@@ -33,7 +33,7 @@ FUZZ_MAXLEN_shellint := 20000
 FUZZ_MAXLEN_render   := 8192
 FUZZ_MAXLEN_vtparse  := 4096
 
-.PHONY: fuzz fuzz-short fuzz-build fuzz-clean
+.PHONY: fuzz fuzz-short fuzz-build fuzz-clean fuzz-fidelity
 .SECONDARY: $(FUZZ_OBJ)
 fuzz-build: $(FUZZ_BINS)
 
@@ -80,6 +80,7 @@ endef
 
 fuzz: deps $(FUZZ_BINS)
 	$(call fuzz_run,$(FUZZ_TIME),,corpus,keep)
+	$(MAKE) fuzz-fidelity
 
 # In make test the run is reproducible: the checked-in inputs, then a fixed
 # seed and a fixed number of inputs from a fresh copy of them (the time is
@@ -88,6 +89,16 @@ fuzz: deps $(FUZZ_BINS)
 FUZZ_SHORT_RUNS ?= 3000
 fuzz-short: $(FUZZ_BINS)
 	$(call fuzz_run,$(FUZZ_SHORT_TIME),-seed=1 -runs=$(FUZZ_SHORT_RUNS),short,fresh)
+
+# the shell-command generator of tests/regress/fidelity.py against bash -c
+# (run item 13): a fresh seed each time (say FIDELITY_SEED=N to replay one)
+FIDELITY_N ?= 2000
+FIDELITY_SEED ?= $(shell date +%s)
+fuzz-fidelity: all
+	@echo "fuzz-fidelity: seed $(FIDELITY_SEED), $(FIDELITY_N) commands"
+	TERMD_FIDELITY_SEED=$(FIDELITY_SEED) TERMD_FIDELITY_N=$(FIDELITY_N) \
+	  TERMD_BIN=$(abspath $(BUILD)/termd) $(PY) -m pytest -q -p no:cacheprovider \
+	  tests/regress/test_fidelity.py -k generated
 
 fuzz-clean:
 	rm -rf $(FUZZ_BUILD)

@@ -218,15 +218,22 @@ def _simple(rng, depth):
 
 def _pipeline(rng, depth):
     cmd = _simple(rng, depth)
-    for _ in range(rng.choice([0, 0, 0, 1, 2])):
+    pipes = rng.choice([0, 0, 0, 1, 2])
+    if pipes:
+        # stderr goes down the pipe too: written beside it, its order against
+        # the pipe's output is a race, with bash -c as with termd
+        cmd = "{ " + cmd + "; } 2>&1"
+    for _ in range(pipes):
         cmd += " | " + rng.choice(["cat", "sort", "tr a-z A-Z", "wc -c", "head -2", "rev", "sed 's/a/A/g'"])
     r = rng.randrange(10)
     if r == 0 and depth < 2:
-        cmd = "(" + _list(rng, depth + 1) + ")"
+        # "( (" as people write it: "((" would start an arithmetic command,
+        # whose failed parse bash words differently with and without -c
+        cmd = "( " + _list(rng, depth + 1) + " )"
     elif r == 1 and depth < 2:
         cmd = "{ " + _list(rng, depth + 1) + "; }"
     elif r == 2:
-        cmd = "echo \"$(" + _simple(rng, depth + 1) + ")\""
+        cmd = "echo \"$( " + _simple(rng, depth + 1) + ")\""   # "$( (" is not "$(("
     elif r == 3:
         cmd += " 2>&1"
     return cmd

@@ -214,7 +214,11 @@ def vm_hwm_kib(pid):
 
 
 def test_folder_download_streams_without_holding_termd(termd_factory, tmp_path):
-    t, port = start(termd_factory)
+    # under AddressSanitizer freed slices wait in its quarantine: keep it
+    # small (as test_flood does) and allow its redzones
+    asan = os.environ.get("ASAN_OPTIONS")
+    t = termd_factory(tcp=True, env={"ASAN_OPTIONS": asan + ":quarantine_size_mb=16"} if asan else None)
+    port = int(t.url.rsplit(":", 1)[1])
     d = tmp_path / "big"
     (d / "sub").mkdir(parents=True)
     rnd = os.urandom(1 << 20)
@@ -250,4 +254,5 @@ def test_folder_download_streams_without_holding_termd(termd_factory, tmp_path):
     assert len(lat) >= 10 and max(lat) < 1000, lat
     grew = vm_hwm_kib(t.proc.pid) - base
     # the files are 88 MiB and the archive 24 MiB: neither was held whole
-    assert grew < 20 * 1024, "termd's peak RSS grew %d KiB during the download" % grew
+    print("download RSS growth %d KiB" % grew)
+    assert grew < (40 if asan else 20) * 1024, "termd's peak RSS grew %d KiB during the download" % grew

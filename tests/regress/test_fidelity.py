@@ -166,7 +166,9 @@ def test_corpus_like_bash_c(side, command):
     side(command)
 
 
-GEN_SEED = 20261125
+# make test: a fixed seed and 100 commands (the same verdict on every run);
+# make fuzz-fidelity: a new seed each time, many more (printed, to replay)
+GEN_SEED = int(os.environ.get("TERMD_FIDELITY_SEED", "20261125"))
 GEN_N = int(os.environ.get("TERMD_FIDELITY_N", "100"))
 
 
