@@ -161,7 +161,6 @@ static void emit_screen(struct session *s, struct conn *conn, const cJSON *id, i
 	buf_free(&text);
 }
 
-/* The run observation for waiter w, which then ends. */
 /* The shell's foreground program, as "argv0 arg1 ..." (for a shell still
  * starting: what its rc files are running). */
 static void fg_command(struct session *s, buf_t *out)
@@ -238,6 +237,7 @@ static void run_answer_starting(struct waiter *w, const char *timed_out)
 	w->hard_us = w->idle_us = 0;
 }
 
+/* The run observation for waiter w, which then ends. */
 static void run_answer(struct waiter *w, const char *timed_out, int waiting_input)
 {
 	struct session *s = w->s;
