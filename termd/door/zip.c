@@ -51,6 +51,27 @@ static int inflate_raw(const unsigned char *in, size_t n, unsigned char *out, si
 	return r == Z_STREAM_END && got == outlen ? 0 : -1;
 }
 
+/* The end of central directory record, searched from the end (a comment
+ * of up to 64 KiB may follow it). 0 and *at, or -1 and err. */
+static int find_eocd(const unsigned char *z, size_t len, size_t *at, char *err, size_t errlen)
+{
+	if (len < 22) {
+		snprintf(err, errlen, "not a zip file");
+		return -1;
+	}
+	size_t eocd = len - 22, stop = len > 22 + 65535 ? len - 22 - 65535 : 0;
+	for (;; eocd--) {
+		if (rd32(z + eocd) == 0x06054b50) {
+			*at = eocd;
+			return 0;
+		}
+		if (eocd == stop) {
+			snprintf(err, errlen, "not a zip file");
+			return -1;
+		}
+	}
+}
+
 struct zspan {
 	size_t from, to;   /* an entry's local header to the end of its data */
 };
@@ -70,19 +91,9 @@ int zip_check(const void *data, size_t len, size_t budget, size_t max_entries, c
 	      size_t errlen)
 {
 	const unsigned char *z = data;
-	if (len < 22) {
-		snprintf(err, errlen, "not a zip file");
+	size_t eocd;
+	if (find_eocd(z, len, &eocd, err, errlen) < 0)
 		return -1;
-	}
-	size_t eocd = len - 22, stop = len > 22 + 65535 ? len - 22 - 65535 : 0;
-	for (;; eocd--) {
-		if (rd32(z + eocd) == 0x06054b50)
-			break;
-		if (eocd == stop) {
-			snprintf(err, errlen, "not a zip file");
-			return -1;
-		}
-	}
 	unsigned long count = rd16(z + eocd + 10);
 	unsigned long cdsize = rd32(z + eocd + 12), cdoff = rd32(z + eocd + 16);
 	if (count > max_entries) {
@@ -133,20 +144,9 @@ int zip_read(const void *data, size_t len, zip_entry_fn fn, void *arg, char *err
 {
 	const unsigned char *z = data;
 	err[0] = 0;
-	if (len < 22) {
-		snprintf(err, errlen, "not a zip file");
+	size_t eocd;
+	if (find_eocd(z, len, &eocd, err, errlen) < 0)
 		return -1;
-	}
-	/* the end of central directory record, searched from the end */
-	size_t eocd = len - 22, stop = len > 22 + 65535 ? len - 22 - 65535 : 0;
-	for (;; eocd--) {
-		if (rd32(z + eocd) == 0x06054b50)
-			break;
-		if (eocd == stop) {
-			snprintf(err, errlen, "not a zip file");
-			return -1;
-		}
-	}
 	unsigned long count = rd16(z + eocd + 10);
 	unsigned long cdsize = rd32(z + eocd + 12), cdoff = rd32(z + eocd + 16);
 	if (count == 0xffff || cdoff == 0xffffffffUL) {
