@@ -287,6 +287,50 @@ static void stop_all(void)
 	session_stop_all();
 }
 
+/* The end, in order, from any point after the loop was made (each part is
+ * safe when its module never started): links and plugin processes;
+ * sessions' timers, waiters and processes while the loop still exists;
+ * the loop (every connection and pty closed); the sessions freed; the
+ * listener and run folder; then what the modules and options hold. */
+static void teardown(void)
+{
+	link_stop();
+	plugin_stop_all();
+	stop_all();
+	envd_shutdown();   /* its timers and streams while the loop still exists */
+	server_close_loop();
+	session_free_all();
+	server_shutdown();
+	events_shutdown();
+	plugin_shutdown();
+	link_shutdown();
+	openhands_shutdown();
+	web_shutdown();
+	actions_shutdown();
+	child_forget_all();
+	free(opts.plugins);
+	free(opts.plugin_dir);
+	free(opts.state_dir);
+	free(opts.listen_host);
+	free(opts.listen_unix);
+	for (int i = 0; i < opts.nextra; i++)
+		free(opts.extra_host[i]);
+	free(opts.token);
+	free(opts.view_token);
+	free(opts.shell);
+	free(opts.cwd);
+	free(opts.event_log);
+	free(opts.tls_cert);
+	free(opts.tls_key);
+	free(opts.record_dir);
+	for (size_t i = 0; i < opts.nconnect; i++)
+		free(opts.connect[i]);
+	free(opts.connect);
+	free(opts.connect_token);
+	free(opts.sandbox_id);
+	free(opts.cacert);
+}
+
 int main(int argc, char **argv)
 {
 	enum { O_LISTEN = 256, O_TOKEN, O_VIEW, O_SHELL, O_CWD, O_LOG, O_TLS_CERT, O_TLS_KEY,
@@ -587,38 +631,17 @@ int main(int argc, char **argv)
 	td_err code;
 	if (!session_open("main", NULL, NULL, NULL, 0, 0, &code, err, sizeof err)) {
 		fprintf(stderr, "termd: cannot start the main shell: %s\n", err);
-		stop_all();
-		server_close_loop();
-		session_free_all();
-		server_shutdown();
-		events_shutdown();
-		actions_shutdown();
+		teardown();
 		return 1;
 	}
 	if (plugin_init(err, sizeof err) < 0) {
 		fprintf(stderr, "termd: %s\n", err);
-		plugin_stop_all();
-		stop_all();
-		server_close_loop();
-		session_free_all();
-		server_shutdown();
-		events_shutdown();
-		plugin_shutdown();
-		actions_shutdown();
+		teardown();
 		return 2;
 	}
 	if (link_start(err, sizeof err) < 0) {
 		fprintf(stderr, "termd: %s\n", err);
-		link_stop();
-		plugin_stop_all();
-		stop_all();
-		server_close_loop();
-		session_free_all();
-		server_shutdown();
-		events_shutdown();
-		plugin_shutdown();
-		link_shutdown();
-		actions_shutdown();
+		teardown();
 		return 2;
 	}
 	if (opts.listen_none)
@@ -628,43 +651,6 @@ int main(int argc, char **argv)
 	else
 		log_info("listening on %s:%d", opts.listen_host, opts.listen_port);
 	server_run();
-	/* the end, in order: plugin processes; sessions' timers, waiters and
-	 * processes while the loop still exists; the loop (every connection
-	 * and pty closed); the sessions freed; the listener and run folder */
-	link_stop();
-	plugin_stop_all();
-	stop_all();
-	envd_shutdown();   /* its timers and streams while the loop still exists */
-	server_close_loop();
-	session_free_all();
-	server_shutdown();
-	events_shutdown();
-	plugin_shutdown();
-	link_shutdown();
-	openhands_shutdown();
-	web_shutdown();
-	actions_shutdown();
-	child_forget_all();
-	free(opts.plugins);
-	free(opts.plugin_dir);
-	free(opts.state_dir);
-	free(opts.listen_host);
-	free(opts.listen_unix);
-	for (int i = 0; i < opts.nextra; i++)
-		free(opts.extra_host[i]);
-	free(opts.token);
-	free(opts.view_token);
-	free(opts.shell);
-	free(opts.cwd);
-	free(opts.event_log);
-	free(opts.tls_cert);
-	free(opts.tls_key);
-	free(opts.record_dir);
-	for (size_t i = 0; i < opts.nconnect; i++)
-		free(opts.connect[i]);
-	free(opts.connect);
-	free(opts.connect_token);
-	free(opts.sandbox_id);
-	free(opts.cacert);
+	teardown();
 	return 0;
 }

@@ -297,3 +297,14 @@ def test_record_refuses_hard_links(termd_factory, tmp_path):
     assert files and all(f != name for f in files)
     s, _, b = wsclient.http_request(t.url, "/record/" + files[0], timeout=30)
     assert s == 200 and b"recorded" in b
+
+
+def test_token_in_the_query_is_url_decoded(termd_factory, tmp_path):
+    # SECURITY.md: ?token= is URL-decoded, so a token's "+" must be sent as %2B
+    tok = tmp_path / "tok"
+    tok.write_text("a+b/c=\n")
+    t = termd_factory(args=("--token-file", str(tok)))
+    assert wsclient.http_request(t.url, "/auth?token=a%2Bb%2Fc%3D", timeout=30)[0] == 200
+    assert wsclient.http_request(t.url, "/auth?token=a+b/c=", timeout=30)[0] == 401
+    assert wsclient.http_request(t.url, "/auth", headers={"Authorization": "Bearer a+b/c="},
+                                 timeout=30)[0] == 200
