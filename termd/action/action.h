@@ -54,6 +54,12 @@ void events_emit(struct conn *to, const cJSON *cause, const char *observation,
 void events_error(struct conn *to, const cJSON *cause, td_err code,
 		  const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 void events_hello(struct conn *c);
+/* An event no action caused whose bulk is for the live stream only:
+ * subscribers get it whole; the retained ring and the event log keep the
+ * same seq with `kept` as its extras and an empty content (a note saying
+ * what was not kept). Takes both extras. */
+void events_emit_live(const char *observation, const char *content, cJSON *extras,
+		      cJSON *kept);
 /* events_emit to subscribers only (no cause): a cmd_event_fn */
 void events_broadcast(const char *observation, const char *content, cJSON *extras);
 void events_register(void);

@@ -294,6 +294,32 @@ static char *envelope(uint64_t seq, const cJSON *cause, const char *observation,
 	return xrealloc(buf_steal(&b), n + 1);
 }
 
+static void log_failed(int err);
+
+void events_emit_live(const char *observation, const char *content, cJSON *extras,
+		      cJSON *kept)
+{
+	uint64_t seq = ++last_seq;
+	char *json = envelope(seq, NULL, observation, content, extras);
+	char *stub = envelope(seq, NULL, observation, "", kept);
+	if (!json || !stub) {
+		log_warn("cannot serialize an observation");
+		free(json);
+		free(stub);
+		return;
+	}
+	size_t len = strlen(json);
+	for (struct conn *c = srv.conns; c; c = c->next)
+		if (c->subscribed && !c->closing)
+			send_fn(c, json, len);
+	free(json);
+	len = strlen(stub);
+	int log_err = log_write(stub, len);
+	retain(seq, stub, len, NULL);
+	if (log_err)
+		log_failed(log_err);
+}
+
 void events_broadcast(const char *observation, const char *content, cJSON *extras)
 {
 	events_emit(NULL, NULL, observation, content, extras);
@@ -332,16 +358,20 @@ void events_emit(struct conn *to, const cJSON *cause, const char *observation,
 	/* (a viewer's answers keep no id: it cannot claim one before the
 	 * full-token client uses it) */
 	retain(seq, json, len, id_key(cause));
-	if (log_err) {
-		/* after retain: the ring stays in seq order */
-		cJSON *ex = cJSON_CreateObject();
-		cJSON_AddStringToObject(ex, "code", td_err_name(TD_ERR_IO_ERROR));
-		cJSON_AddStringToObject(ex, "path", opts.event_log);
-		char msg[1024];
-		snprintf(msg, sizeof msg, "cannot write the event log %s: %s; events are not "
-			 "logged until it can be written again", opts.event_log, strerror(log_err));
-		events_emit(NULL, NULL, "error", msg, ex);
-	}
+	if (log_err)
+		log_failed(log_err);   /* after retain: the ring stays in seq order */
+}
+
+/* the event log could not be written: subscribers are told */
+static void log_failed(int log_err)
+{
+	cJSON *ex = cJSON_CreateObject();
+	cJSON_AddStringToObject(ex, "code", td_err_name(TD_ERR_IO_ERROR));
+	cJSON_AddStringToObject(ex, "path", opts.event_log);
+	char msg[1024];
+	snprintf(msg, sizeof msg, "cannot write the event log %s: %s; events are not "
+		 "logged until it can be written again", opts.event_log, strerror(log_err));
+	events_emit(NULL, NULL, "error", msg, ex);
 }
 
 static struct retained *find_retained(uint64_t seq)

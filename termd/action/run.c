@@ -547,6 +547,17 @@ static void run_on_exit(struct session *s)
 
 /* ---------------------------------------------------------------- actions */
 
+/* run and keys type at a terminal: a pipe session has none */
+static int not_a_pipe(struct act *a, struct session *s)
+{
+	if (!s->is_pipe)
+		return 0;
+	return act_error(a, TD_ERR_BAD_REQUEST,
+			 "session '%s' is a pipe session (no terminal): write its stdin with "
+			 "session.stdin, read its output from session.output events or screen, "
+			 "stop it with session.signal", s->name);
+}
+
 static int run_action(struct act *a)
 {
 	const char *command = NULL;
@@ -565,7 +576,8 @@ static int run_action(struct act *a)
 	}
 	int restarted;
 	struct session *s;
-	if (arg_session(a, "session", SESS_CREATE | SESS_RESPAWN, &s, &restarted) < 0)
+	if (arg_session(a, "session", SESS_CREATE | SESS_RESPAWN, &s, &restarted) < 0 ||
+	    not_a_pipe(a, s) < 0)
 		return -1;
 	/* input never waits behind an answer; a second command does */
 	int new_command = !is_input && s->is_shell;
@@ -661,7 +673,7 @@ static int keys_action(struct act *a)
 	}
 	int restarted;
 	struct session *s;
-	if (arg_session(a, "session", SESS_RESPAWN, &s, &restarted) < 0)
+	if (arg_session(a, "session", SESS_RESPAWN, &s, &restarted) < 0 || not_a_pipe(a, s) < 0)
 		return -1;
 	struct waiter *w = waiter_new(WAIT_KEYS, s, a);
 	w->restarted = restarted;

@@ -1,8 +1,12 @@
-/* sessionctl.c — the session management actions: `session.open`,
- * `session.list`, `session.signal` and `session.close` (ending a session's
- * whole process tree: HUP, then KILL after 2 s, then freeing it once its
- * process is reaped). */
+/* sessionctl.c — the session management actions: `session.open` (a
+ * shell, a program on a pty, or a program on pipes), `session.list`,
+ * `session.signal`, `session.stdin` (bytes and end of file to a session's
+ * input) and `session.close` (ending a session's whole process tree: HUP,
+ * then KILL after 2 s, then freeing it once its process is reaped); the
+ * session.exit event, and a pipe session's output as `session.output`
+ * events (stdout and stderr apart, UTF-8 text or base64). */
 #include "action.h"
+#include "fsio.h"
 
 #include <dirent.h>
 #include <signal.h>
@@ -58,20 +62,35 @@ static cJSON *session_json(struct session *s)
 	cJSON_AddNumberToObject(o, "rows", s->rows);
 	cJSON_AddNumberToObject(o, "viewers", s->nviewers);
 	cJSON_AddBoolToObject(o, "shell", s->is_shell);
+	cJSON_AddStringToObject(o, "kind", s->is_pipe ? "pipe" : "pty");
+	if (s->is_pipe)
+		cJSON_AddBoolToObject(o, "stdin", pty_input_open(&s->pty));
 	return o;
 }
 
 static int session_open_action(struct act *a)
 {
-	const char *name = NULL, *command = NULL, *cwd = NULL;
+	const char *name = NULL, *command = NULL, *cwd = NULL, *kind = NULL;
 	double cols = 0, rows = 0;
-	int has;
+	int has, with_stdin = 0, has_stdin = -1;
 	if (arg_session_name(a, "name", 1, &name) < 0 ||
 	    arg_string(a, "command", &command, 0) < 0 ||
 	    arg_string(a, "cwd", &cwd, 0) < 0 ||
+	    arg_string(a, "kind", &kind, 0) < 0 ||
+	    arg_bool(a, "stdin", &has_stdin) < 0 ||
 	    arg_number(a, "cols", &cols, &has) < 0 ||
 	    arg_number(a, "rows", &rows, &has) < 0)
 		return -1;
+	int pipe = kind && strcmp(kind, "pipe") == 0;
+	if (kind && !pipe && strcmp(kind, "pty") != 0)
+		return act_error(a, TD_ERR_BAD_REQUEST, "argument 'kind' is \"pty\" or \"pipe\"");
+	if (pipe && (!command || !*command))
+		return act_error(a, TD_ERR_BAD_REQUEST,
+				 "a pipe session runs a program: argument 'command' is required");
+	if (has_stdin >= 0 && !pipe)
+		return act_error(a, TD_ERR_BAD_REQUEST,
+				 "argument 'stdin' is for pipe sessions (a pty's input is always open)");
+	with_stdin = has_stdin > 0;
 	const cJSON *env = a->args ? cJSON_GetObjectItemCaseSensitive(a->args, "env") : NULL;
 	if (env && !cJSON_IsNull(env)) {
 		const cJSON *e;
@@ -100,8 +119,10 @@ static int session_open_action(struct act *a)
 		command = NULL;
 	char err[256];
 	td_err code;
-	struct session *s = session_open(name, command, cwd, env, (int)cols, (int)rows, &code,
-					 err, sizeof err);
+	struct session *s = pipe ? session_open_pipe(name, command, cwd, env, with_stdin, (int)cols,
+						     (int)rows, &code, err, sizeof err)
+				 : session_open(name, command, cwd, env, (int)cols, (int)rows, &code,
+						err, sizeof err);
 	if (!s)
 		return act_error(a, code, "cannot open session '%s': %s", name, err);
 	if (command)
@@ -235,10 +256,175 @@ static int session_close_action(struct act *a)
 	return 0;
 }
 
+/* `session.stdin`: bytes to the session's input as they are (no key
+ * names: `keys` is for terminals), and with eof a pipe session's stdin is
+ * closed once they are written. */
+static int session_stdin_action(struct act *a)
+{
+	const char *content = NULL;
+	int b64 = 0, eof = 0;
+	struct session *s;
+	if (arg_string(a, "content", &content, 0) < 0 || arg_encoding(a, &b64) < 0 ||
+	    arg_bool(a, "eof", &eof) < 0 || arg_session(a, "session", 0, &s, NULL) < 0)
+		return -1;
+	if (!content && !eof)
+		return act_error(a, TD_ERR_BAD_REQUEST, "give 'content', 'eof': true, or both");
+	if (!s->pty.alive)
+		return act_error(a, TD_ERR_NO_COMMAND, "session '%s' has ended (exit code %d)",
+				 s->name, s->pty.exit_code);
+	if (s->is_pipe && !pty_input_open(&s->pty))
+		return act_error(a, TD_ERR_BAD_REQUEST,
+				 "session '%s' has no stdin open (opened without \"stdin\": true, "
+				 "or closed with eof)", s->name);
+	if (!s->is_pipe && eof)
+		return act_error(a, TD_ERR_BAD_REQUEST,
+				 "session '%s' is a terminal: its input cannot be closed (send C-d "
+				 "with keys for end of file)", s->name);
+	buf_t bytes = {0};
+	size_t n = content ? strlen(content) : 0;
+	const char *data = content;
+	if (content && b64) {
+		if (fsio_b64_decode(content, n, &bytes) < 0) {
+			buf_free(&bytes);
+			return act_error(a, TD_ERR_BAD_REQUEST, "argument 'content' is not valid base64");
+		}
+		data = bytes.p;
+		n = bytes.len;
+	}
+	if (n)
+		session_write(s, data, n);
+	buf_free(&bytes);
+	if (eof)
+		session_close_stdin(s);
+	cJSON *ex = cJSON_CreateObject();
+	cJSON_AddStringToObject(ex, "session", s->name);
+	cJSON_AddNumberToObject(ex, "bytes", (double)n);
+	cJSON_AddBoolToObject(ex, "eof", eof);
+	events_emit(a->conn, a->id, "session.stdin", "", ex);
+	return 0;
+}
+
+/* ------------------------------------------- a pipe session's output */
+
+/* a pipe session's output kept whole in the event ring and log: the
+ * first 4 MiB; past that its events reach subscribers whole, and the ring
+ * keeps a note of the bytes (a flood cannot push every other event out) */
+#define OUTPUT_KEPT_MAX (4u << 20)
+
+/* per pipe session: the end of a stream's last chunk that began a UTF-8
+ * character still to come, and the bytes kept so far */
+struct tail {
+	struct tail *next;
+	struct session *s;
+	char b[2][4];
+	size_t n[2];
+	size_t kept;
+};
+static struct tail *tails;
+
+static struct tail **tail_find(struct session *s)
+{
+	struct tail **pp = &tails;
+	while (*pp && (*pp)->s != s)
+		pp = &(*pp)->next;
+	return pp;
+}
+
+static void output_event(struct session *s, struct tail *t, int stream, const char *data,
+			 size_t n)
+{
+	int text = utf8_text(data, n, NULL);
+	int keep = t->kept + n <= OUTPUT_KEPT_MAX;
+	buf_t b = {0};
+	if (!text)
+		fsio_b64_encode(data, n, &b);
+	cJSON *ex = cJSON_CreateObject();
+	cJSON_AddStringToObject(ex, "session", s->name);
+	cJSON_AddStringToObject(ex, "stream", stream == 2 ? "stderr" : "stdout");
+	cJSON_AddStringToObject(ex, "encoding", text ? "utf-8" : "base64");
+	cJSON_AddNumberToObject(ex, "bytes", (double)n);
+	if (text) {
+		buf_append(&b, data, n);
+		buf_putc(&b, 0);
+	}
+	if (keep) {
+		t->kept += n;
+		events_emit(NULL, NULL, "session.output", b.p ? b.p : "", ex);
+	} else {
+		cJSON_AddBoolToObject(ex, "kept", 0);
+		cJSON *note = cJSON_Duplicate(ex, 1);
+		cJSON_ReplaceItemInObject(note, "encoding", cJSON_CreateString("utf-8"));
+		events_emit_live("session.output", b.p ? b.p : "", ex, note);
+	}
+	buf_free(&b);
+}
+
+/* where a character begun in data[0..n) would end past n: that start, or n */
+static size_t complete_upto(const unsigned char *d, size_t n)
+{
+	for (size_t back = 1; back <= 3 && back <= n; back++) {
+		unsigned char c = d[n - back];
+		if ((c & 0xC0) == 0x80)
+			continue;   /* a continuation byte: look further back */
+		size_t want = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+		return want > back ? n - back : n;
+	}
+	return n;
+}
+
+static void on_stream(struct session *s, int stream, const char *data, size_t n)
+{
+	struct tail **pp = tail_find(s), *t = *pp;
+	int k = stream == 2;
+	buf_t b = {0};
+	if (!t) {
+		t = *pp = xcalloc(1, sizeof *t);
+		t->s = s;
+	}
+	if (t->n[k]) {
+		buf_append(&b, t->b[k], t->n[k]);
+		t->n[k] = 0;
+	}
+	buf_append(&b, data, n);
+	size_t cut = complete_upto((const unsigned char *)b.p, b.len);
+	if (cut < b.len && utf8_text(b.p, cut, NULL)) {
+		memcpy(t->b[k], b.p + cut, b.len - cut);
+		t->n[k] = b.len - cut;
+	} else {
+		cut = b.len;   /* not text anyway: all of it as base64 */
+	}
+	if (cut)
+		output_event(s, t, stream, b.p, cut);
+	buf_free(&b);
+}
+
+/* a held-back beginning of a character that never came, and the record */
+static void tail_flush(struct session *s)
+{
+	struct tail **pp = tail_find(s), *t = *pp;
+	if (!t)
+		return;
+	*pp = t->next;
+	for (int k = 0; k < 2; k++)
+		if (t->n[k])
+			output_event(s, t, k + 1, t->b[k], t->n[k]);
+	free(t);
+}
+
+static void on_gone(struct session *s)
+{
+	struct tail **pp = tail_find(s), *t = *pp;
+	if (t) {
+		*pp = t->next;
+		free(t);
+	}
+}
+
 /* The session's process ended: the session.exit event (after the
  * listeners registered before: answers, viewers' exit frames). */
 static void sessionctl_on_exit(struct session *s)
 {
+	tail_flush(s);
 	cJSON *ex = cJSON_CreateObject();
 	cJSON_AddStringToObject(ex, "name", s->name);
 	cJSON_AddNumberToObject(ex, "exit_code", s->pty.exit_code);
@@ -255,13 +441,16 @@ static void sessionctl_on_exit(struct session *s)
 
 void sessionctl_register(void)
 {
-	static const struct session_listener l = {.exit = sessionctl_on_exit};
+	static const struct session_listener l = {
+		.exit = sessionctl_on_exit, .stream = on_stream, .gone = on_gone,
+	};
 	session_listen(&l);
 	static const struct action_def defs[] = {
 		{"session.open", session_open_action, 0},
 		{"session.list", session_list_action, ACT_READONLY},
 		{"session.signal", session_signal_action, 0},
 		{"session.close", session_close_action, 0},
+		{"session.stdin", session_stdin_action, 0},
 	};
 	actions_register(defs, sizeof defs / sizeof defs[0]);
 }

@@ -47,6 +47,7 @@ struct session {
 	char name[TD_SESSION_NAME_MAX + 1];
 	char *command;            /* session program (NULL = interactive shell) */
 	int is_shell;             /* has termd's shell integration */
+	int is_pipe;              /* a pipe session: no terminal, stdout and stderr apart */
 	enum shell_kind shell_kind;
 	struct pty pty;           /* its process: fd, pid, alive, exit code (pty.c) */
 	const cJSON *spawn_env;   /* session.open's env, while spawning only */
@@ -99,7 +100,10 @@ void fair_set_probe(uint64_t (*probe)(const struct session *s));
 struct session_listener {
 	void (*started)(struct session *s); /* its process was spawned (open, respawn) */
 	void (*input)(struct session *s, const char *data, size_t n);  /* written to the pty */
-	void (*output)(struct session *s, const char *data, size_t n); /* the pty's bytes */
+	void (*output)(struct session *s, const char *data, size_t n); /* the pty's bytes
+						 * (a pipe session's both streams, \n as \r\n) */
+	/* a pipe session's bytes as the program wrote them: stream 1 stdout, 2 stderr */
+	void (*stream)(struct session *s, int stream, const char *data, size_t n);
 	void (*text)(struct session *s, const char *data, size_t n);   /* output, marks removed */
 	void (*title)(struct session *s, const char *t, size_t n);
 	void (*resize)(struct session *s);
@@ -119,6 +123,14 @@ struct session *session_find(const char *name);
 struct session *session_open(const char *name, const char *command, const char *cwd,
 			     const cJSON *env, int cols, int rows, td_err *code, char *err,
 			     size_t errlen);
+/* A pipe session: command (required) runs with pipes, stdin a pipe only
+ * with_stdin (else /dev/null); its output is fed to the screen too. */
+struct session *session_open_pipe(const char *name, const char *command, const char *cwd,
+				  const cJSON *env, int with_stdin, int cols, int rows,
+				  td_err *code, char *err, size_t errlen);
+/* A pipe session's stdin: end of file once what is written is in. -1 when
+ * it has none open. */
+int session_close_stdin(struct session *s);
 int session_respawn(struct session *s, char *err, size_t errlen);
 void session_write(struct session *s, const void *data, size_t len);
 /* the shell sessions run: --shell, else bash, else sh */

@@ -1,10 +1,12 @@
-/* pty.c — one process on a pty: allocating it, forking the child with the
- * pty as its controlling terminal (the owner's hook sets the environment
- * and execs), the master fd adopted into termd's loop, reading with a
- * budget per wakeup (one flooding pty cannot starve the loop), the input
- * queue written as the pty accepts it, resizing, and the end: reaped
- * (child.c) and drained, or a grace time after the reaping. Reports to its
- * owner only through struct pty_hooks. */
+/* pty.c — one process on a pty, or on pipes: allocating the pty, forking
+ * the child with it as its controlling terminal (or, for a pipe process,
+ * in a session of its own with pipes on 0-2: stdin or /dev/null, stdout
+ * and stderr apart; the owner's hook sets the environment and execs), the
+ * master fd (the pipes' read ends) adopted into termd's loop, reading with
+ * a budget per wakeup (one flooding process cannot starve the loop), the
+ * input queue written as the pty (stdin pipe) accepts it, resizing, and
+ * the end: reaped (child.c) and drained, or a grace time after the
+ * reaping. Reports to its owner only through struct pty_hooks. */
 #include "core.h"
 
 #include <errno.h>
@@ -23,6 +25,7 @@
  * the loop from the other sessions and clients for long */
 #define PTY_READ_BUDGET 16384
 #define END_GRACE_US 150000   /* after the child is reaped, wait this long for pty EOF */
+#define INPUT_RETRY_US 5000   /* a full stdin pipe is tried again this often */
 
 static int pty_event(struct lws *wsi, enum lws_callback_reasons reason, void *arg);
 
@@ -62,38 +65,13 @@ static void pty_reaped(void *arg, pid_t pid, int st)
 		server_timer(&p->end_sul, end_timer, END_GRACE_US);
 }
 
-int pty_spawn(struct pty *p, int cols, int rows, const struct pty_hooks *hooks, void *owner,
-	      char *err, size_t errlen)
+/* the child's side, after fork: its own session, 0-2 set, every other
+ * descriptor closed, signals as new; the owner's hook execs */
+static void child_setup(struct pty *p, const int fds[3], const struct pty_hooks *hooks,
+			void *owner)
 {
-	int m = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
-	if (m < 0 || grantpt(m) < 0 || unlockpt(m) < 0 ||
-	    ptsname_r(m, p->slave, sizeof p->slave) != 0) {
-		snprintf(err, errlen, "cannot allocate a pty: %s", strerror(errno));
-		if (m >= 0)
-			close(m);
-		return -1;
-	}
-	struct winsize ws = {.ws_row = (unsigned short)rows, .ws_col = (unsigned short)cols};
-	ioctl(m, TIOCSWINSZ, &ws);
-	/* set sane modes on the slave before the child opens it */
-	int sfd = open(p->slave, O_RDWR | O_NOCTTY | O_CLOEXEC);
-	if (sfd >= 0) {
-		struct termios t;
-		if (tcgetattr(sfd, &t) == 0) {
-			t.c_iflag |= IUTF8;
-			tcsetattr(sfd, TCSANOW, &t);
-		}
-	}
-	pid_t pid = fork();
-	if (pid < 0) {
-		snprintf(err, errlen, "fork failed: %s", strerror(errno));
-		close(m);
-		if (sfd >= 0)
-			close(sfd);
-		return -1;
-	}
-	if (pid == 0) {
-		setsid();
+	setsid();
+	if (!p->pipes) {
 		int fd = open(p->slave, O_RDWR);
 		if (fd < 0)
 			_exit(127);
@@ -103,24 +81,120 @@ int pty_spawn(struct pty *p, int cols, int rows, const struct pty_hooks *hooks, 
 		dup2(fd, 2);
 		if (fd > 2)
 			close(fd);
-		/* close every other descriptor termd holds */
-		long maxfd = sysconf(_SC_OPEN_MAX);
-		if (maxfd < 0 || maxfd > 65536)
-			maxfd = 65536;
-		for (int i = 3; i < maxfd; i++)
-			close(i);
-		sigset_t none;
-		sigemptyset(&none);
-		sigprocmask(SIG_SETMASK, &none, NULL);
-		for (int sig = 1; sig < NSIG; sig++)
-			signal(sig, SIG_DFL);
-		hooks->child(owner);
-		_exit(127);
+	} else {
+		/* each moved above 2 first, so a dup2 cannot close another */
+		int hi[3];
+		for (int i = 0; i < 3; i++)
+			hi[i] = fcntl(fds[i], F_DUPFD, 10);
+		for (int i = 0; i < 3; i++)
+			if (hi[i] < 0 || dup2(hi[i], i) < 0)
+				_exit(127);
 	}
-	if (sfd >= 0)
-		close(sfd);
-	fcntl(m, F_SETFL, fcntl(m, F_GETFL) | O_NONBLOCK);
-	p->fd = m;
+	/* close every other descriptor termd holds */
+	long maxfd = sysconf(_SC_OPEN_MAX);
+	if (maxfd < 0 || maxfd > 65536)
+		maxfd = 65536;
+	for (int i = 3; i < maxfd; i++)
+		close(i);
+	sigset_t none;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	for (int sig = 1; sig < NSIG; sig++)
+		signal(sig, SIG_DFL);
+	hooks->child(owner);
+	_exit(127);
+}
+
+/* a pty's master, its slave with sane modes: 0, or -1 */
+static int open_terminal(struct pty *p, int cols, int rows, int *m, int *sfd, char *err,
+			 size_t errlen)
+{
+	*m = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+	if (*m < 0 || grantpt(*m) < 0 || unlockpt(*m) < 0 ||
+	    ptsname_r(*m, p->slave, sizeof p->slave) != 0) {
+		snprintf(err, errlen, "cannot allocate a pty: %s", strerror(errno));
+		if (*m >= 0)
+			close(*m);
+		return -1;
+	}
+	struct winsize ws = {.ws_row = (unsigned short)rows, .ws_col = (unsigned short)cols};
+	ioctl(*m, TIOCSWINSZ, &ws);
+	/* set sane modes on the slave before the child opens it */
+	*sfd = open(p->slave, O_RDWR | O_NOCTTY | O_CLOEXEC);
+	if (*sfd >= 0) {
+		struct termios t;
+		if (tcgetattr(*sfd, &t) == 0) {
+			t.c_iflag |= IUTF8;
+			tcsetattr(*sfd, TCSANOW, &t);
+		}
+	}
+	return 0;
+}
+
+static void close_all(int *fds, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (fds[i] >= 0) {
+			close(fds[i]);
+			fds[i] = -1;
+		}
+}
+
+/* three pipes (stdin's only with_stdin, else /dev/null): the child's ends
+ * in child[0-2], termd's in ours[0-2] (ours[0] -1 without stdin) */
+static int open_pipes(int with_stdin, int child[3], int ours[3], char *err, size_t errlen)
+{
+	int pin[2] = {-1, -1}, pout[2] = {-1, -1}, perr[2] = {-1, -1};
+	if ((with_stdin ? pipe2(pin, O_CLOEXEC) : 0) < 0 || pipe2(pout, O_CLOEXEC) < 0 ||
+	    pipe2(perr, O_CLOEXEC) < 0) {
+		snprintf(err, errlen, "cannot make pipes: %s", strerror(errno));
+		int all[6] = {pin[0], pin[1], pout[0], pout[1], perr[0], perr[1]};
+		close_all(all, 6);
+		return -1;
+	}
+	if (!with_stdin && (pin[0] = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0) {
+		snprintf(err, errlen, "cannot open /dev/null: %s", strerror(errno));
+		int all[4] = {pout[0], pout[1], perr[0], perr[1]};
+		close_all(all, 4);
+		return -1;
+	}
+	child[0] = pin[0], child[1] = pout[1], child[2] = perr[1];
+	ours[0] = pin[1], ours[1] = pout[0], ours[2] = perr[0];
+	return 0;
+}
+
+int pty_spawn(struct pty *p, int mode, int cols, int rows, const struct pty_hooks *hooks,
+	      void *owner, char *err, size_t errlen)
+{
+	int child[3] = {-1, -1, -1}, ours[3] = {-1, -1, -1};
+	p->pipes = mode != PTY_TERMINAL;
+	p->err_fd = p->in_fd = -1;
+	p->err_wsi = NULL;
+	p->in_eof = 0;
+	if (!p->pipes) {
+		if (open_terminal(p, cols, rows, &ours[1], &child[1], err, errlen) < 0)
+			return -1;
+	} else {
+		p->slave[0] = 0;
+		if (open_pipes(mode == PTY_PIPES_STDIN, child, ours, err, errlen) < 0)
+			return -1;
+	}
+	pid_t pid = fork();
+	if (pid < 0) {
+		snprintf(err, errlen, "fork failed: %s", strerror(errno));
+		close_all(child, 3);
+		close_all(ours, 3);
+		return -1;
+	}
+	if (pid == 0)
+		child_setup(p, child, hooks, owner);
+	close_all(child, 3);
+	for (int i = 0; i < 3; i++)
+		if (ours[i] >= 0)
+			fcntl(ours[i], F_SETFL, fcntl(ours[i], F_GETFL) | O_NONBLOCK);
+	p->fd = ours[1];
+	p->err_fd = ours[2];
+	p->in_fd = ours[0];
 	p->pid = pid;
 	p->alive = 1;
 	p->reaped = p->closed = 0;
@@ -129,48 +203,91 @@ int pty_spawn(struct pty *p, int cols, int rows, const struct pty_hooks *hooks, 
 	p->hooks = hooks;
 	p->owner = owner;
 	child_watch(pid, pty_reaped, p);
-	p->wsi = server_adopt_fd(m, pty_event, p);
-	if (!p->wsi) {
-		snprintf(err, errlen, "cannot watch the pty");
+	p->wsi = server_adopt_fd(p->fd, pty_event, p);
+	if (p->wsi && p->err_fd >= 0)
+		p->err_wsi = server_adopt_fd(p->err_fd, pty_event, p);
+	if (!p->wsi || (p->err_fd >= 0 && !p->err_wsi)) {
+		snprintf(err, errlen, p->pipes ? "cannot watch the pipes" : "cannot watch the pty");
 		child_unwatch(pid);
 		kill(pid, SIGKILL);
 		waitpid(pid, NULL, 0);
-		close(m);
-		p->fd = -1;
+		pty_release(p);   /* the loop closes what it adopted */
+		if (!p->wsi)
+			close(ours[1]);
+		if (!p->err_wsi && ours[2] >= 0)
+			close(ours[2]);
 		p->alive = 0;
 		return -1;
 	}
 	return 0;
 }
 
+static void input_timer(lws_sorted_usec_list_t *sul);
+
+static void close_input(struct pty *p)
+{
+	lws_sul_cancel(&p->in_sul);
+	if (p->in_fd >= 0)
+		close(p->in_fd);
+	p->in_fd = -1;
+	p->in_eof = 0;
+}
+
 static void flush_input(struct pty *p)
 {
-	while (p->inq.len && p->fd >= 0) {
-		ssize_t w = write(p->fd, p->inq.p, p->inq.len);
+	int fd = p->pipes ? p->in_fd : p->fd;
+	while (p->inq.len && fd >= 0) {
+		ssize_t w = write(fd, p->inq.p, p->inq.len);
 		if (w < 0) {
 			if (errno == EINTR)
 				continue;
 			if (errno != EAGAIN)
-				buf_reset(&p->inq);   /* pty gone: input is lost */
+				buf_reset(&p->inq);   /* gone (EPIPE: it closed stdin): input is lost */
 			break;
 		}
 		buf_consume(&p->inq, (size_t)w);
 	}
-	if (p->inq.len && p->wsi)
-		lws_callback_on_writable(p->wsi);
+	if (!p->pipes) {
+		if (p->inq.len && p->wsi)
+			lws_callback_on_writable(p->wsi);
+	} else if (p->inq.len && p->in_fd >= 0) {
+		/* the stdin pipe is not in the loop: try again shortly */
+		server_timer(&p->in_sul, input_timer, INPUT_RETRY_US);
+	} else if (p->in_eof) {
+		close_input(p);
+	}
+}
+
+static void input_timer(lws_sorted_usec_list_t *sul)
+{
+	flush_input(lws_container_of(sul, struct pty, in_sul));
 }
 
 void pty_write(struct pty *p, const void *data, size_t n)
 {
-	if (!p->alive || p->fd < 0 || !n)
+	if (!p->alive || !n || (p->pipes ? p->in_fd < 0 || p->in_eof : p->fd < 0))
 		return;
 	buf_append(&p->inq, data, n);
 	flush_input(p);
 }
 
+int pty_input_open(const struct pty *p)
+{
+	return p->pipes && p->alive && p->in_fd >= 0 && !p->in_eof;
+}
+
+int pty_close_input(struct pty *p)
+{
+	if (!pty_input_open(p))
+		return -1;
+	p->in_eof = 1;
+	flush_input(p);
+	return 0;
+}
+
 void pty_resize(struct pty *p, int cols, int rows)
 {
-	if (p->fd < 0)
+	if (p->fd < 0 || p->pipes)
 		return;
 	struct winsize ws = {.ws_row = (unsigned short)rows, .ws_col = (unsigned short)cols};
 	ioctl(p->fd, TIOCSWINSZ, &ws);
@@ -178,7 +295,7 @@ void pty_resize(struct pty *p, int cols, int rows)
 
 pid_t pty_fg_pid(struct pty *p)
 {
-	if (p->fd >= 0 && p->alive) {
+	if (p->fd >= 0 && p->alive && !p->pipes) {
 		pid_t pg = tcgetpgrp(p->fd);
 		if (pg > 0)
 			return pg;
@@ -188,8 +305,9 @@ pid_t pty_fg_pid(struct pty *p)
 
 int pty_unread(struct pty *p)
 {
-	int n = 0;
-	return p->fd >= 0 && ioctl(p->fd, FIONREAD, &n) == 0 && n > 0;
+	int n = 0, e = 0;
+	return (p->fd >= 0 && ioctl(p->fd, FIONREAD, &n) == 0 && n > 0) ||
+	       (p->err_fd >= 0 && ioctl(p->err_fd, FIONREAD, &e) == 0 && e > 0);
 }
 
 void pty_signal_end(struct pty *p, int kill_it)
@@ -216,48 +334,56 @@ void pty_release(struct pty *p)
 		/* still running: nobody waits for it any more */
 		child_unwatch(p->pid);
 	}
-	if (p->wsi) {
-		struct lws *w = p->wsi;
-		p->wsi = NULL;
-		lws_set_opaque_user_data(w, NULL);
-		lws_set_timeout(w, PENDING_TIMEOUT_KILLED_BY_PARENT, LWS_TO_KILL_ASYNC);
+	struct lws **ws[2] = {&p->wsi, &p->err_wsi};
+	for (int i = 0; i < 2; i++) {
+		if (*ws[i]) {
+			struct lws *w = *ws[i];
+			*ws[i] = NULL;
+			lws_set_opaque_user_data(w, NULL);
+			lws_set_timeout(w, PENDING_TIMEOUT_KILLED_BY_PARENT, LWS_TO_KILL_ASYNC);
+		}
 	}
-	p->fd = -1;
+	p->fd = p->err_fd = -1;
+	close_input(p);
 }
 
 void pty_hold(struct pty *p, int hold, int once)
 {
-	if (!p->wsi || (p->held == hold && !once))
+	if ((!p->wsi && !p->err_wsi) || (p->held == hold && !once))
 		return;
 	p->held = hold;
 	p->read_once = once;
-	lws_rx_flow_control(p->wsi, !hold);
+	if (p->wsi)
+		lws_rx_flow_control(p->wsi, !hold);
+	if (p->err_wsi)
+		lws_rx_flow_control(p->err_wsi, !hold);
 }
 
-/* Drain what the pty has (up to a budget): fewer trips through poll for a
- * fast producer. A read after the first only when the kernel says there
- * is more: a read of an empty pty waits for the kernel's worker to move
- * what the writer wrote (n_tty's flush_work), which can take milliseconds
- * on a busy machine. */
-static void on_readable(struct pty *p)
+/* Drain what the pty (a pipe) has, up to a budget: fewer trips through
+ * poll for a fast producer. A read after the first only when the kernel
+ * says there is more: a read of an empty pty waits for the kernel's
+ * worker to move what the writer wrote (n_tty's flush_work), which can
+ * take milliseconds on a busy machine. 1 at EOF / EIO (every writer has
+ * closed it). */
+static int on_readable(struct pty *p, int fd, int stream)
 {
 	static char buf[PTY_READ_MAX];
 	size_t budget = PTY_READ_BUDGET;
 	int full = 0, first = 1;
 	if (p->held)
-		return;
-	while (p->fd >= 0) {
+		return 0;
+	for (;;) {
 		int avail = 0;
 		if (!budget) {
 			full = 1;
 			break;
 		}
-		if (!first && (ioctl(p->fd, FIONREAD, &avail) < 0 || avail <= 0))
+		if (!first && (ioctl(fd, FIONREAD, &avail) < 0 || avail <= 0))
 			break;
 		first = 0;
-		ssize_t n = read(p->fd, buf, sizeof buf);
+		ssize_t n = read(fd, buf, sizeof buf);
 		if (n > 0) {
-			p->hooks->output(p->owner, buf, (size_t)n);
+			p->hooks->output(p->owner, stream, buf, (size_t)n);
 			budget = (size_t)n >= budget ? 0 : budget - (size_t)n;
 			if (p->read_once) {
 				full = 1;   /* still bulk: held again */
@@ -269,16 +395,33 @@ static void on_readable(struct pty *p)
 			continue;
 		if (n < 0 && errno == EAGAIN)
 			break;
-		/* EOF / EIO: every slave fd is closed */
-		p->closed = 1;
-		return;
+		return 1;
 	}
 	p->read_once = 0;
 	if (p->hooks->read_done)
 		p->hooks->read_done(p->owner, full);
+	return 0;
 }
 
-/* the master's events; p is NULL once the owner let go of it */
+/* one of its output fds is gone: the process's output has ended when
+ * every one is (the pty's master; a pipe process's stdout and stderr) */
+static void output_closed(struct pty *p, struct lws *wsi)
+{
+	if (wsi == p->err_wsi) {
+		p->err_wsi = NULL;
+		p->err_fd = -1;
+	} else {
+		p->wsi = NULL;
+		p->fd = -1;
+	}
+	if (p->fd >= 0 || p->err_fd >= 0)
+		return;
+	p->closed = 1;
+	if (p->reaped)
+		pty_end(p);
+}
+
+/* the output fds' events; p is NULL once the owner let go of it */
 static int pty_event(struct lws *wsi, enum lws_callback_reasons reason, void *arg)
 {
 	struct pty *p = arg;
@@ -286,13 +429,10 @@ static int pty_event(struct lws *wsi, enum lws_callback_reasons reason, void *ar
 	case LWS_CALLBACK_RAW_RX_FILE:
 		if (!p)
 			return -1;
-		on_readable(p);
-		if (p->closed) {
-			p->wsi = NULL;
-			p->fd = -1;
+		int err = wsi == p->err_wsi;
+		if (on_readable(p, err ? p->err_fd : p->fd, err ? 2 : 1)) {
 			lws_set_opaque_user_data(wsi, NULL);
-			if (p->reaped)
-				pty_end(p);
+			output_closed(p, wsi);
 			return -1;   /* lws closes the fd */
 		}
 		break;
@@ -301,13 +441,8 @@ static int pty_event(struct lws *wsi, enum lws_callback_reasons reason, void *ar
 			flush_input(p);
 		break;
 	case LWS_CALLBACK_RAW_CLOSE_FILE:
-		if (p && p->wsi == wsi) {
-			p->wsi = NULL;
-			p->fd = -1;
-			p->closed = 1;
-			if (p->reaped)
-				pty_end(p);
-		}
+		if (p && (p->wsi == wsi || p->err_wsi == wsi))
+			output_closed(p, wsi);
 		break;
 	default:
 		break;

@@ -1,6 +1,7 @@
-/* pty.h — one process on a pty (pty.c): spawn, the master fd in termd's
- * loop, input queue, resize, reaping. It knows nothing of sessions, runs,
- * viewers or events: it reports output and its end through hooks. */
+/* pty.h — one process on a pty, or on pipes (pty.c): spawn, the master
+ * fd (or stdout's and stderr's read ends) in termd's loop, input queue,
+ * resize, reaping. It knows nothing of sessions, runs, viewers or events:
+ * it reports output and its end through hooks. */
 #ifndef TERMD_PTY_H
 #define TERMD_PTY_H
 
@@ -9,7 +10,8 @@
 #include "util.h"
 
 struct pty_hooks {
-	void (*output)(void *owner, const char *data, size_t n);
+	/* stream 1: the pty (or a pipe process's stdout), 2: its stderr */
+	void (*output)(void *owner, int stream, const char *data, size_t n);
 	/* a read turn is over: full = it used the whole budget (optional) */
 	void (*read_done)(void *owner, int full);
 	/* the process was reaped and the pty drained (or a grace time
@@ -20,8 +22,18 @@ struct pty_hooks {
 	void (*child)(void *owner);
 };
 
+/* spawn with pipes instead of a pty: no terminal; stdin a pipe when
+ * asked for (else /dev/null), stdout and stderr pipes kept apart */
+enum { PTY_TERMINAL = 0, PTY_PIPES = 1, PTY_PIPES_STDIN = 2 };
+
 struct pty {
-	int fd;                   /* master, -1 once closed */
+	int fd;                   /* master (pipes: stdout's read end), -1 once closed */
+	int pipes;                /* spawned with PTY_PIPES*: no terminal */
+	int err_fd;               /* pipes: stderr's read end, -1 once closed */
+	struct lws *err_wsi;
+	int in_fd;                /* pipes: stdin's write end, -1 when none or closed */
+	int in_eof;               /* pty_close_input: close it once inq is written */
+	lws_sorted_usec_list_t in_sul; /* pipes: write inq again (the pipe was full) */
 	char slave[64];
 	pid_t pid;
 	struct lws *wsi;          /* the master in the loop */
@@ -36,8 +48,14 @@ struct pty {
 	int read_once;            /* released for one read, then held */
 };
 
-int pty_spawn(struct pty *p, int cols, int rows, const struct pty_hooks *hooks, void *owner,
-	      char *err, size_t errlen);
+/* mode: PTY_TERMINAL or PTY_PIPES[_STDIN] */
+int pty_spawn(struct pty *p, int mode, int cols, int rows, const struct pty_hooks *hooks,
+	      void *owner, char *err, size_t errlen);
+/* pipes: end of file on stdin once what is queued is written; -1 when
+ * there is no stdin pipe (a terminal, /dev/null, closed already) */
+int pty_close_input(struct pty *p);
+/* pipes: stdin is a pipe still open */
+int pty_input_open(const struct pty *p);
 void pty_write(struct pty *p, const void *data, size_t n);
 void pty_resize(struct pty *p, int cols, int rows);
 /* the foreground process group (the process itself when it cannot tell) */

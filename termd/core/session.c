@@ -1,6 +1,6 @@
 /* session.c — named sessions: the registry (open, find, respawn, close's
  * destroy, stop and free at shutdown), each session's process on a pty
- * (pty.c) with termd's shell integration, its screen (screen.c) and the
+ * (pty.c; a pipe session's on pipes) with termd's shell integration, its screen (screen.c) and the
  * shell-integration scanner (shellint.c) fed from the pty's output, and
  * the fan-out of what happens to a session to the modules that listen
  * (session_listen): the process started, what is written to it, raw
@@ -41,7 +41,10 @@ cJSON *session_names_json(void)
 
 static void vt_answer(const char *data, size_t n, void *user)
 {
-	session_write(user, data, n);
+	struct session *s = user;
+	if (s->is_pipe)   /* the screen is termd's view: its answers are not the program's input */
+		return;
+	session_write(s, data, n);
 }
 
 /* ------------------------------------------------------------ listeners */
@@ -169,11 +172,34 @@ static void child_exec(void *owner)
 }
 
 /* pty.c's output hook: the screen, the scanner (text and marks to the
- * listeners), then the raw bytes to the listeners (viewers). */
-static void on_output(void *owner, const char *data, size_t n)
+ * listeners), then the raw bytes to the listeners (viewers). A pipe
+ * session's bytes go to the stream listeners as they are, then on the same
+ * way with each \n as \r\n: a terminal shows them as lines. */
+static void on_output(void *owner, int stream, const char *data, size_t n)
 {
 	struct session *s = owner;
 	s->last_output_us = mono_us();
+	if (s->is_pipe) {
+		for (size_t i = 0; i < nlisteners; i++)
+			if (listeners[i]->stream)
+				listeners[i]->stream(s, stream, data, n);
+		buf_t b = {0};
+		for (size_t i = 0, from = 0; i <= n; i++) {
+			if (i == n || data[i] == '\n') {
+				buf_append(&b, data + from, i - from);
+				if (i < n)
+					buf_append(&b, "\r\n", 2);
+				from = i + 1;
+			}
+		}
+		screen_feed(s->screen, b.p, b.len);
+		shellint_feed(s->si, b.p, b.len);
+		for (size_t i = 0; i < nlisteners; i++)
+			if (listeners[i]->output)
+				listeners[i]->output(s, b.p, b.len);
+		buf_free(&b);
+		return;
+	}
 	screen_feed(s->screen, data, n);
 	shellint_feed(s->si, data, n);
 	for (size_t i = 0; i < nlisteners; i++)
@@ -208,7 +234,7 @@ static const struct pty_hooks pty_hooks = {
 	.child = child_exec,
 };
 
-static int spawn(struct session *s, const cJSON *env, char *err, size_t errlen)
+static int spawn(struct session *s, const cJSON *env, int mode, char *err, size_t errlen)
 {
 	if (!rc_written) {
 		if (shellint_write_rc(srv.rundir) < 0) {
@@ -222,7 +248,7 @@ static int spawn(struct session *s, const cJSON *env, char *err, size_t errlen)
 	base = base ? base + 1 : sh;
 	s->shell_kind = strcmp(base, "bash") == 0 ? SHELL_BASH : SHELL_SH;
 	s->spawn_env = env;   /* read by child_exec in the child only */
-	int r = pty_spawn(&s->pty, s->cols, s->rows, &pty_hooks, s, err, errlen);
+	int r = pty_spawn(&s->pty, mode, s->cols, s->rows, &pty_hooks, s, err, errlen);
 	s->spawn_env = NULL;
 	if (r < 0)
 		return -1;
@@ -236,9 +262,9 @@ static int spawn(struct session *s, const cJSON *env, char *err, size_t errlen)
 	return 0;
 }
 
-struct session *session_open(const char *name, const char *command, const char *cwd,
-			     const cJSON *env, int cols, int rows, td_err *code, char *err,
-			     size_t errlen)
+static struct session *open_kind(const char *name, const char *command, const char *cwd,
+				  const cJSON *env, int mode, int cols, int rows, td_err *code,
+				  char *err, size_t errlen)
 {
 	*code = TD_ERR_INTERNAL;
 	if ((size_t)srv.nsessions >= opts.max_sessions) {
@@ -251,15 +277,16 @@ struct session *session_open(const char *name, const char *command, const char *
 	snprintf(s->name, sizeof s->name, "%s", name);
 	s->command = command ? xstrdup(command) : NULL;
 	s->is_shell = command == NULL;
+	s->is_pipe = mode != PTY_TERMINAL;
 	s->cols = cols > 0 ? cols : TD_DEFAULT_COLS;
 	s->rows = rows > 0 ? rows : TD_DEFAULT_ROWS;
-	s->pty.fd = -1;
+	s->pty.fd = s->pty.err_fd = s->pty.in_fd = -1;
 	s->screen = screen_new(s->rows, s->cols);
 	screen_set_scrollback(s->screen, opts.scrollback);
 	screen_set_output(s->screen, vt_answer, s);
 	s->si = shellint_new(on_shellint, s);
 	s->cwd = xstrdup(cwd ? cwd : opts.cwd);
-	if (spawn(s, env, err, errlen) < 0) {
+	if (spawn(s, env, mode, err, errlen) < 0) {
 		screen_free(s->screen);
 		shellint_free(s->si);
 		free(s->cwd);
@@ -276,6 +303,31 @@ struct session *session_open(const char *name, const char *command, const char *
 	return s;
 }
 
+struct session *session_open(const char *name, const char *command, const char *cwd,
+			     const cJSON *env, int cols, int rows, td_err *code, char *err,
+			     size_t errlen)
+{
+	return open_kind(name, command, cwd, env, PTY_TERMINAL, cols, rows, code, err, errlen);
+}
+
+struct session *session_open_pipe(const char *name, const char *command, const char *cwd,
+				  const cJSON *env, int with_stdin, int cols, int rows,
+				  td_err *code, char *err, size_t errlen)
+{
+	if (!command || !*command) {
+		*code = TD_ERR_BAD_REQUEST;
+		snprintf(err, errlen, "a pipe session runs a command");
+		return NULL;
+	}
+	return open_kind(name, command, cwd, env, with_stdin ? PTY_PIPES_STDIN : PTY_PIPES,
+			 cols, rows, code, err, errlen);
+}
+
+int session_close_stdin(struct session *s)
+{
+	return pty_close_input(&s->pty);
+}
+
 int session_respawn(struct session *s, char *err, size_t errlen)
 {
 	shellint_free(s->si);
@@ -283,7 +335,7 @@ int session_respawn(struct session *s, char *err, size_t errlen)
 	buf_reset(&s->pty.inq);
 	free(s->cwd);
 	s->cwd = xstrdup(opts.cwd);
-	return spawn(s, NULL, err, errlen);
+	return spawn(s, NULL, PTY_TERMINAL, err, errlen);
 }
 
 void session_write(struct session *s, const void *data, size_t len)

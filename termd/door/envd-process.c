@@ -4,23 +4,17 @@
  * other) running the process, and streams its output; Connect (by pid or
  * tag) attaches again and first gets what was printed while nobody was
  * attached; List, SendInput, SendSignal (session.signal), Update
- * (resize), CloseStdin. A session listener follows the processes'
- * output and end. termd has no pipe sessions yet, so a process asked for
- * without a PTY runs on a pty too: its stdout is the pty (echo and
- * \n→\r\n turned off, so the bytes are the program's; programs see a
- * terminal), its stdin /dev/null unless asked for (then the pty: input
- * is line-buffered, CloseStdin is end-of-file), and its stderr a FIFO in
- * termd's private run folder that this file reads, so stdout and stderr
- * stay apart (viewers of the session see stdout only). A request for
+ * (resize), CloseStdin. A process asked for without a PTY is a pipe
+ * session (session.open kind "pipe": no terminal, stdin a pipe only when
+ * asked for, stdout and stderr apart); its input and end of file go
+ * through session.stdin. A session listener follows the processes'
+ * output (a PTY's bytes, a pipe's two streams) and end. A request for
  * another user (termd is root) runs the process through setpriv(1). */
 #include "envd.h"
+#include "fsio.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
-#include <termios.h>
-#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -40,9 +34,6 @@ struct eproc {
 	buf_t missed;             /* output while no stream was attached:
 				   * records of kind (1: stdout/pty, 2: stderr),
 				   * 4-byte length, bytes */
-	char *err_path;           /* a pipe process's stderr FIFO */
-	int err_fd, err_wfd;      /* its read end (in the loop), a write end we hold */
-	struct lws *err_wsi;
 	struct envd_stream *streams;
 	int ended, end_seen, closed;
 	int exit_code, exited;
@@ -63,8 +54,6 @@ static struct eproc *by_session(struct session *s)
 	return NULL;
 }
 
-static void err_close(struct eproc *p);
-
 static void eproc_free(struct eproc *p)
 {
 	for (struct eproc **pp = &ep.procs; *pp; pp = &(*pp)->next)
@@ -80,7 +69,6 @@ static void eproc_free(struct eproc *p)
 	}
 	lws_sul_cancel(&p->close_sul);
 	lws_sul_cancel(&p->free_sul);
-	err_close(p);
 	free(p->tag);
 	cJSON_Delete(p->config);
 	buf_free(&p->missed);
@@ -212,84 +200,20 @@ static void close_timer(lws_sorted_usec_list_t *sul)
 		server_timer(&p->free_sul, free_timer, ENDED_KEEP_US);
 }
 
+/* a PTY process's bytes */
 static void proc_on_output(struct session *s, const char *data, size_t n)
 {
-	struct eproc *p = by_session(s);
+	struct eproc *p = s->is_pipe ? NULL : by_session(s);
 	if (p && !p->ended)
 		deliver(p, 1, data, n);
 }
 
-/* ------------------------------------------------- a pipe process's stderr */
-
-static void err_read(struct eproc *p)
+/* a pipe process's stdout (1) and stderr (2) */
+static void proc_on_stream(struct session *s, int stream, const char *data, size_t n)
 {
-	char buf[65536];
-	while (p->err_fd >= 0) {
-		ssize_t n = read(p->err_fd, buf, sizeof buf);
-		if (n > 0) {
-			deliver(p, 2, buf, (size_t)n);
-			continue;
-		}
-		if (n < 0 && errno == EINTR)
-			continue;
-		break;   /* EAGAIN: all of it for now (we hold a write end: never 0) */
-	}
-}
-
-static int err_event(struct lws *wsi, enum lws_callback_reasons reason, void *arg)
-{
-	struct eproc *p = arg;
-	if (reason == LWS_CALLBACK_RAW_RX_FILE) {
-		if (!p)
-			return -1;
-		if (!p->ended)
-			err_read(p);
-	} else if (reason == LWS_CALLBACK_RAW_CLOSE_FILE && p && p->err_wsi == wsi) {
-		p->err_wsi = NULL;
-		p->err_fd = -1;
-	}
-	return 0;
-}
-
-/* the FIFO's last bytes read, its ends closed, its name gone */
-static void err_close(struct eproc *p)
-{
-	if (p->err_fd >= 0 && !p->ended)
-		err_read(p);
-	if (p->err_wsi) {
-		struct lws *w = p->err_wsi;
-		p->err_wsi = NULL;
-		lws_set_opaque_user_data(w, NULL);
-		lws_set_timeout(w, PENDING_TIMEOUT_KILLED_BY_PARENT, LWS_TO_KILL_ASYNC);
-	} else if (p->err_fd >= 0) {
-		close(p->err_fd);
-	}
-	p->err_fd = -1;
-	if (p->err_wfd >= 0)
-		close(p->err_wfd);
-	p->err_wfd = -1;
-	if (p->err_path) {
-		unlink(p->err_path);
-		free(p->err_path);
-		p->err_path = NULL;
-	}
-}
-
-/* a FIFO for a pipe process's stderr: 0, or -1 */
-static int err_open(struct eproc *p, const char *name)
-{
-	buf_t b = {0};
-	buf_printf(&b, "%s/%s.stderr", srv.rundir, name);
-	p->err_path = buf_steal(&b);
-	unlink(p->err_path);
-	if (mkfifo(p->err_path, 0600) != 0)
-		return -1;
-	p->err_fd = open(p->err_path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-	p->err_wfd = p->err_fd >= 0 ? open(p->err_path, O_WRONLY | O_NONBLOCK | O_CLOEXEC) : -1;
-	if (p->err_wfd < 0)
-		return -1;
-	p->err_wsi = server_adopt_fd(p->err_fd, err_event, p);
-	return p->err_wsi ? 0 : -1;
+	struct eproc *p = by_session(s);
+	if (p && !p->ended)
+		deliver(p, stream, data, n);
 }
 
 static void proc_on_exit(struct session *s)
@@ -297,7 +221,6 @@ static void proc_on_exit(struct session *s)
 	struct eproc *p = by_session(s);
 	if (!p || p->ended)
 		return;
-	err_close(p);   /* what it wrote to stderr, before the end */
 	p->ended = 1;
 	int sig = s->pty.exit_signal;
 	if (sig) {
@@ -447,13 +370,6 @@ static int proc_start(struct envd_call *c)
 	char name[TD_SESSION_NAME_MAX + 1];
 	snprintf(name, sizeof name, "e2b-%llu", ++ep.nseq);
 	struct eproc *p = xcalloc(1, sizeof *p);
-	p->err_fd = p->err_wfd = -1;
-	if (!pty && err_open(p, name) < 0) {
-		int e = errno;
-		eproc_free(p);
-		free(cwd);
-		return envd_fail(c, EC_INTERNAL, "cannot make a FIFO for stderr: %s", strerror(e));
-	}
 	buf_t line = {0};
 	buf_puts(&line, "exec ");
 	if (!envd_cur.self)   /* termd is root: the process runs as the user */
@@ -464,22 +380,15 @@ static int proc_start(struct envd_call *c)
 		buf_putc(&line, ' ');
 		shell_quote(&line, a->valuestring);
 	}
-	if (!want_stdin)
-		/* fd 9 keeps the terminal open to the end: with stdin elsewhere, a
-		 * program that closes stdout and stderr before it exits (coreutils
-		 * do) would leave the pty without a reader, pty.c would close
-		 * the master at the EIO, and the hangup would kill the program
-		 * before its exit (SIGHUP, 1 run in 3 of `id`) */
-		buf_puts(&line, " 9>&1 </dev/null");
-	if (p->err_path) {
-		buf_puts(&line, " 2>");
-		shell_quote(&line, p->err_path);
-	}
 	buf_putc(&line, 0);
 
 	cJSON *oargs = cJSON_CreateObject();
 	cJSON_AddStringToObject(oargs, "name", name);
 	cJSON_AddStringToObject(oargs, "command", line.p);
+	if (!pty) {
+		cJSON_AddStringToObject(oargs, "kind", "pipe");
+		cJSON_AddBoolToObject(oargs, "stdin", want_stdin);
+	}
 	cJSON_AddStringToObject(oargs, "cwd", cwd);
 	cJSON *env = envs ? cJSON_Duplicate(envs, 1) : cJSON_CreateObject();
 	if (!envd_cur.self) {   /* the user's own, unless given */
@@ -505,17 +414,6 @@ static int proc_start(struct envd_call *c)
 		eproc_free(p);
 		free(cwd);
 		return envd_fail(c, EC_INTERNAL, "the session went at once");
-	}
-	if (!pty && s->pty.fd >= 0) {
-		/* no echo of stdin, no \n→\r\n: stdout is the program's bytes.
-		 * Set on the master before the loop runs again, so before any
-		 * input; the child only execs (it sets no modes). */
-		struct termios tio;
-		if (tcgetattr(s->pty.fd, &tio) == 0) {
-			tio.c_lflag &= ~(tcflag_t)(ECHO | ECHOE | ECHOK | ECHONL | ECHOCTL);
-			tio.c_oflag &= ~(tcflag_t)ONLCR;
-			tcsetattr(s->pty.fd, TCSANOW, &tio);
-		}
 	}
 	snprintf(p->name, sizeof p->name, "%s", name);
 	p->s = s;
@@ -585,6 +483,32 @@ static int proc_list(struct envd_call *c)
 	return 0;
 }
 
+/* session.stdin: bytes (base64) and/or end of file */
+static int stdin_action(struct envd_call *c, struct eproc *p, const char *b64, int eof)
+{
+	cJSON *args = cJSON_CreateObject();
+	cJSON_AddStringToObject(args, "session", p->name);
+	if (b64) {
+		cJSON_AddStringToObject(args, "content", b64);
+		cJSON_AddStringToObject(args, "encoding", "base64");
+	}
+	if (eof)
+		cJSON_AddBoolToObject(args, "eof", 1);
+	cJSON *ans = envd_action("session.stdin", args);
+	if (!ans || is_error(ans)) {
+		const char *code = envd_str(envd_field(ans, "extras", NULL), "code", NULL);
+		if (code && strcmp(code, "bad_request") == 0) {   /* no stdin open */
+			envd_fail(c, EC_FAILED_PRECONDITION, "%s", envd_str(ans, "content", "no stdin"));
+			cJSON_Delete(ans);
+			return 0;
+		}
+		return action_failed(c, ans, "cannot write the process's input");
+	}
+	cJSON_Delete(ans);
+	envd_reply(c, cJSON_CreateObject());
+	return 0;
+}
+
 static int proc_send_input(struct envd_call *c)
 {
 	struct eproc *p = running(c);
@@ -596,10 +520,18 @@ static int proc_send_input(struct envd_call *c)
 		buf_free(&b);
 		return envd_fail(c, EC_INVALID_ARGUMENT, "input bytes are not base64");
 	}
-	if (b.len)
-		session_write(p->s, b.p, b.len);
+	if (!b.len) {
+		buf_free(&b);
+		envd_reply(c, cJSON_CreateObject());
+		return 0;
+	}
+	/* standard base64 again (proto3's JSON also takes the URL-safe kind) */
+	buf_t b64 = {0};
+	fsio_b64_encode(b.p, b.len, &b64);
+	buf_putc(&b64, 0);
 	buf_free(&b);
-	envd_reply(c, cJSON_CreateObject());
+	stdin_action(c, p, b64.p, 0);
+	buf_free(&b64);
 	return 0;
 }
 
@@ -610,10 +542,7 @@ static int proc_close_stdin(struct envd_call *c)
 		return 0;
 	if (p->pty)
 		return envd_fail(c, EC_FAILED_PRECONDITION, "a PTY process has no stdin to close");
-	/* end of file on the terminal: a partial line first, then EOF */
-	session_write(p->s, "\x04\x04", 2);
-	envd_reply(c, cJSON_CreateObject());
-	return 0;
+	return stdin_action(c, p, NULL, 1);
 }
 
 static int proc_send_signal(struct envd_call *c)
@@ -690,7 +619,8 @@ int envd_process_call(struct envd_call *c, const char *method)
 void envd_process_register(void)
 {
 	static const struct session_listener l = {
-		.output = proc_on_output, .exit = proc_on_exit, .gone = proc_on_gone,
+		.output = proc_on_output, .stream = proc_on_stream, .exit = proc_on_exit,
+		.gone = proc_on_gone,
 	};
 	session_listen(&l);
 }
