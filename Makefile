@@ -148,6 +148,8 @@ VG_TESTS := $(addprefix tests/regress/, \
   test_tls.py::test_wss_events_and_https_healthz \
   test_render.py::test_output_that_broke_libvterm \
   test_restart.py \
+  test_pipe_sessions.py::test_stdin_pipe_write_and_eof \
+  test_pipe_sessions.py::test_stdout_and_stderr_apart_and_exit_code \
   test_run_units.py::test_heredoc \
   test_run_units.py::test_seven_commands_last_false \
   test_run_units.py::test_multiline_then_single_line \

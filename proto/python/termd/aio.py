@@ -47,7 +47,7 @@ class _Pending:
 
 
 class _Sessions:
-    """``t.sessions``: open, list, signal, close (PROTOCOL.md §4 Session management)."""
+    """``t.sessions``: open, list, signal, stdin, close (PROTOCOL.md §4 Session management)."""
 
     def __init__(self, t: "AsyncTermd"):
         self._t = t
@@ -67,6 +67,10 @@ class _Sessions:
     async def close(self, name: str, **kw: Any) -> Observation:
         """session.close (see AsyncTermd.session_close)."""
         return await self._t.session_close(name, **kw)
+
+    async def stdin(self, session: str, data: Union[str, bytes, None] = None, **kw: Any) -> Observation:
+        """session.stdin (see AsyncTermd.session_stdin)."""
+        return await self._t.session_stdin(session, data, **kw)
 
 
 class _Files:
@@ -417,13 +421,31 @@ class AsyncTermd:
 
     async def session_open(self, name: str, command: Optional[str] = None, *, cwd: Optional[str] = None,
                            env: Optional[Dict[str, str]] = None, cols: Optional[int] = None,
-                           rows: Optional[int] = None, wait: Optional[float] = None,
+                           rows: Optional[int] = None, kind: Optional[str] = None,
+                           stdin: Optional[bool] = None, wait: Optional[float] = None,
                            **extra: Any) -> SessionOpened:
         """``session.open``: a new session `name` running `command` (default
-        an interactive shell) in `cwd` with `env`, `cols`×`rows`.
+        an interactive shell) in `cwd` with `env`, `cols`×`rows`. `kind`
+        "pipe" runs `command` without a terminal, stdout and stderr apart
+        (``session.output`` events), stdin a pipe only with `stdin=True`.
         Raises SessionExistsError."""
         return await self.call("session.open", _args(name=name, command=command, cwd=cwd, env=env,
-                                                     cols=cols, rows=rows, **extra), wait=wait)
+                                                     cols=cols, rows=rows, kind=kind, stdin=stdin,
+                                                     **extra), wait=wait)
+
+    async def session_stdin(self, session: str, data: Union[str, bytes, None] = None, *,
+                            eof: bool = False, wait: Optional[float] = None, **extra: Any) -> Observation:
+        """``session.stdin``: `data` (text, or bytes sent as base64) to the
+        session's input as it is; `eof=True` then closes a pipe session's stdin."""
+        if isinstance(data, (bytes, bytearray)):
+            import base64
+            args = _args(session=session, content=base64.b64encode(bytes(data)).decode("ascii"),
+                         encoding="base64", **extra)
+        else:
+            args = _args(session=session, content=data, **extra)
+        if eof:
+            args["eof"] = True
+        return await self.call("session.stdin", args, wait=wait)
 
     async def session_list(self, *, wait: Optional[float] = None, **extra: Any) -> SessionList:
         """``session.list``: SessionList of SessionInfo (name, pid, alive,

@@ -59,7 +59,7 @@ class _SyncNamespace:
 
 
 class _Sessions(_SyncNamespace):
-    """``t.sessions``: open, list, signal, close (session.* actions)."""
+    """``t.sessions``: open, list, signal, stdin, close (session.* actions)."""
 
     def open(self, name: str, command: Optional[str] = None, **kw: Any) -> Any:
         """session.open (see Termd.session_open)."""
@@ -76,6 +76,10 @@ class _Sessions(_SyncNamespace):
     def close(self, name: str, **kw: Any) -> Any:
         """session.close (see Termd.session_close)."""
         return self._run("close", name, **kw)
+
+    def stdin(self, session: str, data: Any = None, **kw: Any) -> Any:
+        """session.stdin (see Termd.session_stdin)."""
+        return self._run("stdin", session, data, **kw)
 
 
 class _Files(_SyncNamespace):
@@ -167,6 +171,7 @@ class Termd:
     session_list = _sync("session_list")
     session_signal = _sync("session_signal")
     session_close = _sync("session_close")
+    session_stdin = _sync("session_stdin")
     ping = _sync("ping")
     plugin_list = _sync("plugin_list")
     run_ipython = _sync("run_ipython")

@@ -5,6 +5,7 @@ across a drop with a gap (--retain), a termd that dies (a clear error, no
 hang), tokens, wss:// with a CA file, /tty."""
 
 import asyncio
+import base64
 import hashlib
 import os
 import shutil
@@ -171,6 +172,23 @@ def test_too_large_frame(termd_factory):
         with pytest.raises(termd.TooLargeError):
             t.write(str(td.home / "big"), "x" * 200000)
         assert t.ping().observation == "pong"        # the connection stays usable
+
+
+def test_pipe_session_stdin_and_output_events(t):
+    seq0 = t.hello["seq"]
+    o = t.sessions.open("pp", command="cat; echo bye >&2", kind="pipe", stdin=True)
+    assert o.extras["kind"] == "pipe"
+    t.sessions.stdin("pp", "hi\n")
+    t.sessions.stdin("pp", b"\x00\x01", eof=True)
+    got = {"stdout": b"", "stderr": b""}
+    for ev in t.events(since=seq0, wait=10):
+        if ev.observation == "session.output":
+            x = ev.extras
+            data = (base64.b64decode(ev.content) if x["encoding"] == "base64" else ev.content.encode())
+            got[x["stream"]] += data
+        if ev.observation == "session.exit" and ev.extras["name"] == "pp":
+            break
+    assert got == {"stdout": b"hi\n\x00\x01", "stderr": b"bye\n"}
 
 
 def test_events_stream(t):
