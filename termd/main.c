@@ -624,6 +624,7 @@ int main(int argc, char **argv)
 	sessionctl_register();   /* after tty: session.exit after the viewers' exit frames */
 	files_register();
 	edit_register();
+	fsops_register();
 	openhands_register();
 	envd_register();
 	web_register();

@@ -180,6 +180,17 @@ int files_error(struct act *a, td_err code, const char *msg, cJSON *extras);
 /* Append path with invalid UTF-8 replaced, for messages and extras. */
 void files_put_path(buf_t *b, const char *path);
 
+/* ---- file.stat/list/mkdir/move/remove (fsops.c) ---- */
+void fsops_register(void);
+/* path described as the file actions describe an entry (lstat: a symlink
+ * is itself, with symlink_target), or NULL with errno set */
+cJSON *fsops_entry(const char *path);
+/* "ENOENT" for ENOENT, ...; "EIO" for one it does not name */
+const char *fsops_errno_name(int e);
+/* mkdir -p, each folder it made added to created (when not NULL): 0, or
+ * -1 and errno */
+int fsops_mkdirs(const char *path, mode_t mode, cJSON *created);
+
 
 /* ---- edit (edit.c) ---- */
 void edit_register(void);

@@ -1,29 +1,25 @@
 /* envd-fs.c — envd's filesystem.Filesystem (Stat, MakeDir, Move, ListDir
- * with depth, Remove) with EntryInfo as envd fills it, and the REST
- * routes GET /files (a file's bytes, gzip when accepted) and POST /files
- * (multipart/form-data or application/octet-stream, gzip or not) with
- * envd's JSON errors. Paths are made
- * absolute against the request's user's home; what it creates belongs to
- * that user when termd is root (reads and moves are termd's own). These call the
- * file system directly: termd's action layer has no stat/list/move/remove
- * actions yet, so they are not on the event stream. */
+ * with depth, Remove) translated onto termd's file actions (file.stat,
+ * file.mkdir, file.move, file.list, file.remove: so they are on the event
+ * stream) with EntryInfo as envd fills it (metadata from user.e2b.*
+ * extended attributes), and the REST routes GET /files (a file's bytes,
+ * gzip when accepted) and POST /files (multipart/form-data or
+ * application/octet-stream, gzip or not; X-Metadata-<key> headers kept as
+ * user.e2b.<key>) with envd's JSON errors. Paths are made absolute
+ * against the request's user's home; what it creates belongs to that user
+ * when termd is root. */
 #include "envd.h"
 #include "fsio.h"
 
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
-#include <grp.h>
-#include <limits.h>
-#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
-#include <time.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -72,341 +68,227 @@ char *envd_path(const char *path)
 	return buf_steal(&o);
 }
 
-static enum envd_code errno_code(int e)
+/* what a file action's error names (extras.errno, else its code), as a
+ * Connect error */
+static enum envd_code action_code(const cJSON *ans)
 {
-	switch (e) {
-	case ENOENT:
-	case ENOTDIR:
+	const cJSON *ex = envd_field(ans, "extras", NULL);
+	const char *e = envd_str(ex, "errno", NULL), *code = envd_str(ex, "code", NULL);
+	static const struct {
+		const char *name;
+		enum envd_code code;
+	} map[] = {
+		{"ENOENT", EC_NOT_FOUND}, {"ENOTDIR", EC_NOT_FOUND}, {"EACCES", EC_PERMISSION_DENIED},
+		{"EPERM", EC_PERMISSION_DENIED}, {"EROFS", EC_PERMISSION_DENIED},
+		{"ENOSPC", EC_RESOURCE_EXHAUSTED},
+		{"EDQUOT", EC_RESOURCE_EXHAUSTED},
+	};
+	if (code && strcmp(code, "bad_request") == 0)   /* what it was asked is wrong */
+		return e && strcmp(e, "EEXIST") == 0 ? EC_ALREADY_EXISTS : EC_INVALID_ARGUMENT;
+	for (size_t i = 0; e && i < sizeof map / sizeof map[0]; i++)
+		if (strcmp(map[i].name, e) == 0)
+			return map[i].code;
+	if (code && strcmp(code, "not_found") == 0)
 		return EC_NOT_FOUND;
-	case EACCES:
-	case EPERM:
-	case EROFS:
-		return EC_PERMISSION_DENIED;
-	case EEXIST:
-		return EC_ALREADY_EXISTS;
-	case EINVAL:
-	case ENAMETOOLONG:
-		return EC_INVALID_ARGUMENT;
-	case ENOSPC:
-		return EC_RESOURCE_EXHAUSTED;
-	default:
-		return EC_INTERNAL;
+	return EC_INTERNAL;
+}
+
+/* a file action through the action layer (so it is on the event stream);
+ * NULL once the call is answered with its error */
+static cJSON *fs_action(struct envd_call *c, const char *name, cJSON *args)
+{
+	cJSON *ans = envd_action(name, args);
+	const char *o = envd_str(ans, "observation", NULL);
+	if (o && strcmp(o, name) == 0)
+		return ans;
+	envd_fail(c, ans ? action_code(ans) : EC_INTERNAL, "%s",
+		  envd_str(ans, "content", "no answer"));
+	cJSON_Delete(ans);
+	return NULL;
+}
+
+/* user.e2b.<key> extended attributes, as envd keeps X-Metadata-<key> */
+static void add_metadata(cJSON *o, const char *path)
+{
+	char names[4096];
+	ssize_t n = llistxattr(path, names, sizeof names);
+	cJSON *m = NULL;
+	for (ssize_t i = 0; i < n; i += (ssize_t)strlen(names + i) + 1) {
+		const char *k = names + i;
+		if (strncmp(k, "user.e2b.", 9) != 0)
+			continue;
+		char v[4096];
+		ssize_t vn = lgetxattr(path, k, v, sizeof v - 1);
+		if (vn < 0)
+			continue;
+		v[vn] = 0;
+		if (!m)
+			m = cJSON_AddObjectToObject(o, "metadata");
+		cJSON_AddStringToObject(m, k + 9, v);
 	}
 }
 
-/* Go's FileMode.String() */
-static void mode_string(mode_t m, char out[12])
+/* EntryInfo from a file action's entry */
+static cJSON *entry_info(const cJSON *e)
 {
-	char t = '-';
-	if (S_ISDIR(m))
-		t = 'd';
-	else if (S_ISLNK(m))
-		t = 'L';
-	else if (S_ISFIFO(m))
-		t = 'p';
-	else if (S_ISSOCK(m))
-		t = 'S';
-	else if (S_ISCHR(m))
-		t = 'c';
-	else if (S_ISBLK(m))
-		t = 'D';
-	const char *rwx = "rwxrwxrwx";
-	size_t i = 0;
-	out[i++] = t;
-	for (int b = 0; b < 9; b++)
-		out[i++] = (m & (0400u >> b)) ? rwx[b] : '-';
-	out[i] = 0;
-}
-
-static void add_time(cJSON *o, const char *key, const struct timespec *ts)
-{
-	struct tm tm;
-	char buf[64], frac[32] = "";
-	gmtime_r(&ts->tv_sec, &tm);
-	strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
-	long ns = ts->tv_nsec;
-	if (ns) {
-		if (ns % 1000000 == 0)
-			snprintf(frac, sizeof frac, ".%03ld", ns / 1000000);
-		else if (ns % 1000 == 0)
-			snprintf(frac, sizeof frac, ".%06ld", ns / 1000);
-		else
-			snprintf(frac, sizeof frac, ".%09ld", ns);
-	}
-	char all[96];
-	snprintf(all, sizeof all, "%s%sZ", buf, frac);
-	cJSON_AddStringToObject(o, key, all);
-}
-
-/* EntryInfo of path (lstat: a symlink is itself, with its target), or
- * NULL with errno set */
-cJSON *envd_entry_info(const char *path)
-{
-	struct stat sb;
-	if (lstat(path, &sb) != 0)
+	if (!e)
 		return NULL;
 	cJSON *o = cJSON_CreateObject();
-	const char *slash = strrchr(path, '/');
-	cJSON_AddStringToObject(o, "name", slash && slash[1] ? slash + 1 : path);
-	const char *type = S_ISDIR(sb.st_mode) ? "FILE_TYPE_DIRECTORY" :
-			   S_ISLNK(sb.st_mode) ? "FILE_TYPE_SYMLINK" : "FILE_TYPE_FILE";
-	cJSON_AddStringToObject(o, "type", type);
+	const char *type = envd_str(e, "type", "file");
+	cJSON_AddStringToObject(o, "name", envd_str(e, "name", ""));
+	cJSON_AddStringToObject(o, "type", strcmp(type, "directory") == 0 ? "FILE_TYPE_DIRECTORY" :
+				strcmp(type, "symlink") == 0 ? "FILE_TYPE_SYMLINK" : "FILE_TYPE_FILE");
+	const char *path = envd_str(e, "path", "");
 	cJSON_AddStringToObject(o, "path", path);
+	double size = 0, mode = 0;
+	envd_num(e, "size", NULL, &size);
+	envd_num(e, "mode", NULL, &mode);
 	char num[32];
-	snprintf(num, sizeof num, "%lld", (long long)sb.st_size);
+	snprintf(num, sizeof num, "%.0f", size);   /* int64 as a string */
 	cJSON_AddStringToObject(o, "size", num);
-	cJSON_AddNumberToObject(o, "mode", sb.st_mode & 07777);
-	char perm[12];
-	mode_string(sb.st_mode, perm);
-	cJSON_AddStringToObject(o, "permissions", perm);
-	struct passwd *pw = getpwuid(sb.st_uid);
-	struct group *gr = getgrgid(sb.st_gid);
-	char id[24];
-	snprintf(id, sizeof id, "%u", (unsigned)sb.st_uid);
-	cJSON_AddStringToObject(o, "owner", pw ? pw->pw_name : id);
-	snprintf(id, sizeof id, "%u", (unsigned)sb.st_gid);
-	cJSON_AddStringToObject(o, "group", gr ? gr->gr_name : id);
-	add_time(o, "modifiedTime", &sb.st_mtim);
-	if (S_ISLNK(sb.st_mode)) {
-		char *real = realpath(path, NULL);
-		if (real) {
-			cJSON_AddStringToObject(o, "symlinkTarget", real);
-			free(real);
-		} else {
-			char t[PATH_MAX];
-			ssize_t n = readlink(path, t, sizeof t - 1);
-			if (n >= 0) {
-				t[n] = 0;
-				char *abs = t[0] == '/' ? xstrdup(t) : NULL;
-				if (!abs) {   /* relative to the link's folder */
-					buf_t b = {0};
-					buf_append(&b, path, (size_t)(slash ? slash - path : 0));
-					buf_putc(&b, '/');
-					buf_puts(&b, t);
-					char *raw = buf_steal(&b);
-					abs = envd_path(raw);
-					free(raw);
-				}
-				cJSON_AddStringToObject(o, "symlinkTarget", abs);
-				free(abs);
-			}
-		}
-	}
+	cJSON_AddNumberToObject(o, "mode", mode);
+	cJSON_AddStringToObject(o, "permissions", envd_str(e, "permissions", ""));
+	cJSON_AddStringToObject(o, "owner", envd_str(e, "owner", ""));
+	cJSON_AddStringToObject(o, "group", envd_str(e, "group", ""));
+	cJSON_AddStringToObject(o, "modifiedTime", envd_str(e, "modified", ""));
+	const char *target = envd_str(e, "symlink_target", NULL);
+	if (target)
+		cJSON_AddStringToObject(o, "symlinkTarget", target);
+	add_metadata(o, path);
 	return o;
 }
 
-static int fail_errno(struct envd_call *c, int e, const char *what, const char *path)
+cJSON *envd_entry_info(const char *path)
 {
-	return envd_fail(c, errno_code(e), "%s %s: %s", what, path, strerror(e));
+	cJSON *e = fsops_entry(path);
+	cJSON *o = entry_info(e);
+	cJSON_Delete(e);
+	return o;
 }
 
-/* the request's path field, resolved; NULL once it answered */
-static char *req_path(struct envd_call *c, const char *key)
+/* folders a file action made belong to the request's user (termd is root) */
+static void own_created(const cJSON *ans)
+{
+	if (envd_cur.self)
+		return;
+	const cJSON *d;
+	cJSON_ArrayForEach(d, envd_field(envd_field(ans, "extras", NULL), "created", NULL)) {
+		if (cJSON_IsString(d) && lchown(d->valuestring, envd_cur.uid, envd_cur.gid) != 0)
+			log_debug("envd: cannot chown %s", d->valuestring);
+	}
+}
+
+/* the request's path field, resolved, as a file action's argument; -1
+ * once it answered */
+static int path_into(struct envd_call *c, const char *key, cJSON *args, const char *as)
 {
 	const char *p = envd_str(c->req, key, NULL);
 	if (!p) {
 		envd_fail(c, EC_INVALID_ARGUMENT, "%s is required", key);
-		return NULL;
+		return -1;
 	}
-	return envd_path(p);
-}
-
-static cJSON *entry_msg(cJSON *entry)
-{
-	cJSON *m = cJSON_CreateObject();
-	cJSON_AddItemToObject(m, "entry", entry);
-	return m;
-}
-
-static int fs_stat(struct envd_call *c)
-{
-	char *path = req_path(c, "path");
-	if (!path)
-		return 0;
-	cJSON *e = envd_entry_info(path);
-	if (e)
-		envd_reply(c, entry_msg(e));
-	else
-		fail_errno(c, errno, "cannot stat", path);
+	char *path = envd_path(p);
+	cJSON_AddStringToObject(args, as, path);
 	free(path);
 	return 0;
 }
 
-/* mkdir -p: 0, or -1 and errno */
-static int mkdirs(const char *path, mode_t mode)
+/* {entry} from an answer's extras.entry */
+static void reply_entry(struct envd_call *c, cJSON *ans)
 {
-	char *d = xstrdup(path);
-	int r = 0;
-	for (char *p = d + 1; ; p++) {
-		if (*p == '/' || !*p) {
-			char ch = *p;
-			*p = 0;
-			if (mkdir(d, mode) == 0) {
-				if (!envd_cur.self && lchown(d, envd_cur.uid, envd_cur.gid) != 0)
-					log_debug("envd: cannot chown %s", d);
-			} else if (errno != EEXIST) {
-				r = -1;
-				break;
-			}
-			*p = ch;
-			if (!ch)
-				break;
-		}
+	cJSON *m = cJSON_CreateObject();
+	cJSON_AddItemToObject(m, "entry", entry_info(envd_field(envd_field(ans, "extras", NULL),
+								 "entry", NULL)));
+	envd_reply(c, m);
+	cJSON_Delete(ans);
+}
+
+static int fs_stat(struct envd_call *c)
+{
+	cJSON *args = cJSON_CreateObject();
+	if (path_into(c, "path", args, "path") < 0) {
+		cJSON_Delete(args);
+		return 0;
 	}
-	free(d);
-	return r;
+	cJSON *ans = fs_action(c, "file.stat", args);
+	if (ans)
+		reply_entry(c, ans);
+	return 0;
 }
 
 static int fs_make_dir(struct envd_call *c)
 {
-	char *path = req_path(c, "path");
-	if (!path)
+	cJSON *args = cJSON_CreateObject();
+	if (path_into(c, "path", args, "path") < 0) {
+		cJSON_Delete(args);
 		return 0;
-	struct stat sb;
-	if (lstat(path, &sb) == 0) {
-		envd_fail(c, EC_ALREADY_EXISTS, "%s already exists", path);
-	} else if (mkdirs(path, 0755) != 0) {
-		fail_errno(c, errno, "cannot make directory", path);
-	} else {
-		cJSON *e = envd_entry_info(path);
-		if (e)
-			envd_reply(c, entry_msg(e));
-		else
-			fail_errno(c, errno, "cannot stat", path);
 	}
-	free(path);
+	cJSON *ans = fs_action(c, "file.mkdir", args);
+	if (ans) {
+		own_created(ans);
+		reply_entry(c, ans);
+	}
 	return 0;
 }
 
 static int fs_move(struct envd_call *c)
 {
-	char *src = req_path(c, "source");
-	if (!src)
-		return 0;
-	char *dst = req_path(c, "destination");
-	if (!dst) {
-		free(src);
+	cJSON *args = cJSON_CreateObject();
+	if (path_into(c, "source", args, "source") < 0 ||
+	    path_into(c, "destination", args, "destination") < 0) {
+		cJSON_Delete(args);
 		return 0;
 	}
-	struct stat sb;
-	char *slash = strrchr(dst, '/');
-	if (lstat(src, &sb) != 0) {
-		fail_errno(c, errno, "cannot move", src);
-	} else {
-		if (slash && slash != dst) {
-			*slash = 0;
-			mkdirs(dst, 0755);
-			*slash = '/';
-		}
-		if (rename(src, dst) != 0) {
-			fail_errno(c, errno, "cannot move to", dst);
-		} else {
-			cJSON *e = envd_entry_info(dst);
-			if (e)
-				envd_reply(c, entry_msg(e));
-			else
-				fail_errno(c, errno, "cannot stat", dst);
-		}
+	cJSON *ans = fs_action(c, "file.move", args);
+	if (ans) {
+		own_created(ans);
+		reply_entry(c, ans);
 	}
-	free(src);
-	free(dst);
 	return 0;
-}
-
-static int name_cmp(const struct dirent **a, const struct dirent **b)
-{
-	return strcmp((*a)->d_name, (*b)->d_name);
-}
-
-static int skip_dots(const struct dirent *d)
-{
-	return strcmp(d->d_name, ".") != 0 && strcmp(d->d_name, "..") != 0;
-}
-
-/* entries of dir in walk order (lexical, a folder's entries after it),
- * down to depth levels */
-static void list_dir(const char *dir, int depth, cJSON *arr, int *count)
-{
-	struct dirent **names;
-	int n = scandir(dir, &names, skip_dots, name_cmp);
-	if (n < 0)
-		return;
-	for (int i = 0; i < n; i++) {
-		buf_t b = {0};
-		buf_puts(&b, dir);
-		if (b.len && b.p[b.len - 1] != '/')
-			buf_putc(&b, '/');
-		buf_puts(&b, names[i]->d_name);
-		buf_putc(&b, 0);
-		cJSON *e = *count < 1000000 ? envd_entry_info(b.p) : NULL;
-		if (e) {
-			cJSON_AddItemToArray(arr, e);
-			(*count)++;
-			struct stat sb;
-			if (depth > 1 && lstat(b.p, &sb) == 0 && S_ISDIR(sb.st_mode))
-				list_dir(b.p, depth - 1, arr, count);
-		}
-		buf_free(&b);
-		free(names[i]);
-	}
-	free(names);
 }
 
 static int fs_list_dir(struct envd_call *c)
 {
-	char *path = req_path(c, "path");
-	if (!path)
-		return 0;
 	double depth = 1;
-	if (envd_field(c->req, "depth", NULL) && envd_num(c->req, "depth", NULL, &depth) < 0) {
-		free(path);
+	if (envd_field(c->req, "depth", NULL) && envd_num(c->req, "depth", NULL, &depth) < 0)
 		return envd_fail(c, EC_INVALID_ARGUMENT, "depth must be a number");
+	cJSON *args = cJSON_CreateObject();
+	if (path_into(c, "path", args, "path") < 0) {
+		cJSON_Delete(args);
+		return 0;
 	}
-	if (depth < 1)
-		depth = 1;
-	if (depth > 64)
-		depth = 64;
-	struct stat sb;
-	/* a symlink to a folder lists the folder */
-	if (stat(path, &sb) != 0) {
-		fail_errno(c, errno, "cannot list", path);
-	} else if (!S_ISDIR(sb.st_mode)) {
-		envd_fail(c, EC_INVALID_ARGUMENT, "%s is not a directory", path);
-	} else {
-		cJSON *m = cJSON_CreateObject();
-		cJSON *arr = cJSON_AddArrayToObject(m, "entries");
-		int count = 0;
-		list_dir(path, (int)depth, arr, &count);
-		envd_reply(c, m);
-	}
-	free(path);
+	cJSON_AddNumberToObject(args, "depth", depth < 1 ? 1 : depth > 64 ? 64 : (int)depth);
+	cJSON_AddNumberToObject(args, "max_entries", 1000000);
+	cJSON *ans = fs_action(c, "file.list", args);
+	if (!ans)
+		return 0;
+	cJSON *m = cJSON_CreateObject();
+	cJSON *arr = cJSON_AddArrayToObject(m, "entries");
+	const cJSON *e;
+	cJSON_ArrayForEach(e, envd_field(envd_field(ans, "extras", NULL), "entries", NULL))
+		cJSON_AddItemToArray(arr, entry_info(e));
+	envd_reply(c, m);
+	cJSON_Delete(ans);
 	return 0;
-}
-
-static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *f)
-{
-	(void)sb;
-	(void)f;
-	int r = flag == FTW_DP ? rmdir(p) : unlink(p);
-	return r != 0 && errno != ENOENT ? -1 : 0;
 }
 
 static int fs_remove(struct envd_call *c)
 {
-	char *path = req_path(c, "path");
-	if (!path)
+	cJSON *args = cJSON_CreateObject();
+	if (path_into(c, "path", args, "path") < 0) {
+		cJSON_Delete(args);
 		return 0;
-	struct stat sb;
-	if (strcmp(path, "/") == 0) {
-		envd_fail(c, EC_INVALID_ARGUMENT, "termd does not remove /");
-	} else if (lstat(path, &sb) != 0 && errno == ENOENT) {
-		envd_reply(c, cJSON_CreateObject());   /* already gone: as os.RemoveAll */
-	} else if (nftw(path, rm_one, 32, FTW_DEPTH | FTW_PHYS) != 0) {
-		fail_errno(c, errno, "cannot remove", path);
-	} else {
-		envd_reply(c, cJSON_CreateObject());
 	}
-	free(path);
+	cJSON_AddBoolToObject(args, "recursive", 1);
+	cJSON *ans = envd_action("file.remove", args);
+	const char *o = envd_str(ans, "observation", NULL);
+	const char *code = envd_str(envd_field(ans, "extras", NULL), "code", NULL);
+	if ((o && strcmp(o, "file.remove") == 0) || (code && strcmp(code, "not_found") == 0))
+		envd_reply(c, cJSON_CreateObject());   /* already gone: as os.RemoveAll */
+	else
+		envd_fail(c, ans ? action_code(ans) : EC_INTERNAL, "%s",
+			  envd_str(ans, "content", "no answer"));
+	cJSON_Delete(ans);
 	return 0;
 }
 
@@ -570,8 +452,14 @@ static cJSON *write_upload(struct http_txn *t, const char *path, const char *dat
 	char *slash = strrchr(path, '/');
 	if (slash && slash != path) {
 		char *d = xstrndup(path, (size_t)(slash - path));
-		int r = mkdirs(d, 0755);
+		cJSON *made = cJSON_CreateObject();
+		cJSON *created = cJSON_AddArrayToObject(cJSON_AddObjectToObject(made, "extras"), "created");
+		int r = fsops_mkdirs(d, 0755, created);
+		int e = errno;
+		own_created(made);
+		cJSON_Delete(made);
 		free(d);
+		errno = e;
 		if (r != 0) {
 			rest_error(t, errno_status(errno), "cannot make the folder of '%s': %s", path,
 				   strerror(errno));

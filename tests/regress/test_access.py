@@ -48,6 +48,12 @@ def test_view_token_cannot_act(termd_factory, tmp_path):
         ("edit", {"command": "create", "path": str(marker), "file_text": "x"}),
         ("read", {"path": "/etc/hostname"}),
         ("plugin.list", {}),
+        ("session.stdin", {"content": "touch %s\r" % marker}),
+        ("file.stat", {"path": "/etc/hostname"}),
+        ("file.list", {"path": "/"}),
+        ("file.mkdir", {"path": str(marker)}),
+        ("file.move", {"source": "/etc/hostname", "destination": str(marker)}),
+        ("file.remove", {"path": str(tmp_path)}),
     ]
     for action, args in forbidden:
         assert_error(ro.call(action, args), "forbidden")

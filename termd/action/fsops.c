@@ -1,0 +1,479 @@
+/* fsops.c — the file-system actions beside read/write/edit (PROTOCOL.md §4
+ * Files, 1.2): `file.stat`, `file.list` (down to a depth, walk order),
+ * `file.mkdir`, `file.move` and `file.remove`, each entry described the
+ * same way (fsops_entry: type, size, mode, permissions in Go's notation,
+ * owner, group, modification time to the nanosecond, a symlink's target).
+ * Errors name the errno (extras.errno) so a front door can say it in its
+ * own words. Relative paths are taken against main's cwd (files_resolve). */
+#include "action.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <ftw.h>
+#include <grp.h>
+#include <limits.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define LIST_DEFAULT_MAX 10000
+#define LIST_MAX 1000000
+#define DEPTH_MAX 64
+
+/* ------------------------------------------------------------ entries */
+
+const char *fsops_errno_name(int e)
+{
+	static const struct {
+		int e;
+		const char *name;
+	} names[] = {
+		{ENOENT, "ENOENT"}, {ENOTDIR, "ENOTDIR"}, {EACCES, "EACCES"}, {EPERM, "EPERM"},
+		{EROFS, "EROFS"}, {EEXIST, "EEXIST"}, {EINVAL, "EINVAL"},
+		{ENAMETOOLONG, "ENAMETOOLONG"}, {ENOSPC, "ENOSPC"}, {EISDIR, "EISDIR"},
+		{ENOTEMPTY, "ENOTEMPTY"}, {EXDEV, "EXDEV"}, {ELOOP, "ELOOP"}, {EBUSY, "EBUSY"},
+		{EDQUOT, "EDQUOT"},
+	};
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+		if (names[i].e == e)
+			return names[i].name;
+	return "EIO";
+}
+
+/* Go's FileMode.String(), as e2b's envd shows permissions */
+static void mode_string(mode_t m, char out[12])
+{
+	char t = '-';
+	if (S_ISDIR(m))
+		t = 'd';
+	else if (S_ISLNK(m))
+		t = 'L';
+	else if (S_ISFIFO(m))
+		t = 'p';
+	else if (S_ISSOCK(m))
+		t = 'S';
+	else if (S_ISCHR(m))
+		t = 'c';
+	else if (S_ISBLK(m))
+		t = 'D';
+	const char *rwx = "rwxrwxrwx";
+	size_t i = 0;
+	out[i++] = t;
+	for (int b = 0; b < 9; b++)
+		out[i++] = (m & (0400u >> b)) ? rwx[b] : '-';
+	out[i] = 0;
+}
+
+/* RFC 3339 in UTC with as many fraction digits as the time has (0, 3, 6, 9) */
+static void add_time(cJSON *o, const char *key, const struct timespec *ts)
+{
+	struct tm tm;
+	char buf[64], frac[32] = "";
+	gmtime_r(&ts->tv_sec, &tm);
+	strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+	long ns = ts->tv_nsec;
+	if (ns) {
+		if (ns % 1000000 == 0)
+			snprintf(frac, sizeof frac, ".%03ld", ns / 1000000);
+		else if (ns % 1000 == 0)
+			snprintf(frac, sizeof frac, ".%06ld", ns / 1000);
+		else
+			snprintf(frac, sizeof frac, ".%09ld", ns);
+	}
+	char all[96];
+	snprintf(all, sizeof all, "%s%sZ", buf, frac);
+	cJSON_AddStringToObject(o, key, all);
+}
+
+/* "/a/b/../c" → "/a/c": no empty, "." or ".." components */
+static char *normalize(const char *path)
+{
+	buf_t o = {0};
+	const char *p = path;
+	while (*p) {
+		while (*p == '/')
+			p++;
+		const char *e = strchr(p, '/');
+		size_t n = e ? (size_t)(e - p) : strlen(p);
+		if (n == 0)
+			break;
+		if (n == 2 && p[0] == '.' && p[1] == '.') {
+			while (o.len && o.p[o.len - 1] != '/')
+				o.len--;
+			if (o.len)
+				o.len--;
+		} else if (!(n == 1 && p[0] == '.')) {
+			buf_putc(&o, '/');
+			buf_append(&o, p, n);
+		}
+		p += n;
+	}
+	if (!o.len)
+		buf_putc(&o, '/');
+	return buf_steal(&o);
+}
+
+/* a symlink's target as an absolute path: where it leads, else its text
+ * taken against the link's folder */
+static void add_target(cJSON *o, const char *path)
+{
+	char *real = realpath(path, NULL);
+	if (real) {
+		cJSON_AddStringToObject(o, "symlink_target", real);
+		free(real);
+		return;
+	}
+	char t[PATH_MAX];
+	ssize_t n = readlink(path, t, sizeof t - 1);
+	if (n < 0)
+		return;
+	t[n] = 0;
+	buf_t b = {0};
+	if (t[0] != '/') {
+		const char *slash = strrchr(path, '/');
+		buf_append(&b, path, (size_t)(slash ? slash - path : 0));
+		buf_putc(&b, '/');
+	}
+	buf_puts(&b, t);
+	buf_putc(&b, 0);
+	char *abs = normalize(b.p);
+	cJSON_AddStringToObject(o, "symlink_target", abs);
+	free(abs);
+	buf_free(&b);
+}
+
+cJSON *fsops_entry(const char *path)
+{
+	struct stat sb;
+	if (lstat(path, &sb) != 0)
+		return NULL;
+	cJSON *o = cJSON_CreateObject();
+	const char *slash = strrchr(path, '/');
+	cJSON_AddStringToObject(o, "name", slash && slash[1] ? slash + 1 : path);
+	cJSON_AddStringToObject(o, "type", S_ISDIR(sb.st_mode) ? "directory" :
+				S_ISLNK(sb.st_mode) ? "symlink" :
+				S_ISREG(sb.st_mode) ? "file" : "other");
+	cJSON_AddStringToObject(o, "path", path);
+	cJSON_AddNumberToObject(o, "size", (double)sb.st_size);
+	cJSON_AddNumberToObject(o, "mode", sb.st_mode & 07777);
+	char perm[12];
+	mode_string(sb.st_mode, perm);
+	cJSON_AddStringToObject(o, "permissions", perm);
+	struct passwd *pw = getpwuid(sb.st_uid);
+	struct group *gr = getgrgid(sb.st_gid);
+	char id[24];
+	snprintf(id, sizeof id, "%u", (unsigned)sb.st_uid);
+	cJSON_AddStringToObject(o, "owner", pw ? pw->pw_name : id);
+	snprintf(id, sizeof id, "%u", (unsigned)sb.st_gid);
+	cJSON_AddStringToObject(o, "group", gr ? gr->gr_name : id);
+	add_time(o, "modified", &sb.st_mtim);
+	if (S_ISLNK(sb.st_mode))
+		add_target(o, path);
+	return o;
+}
+
+/* ------------------------------------------------------------ helpers */
+
+/* an error that names the errno and the path; code as the errno says
+ * unless given (not TD_ERR__COUNT) */
+static int fail_as(struct act *a, td_err code, int e, const char *what, const char *path)
+{
+	if (code != TD_ERR__COUNT)
+		;
+	else if (e == ENOENT || e == ENOTDIR)
+		code = TD_ERR_NOT_FOUND;
+	else if (e == EISDIR)
+		code = TD_ERR_IS_DIRECTORY;
+	else if (e == EINVAL || e == ENAMETOOLONG || e == EEXIST || e == ENOTEMPTY)
+		code = TD_ERR_BAD_REQUEST;
+	else
+		code = TD_ERR_IO_ERROR;
+	cJSON *ex = cJSON_CreateObject();
+	cJSON_AddStringToObject(ex, "path", path);
+	cJSON_AddStringToObject(ex, "errno", fsops_errno_name(e));
+	buf_t m = {0};
+	buf_printf(&m, "%s ", what);
+	files_put_path(&m, path);
+	buf_printf(&m, ": %s", strerror(e));
+	buf_putc(&m, 0);
+	files_error(a, code, m.p, ex);
+	buf_free(&m);
+	return -1;
+}
+
+static int fs_fail(struct act *a, int e, const char *what, const char *path)
+{
+	return fail_as(a, TD_ERR__COUNT, e, what, path);
+}
+
+/* the action's path argument made absolute (and normalized); NULL once it
+ * answered */
+static char *path_arg(struct act *a, const char *key)
+{
+	const char *p = NULL;
+	if (arg_string(a, key, &p, 1) < 0)
+		return NULL;
+	if (!*p) {
+		act_error(a, TD_ERR_BAD_REQUEST, "argument '%s' is empty", key);
+		return NULL;
+	}
+	char *r = files_resolve(p);
+	char *n = normalize(r ? r : p);
+	free(r);
+	return n;
+}
+
+int fsops_mkdirs(const char *path, mode_t mode, cJSON *created)
+{
+	char *d = xstrdup(path);
+	int r = 0;
+	for (char *p = d + 1;; p++) {
+		if (*p != '/' && *p)
+			continue;
+		char ch = *p;
+		*p = 0;
+		if (mkdir(d, mode) == 0) {
+			if (created)
+				cJSON_AddItemToArray(created, cJSON_CreateString(d));
+		} else if (errno != EEXIST) {
+			r = -1;
+			break;
+		}
+		*p = ch;
+		if (!ch)
+			break;
+	}
+	int e = errno;
+	free(d);
+	errno = e;
+	return r;
+}
+
+static void answer_entry(struct act *a, const char *obs, const char *path, cJSON *ex)
+{
+	cJSON *e = fsops_entry(path);
+	if (!e) {
+		cJSON_Delete(ex);
+		fs_fail(a, errno, "cannot stat", path);
+		return;
+	}
+	cJSON_AddItemToObject(ex, "entry", e);
+	events_emit(a->conn, a->id, obs, "", ex);
+}
+
+/* ------------------------------------------------------------ actions */
+
+static int stat_action(struct act *a)
+{
+	char *path = path_arg(a, "path");
+	if (!path)
+		return -1;
+	answer_entry(a, "file.stat", path, cJSON_CreateObject());
+	free(path);
+	return 0;
+}
+
+static int mkdir_action(struct act *a)
+{
+	int parents = 1, exist_ok = 0;
+	if (arg_bool(a, "parents", &parents) < 0 || arg_bool(a, "exist_ok", &exist_ok) < 0)
+		return -1;
+	char *path = path_arg(a, "path");
+	if (!path)
+		return -1;
+	struct stat sb;
+	cJSON *ex = cJSON_CreateObject();
+	cJSON *created = cJSON_AddArrayToObject(ex, "created");
+	int r = 0;
+	if (lstat(path, &sb) == 0) {
+		if (!exist_ok || !S_ISDIR(sb.st_mode)) {
+			errno = EEXIST;
+			r = -1;
+		}
+	} else if (parents) {
+		r = fsops_mkdirs(path, 0755, created);
+	} else if ((r = mkdir(path, 0755)) == 0) {
+		cJSON_AddItemToArray(created, cJSON_CreateString(path));
+	}
+	if (r != 0) {
+		cJSON_Delete(ex);
+		fs_fail(a, errno, "cannot make the folder", path);
+	} else {
+		answer_entry(a, "file.mkdir", path, ex);
+	}
+	free(path);
+	return 0;
+}
+
+static int move_action(struct act *a)
+{
+	char *src = path_arg(a, "source");
+	char *dst = src ? path_arg(a, "destination") : NULL;
+	if (!dst) {
+		free(src);
+		return -1;
+	}
+	struct stat sb;
+	cJSON *ex = cJSON_CreateObject();
+	cJSON *created = cJSON_AddArrayToObject(ex, "created");
+	if (lstat(src, &sb) != 0) {
+		cJSON_Delete(ex);
+		fs_fail(a, errno, "cannot move", src);
+		goto out;
+	}
+	char *slash = strrchr(dst, '/');
+	if (slash && slash != dst) {   /* its folder made first, as envd does */
+		*slash = 0;
+		fsops_mkdirs(dst, 0755, created);
+		*slash = '/';
+	}
+	if (rename(src, dst) != 0) {
+		cJSON_Delete(ex);
+		fs_fail(a, errno, "cannot move to", dst);
+		goto out;
+	}
+	cJSON_AddStringToObject(ex, "source", src);
+	answer_entry(a, "file.move", dst, ex);
+out:
+	free(src);
+	free(dst);
+	return 0;
+}
+
+static int name_cmp(const struct dirent **x, const struct dirent **y)
+{
+	return strcmp((*x)->d_name, (*y)->d_name);
+}
+
+static int not_dots(const struct dirent *d)
+{
+	return strcmp(d->d_name, ".") != 0 && strcmp(d->d_name, "..") != 0;
+}
+
+/* entries of dir in walk order (names sorted bytewise, a folder's entries
+ * right after it; symlinks not followed), down to depth levels; 1 when
+ * max was reached */
+static int list_dir(const char *dir, int depth, cJSON *arr, size_t *count, size_t max)
+{
+	struct dirent **names;
+	int n = scandir(dir, &names, not_dots, name_cmp);
+	if (n < 0)
+		return 0;
+	int full = 0;
+	for (int i = 0; i < n; i++) {
+		if (!full) {
+			buf_t b = {0};
+			buf_puts(&b, dir);
+			if (b.len && b.p[b.len - 1] != '/')
+				buf_putc(&b, '/');
+			buf_puts(&b, names[i]->d_name);
+			buf_putc(&b, 0);
+			cJSON *e = *count < max ? fsops_entry(b.p) : NULL;
+			if (*count >= max)
+				full = 1;
+			if (e) {
+				cJSON_AddItemToArray(arr, e);
+				(*count)++;
+				struct stat sb;
+				if (depth > 1 && lstat(b.p, &sb) == 0 && S_ISDIR(sb.st_mode))
+					full = list_dir(b.p, depth - 1, arr, count, max);
+			}
+			buf_free(&b);
+		}
+		free(names[i]);
+	}
+	free(names);
+	return full;
+}
+
+static int list_action(struct act *a)
+{
+	long long depth = 1, max = LIST_DEFAULT_MAX;
+	int has;
+	if (arg_int(a, "depth", &depth, &has) < 0 || arg_int(a, "max_entries", &max, &has) < 0)
+		return -1;
+	if (depth < 1 || depth > DEPTH_MAX || max < 1 || max > LIST_MAX)
+		return act_error(a, TD_ERR_BAD_REQUEST, "depth must be 1-%d and max_entries 1-%d",
+				 DEPTH_MAX, LIST_MAX);
+	char *path = path_arg(a, "path");
+	if (!path)
+		return -1;
+	struct stat sb;
+	if (stat(path, &sb) != 0) {   /* a symlink to a folder lists the folder */
+		fs_fail(a, errno, "cannot list", path);
+	} else if (!S_ISDIR(sb.st_mode)) {
+		fail_as(a, TD_ERR_BAD_REQUEST, ENOTDIR, "cannot list (not a folder)", path);
+	} else {
+		cJSON *ex = cJSON_CreateObject();
+		cJSON_AddStringToObject(ex, "path", path);
+		cJSON *arr = cJSON_AddArrayToObject(ex, "entries");
+		size_t count = 0;
+		int full = list_dir(path, (int)depth, arr, &count, (size_t)max);
+		cJSON_AddBoolToObject(ex, "truncated", full);
+		events_emit(a->conn, a->id, "file.list", "", ex);
+	}
+	free(path);
+	return 0;
+}
+
+static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *f)
+{
+	(void)sb;
+	(void)f;
+	int r = flag == FTW_DP ? rmdir(p) : unlink(p);
+	return r != 0 && errno != ENOENT ? -1 : 0;
+}
+
+static int remove_action(struct act *a)
+{
+	int recursive = 0;
+	if (arg_bool(a, "recursive", &recursive) < 0)
+		return -1;
+	char *path = path_arg(a, "path");
+	if (!path)
+		return -1;
+	struct stat sb;
+	int r;
+	if (strcmp(path, "/") == 0) {
+		act_error(a, TD_ERR_BAD_REQUEST, "termd does not remove /");
+		goto out;
+	}
+	if (lstat(path, &sb) != 0) {
+		fs_fail(a, errno, "cannot remove", path);
+		goto out;
+	}
+	if (!S_ISDIR(sb.st_mode))
+		r = unlink(path);
+	else if (recursive)
+		r = nftw(path, rm_one, 32, FTW_DEPTH | FTW_PHYS);
+	else
+		r = rmdir(path);
+	if (r != 0) {
+		fs_fail(a, errno, "cannot remove", path);
+		goto out;
+	}
+	cJSON *ex = cJSON_CreateObject();
+	cJSON_AddStringToObject(ex, "path", path);
+	cJSON_AddStringToObject(ex, "type", S_ISDIR(sb.st_mode) ? "directory" :
+				S_ISLNK(sb.st_mode) ? "symlink" : S_ISREG(sb.st_mode) ? "file" : "other");
+	events_emit(a->conn, a->id, "file.remove", "", ex);
+out:
+	free(path);
+	return 0;
+}
+
+void fsops_register(void)
+{
+	static const struct action_def defs[] = {
+		{"file.stat", stat_action, 0},
+		{"file.list", list_action, 0},
+		{"file.mkdir", mkdir_action, 0},
+		{"file.move", move_action, 0},
+		{"file.remove", remove_action, 0},
+	};
+	actions_register(defs, sizeof defs / sizeof defs[0]);
+}
