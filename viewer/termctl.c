@@ -4,6 +4,7 @@
  * (run, keys, screen, expect, ping, raw, session, subscribe) that each send
  * one action and turn its observation into output and an exit status. */
 #include "client.h"
+#include "client-int.h"
 #include "proto.h"
 
 #include <errno.h>
@@ -54,6 +55,11 @@ static const char usage_text[] =
 	"                                 and print its observation as one JSON line\n"
 	"  session list                   table of sessions: name pid alive command cwd\n"
 	"  session open NAME [--cmd C] [--cwd D] [--cols N] [--rows N] [--env K=V]...\n"
+	"               [--pipe [--stdin]]  --pipe: C runs without a terminal, stdout\n"
+	"                                 and stderr apart (session.output events)\n"
+	"  session stdin NAME [--eof] [TEXT|-]  write TEXT (or all of stdin, bytes as\n"
+	"                                 they are) to the session's input; --eof then\n"
+	"                                 closes a pipe session's stdin\n"
 	"  session close NAME\n"
 	"  session signal NAME SIG        SIG: INT TERM KILL HUP QUIT STOP CONT USR1 USR2\n"
 	"                                 (with or without SIG, any case; no numbers)\n"
@@ -122,7 +128,15 @@ static int ctl_flag(const char *a, const char *shrt, const char *lng)
 	return !strcmp(a, lng) || (shrt && !strcmp(a, shrt));
 }
 
+static char *ctl_read_stdin_n(size_t *out_len);
+
 static char *ctl_read_stdin(void)
+{
+	return ctl_read_stdin_n(NULL);
+}
+
+/* all of stdin (NUL-terminated too), its length in *out_len */
+static char *ctl_read_stdin_n(size_t *out_len)
 {
 	size_t cap = 4096, len = 0;
 	char *b = malloc(cap);
@@ -141,6 +155,8 @@ static char *ctl_read_stdin(void)
 	if (ferror(stdin))
 		ctl_die("reading stdin: %s", strerror(errno));
 	b[len] = '\0';
+	if (out_len)
+		*out_len = len;
 	return b;
 }
 
@@ -464,7 +480,7 @@ static int ctl_print_sessions(const cJSON *obs)
 static int cmd_session(ctl_t *x, int argc, char **argv)
 {
 	if (argc < 1)
-		ctl_usage_die("session: list, open, close or signal?");
+		ctl_usage_die("session: list, open, stdin, close or signal?");
 	const char *sub = argv[0];
 	cJSON *args, *act;
 	if (!strcmp(sub, "list")) {
@@ -488,6 +504,10 @@ static int cmd_session(ctl_t *x, int argc, char **argv)
 				cJSON_AddNumberToObject(args, "cols", ctl_number(v, "--cols"));
 			} else if (ctl_opt(argc, argv, &i, NULL, "--rows", &v)) {
 				cJSON_AddNumberToObject(args, "rows", ctl_number(v, "--rows"));
+			} else if (ctl_flag(argv[i], NULL, "--pipe")) {
+				cJSON_AddStringToObject(args, "kind", "pipe");
+			} else if (ctl_flag(argv[i], NULL, "--stdin")) {
+				cJSON_AddBoolToObject(args, "stdin", 1);
 			} else if (ctl_opt(argc, argv, &i, NULL, "--env", &v)) {
 				const char *eq = strchr(v, '=');
 				if (!eq || eq == v)
@@ -509,6 +529,39 @@ static int cmd_session(ctl_t *x, int argc, char **argv)
 		if (!name)
 			ctl_usage_die("session open: NAME missing");
 		cJSON_AddStringToObject(args, "name", name);
+	} else if (!strcmp(sub, "stdin")) {
+		const char *name = NULL, *text = NULL;
+		int eof = 0;
+		for (int i = 1; i < argc; i++) {
+			if (ctl_flag(argv[i], NULL, "--eof"))
+				eof = 1;
+			else if (!name)
+				name = argv[i];
+			else if (!text)
+				text = argv[i];
+			else
+				ctl_usage_die("session stdin: unexpected argument %s", argv[i]);
+		}
+		if (!name || (!text && !eof))
+			ctl_usage_die("usage: termctl session stdin NAME [--eof] [TEXT|-]");
+		act = td_action_new("session.stdin", &args);
+		cJSON_AddStringToObject(args, "session", name);
+		if (text && !strcmp(text, "-")) {
+			size_t n;
+			char *all = ctl_read_stdin_n(&n);
+			char *b64 = malloc(4 * ((n + 2) / 3) + 1);
+			if (!b64)
+				ctl_die("out of memory");
+			td_base64_encode(all, n, b64);
+			cJSON_AddStringToObject(args, "content", b64);
+			cJSON_AddStringToObject(args, "encoding", "base64");
+			free(b64);
+			free(all);
+		} else if (text) {
+			cJSON_AddStringToObject(args, "content", text);
+		}
+		if (eof)
+			cJSON_AddBoolToObject(args, "eof", 1);
 	} else if (!strcmp(sub, "close")) {
 		if (argc != 2)
 			ctl_usage_die("usage: termctl session close NAME");
@@ -523,7 +576,7 @@ static int cmd_session(ctl_t *x, int argc, char **argv)
 		 * in any case) and answers bad_request for any other */
 		cJSON_AddStringToObject(args, "signal", argv[2]);
 	} else {
-		ctl_usage_die("session: unknown subcommand %s (list, open, close, signal)", sub);
+		ctl_usage_die("session: unknown subcommand %s (list, open, stdin, close, signal)", sub);
 	}
 	cJSON *obs = ctl_call(x, act, -1);
 	if (ctl_is_error(obs, 0))

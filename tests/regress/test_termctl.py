@@ -143,3 +143,25 @@ def test_session_signal_passes_the_name_through(termd, ev):
         return [s for s in lst if s["name"] == "sigjob" and not s["alive"]]
     s = tdtest.wait_until(ended, what="sigjob ended by TERM")[0]
     assert s["exit_code"] == 128 + 15, s
+
+
+def test_session_open_pipe_and_stdin(termd, ev, tmp_path):
+    out = tmp_path / "got"
+    p = termd.termctl("session", "open", "cat", "--pipe", "--stdin", "--cmd", "cat > %s" % out)
+    assert p.returncode == 0, (p.returncode, p.stdout, p.stderr)
+    s = [x for x in ev.call("session.list", {})["extras"]["sessions"] if x["name"] == "cat"][0]
+    assert s["kind"] == "pipe" and s["stdin"] is True, s
+    p = termd.termctl("session", "stdin", "cat", "line one\n")
+    assert p.returncode == 0, (p.returncode, p.stdout, p.stderr)
+    p = termd.termctl("session", "stdin", "cat", "--eof", "-", input="\x00bin\u00e9")
+    assert p.returncode == 0, (p.returncode, p.stdout, p.stderr)
+
+    def ended():
+        lst = ev.call("session.list", {})["extras"]["sessions"]
+        return [x for x in lst if x["name"] == "cat" and not x["alive"]]
+    tdtest.wait_until(ended, what="cat ended at end of file")
+    assert out.read_bytes() == b"line one\n\x00bin\xc3\xa9"   # a NUL kept: bytes, not a C string
+    p = termd.termctl("session", "stdin", "cat", "more")
+    assert p.returncode == 2 and "no_command" in p.stderr, (p.returncode, p.stderr)
+    p = termd.termctl("session", "stdin", "cat")
+    assert p.returncode == 2 and "usage" in p.stderr, (p.returncode, p.stderr)
