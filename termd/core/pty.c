@@ -211,12 +211,15 @@ int pty_spawn(struct pty *p, int mode, int cols, int rows, const struct pty_hook
 		child_unwatch(pid);
 		kill(pid, SIGKILL);
 		waitpid(pid, NULL, 0);
-		pty_release(p);   /* the loop closes what it adopted */
-		if (!p->wsi)
-			close(ours[1]);
-		if (!p->err_wsi && ours[2] >= 0)
-			close(ours[2]);
+		/* the loop closes what it adopted; the rest is closed here */
+		int out_adopted = p->wsi != NULL, err_adopted = p->err_wsi != NULL;
 		p->alive = 0;
+		p->reaped = 1;
+		pty_release(p);
+		if (!out_adopted)
+			close(ours[1]);
+		if (!err_adopted && ours[2] >= 0)
+			close(ours[2]);
 		return -1;
 	}
 	return 0;
