@@ -8,6 +8,7 @@
 #include <time.h>
 #include <errno.h>
 #include <unistd.h>
+#include <sys/syscall.h>
 
 int log_verbose;
 
@@ -356,4 +357,17 @@ int write_all(int fd, const void *data, size_t n)
 		n -= (size_t)w;
 	}
 	return 0;
+}
+
+void close_fds_from(int fd)
+{
+#ifdef SYS_close_range
+	if (syscall(SYS_close_range, (unsigned)fd, ~0u, 0u) == 0)
+		return;
+#endif
+	long maxfd = sysconf(_SC_OPEN_MAX);
+	if (maxfd < 0 || maxfd > 65536)
+		maxfd = 65536;
+	for (int i = fd; i < maxfd; i++)
+		close(i);
 }

@@ -95,11 +95,7 @@ void child_prepare(void)
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	for (int sig = 1; sig < NSIG; sig++)
 		signal(sig, SIG_DFL);
-	long maxfd = sysconf(_SC_OPEN_MAX);
-	if (maxfd < 0 || maxfd > 65536)
-		maxfd = 65536;
-	for (int i = 3; i < maxfd; i++)
-		close(i);
+	close_fds_from(3);
 }
 
 /* ------------------------------------------------------------ manifests */

@@ -125,7 +125,9 @@ static int session_open_action(struct act *a)
 						err, sizeof err);
 	if (!s)
 		return act_error(a, code, "cannot open session '%s': %s", name, err);
-	if (command)
+	/* a pty program is the session's command (its output rendered as a
+	 * run's is); a pipe session's output is its session.output events */
+	if (command && !pipe)
 		cmd_program_started(s);
 	sessionctl_announce(a->conn, a->id, s);
 	return 0;

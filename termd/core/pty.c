@@ -90,12 +90,7 @@ static void child_setup(struct pty *p, const int fds[3], const struct pty_hooks 
 			if (hi[i] < 0 || dup2(hi[i], i) < 0)
 				_exit(127);
 	}
-	/* close every other descriptor termd holds */
-	long maxfd = sysconf(_SC_OPEN_MAX);
-	if (maxfd < 0 || maxfd > 65536)
-		maxfd = 65536;
-	for (int i = 3; i < maxfd; i++)
-		close(i);
+	close_fds_from(3);   /* every other descriptor termd holds */
 	sigset_t none;
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
