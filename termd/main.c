@@ -298,6 +298,7 @@ static void teardown(void)
 	plugin_stop_all();
 	stop_all();
 	envd_shutdown();   /* its timers and streams while the loop still exists */
+	watch_shutdown();  /* after envd's sinks; its inotify fds while the loop exists */
 	server_close_loop();
 	session_free_all();
 	server_shutdown();
@@ -625,6 +626,7 @@ int main(int argc, char **argv)
 	files_register();
 	edit_register();
 	fsops_register();
+	watch_register();
 	openhands_register();
 	envd_register();
 	web_register();

@@ -180,6 +180,20 @@ int files_error(struct act *a, td_err code, const char *msg, cJSON *extras);
 /* Append path with invalid UTF-8 replaced, for messages and extras. */
 void files_put_path(buf_t *b, const char *path);
 
+/* ---- watch, watch.stop, watch.list (watch.c) ---- */
+void watch_register(void);
+void watch_shutdown(void);
+/* what a watch saw, for a front door that started it: type "create",
+ * "write", "remove", "rename" or "chmod" with the name relative to the
+ * watched folder; type NULL when the watch ended (its folder was removed:
+ * the watch is gone). A sink must not stop its watch from inside. */
+typedef void watch_sink_fn(void *user, const char *id, const char *type, const char *name,
+			   int is_dir);
+/* follow watch id through fn (one sink per watch): 0, or -1 if no such watch */
+int watch_sink(const char *id, watch_sink_fn *fn, void *user);
+/* read what the watch's inotify has now (events and sink before it returns) */
+void watch_poll(const char *id);
+
 /* ---- file.stat/list/mkdir/move/remove (fsops.c) ---- */
 void fsops_register(void);
 /* path described as the file actions describe an entry (lstat: a symlink

@@ -1,228 +1,120 @@
-/* envd-watch.c — envd's filesystem.Filesystem/WatchDir: a server stream
- * of a folder's changes from inotify (one inotify descriptor per stream,
- * in termd's loop), recursive on request (folders created later are
- * watched too), names relative to the watched folder, fsnotify's event
- * kinds (CREATE, WRITE, REMOVE, RENAME, CHMOD), the entry when asked for;
- * and the polled watchers (CreateWatcher, GetWatcherEvents, RemoveWatcher:
- * the same watch, its events kept until fetched). Not a termd action yet:
- * the event stream does not see it. */
+/* envd-watch.c — envd's filesystem.Filesystem/WatchDir and the polled
+ * watchers (CreateWatcher, GetWatcherEvents, RemoveWatcher) on termd's
+ * `watch` action (watch.c: inotify, recursive, on the event stream): the
+ * door starts and stops the watch through the action layer and follows it
+ * through a sink, sending fsnotify's event kinds (CREATE, WRITE, REMOVE,
+ * RENAME, CHMOD) with names relative to the watched folder and the entry
+ * when asked for; a polled watcher keeps its events until fetched. */
 #include "envd.h"
 
-#include <dirent.h>
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/inotify.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#define WATCH_MASK (IN_CREATE | IN_MODIFY | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | \
-		    IN_ATTRIB | IN_DELETE_SELF | IN_ONLYDIR | IN_DONT_FOLLOW)
-#define WATCH_MAX_DIRS 8192
 #define WATCHER_MAX_EVENTS 10000  /* a polled watcher's events not fetched yet */
-#define WATCHERS_MAX 64
 
-struct wdir {
-	int wd;
-	char *rel;                /* "" for the watched folder itself */
-};
-
-struct watch {
-	struct watch *next;
-	struct envd_stream *st;
-	int fd;
-	struct lws *wsi;
+struct ewatch {
+	struct ewatch *next;
+	char wid[32];             /* termd's watch */
+	struct envd_stream *st;   /* WatchDir's stream (NULL: a polled watcher) */
 	char *root;
-	int recursive, include_entry;
-	struct wdir *dirs;
-	size_t ndirs;
-	char id[48];              /* a polled watcher's id ("" for a stream) */
+	int include_entry;
+	char id[48];              /* a polled watcher's id */
 	cJSON *pending;           /* ... its events until fetched */
-	int lost;                 /* ... some were dropped (too many) */
 };
 
-static struct watch *watches;
+static struct ewatch *ewatches;
 
-static void watch_free(struct watch *w)
+static void ewatch_free(struct ewatch *w)
 {
-	for (struct watch **pp = &watches; *pp; pp = &(*pp)->next)
+	for (struct ewatch **pp = &ewatches; *pp; pp = &(*pp)->next)
 		if (*pp == w) {
 			*pp = w->next;
 			break;
 		}
-	if (w->wsi) {
-		struct lws *x = w->wsi;
-		w->wsi = NULL;
-		lws_set_opaque_user_data(x, NULL);
-		lws_set_timeout(x, PENDING_TIMEOUT_KILLED_BY_PARENT, LWS_TO_KILL_ASYNC);
-	} else if (w->fd >= 0) {
-		close(w->fd);
-	}
-	for (size_t i = 0; i < w->ndirs; i++)
-		free(w->dirs[i].rel);
-	free(w->dirs);
 	free(w->root);
 	cJSON_Delete(w->pending);
 	free(w);
 }
 
-static char *join(const char *a, const char *b)
+/* termd's watch stopped (the client left, RemoveWatcher) and w freed */
+static void ewatch_stop(struct ewatch *w)
 {
-	buf_t x = {0};
-	buf_puts(&x, a);
-	if (*a && *b && a[strlen(a) - 1] != '/')
-		buf_putc(&x, '/');
-	buf_puts(&x, b);
-	return buf_steal(&x);
+	watch_sink(w->wid, NULL, NULL);
+	cJSON *args = cJSON_CreateObject();
+	cJSON_AddStringToObject(args, "watch", w->wid);
+	cJSON_Delete(envd_action("watch.stop", args));
+	ewatch_free(w);
 }
 
-/* watch root/rel, and below it when recursive */
-static void add_dir(struct watch *w, const char *rel)
+static const char *fsnotify_kind(const char *type)
 {
-	if (w->ndirs >= WATCH_MAX_DIRS)
-		return;
-	char *full = join(w->root, rel);
-	int wd = inotify_add_watch(w->fd, full, WATCH_MASK);
-	if (wd < 0) {
-		free(full);
-		return;
-	}
-	int known = 0;
-	for (size_t i = 0; i < w->ndirs; i++)
-		if (w->dirs[i].wd == wd) {
-			free(w->dirs[i].rel);
-			w->dirs[i].rel = xstrdup(rel);
-			known = 1;
-		}
-	if (!known) {
-		w->dirs = xrealloc(w->dirs, (w->ndirs + 1) * sizeof *w->dirs);
-		w->dirs[w->ndirs].wd = wd;
-		w->dirs[w->ndirs].rel = xstrdup(rel);
-		w->ndirs++;
-	}
-	if (w->recursive) {
-		DIR *d = opendir(full);
-		struct dirent *e;
-		while (d && (e = readdir(d))) {
-			if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-				continue;
-			char *sub = join(rel, e->d_name);
-			char *subfull = join(w->root, sub);
-			struct stat sb;
-			if (lstat(subfull, &sb) == 0 && S_ISDIR(sb.st_mode))
-				add_dir(w, sub);
-			free(subfull);
-			free(sub);
-		}
-		if (d)
-			closedir(d);
-	}
-	free(full);
-}
-
-static const char *dir_of(struct watch *w, int wd)
-{
-	for (size_t i = 0; i < w->ndirs; i++)
-		if (w->dirs[i].wd == wd)
-			return w->dirs[i].rel;
+	static const struct {
+		const char *termd, *envd;
+	} kinds[] = {
+		{"create", "EVENT_TYPE_CREATE"}, {"write", "EVENT_TYPE_WRITE"},
+		{"remove", "EVENT_TYPE_REMOVE"}, {"rename", "EVENT_TYPE_RENAME"},
+		{"chmod", "EVENT_TYPE_CHMOD"},
+	};
+	for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
+		if (strcmp(kinds[i].termd, type) == 0)
+			return kinds[i].envd;
 	return NULL;
 }
 
-static void send_event(struct watch *w, const char *rel, const char *type)
+/* the watch's sink: an event to the stream or the watcher's list; the
+ * watch's end ends the stream (a watcher just stops seeing events) */
+static void on_watch(void *user, const char *id, const char *type, const char *name, int is_dir)
 {
+	struct ewatch *w = user;
+	(void)id;
+	(void)is_dir;
+	if (!type) {
+		if (w->st) {
+			struct envd_stream *st = w->st;
+			st->gone = NULL;
+			st->owner = NULL;
+			ewatch_free(w);
+			envd_stream_finish(st, EC_NOT_FOUND, "the watched directory was removed");
+		} else {
+			w->wid[0] = 0;   /* gone: GetWatcherEvents hands over what is left */
+		}
+		return;
+	}
+	const char *kind = fsnotify_kind(type);
+	if (!kind)
+		return;
 	cJSON *m = cJSON_CreateObject();
 	cJSON *f = w->st ? cJSON_AddObjectToObject(m, "filesystem") : m;
-	cJSON_AddStringToObject(f, "name", rel);
-	cJSON_AddStringToObject(f, "type", type);
+	cJSON_AddStringToObject(f, "name", name);
+	cJSON_AddStringToObject(f, "type", kind);
 	if (w->include_entry) {
-		char *full = join(w->root, rel);
-		cJSON *e = envd_entry_info(full);
+		buf_t full = {0};
+		buf_printf(&full, "%s%s%s", w->root, strcmp(w->root, "/") ? "/" : "", name);
+		cJSON *e = envd_entry_info(full.p);
 		if (e)
 			cJSON_AddItemToObject(f, "entry", e);
-		free(full);
+		buf_free(&full);
 	}
-	if (w->st) {
+	if (w->st)
 		envd_stream_send(w->st, m);
-	} else if (cJSON_GetArraySize(w->pending) < WATCHER_MAX_EVENTS) {
+	else if (cJSON_GetArraySize(w->pending) < WATCHER_MAX_EVENTS)
 		cJSON_AddItemToArray(w->pending, m);
-	} else {
-		w->lost = 1;
+	else
 		cJSON_Delete(m);
-	}
-}
-
-/* returns -1 once the stream ended (w freed) */
-static int read_events(struct watch *w)
-{
-	char buf[16384] __attribute__((aligned(__alignof__(struct inotify_event))));
-	for (;;) {
-		ssize_t n = read(w->fd, buf, sizeof buf);
-		if (n <= 0)
-			return 0;
-		for (char *p = buf; p < buf + n;) {
-			struct inotify_event *ev = (struct inotify_event *)p;
-			p += sizeof *ev + ev->len;
-			const char *dir = dir_of(w, ev->wd);
-			if (ev->mask & IN_Q_OVERFLOW)
-				continue;
-			if (!dir)
-				continue;
-			if ((ev->mask & IN_DELETE_SELF) && !dir[0] && w->st) {
-				/* the watched folder itself went: the stream ends */
-				struct envd_stream *st = w->st;
-				st->gone = NULL;
-				watch_free(w);
-				envd_stream_finish(st, EC_NOT_FOUND, "the watched directory was removed");
-				return -1;
-			}
-			if (!ev->len)
-				continue;
-			char *rel = join(dir, ev->name);
-			const char *type = NULL;
-			if (ev->mask & (IN_CREATE | IN_MOVED_TO))
-				type = "EVENT_TYPE_CREATE";
-			else if (ev->mask & IN_MODIFY)
-				type = "EVENT_TYPE_WRITE";
-			else if (ev->mask & IN_DELETE)
-				type = "EVENT_TYPE_REMOVE";
-			else if (ev->mask & IN_MOVED_FROM)
-				type = "EVENT_TYPE_RENAME";
-			else if (ev->mask & IN_ATTRIB)
-				type = "EVENT_TYPE_CHMOD";
-			if (type)
-				send_event(w, rel, type);
-			if ((ev->mask & (IN_CREATE | IN_MOVED_TO)) && (ev->mask & IN_ISDIR) && w->recursive)
-				add_dir(w, rel);
-			free(rel);
-		}
-	}
-}
-
-static int watch_event(struct lws *wsi, enum lws_callback_reasons reason, void *arg)
-{
-	struct watch *w = arg;
-	if (reason == LWS_CALLBACK_RAW_RX_FILE) {
-		if (!w)
-			return -1;
-		read_events(w);
-	} else if (reason == LWS_CALLBACK_RAW_CLOSE_FILE && w && w->wsi == wsi) {
-		w->wsi = NULL;
-		w->fd = -1;
-	}
-	return 0;
 }
 
 static void stream_gone(struct envd_stream *st)
 {
-	struct watch *w = st->owner;
-	if (w)
-		watch_free(w);
+	struct ewatch *w = st->owner;
 	st->owner = NULL;
+	if (w)
+		ewatch_stop(w);
 }
 
-/* the watch a request asks for, in the loop; NULL once it answered */
-static struct watch *watch_open(struct envd_call *c)
+/* termd's watch for the request, followed by a new ewatch; NULL once it
+ * answered */
+static struct ewatch *ewatch_open(struct envd_call *c)
 {
 	const char *p = envd_str(c->req, "path", NULL);
 	if (!p) {
@@ -230,51 +122,36 @@ static struct watch *watch_open(struct envd_call *c)
 		return NULL;
 	}
 	char *root = envd_path(p);
-	struct stat sb;
-	if (stat(root, &sb) != 0) {
-		int e = errno;
-		envd_fail(c, e == ENOENT ? EC_NOT_FOUND : EC_INTERNAL, "cannot watch %s: %s", root,
-			  strerror(e));
+	cJSON *args = cJSON_CreateObject();
+	cJSON_AddStringToObject(args, "path", root);
+	cJSON_AddBoolToObject(args, "recursive", cJSON_IsTrue(envd_field(c->req, "recursive", NULL)));
+	cJSON *ans = envd_action("watch", args);
+	const char *o = envd_str(ans, "observation", NULL);
+	const char *wid = envd_str(envd_field(ans, "extras", NULL), "watch", NULL);
+	if (!o || strcmp(o, "watch") != 0 || !wid) {
+		const char *code = envd_str(envd_field(ans, "extras", NULL), "code", "");
+		enum envd_code ec = strcmp(code, "not_found") == 0 ? EC_NOT_FOUND :
+				    strcmp(code, "bad_request") == 0 ? EC_INVALID_ARGUMENT :
+				    strcmp(code, "too_large") == 0 ? EC_RESOURCE_EXHAUSTED : EC_INTERNAL;
+		envd_fail(c, ec, "%s", envd_str(ans, "content", "cannot watch"));
+		cJSON_Delete(ans);
 		free(root);
 		return NULL;
 	}
-	if (!S_ISDIR(sb.st_mode)) {
-		envd_fail(c, EC_INVALID_ARGUMENT, "%s is not a directory", root);
-		free(root);
-		return NULL;
-	}
-	struct watch *w = xcalloc(1, sizeof *w);
+	struct ewatch *w = xcalloc(1, sizeof *w);
+	snprintf(w->wid, sizeof w->wid, "%s", wid);
+	cJSON_Delete(ans);
 	w->root = root;
-	w->recursive = cJSON_IsTrue(envd_field(c->req, "recursive", NULL));
 	w->include_entry = cJSON_IsTrue(envd_field(c->req, "includeEntry", "include_entry"));
-	w->fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-	if (w->fd < 0) {
-		int e = errno;
-		watch_free(w);
-		envd_fail(c, EC_RESOURCE_EXHAUSTED, "inotify: %s", strerror(e));
-		return NULL;
-	}
-	add_dir(w, "");
-	if (!w->ndirs) {
-		int e = errno;
-		watch_free(w);
-		envd_fail(c, EC_INTERNAL, "cannot watch %s: %s", p, strerror(e));
-		return NULL;
-	}
-	w->wsi = server_adopt_fd(w->fd, watch_event, w);
-	if (!w->wsi) {
-		watch_free(w);
-		envd_fail(c, EC_INTERNAL, "cannot watch the inotify descriptor");
-		return NULL;
-	}
-	w->next = watches;
-	watches = w;
+	watch_sink(w->wid, on_watch, w);
+	w->next = ewatches;
+	ewatches = w;
 	return w;
 }
 
 int envd_watch_call(struct envd_call *c)
 {
-	struct watch *w = watch_open(c);
+	struct ewatch *w = ewatch_open(c);
 	if (!w)
 		return 0;
 	struct envd_stream *st = envd_stream_open(c);
@@ -288,10 +165,10 @@ int envd_watch_call(struct envd_call *c)
 	return 0;
 }
 
-static struct watch *watcher_find(struct envd_call *c)
+static struct ewatch *watcher_find(struct envd_call *c)
 {
 	const char *id = envd_str(c->req, "watcherId", "watcher_id");
-	for (struct watch *w = watches; id && w; w = w->next)
+	for (struct ewatch *w = ewatches; id && w; w = w->next)
 		if (w->id[0] && strcmp(w->id, id) == 0)
 			return w;
 	envd_fail(c, EC_NOT_FOUND, "watcher '%.48s' not found", id ? id : "");
@@ -302,12 +179,7 @@ int envd_watcher_call(struct envd_call *c, const char *method)
 {
 	static unsigned long long n;
 	if (strcmp(method, "CreateWatcher") == 0) {
-		int count = 0;
-		for (struct watch *x = watches; x; x = x->next)
-			count += x->id[0] != 0;
-		if (count >= WATCHERS_MAX)
-			return envd_fail(c, EC_RESOURCE_EXHAUSTED, "%d watchers already", WATCHERS_MAX);
-		struct watch *w = watch_open(c);
+		struct ewatch *w = ewatch_open(c);
 		if (!w)
 			return 0;
 		snprintf(w->id, sizeof w->id, "w%llu-%llx", ++n, (unsigned long long)mono_us());
@@ -317,17 +189,21 @@ int envd_watcher_call(struct envd_call *c, const char *method)
 		envd_reply(c, m);
 		return 0;
 	}
-	struct watch *w = watcher_find(c);
+	struct ewatch *w = watcher_find(c);
 	if (!w)
 		return 0;
 	if (strcmp(method, "GetWatcherEvents") == 0) {
-		read_events(w);   /* what inotify has now */
+		if (w->wid[0])
+			watch_poll(w->wid);   /* what inotify has now */
 		cJSON *m = cJSON_CreateObject();
 		cJSON_AddItemToObject(m, "events", w->pending);
 		w->pending = cJSON_CreateArray();
 		envd_reply(c, m);
-	} else {   /* RemoveWatcher */
-		watch_free(w);
+	} else if (w->wid[0]) {   /* RemoveWatcher */
+		ewatch_stop(w);
+		envd_reply(c, cJSON_CreateObject());
+	} else {                  /* its folder went: only the record is left */
+		ewatch_free(w);
 		envd_reply(c, cJSON_CreateObject());
 	}
 	return 0;
@@ -335,12 +211,13 @@ int envd_watcher_call(struct envd_call *c, const char *method)
 
 void envd_watch_shutdown(void)
 {
-	while (watches) {
-		struct watch *w = watches;
+	while (ewatches) {
+		struct ewatch *w = ewatches;
 		if (w->st) {
 			w->st->gone = NULL;
 			w->st->owner = NULL;
 		}
-		watch_free(w);
+		watch_sink(w->wid, NULL, NULL);
+		ewatch_free(w);
 	}
 }

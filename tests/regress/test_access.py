@@ -54,6 +54,9 @@ def test_view_token_cannot_act(termd_factory, tmp_path):
         ("file.mkdir", {"path": str(marker)}),
         ("file.move", {"source": "/etc/hostname", "destination": str(marker)}),
         ("file.remove", {"path": str(tmp_path)}),
+        ("watch", {"path": str(tmp_path)}),
+        ("watch.stop", {"watch": "watch-1"}),
+        ("watch.list", {}),
     ]
     for action, args in forbidden:
         assert_error(ro.call(action, args), "forbidden")

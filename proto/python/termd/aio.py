@@ -463,6 +463,44 @@ class AsyncTermd:
         ("main" cannot be closed)."""
         return await self.call("session.close", _args(name=name, **extra), wait=wait)
 
+    async def watch(self, path: str, *, recursive: bool = False, wait: Optional[float] = None,
+                    **extra: Any) -> Observation:
+        """``watch``: follow the folder `path` (and below it with
+        `recursive`); its changes come as ``watch.event`` events (see
+        events()). extras["watch"] is the id for watch_stop."""
+        return await self.call("watch", _args(path=path, recursive=recursive or None, **extra), wait=wait)
+
+    async def watch_stop(self, watch: str, *, wait: Optional[float] = None) -> Observation:
+        """``watch.stop``: stop the watch `watch` (an id from watch())."""
+        return await self.call("watch.stop", _args(watch=watch), wait=wait)
+
+    async def watch_list(self, *, wait: Optional[float] = None) -> Observation:
+        """``watch.list``: extras["watches"], [{watch, path, recursive}]."""
+        return await self.call("watch.list", wait=wait)
+
+    async def file_stat(self, path: str, *, wait: Optional[float] = None) -> Observation:
+        """``file.stat``: extras["entry"] (type, size, mode, permissions, owner, group, modified, ...)."""
+        return await self.call("file.stat", _args(path=path), wait=wait)
+
+    async def file_list(self, path: str, *, depth: Optional[int] = None, max_entries: Optional[int] = None,
+                        wait: Optional[float] = None) -> Observation:
+        """``file.list``: extras["entries"] in walk order down to `depth`, extras["truncated"]."""
+        return await self.call("file.list", _args(path=path, depth=depth, max_entries=max_entries), wait=wait)
+
+    async def file_mkdir(self, path: str, *, parents: Optional[bool] = None, exist_ok: Optional[bool] = None,
+                         wait: Optional[float] = None) -> Observation:
+        """``file.mkdir``: extras["entry"] and extras["created"] (the folders made)."""
+        return await self.call("file.mkdir", _args(path=path, parents=parents, exist_ok=exist_ok), wait=wait)
+
+    async def file_move(self, source: str, destination: str, *, wait: Optional[float] = None) -> Observation:
+        """``file.move``: rename(2), the destination's folder made first; extras["entry"]."""
+        return await self.call("file.move", _args(source=source, destination=destination), wait=wait)
+
+    async def file_remove(self, path: str, *, recursive: Optional[bool] = None,
+                          wait: Optional[float] = None) -> Observation:
+        """``file.remove``: a file, a symlink, an empty folder, or a tree with `recursive`."""
+        return await self.call("file.remove", _args(path=path, recursive=recursive), wait=wait)
+
     async def ping(self, *, wait: Optional[float] = None) -> Observation:
         """``ping``: the ``pong`` observation."""
         return await self.call("ping", wait=wait)

@@ -191,6 +191,33 @@ def test_pipe_session_stdin_and_output_events(t):
     assert got == {"stdout": b"hi\n\x00\x01", "stderr": b"bye\n"}
 
 
+def test_watch_and_file_actions(t, td):
+    seq0 = t.hello["seq"]
+    d = td.home / "pw"
+    made = t.file_mkdir(str(d / "sub"))
+    assert made.extras["created"] == [str(d), str(d / "sub")]
+    w = t.watch(str(d), recursive=True).extras["watch"]
+    assert [x["watch"] for x in t.watch_list().extras["watches"]] == [w]
+    (d / "sub" / "f").write_text("x")
+    assert t.file_stat(str(d / "sub" / "f")).extras["entry"]["size"] == 1
+    for ev in t.events(since=seq0, wait=10):
+        if ev.observation == "watch.event" and ev.extras["name"] == "sub/f":
+            assert ev.extras["type"] == "create" and ev.extras["watch"] == w
+            break
+    assert [e["name"] for e in t.file_list(str(d), depth=2).extras["entries"]] == ["sub", "f"]
+    t.file_move(str(d / "sub" / "f"), str(d / "g"))
+    t.file_remove(str(d), recursive=True)
+    assert not d.exists()
+    for ev in t.events(since=seq0, wait=10):
+        if ev.observation == "watch.end":
+            assert ev.extras["watch"] == w
+            break
+    with pytest.raises(termd.NotFoundError):
+        t.watch_stop(w)     # its folder went: the watch ended
+    with pytest.raises(termd.NotFoundError):
+        t.file_stat(str(d))
+
+
 def test_events_stream(t):
     seq0 = t.hello["seq"]
     t.run("echo ev")
