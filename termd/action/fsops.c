@@ -6,6 +6,7 @@
  * Errors name the errno (extras.errno) so a front door can say it in its
  * own words. Relative paths are taken against main's cwd (files_resolve). */
 #include "action.h"
+#include "fsio.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -89,34 +90,6 @@ static void add_time(cJSON *o, const char *key, const struct timespec *ts)
 	cJSON_AddStringToObject(o, key, all);
 }
 
-/* "/a/b/../c" → "/a/c": no empty, "." or ".." components */
-static char *normalize(const char *path)
-{
-	buf_t o = {0};
-	const char *p = path;
-	while (*p) {
-		while (*p == '/')
-			p++;
-		const char *e = strchr(p, '/');
-		size_t n = e ? (size_t)(e - p) : strlen(p);
-		if (n == 0)
-			break;
-		if (n == 2 && p[0] == '.' && p[1] == '.') {
-			while (o.len && o.p[o.len - 1] != '/')
-				o.len--;
-			if (o.len)
-				o.len--;
-		} else if (!(n == 1 && p[0] == '.')) {
-			buf_putc(&o, '/');
-			buf_append(&o, p, n);
-		}
-		p += n;
-	}
-	if (!o.len)
-		buf_putc(&o, '/');
-	return buf_steal(&o);
-}
-
 /* a symlink's target as an absolute path: where it leads, else its text
  * taken against the link's folder */
 static void add_target(cJSON *o, const char *path)
@@ -132,18 +105,13 @@ static void add_target(cJSON *o, const char *path)
 	if (n < 0)
 		return;
 	t[n] = 0;
-	buf_t b = {0};
-	if (t[0] != '/') {
-		const char *slash = strrchr(path, '/');
-		buf_append(&b, path, (size_t)(slash ? slash - path : 0));
-		buf_putc(&b, '/');
-	}
-	buf_puts(&b, t);
-	buf_putc(&b, 0);
-	char *abs = normalize(b.p);
-	cJSON_AddStringToObject(o, "symlink_target", abs);
+	const char *slash = strrchr(path, '/');
+	char *dir = xstrndup(path, (size_t)(slash && slash != path ? slash - path : 1));
+	char *abs = fsio_resolve(dir, t);   /* relative to the link's folder */
+	if (abs)
+		cJSON_AddStringToObject(o, "symlink_target", abs);
 	free(abs);
-	buf_free(&b);
+	free(dir);
 }
 
 cJSON *fsops_entry(const char *path)
@@ -221,10 +189,7 @@ static char *path_arg(struct act *a, const char *key)
 		act_error(a, TD_ERR_BAD_REQUEST, "argument '%s' is empty", key);
 		return NULL;
 	}
-	char *r = files_resolve(p);
-	char *n = normalize(r ? r : p);
-	free(r);
-	return n;
+	return files_resolve(p);   /* absolute and normalized */
 }
 
 int fsops_mkdirs(const char *path, mode_t mode, cJSON *created)

@@ -27,45 +27,8 @@ char *envd_path(const char *path)
 {
 	if (!path)
 		return NULL;
-	buf_t b = {0};
-	if (path[0] != '/') {
-		const char *home = envd_cur.home;
-		if (home[0] != '/')
-			home = opts.cwd;
-		buf_puts(&b, home);
-		if (path[0]) {
-			if (!b.len || b.p[b.len - 1] != '/')
-				buf_putc(&b, '/');
-		}
-	}
-	buf_puts(&b, path);
-	/* normalized: no empty, "." or ".." components */
-	char *raw = buf_steal(&b);
-	buf_t o = {0};
-	const char *p = raw;
-	while (*p) {
-		while (*p == '/')
-			p++;
-		const char *e = strchr(p, '/');
-		size_t n = e ? (size_t)(e - p) : strlen(p);
-		if (n == 0)
-			break;
-		if (n == 1 && p[0] == '.') {
-		} else if (n == 2 && p[0] == '.' && p[1] == '.') {
-			while (o.len && o.p[o.len - 1] != '/')
-				o.len--;
-			if (o.len)
-				o.len--;
-		} else {
-			buf_putc(&o, '/');
-			buf_append(&o, p, n);
-		}
-		p += n;
-	}
-	if (!o.len)
-		buf_putc(&o, '/');
-	free(raw);
-	return buf_steal(&o);
+	const char *home = envd_cur.home[0] == '/' ? envd_cur.home : opts.cwd;
+	return fsio_resolve(home, path[0] ? path : ".");
 }
 
 /* what a file action's error names (extras.errno, else its code), as a
