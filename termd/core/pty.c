@@ -163,7 +163,7 @@ int pty_spawn(struct pty *p, int mode, int cols, int rows, const struct pty_hook
 {
 	int child[3] = {-1, -1, -1}, ours[3] = {-1, -1, -1};
 	p->pipes = mode != PTY_TERMINAL;
-	p->err_fd = p->in_fd = -1;
+	p->err_fd = p->in_fd = p->hold_fd = -1;
 	p->err_wsi = NULL;
 	p->in_eof = 0;
 	if (!p->pipes) {
@@ -188,6 +188,11 @@ int pty_spawn(struct pty *p, int mode, int cols, int rows, const struct pty_hook
 		if (ours[i] >= 0)
 			fcntl(ours[i], F_SETFL, fcntl(ours[i], F_GETFL) | O_NONBLOCK);
 	p->fd = ours[1];
+	/* a program with stdin elsewhere that closes stdout and stderr before
+	 * it exits (coreutils do) leaves the master at EIO while it still
+	 * runs: the master stays open until it is reaped, else the hangup
+	 * kills it first (SIGHUP, 37 runs in 40 of `exec id -un </dev/null`) */
+	p->hold_fd = p->pipes ? -1 : fcntl(p->fd, F_DUPFD_CLOEXEC, 3);
 	p->err_fd = ours[2];
 	p->in_fd = ours[0];
 	p->pid = pid;
@@ -342,6 +347,9 @@ void pty_release(struct pty *p)
 		}
 	}
 	p->fd = p->err_fd = -1;
+	if (p->hold_fd >= 0)
+		close(p->hold_fd);
+	p->hold_fd = -1;
 	close_input(p);
 }
 

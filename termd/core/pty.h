@@ -29,6 +29,9 @@ enum { PTY_TERMINAL = 0, PTY_PIPES = 1, PTY_PIPES_STDIN = 2 };
 struct pty {
 	int fd;                   /* master (pipes: stdout's read end), -1 once closed */
 	int pipes;                /* spawned with PTY_PIPES*: no terminal */
+	int hold_fd;              /* a second master fd, closed once the process is
+				   * reaped: the master read's EIO closes the loop's,
+				   * and the last close hangs the terminal up */
 	int err_fd;               /* pipes: stderr's read end, -1 once closed */
 	struct lws *err_wsi;
 	int in_fd;                /* pipes: stdin's write end, -1 when none or closed */

@@ -280,7 +280,7 @@ static struct session *open_kind(const char *name, const char *command, const ch
 	s->is_pipe = mode != PTY_TERMINAL;
 	s->cols = cols > 0 ? cols : TD_DEFAULT_COLS;
 	s->rows = rows > 0 ? rows : TD_DEFAULT_ROWS;
-	s->pty.fd = s->pty.err_fd = s->pty.in_fd = -1;
+	s->pty.fd = s->pty.err_fd = s->pty.in_fd = s->pty.hold_fd = -1;
 	s->screen = screen_new(s->rows, s->cols);
 	screen_set_scrollback(s->screen, opts.scrollback);
 	screen_set_output(s->screen, vt_answer, s);
