@@ -98,7 +98,9 @@ static int add_dir(struct watch *w, const char *rel, int announce)
 		return 0;
 	}
 	char *full = join(w->root, rel);
-	int wd = inotify_add_watch(w->fd, full, WATCH_MASK);
+	/* the watched folder may be a symlink to one (followed, as stat
+	 * decided); below it nothing is followed */
+	int wd = inotify_add_watch(w->fd, full, rel[0] ? WATCH_MASK : WATCH_MASK & ~IN_DONT_FOLLOW);
 	if (wd < 0) {
 		int e = errno;
 		free(full);

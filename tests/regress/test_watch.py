@@ -151,6 +151,19 @@ def test_stop_list_errors_and_limit(termd, ev):
     start(ev, d)                                # room again
 
 
+def test_a_symlink_to_a_folder_can_be_watched(termd, ev):
+    sub = subscribed(termd)
+    real = termd.home / "real"
+    real.mkdir()
+    os.symlink(str(real), termd.home / "link")
+    wid = start(ev, termd.home / "link")
+    (real / "via-link").write_text("x")
+    evs = events_until(sub, lambda o: o["extras"].get("name") == "via-link")
+    e = [o["extras"] for o in evs if o["observation"] == "watch.event"][-1]
+    assert e["watch"] == wid and e["type"] == "create", e
+    assert e["path"] == str(termd.home / "link" / "via-link"), e   # the path as asked
+
+
 def test_a_watch_outlives_its_connection(termd):
     first = termd.events()
     d = termd.home / "o"
