@@ -4,6 +4,7 @@
  * event loop. */
 #include "door.h"
 #include "client.h"
+#include "fswork.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -50,6 +51,10 @@ static const struct limit_opt {
 	 "bytes one upload may write, a zip's entries together (declared and inflated)"},
 	{"upload-entries", &opts.upload_entries, 10000, 1, 1000000,
 	 "entries in one uploaded zip"},
+	{"list-max", &opts.list_max, 100000, 1, 1000000,
+	 "entries one listing may answer (file.list's max_entries at most; e2b's ListDir)"},
+	{"upload-parts", &opts.upload_parts, 1000, 1, 1000000,
+	 "files one multipart POST /files may write"},
 	{"download-max", &opts.download_max, (size_t)1 << 30, 1024, (size_t)3 << 30,
 	 "bytes of files one /download_files folder may hold (streamed; no zip64: 3 GiB at most)"},
 	{"body-idle-timeout", &opts.body_idle, 30, 1, 86400,
@@ -297,6 +302,7 @@ static void teardown(void)
 	link_stop();
 	plugin_stop_all();
 	stop_all();
+	fswork_shutdown(); /* file work in flight: its workers joined, its answers dropped */
 	envd_shutdown();   /* its timers and streams while the loop still exists */
 	watch_shutdown();  /* after envd's sinks; its inotify fds while the loop exists */
 	server_close_loop();

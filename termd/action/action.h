@@ -60,6 +60,13 @@ void events_hello(struct conn *c);
  * what was not kept). Takes both extras. */
 void events_emit_live(const char *observation, const char *content, cJSON *extras,
 		      cJSON *kept);
+/* In a worker thread running an action (fsact.c): events_emit hands the
+ * answer to this instead of sending it (it takes extras); the loop sends
+ * it later. Thread-local: the loop's own emits are never captured. */
+typedef void events_capture_fn(void *arg, const char *observation, const char *content,
+			       cJSON *extras);
+extern __thread events_capture_fn *events_capture;
+extern __thread void *events_capture_arg;
 /* events_emit to subscribers only (no cause): a cmd_event_fn */
 void events_broadcast(const char *observation, const char *content, cJSON *extras);
 void events_register(void);
@@ -93,6 +100,10 @@ typedef int (*action_fn)(struct act *a);
 enum {
 	ACT_READONLY = 1,     /* a view-token connection may use it */
 	ACT_HIDDEN = 2,       /* not in hello's list (a plugin's, until it is ready) */
+	/* file work: the handler runs in a worker thread as the request's
+	 * user (fsact.c), its answer sent from the loop when it is done */
+	ACT_FILEWORK = 4,
+	ACT_SERIAL = 8,       /* ... one such handler at a time (write, edit) */
 };
 struct action_def {
 	const char *name;
@@ -115,6 +126,8 @@ int act_error(struct act *a, td_err code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 int act_error_extras(struct act *a, td_err code, cJSON *extras, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
+/* The error observation for a failed action (actions_dispatch's). */
+void act_answer_error(struct act *a);
 /* argument helpers: 0 ok (absent optional ones leave *out alone), -1
  * wrong type (act_error called) */
 int arg_string(struct act *a, const char *key, const char **out, int required);
@@ -174,6 +187,17 @@ void files_register(void);
 /* path made absolute against main's cwd (else --cwd) and normalized; NULL
  * if empty. Free the result. */
 char *files_resolve(const char *path);
+/* in a worker running a file action: main's cwd when it was asked */
+extern __thread const char *files_base;
+
+/* ---- file actions off the loop (fsact.c) ---- */
+struct fs_cred;
+/* run def's handler for a in a worker (ACT_FILEWORK): 0, the answer
+ * comes later; -1 (act_error called: busy) */
+int fsact_defer(struct act *a, const struct action_def *def);
+/* the user the next dispatched file action acts as (NULL: termd's own);
+ * a front door sets it around actions_dispatch */
+void fsact_as(const struct fs_cred *c);
 /* act_error with a message that is not a format (paths, quoted text);
  * extras taken over, may be NULL. Returns -1. */
 int files_error(struct act *a, td_err code, const char *msg, cJSON *extras);

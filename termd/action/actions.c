@@ -130,7 +130,7 @@ int act_error_extras(struct act *a, td_err code, cJSON *extras, const char *fmt,
 }
 
 /* The one place an error observation is built. */
-static void act_answer_error(struct act *a)
+void act_answer_error(struct act *a)
 {
 	cJSON *ex = a->err_extras ? a->err_extras : cJSON_CreateObject();
 	a->err_extras = NULL;
@@ -422,6 +422,9 @@ void actions_dispatch(struct conn *c, const char *json, size_t len)
 			  (int)utf8_cut(name, strlen(name), 100), name);
 	} else if (c->readonly && !(e->flags & ACT_READONLY)) {
 		act_error(&a, TD_ERR_FORBIDDEN, "action '%s' needs the full token", e->name);
+	} else if (e->flags & ACT_FILEWORK) {
+		if (fsact_defer(&a, e) == 0)
+			goto done;
 	} else if (e->fn(&a) == 0 && !a.failed) {
 		goto done;
 	}

@@ -853,7 +853,7 @@ static int edit_action(struct act *a)
 void edit_register(void)
 {
 	static const struct action_def defs[] = {
-		{"edit", edit_action, 0},
+		{"edit", edit_action, ACT_FILEWORK | ACT_SERIAL},
 	};
 	actions_register(defs, sizeof defs / sizeof defs[0]);
 }

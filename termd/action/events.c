@@ -325,9 +325,16 @@ void events_broadcast(const char *observation, const char *content, cJSON *extra
 	events_emit(NULL, NULL, observation, content, extras);
 }
 
+__thread events_capture_fn *events_capture;
+__thread void *events_capture_arg;
+
 void events_emit(struct conn *to, const cJSON *cause, const char *observation,
 		 const char *content, cJSON *extras)
 {
+	if (events_capture) {   /* an action running in a worker (fsact.c) */
+		events_capture(events_capture_arg, observation, content, extras);
+		return;
+	}
 	uint64_t seq = ++last_seq;
 	/* a viewer's answer: its id is the viewer's to see only. Everyone else
 	 * (and the ring) gets it with no cause, so an id a viewer chose never

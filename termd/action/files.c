@@ -13,8 +13,12 @@
 
 /* ======================================================= shared with edit */
 
+__thread const char *files_base;
+
 char *files_resolve(const char *path)
 {
+	if (files_base)   /* a worker: sessions are the loop's */
+		return fsio_resolve(files_base, path);
 	struct session *m = session_find("main");
 	const char *base;
 	if (m && m->cwd && m->cwd[0] == '/')
@@ -321,8 +325,8 @@ done:
 void files_register(void)
 {
 	static const struct action_def defs[] = {
-		{"read", files_read_action, 0},
-		{"write", files_write_action, 0},
+		{"read", files_read_action, ACT_FILEWORK},
+		{"write", files_write_action, ACT_FILEWORK | ACT_SERIAL},
 	};
 	actions_register(defs, sizeof defs / sizeof defs[0]);
 }

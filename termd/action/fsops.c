@@ -7,10 +7,11 @@
  * own words. Relative paths are taken against main's cwd (files_resolve). */
 #include "action.h"
 #include "fsio.h"
+#include "fswork.h"
 
 #include <dirent.h>
 #include <errno.h>
-#include <ftw.h>
+#include <sys/xattr.h>
 #include <grp.h>
 #include <limits.h>
 #include <pwd.h>
@@ -114,6 +115,28 @@ static void add_target(cJSON *o, const char *path)
 	free(dir);
 }
 
+/* user.e2b.<key> extended attributes (what e2b's uploads keep as
+ * X-Metadata-<key>) as "metadata": {key: value}; none, no member */
+static void add_metadata(cJSON *o, const char *path)
+{
+	char names[4096];
+	ssize_t n = llistxattr(path, names, sizeof names);
+	cJSON *m = NULL;
+	for (ssize_t i = 0; i < n; i += (ssize_t)strlen(names + i) + 1) {
+		const char *k = names + i;
+		if (strncmp(k, "user.e2b.", 9) != 0)
+			continue;
+		char v[4096];
+		ssize_t vn = lgetxattr(path, k, v, sizeof v - 1);
+		if (vn < 0)
+			continue;
+		v[vn] = 0;
+		if (!m)
+			m = cJSON_AddObjectToObject(o, "metadata");
+		cJSON_AddStringToObject(m, k + 9, v);
+	}
+}
+
 cJSON *fsops_entry(const char *path)
 {
 	struct stat sb;
@@ -131,16 +154,22 @@ cJSON *fsops_entry(const char *path)
 	char perm[12];
 	mode_string(sb.st_mode, perm);
 	cJSON_AddStringToObject(o, "permissions", perm);
-	struct passwd *pw = getpwuid(sb.st_uid);
-	struct group *gr = getgrgid(sb.st_gid);
-	char id[24];
+	/* the _r forms: entries are described in worker threads */
+	struct passwd pwb, *pw = NULL;
+	struct group grb, *gr = NULL;
+	char nss[4096], id[24];
+	if (getpwuid_r(sb.st_uid, &pwb, nss, sizeof nss, &pw) != 0)
+		pw = NULL;
 	snprintf(id, sizeof id, "%u", (unsigned)sb.st_uid);
 	cJSON_AddStringToObject(o, "owner", pw ? pw->pw_name : id);
+	if (getgrgid_r(sb.st_gid, &grb, nss, sizeof nss, &gr) != 0)
+		gr = NULL;
 	snprintf(id, sizeof id, "%u", (unsigned)sb.st_gid);
 	cJSON_AddStringToObject(o, "group", gr ? gr->gr_name : id);
 	add_time(o, "modified", &sb.st_mtim);
 	if (S_ISLNK(sb.st_mode))
 		add_target(o, path);
+	add_metadata(o, path);
 	return o;
 }
 
@@ -322,7 +351,13 @@ static int not_dots(const struct dirent *d)
 /* entries of dir in walk order (names sorted bytewise, a folder's entries
  * right after it; symlinks not followed), down to depth levels; 1 when
  * max was reached */
-static int list_dir(const char *dir, int depth, cJSON *arr, size_t *count, size_t max)
+struct walk {
+	cJSON *arr;
+	size_t seen;              /* entries walked (the first skip are not answered) */
+	size_t skip, count, max;
+};
+
+static int list_dir(const char *dir, int depth, struct walk *w)
 {
 	struct dirent **names;
 	int n = scandir(dir, &names, not_dots, name_cmp);
@@ -337,15 +372,20 @@ static int list_dir(const char *dir, int depth, cJSON *arr, size_t *count, size_
 				buf_putc(&b, '/');
 			buf_puts(&b, names[i]->d_name);
 			buf_putc(&b, 0);
-			cJSON *e = *count < max ? fsops_entry(b.p) : NULL;
-			if (*count >= max)
+			struct stat sb;
+			if (w->count >= w->max) {
 				full = 1;
-			if (e) {
-				cJSON_AddItemToArray(arr, e);
-				(*count)++;
-				struct stat sb;
-				if (depth > 1 && lstat(b.p, &sb) == 0 && S_ISDIR(sb.st_mode))
-					full = list_dir(b.p, depth - 1, arr, count, max);
+			} else if (lstat(b.p, &sb) == 0) {
+				if (w->seen++ >= w->skip) {
+					cJSON *e = fsops_entry(b.p);
+					if (e) {
+						cJSON_AddItemToArray(w->arr, e);
+						w->count++;
+					}
+				}
+				/* lstat: a link to a folder is listed, never entered */
+				if (depth > 1 && S_ISDIR(sb.st_mode))
+					full = list_dir(b.p, depth - 1, w);
 			}
 			buf_free(&b);
 		}
@@ -357,13 +397,17 @@ static int list_dir(const char *dir, int depth, cJSON *arr, size_t *count, size_
 
 static int list_action(struct act *a)
 {
-	long long depth = 1, max = LIST_DEFAULT_MAX;
+	long long depth = 1, max = LIST_DEFAULT_MAX, offset = 0;
 	int has;
-	if (arg_int(a, "depth", &depth, &has) < 0 || arg_int(a, "max_entries", &max, &has) < 0)
+	if (arg_int(a, "depth", &depth, &has) < 0 || arg_int(a, "max_entries", &max, &has) < 0 ||
+	    arg_int(a, "offset", &offset, &has) < 0)
 		return -1;
-	if (depth < 1 || depth > DEPTH_MAX || max < 1 || max > LIST_MAX)
-		return act_error(a, TD_ERR_BAD_REQUEST, "depth must be 1-%d and max_entries 1-%d",
+	if (depth < 1 || depth > DEPTH_MAX || max < 1 || max > LIST_MAX || offset < 0)
+		return act_error(a, TD_ERR_BAD_REQUEST,
+				 "depth must be 1-%d, max_entries 1-%d and offset 0 or more",
 				 DEPTH_MAX, LIST_MAX);
+	if ((size_t)max > opts.list_max)   /* a listing stays a few MiB (--list-max) */
+		max = (long long)opts.list_max;
 	char *path = path_arg(a, "path");
 	if (!path)
 		return -1;
@@ -375,22 +419,16 @@ static int list_action(struct act *a)
 	} else {
 		cJSON *ex = cJSON_CreateObject();
 		cJSON_AddStringToObject(ex, "path", path);
-		cJSON *arr = cJSON_AddArrayToObject(ex, "entries");
-		size_t count = 0;
-		int full = list_dir(path, (int)depth, arr, &count, (size_t)max);
+		struct walk w = {cJSON_AddArrayToObject(ex, "entries"), 0, (size_t)offset, 0,
+				 (size_t)max};
+		int full = list_dir(path, (int)depth, &w);
 		cJSON_AddBoolToObject(ex, "truncated", full);
+		if (full)   /* the next page */
+			cJSON_AddNumberToObject(ex, "next_offset", (double)(w.skip + w.count));
 		events_emit(a->conn, a->id, "file.list", "", ex);
 	}
 	free(path);
 	return 0;
-}
-
-static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *f)
-{
-	(void)sb;
-	(void)f;
-	int r = flag == FTW_DP ? rmdir(p) : unlink(p);
-	return r != 0 && errno != ENOENT ? -1 : 0;
 }
 
 static int remove_action(struct act *a)
@@ -413,8 +451,8 @@ static int remove_action(struct act *a)
 	}
 	if (!S_ISDIR(sb.st_mode))
 		r = unlink(path);
-	else if (recursive)
-		r = nftw(path, rm_one, 32, FTW_DEPTH | FTW_PHYS);
+	else if (recursive)   /* never follows a link, even one swapped in under the walk */
+		r = fs_remove_all(path);
 	else
 		r = rmdir(path);
 	if (r != 0) {
@@ -434,11 +472,11 @@ out:
 void fsops_register(void)
 {
 	static const struct action_def defs[] = {
-		{"file.stat", stat_action, 0},
-		{"file.list", list_action, 0},
-		{"file.mkdir", mkdir_action, 0},
-		{"file.move", move_action, 0},
-		{"file.remove", remove_action, 0},
+		{"file.stat", stat_action, ACT_FILEWORK},
+		{"file.list", list_action, ACT_FILEWORK},
+		{"file.mkdir", mkdir_action, ACT_FILEWORK},
+		{"file.move", move_action, ACT_FILEWORK},
+		{"file.remove", remove_action, ACT_FILEWORK},
 	};
 	actions_register(defs, sizeof defs / sizeof defs[0]);
 }

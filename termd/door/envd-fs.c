@@ -56,39 +56,16 @@ static enum envd_code action_code(const cJSON *ans)
 	return EC_INTERNAL;
 }
 
-/* a file action through the action layer (so it is on the event stream);
- * NULL once the call is answered with its error */
-static cJSON *fs_action(struct envd_call *c, const char *name, cJSON *args)
+/* a file action's answer is its observation: 1; else the call is
+ * answered with the error it names: 0 */
+static int action_ok(struct envd_call *c, const cJSON *ans, const char *name)
 {
-	cJSON *ans = envd_action(name, args);
 	const char *o = envd_str(ans, "observation", NULL);
 	if (o && strcmp(o, name) == 0)
-		return ans;
+		return 1;
 	envd_fail(c, ans ? action_code(ans) : EC_INTERNAL, "%s",
 		  envd_str(ans, "content", "no answer"));
-	cJSON_Delete(ans);
-	return NULL;
-}
-
-/* user.e2b.<key> extended attributes, as envd keeps X-Metadata-<key> */
-static void add_metadata(cJSON *o, const char *path)
-{
-	char names[4096];
-	ssize_t n = llistxattr(path, names, sizeof names);
-	cJSON *m = NULL;
-	for (ssize_t i = 0; i < n; i += (ssize_t)strlen(names + i) + 1) {
-		const char *k = names + i;
-		if (strncmp(k, "user.e2b.", 9) != 0)
-			continue;
-		char v[4096];
-		ssize_t vn = lgetxattr(path, k, v, sizeof v - 1);
-		if (vn < 0)
-			continue;
-		v[vn] = 0;
-		if (!m)
-			m = cJSON_AddObjectToObject(o, "metadata");
-		cJSON_AddStringToObject(m, k + 9, v);
-	}
+	return 0;
 }
 
 /* EntryInfo from a file action's entry */
@@ -117,7 +94,9 @@ static cJSON *entry_info(const cJSON *e)
 	const char *target = envd_str(e, "symlink_target", NULL);
 	if (target)
 		cJSON_AddStringToObject(o, "symlinkTarget", target);
-	add_metadata(o, path);
+	const cJSON *meta = envd_field(e, "metadata", NULL);   /* read by the worker */
+	if (cJSON_IsObject(meta))
+		cJSON_AddItemToObject(o, "metadata", cJSON_Duplicate(meta, 1));
 	return o;
 }
 
@@ -127,18 +106,6 @@ cJSON *envd_entry_info(const char *path)
 	cJSON *o = entry_info(e);
 	cJSON_Delete(e);
 	return o;
-}
-
-/* folders a file action made belong to the request's user (termd is root) */
-static void own_created(const cJSON *ans)
-{
-	if (envd_cur.self)
-		return;
-	const cJSON *d;
-	cJSON_ArrayForEach(d, envd_field(envd_field(ans, "extras", NULL), "created", NULL)) {
-		if (cJSON_IsString(d) && lchown(d->valuestring, envd_cur.uid, envd_cur.gid) != 0)
-			log_debug("envd: cannot chown %s", d->valuestring);
-	}
 }
 
 /* the request's path field, resolved, as a file action's argument; -1
@@ -157,13 +124,23 @@ static int path_into(struct envd_call *c, const char *key, cJSON *args, const ch
 }
 
 /* {entry} from an answer's extras.entry */
-static void reply_entry(struct envd_call *c, cJSON *ans)
+static void reply_entry(struct envd_call *c, const cJSON *ans)
 {
 	cJSON *m = cJSON_CreateObject();
 	cJSON_AddItemToObject(m, "entry", entry_info(envd_field(envd_field(ans, "extras", NULL),
 								 "entry", NULL)));
 	envd_reply(c, m);
-	cJSON_Delete(ans);
+}
+
+/* Stat, MakeDir, Move: an entry (what the worker made is the user's own:
+ * it made it with the user's ids) */
+static void entry_answered(struct envd_call *c, const cJSON *ans)
+{
+	const char *o = envd_str(ans, "observation", NULL);
+	if (o && strncmp(o, "file.", 5) == 0 && strcmp(o, "file.list") != 0)
+		reply_entry(c, ans);
+	else
+		action_ok(c, ans, "file.stat");
 }
 
 static int fs_stat(struct envd_call *c)
@@ -173,9 +150,7 @@ static int fs_stat(struct envd_call *c)
 		cJSON_Delete(args);
 		return 0;
 	}
-	cJSON *ans = fs_action(c, "file.stat", args);
-	if (ans)
-		reply_entry(c, ans);
+	envd_action_then(c, "file.stat", args, entry_answered);
 	return 0;
 }
 
@@ -186,11 +161,7 @@ static int fs_make_dir(struct envd_call *c)
 		cJSON_Delete(args);
 		return 0;
 	}
-	cJSON *ans = fs_action(c, "file.mkdir", args);
-	if (ans) {
-		own_created(ans);
-		reply_entry(c, ans);
-	}
+	envd_action_then(c, "file.mkdir", args, entry_answered);
 	return 0;
 }
 
@@ -202,12 +173,27 @@ static int fs_move(struct envd_call *c)
 		cJSON_Delete(args);
 		return 0;
 	}
-	cJSON *ans = fs_action(c, "file.move", args);
-	if (ans) {
-		own_created(ans);
-		reply_entry(c, ans);
-	}
+	envd_action_then(c, "file.move", args, entry_answered);
 	return 0;
+}
+
+static void list_answered(struct envd_call *c, const cJSON *ans)
+{
+	if (!action_ok(c, ans, "file.list"))
+		return;
+	const cJSON *ex = envd_field(ans, "extras", NULL);
+	if (cJSON_IsTrue(envd_field(ex, "truncated", NULL))) {
+		envd_fail(c, EC_RESOURCE_EXHAUSTED,
+			  "the folder holds more than --list-max (%zu) entries at this depth: "
+			  "list a smaller depth or a subfolder", opts.list_max);
+		return;
+	}
+	cJSON *m = cJSON_CreateObject();
+	cJSON *arr = cJSON_AddArrayToObject(m, "entries");
+	const cJSON *e;
+	cJSON_ArrayForEach(e, envd_field(ex, "entries", NULL))
+		cJSON_AddItemToArray(arr, entry_info(e));
+	envd_reply(c, m);
 }
 
 static int fs_list_dir(struct envd_call *c)
@@ -221,37 +207,35 @@ static int fs_list_dir(struct envd_call *c)
 		return 0;
 	}
 	cJSON_AddNumberToObject(args, "depth", depth < 1 ? 1 : depth > 64 ? 64 : (int)depth);
-	cJSON_AddNumberToObject(args, "max_entries", 1000000);
-	cJSON *ans = fs_action(c, "file.list", args);
-	if (!ans)
-		return 0;
-	cJSON *m = cJSON_CreateObject();
-	cJSON *arr = cJSON_AddArrayToObject(m, "entries");
-	const cJSON *e;
-	cJSON_ArrayForEach(e, envd_field(envd_field(ans, "extras", NULL), "entries", NULL))
-		cJSON_AddItemToArray(arr, entry_info(e));
-	envd_reply(c, m);
-	cJSON_Delete(ans);
+	cJSON_AddNumberToObject(args, "max_entries", (double)opts.list_max);
+	envd_action_then(c, "file.list", args, list_answered);
 	return 0;
 }
 
-static int fs_remove(struct envd_call *c)
+static void remove_answered(struct envd_call *c, const cJSON *ans)
 {
-	cJSON *args = cJSON_CreateObject();
-	if (path_into(c, "path", args, "path") < 0) {
-		cJSON_Delete(args);
-		return 0;
-	}
-	cJSON_AddBoolToObject(args, "recursive", 1);
-	cJSON *ans = envd_action("file.remove", args);
 	const char *o = envd_str(ans, "observation", NULL);
 	const char *code = envd_str(envd_field(ans, "extras", NULL), "code", NULL);
 	if ((o && strcmp(o, "file.remove") == 0) || (code && strcmp(code, "not_found") == 0))
 		envd_reply(c, cJSON_CreateObject());   /* already gone: as os.RemoveAll */
 	else
-		envd_fail(c, ans ? action_code(ans) : EC_INTERNAL, "%s",
-			  envd_str(ans, "content", "no answer"));
-	cJSON_Delete(ans);
+		action_ok(c, ans, "file.remove");
+}
+
+static int fs_remove(struct envd_call *c)
+{
+	const char *p = envd_str(c->req, "path", NULL);
+	char *path = p && p[0] ? envd_path(p) : NULL;
+	if (!path || strcmp(path, envd_cur.home) == 0 || strcmp(path, "/") == 0) {
+		free(path);
+		return envd_fail(c, EC_INVALID_ARGUMENT, "termd does not remove %s",
+				 p && p[0] ? "the user's home folder or /" : "an empty path (the home folder)");
+	}
+	cJSON *args = cJSON_CreateObject();
+	cJSON_AddStringToObject(args, "path", path);
+	free(path);
+	cJSON_AddBoolToObject(args, "recursive", 1);
+	envd_action_then(c, "file.remove", args, remove_answered);
 	return 0;
 }
 
@@ -365,98 +349,253 @@ static int accepts_gzip(struct http_txn *t)
 	return 0;
 }
 
-void envd_files_get(struct http_txn *t)
+/* A /files request's file work, done in a worker as the request's user
+ * (fswork.c): GET opens the file there (never blocking: a FIFO or a
+ * device is refused) and the loop streams it as the socket drains; POST
+ * inflates, parses and writes every part there. */
+struct fjob {
+	struct fsjob job;         /* first */
+	struct http_txn *t;       /* NULL once its client left */
+	char *path;               /* the query's path, resolved (NULL: none) */
+	char *home;               /* relative part names are taken against it */
+	char ct[512], ce[64];
+	buf_t body;               /* POST: the request body (taken from t) */
+	int gzip;                 /* GET: the client takes gzip */
+	/* the worker's result */
+	int status;               /* 0 ok, else the HTTP status of msg */
+	buf_t msg;                /* the error, or POST's answer (JSON) */
+	int fd;                   /* GET: the open file */
+	struct stat st;
+	/* GET, streaming */
+	z_stream z;
+	int zinit, eof;
+};
+
+static void fjob_free(struct fjob *f)
 {
-	char arg[4096];
-	const char *p = http_arg(t, "path=", arg, sizeof arg);
-	char *path = envd_path(p ? p : "");
-	struct stat sb;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		rest_error(t, errno_status(errno), "path '%s' does not exist or cannot be read: %s", path,
-			   strerror(errno));
-	} else if (fstat(fd, &sb) != 0 || S_ISDIR(sb.st_mode)) {
-		rest_error(t, 400, "path '%s' is a directory", path);
-	} else if ((size_t)sb.st_size > FILES_MAX_REPLY) {
-		rest_error(t, 400, "file '%s' is larger than termd sends in one answer", path);
-	} else {
-		buf_t b = {0};
-		char chunk[65536];
-		ssize_t n;
-		while ((n = read(fd, chunk, sizeof chunk)) > 0 && b.len < FILES_MAX_REPLY)
-			buf_append(&b, chunk, (size_t)n);
-		if (n < 0) {
-			rest_error(t, 500, "cannot read '%s': %s", path, strerror(errno));
-		} else {
-			const char *slash = strrchr(path, '/');
-			char disp[1100];
-			snprintf(disp, sizeof disp, "inline; filename=\"%.1000s\"", slash ? slash + 1 : path);
-			t->disposition = xstrdup(disp);
-			buf_t z = {0};
-			if (b.len >= 64 && accepts_gzip(t) &&
-			    gz(0, b.p, b.len, (size_t)-1 / 2, &z) == 0) {
-				http_set_header(t, "content-encoding", "gzip");
-				http_answer(t, 200, "application/octet-stream", z.p, z.len);
-			} else {
-				http_answer(t, 200, "application/octet-stream", b.p ? b.p : "", b.len);
-			}
-			buf_free(&z);
-		}
-		buf_free(&b);
-	}
-	if (fd >= 0)
-		close(fd);
-	free(path);
+	if (f->fd >= 0)
+		close(f->fd);
+	if (f->zinit)
+		deflateEnd(&f->z);
+	free(f->path);
+	free(f->home);
+	buf_free(&f->body);
+	buf_free(&f->msg);
+	free(f);
 }
 
-/* write one upload; the answer's entry, or NULL after answering an error */
-static cJSON *write_upload(struct http_txn *t, const char *path, const char *data, size_t len)
+static void fjob_gone(struct http_txn *t)
 {
-	char *slash = strrchr(path, '/');
+	struct fjob *f = t->user;
+	if (f)
+		f->t = NULL;   /* a job still in a worker frees itself when done */
+	t->user = NULL;
+}
+
+/* the worker's error: status and "<what> '<path>': <errno text>" */
+static void fj_fail(struct fjob *f, int status, const char *what, const char *path, int e)
+{
+	buf_reset(&f->msg);
+	buf_printf(&f->msg, "%s '", what);
+	buf_put_utf8(&f->msg, path, strlen(path));
+	buf_printf(&f->msg, "'%s%s", e ? ": " : "", e ? strerror(e) : "");
+	f->status = status;
+}
+
+static struct fjob *fjob_new(struct http_txn *t, void (*work)(struct fsjob *),
+			     void (*done)(struct fsjob *))
+{
+	struct fjob *f = xcalloc(1, sizeof *f);
+	f->job.cred = envd_cur.cred;
+	f->job.work = work;
+	f->job.done = done;
+	f->t = t;
+	f->fd = -1;
+	f->home = xstrdup(envd_cur.home[0] == '/' ? envd_cur.home : opts.cwd ? opts.cwd : "/");
+	char arg[4096];
+	const char *p = http_arg(t, "path=", arg, sizeof arg);
+	if (p && p[0])
+		f->path = fsio_resolve(f->home, p);
+	return f;
+}
+
+/* submit f for t: t answers once it is done */
+static void fjob_submit(struct http_txn *t, struct fjob *f)
+{
+	if (fswork_submit(&f->job) < 0) {
+		fjob_free(f);
+		rest_error(t, 503, "termd has too many file requests waiting; try again");
+		return;
+	}
+	t->user = f;
+	t->gone = fjob_gone;
+}
+
+/* ---------------------------------------------------------------- GET */
+
+static void get_work(struct fsjob *j)
+{
+	struct fjob *f = (struct fjob *)j;
+	f->fd = fs_open_regular(f->path, &f->st);
+	if (f->fd >= 0)
+		return;
+	int e = errno;
+	if (e == EISDIR)
+		fj_fail(f, 400, "path", f->path, 0), buf_puts(&f->msg, " is a directory");
+	else if (e == EINVAL)
+		fj_fail(f, 400, "path", f->path, 0),
+			buf_puts(&f->msg, " is not a regular file (a FIFO, a socket or a device)");
+	else
+		fj_fail(f, errno_status(e), "path", f->path, e);
+}
+
+/* the client left while its file streamed */
+static void get_stream_gone(struct http_txn *t)
+{
+	struct fjob *f = t->user;
+	t->user = NULL;
+	t->drained = NULL;
+	if (f)
+		fjob_free(f);
+}
+
+/* the next slice of the file, as the socket takes it (and gzip'd) */
+static void get_pump(struct http_txn *t)
+{
+	struct fjob *f = t->user;
+	if (!f)
+		return;
+	unsigned char in[65536];
+	buf_t out = {0};
+	while (!f->eof && out.len < sizeof in) {
+		ssize_t n = read(f->fd, in, sizeof in);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			f->eof = 1;   /* an error ends the file where it is */
+		if (!f->zinit) {
+			if (n > 0)
+				buf_append(&out, in, (size_t)n);
+			continue;
+		}
+		f->z.next_in = in;
+		f->z.avail_in = n > 0 ? (uInt)n : 0;
+		do {
+			buf_reserve(&out, 65536);
+			f->z.next_out = (Bytef *)out.p + out.len;
+			f->z.avail_out = 65536;
+			deflate(&f->z, f->eof ? Z_FINISH : Z_NO_FLUSH);
+			out.len += 65536 - f->z.avail_out;
+		} while (f->z.avail_out == 0);
+	}
+	/* nothing out yet (a slice that deflated to nothing): flush, so that
+	 * a drained call comes back for more */
+	if (!out.len && !f->eof && f->zinit) {
+		buf_reserve(&out, 65536);
+		f->z.next_out = (Bytef *)out.p;
+		f->z.avail_out = 65536;
+		deflate(&f->z, Z_SYNC_FLUSH);
+		out.len = 65536 - f->z.avail_out;
+	}
+	if (out.len)
+		http_stream_write(t, out.p, out.len);
+	buf_free(&out);
+	if (f->eof) {
+		t->user = NULL;
+		t->gone = NULL;
+		t->drained = NULL;
+		fjob_free(f);
+		http_stream_end(t);
+	}
+}
+
+static void get_done(struct fsjob *j)
+{
+	struct fjob *f = (struct fjob *)j;
+	struct http_txn *t = f->t;
+	if (j->aborted || !t) {
+		if (t)
+			t->gone = NULL, t->user = NULL;
+		fjob_free(f);
+		return;
+	}
+	if (j->err)
+		fj_fail(f, 403, "termd cannot act as the user for", f->path, j->err);
+	if (f->status) {
+		t->user = NULL;
+		t->gone = NULL;
+		buf_putc(&f->msg, 0);
+		rest_error(t, f->status, "%s", f->msg.p);
+		fjob_free(f);
+		return;
+	}
+	const char *slash = strrchr(f->path, '/');
+	char disp[1100];
+	snprintf(disp, sizeof disp, "inline; filename=\"%.1000s\"", slash ? slash + 1 : f->path);
+	t->disposition = xstrdup(disp);
+	if (f->gzip && f->st.st_size >= 64 &&
+	    deflateInit2(&f->z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) == Z_OK) {
+		f->zinit = 1;
+		http_set_header(t, "content-encoding", "gzip");
+	}
+	t->gone = get_stream_gone;
+	t->drained = get_pump;
+	http_stream_start(t, 200, "application/octet-stream");
+	get_pump(t);
+}
+
+void envd_files_get(struct http_txn *t)
+{
+	struct fjob *f = fjob_new(t, get_work, get_done);
+	if (!f->path) {
+		fjob_free(f);
+		rest_error(t, 400, "path= is required");
+		return;
+	}
+	f->gzip = accepts_gzip(t);
+	fjob_submit(t, f);
+}
+
+/* --------------------------------------------------------------- POST */
+
+/* write one upload (in the worker, as the user); the answer's entry, or
+ * NULL with f's error set */
+static cJSON *write_upload(struct fjob *f, const char *path, const char *data, size_t len)
+{
+	const char *slash = strrchr(path, '/');
 	if (slash && slash != path) {
 		char *d = xstrndup(path, (size_t)(slash - path));
-		cJSON *made = cJSON_CreateObject();
-		cJSON *created = cJSON_AddArrayToObject(cJSON_AddObjectToObject(made, "extras"), "created");
-		int r = fsops_mkdirs(d, 0755, created);
+		int r = fsops_mkdirs(d, 0755, NULL);   /* made as the user: the user's */
 		int e = errno;
-		own_created(made);
-		cJSON_Delete(made);
 		free(d);
-		errno = e;
 		if (r != 0) {
-			rest_error(t, errno_status(errno), "cannot make the folder of '%s': %s", path,
-				   strerror(errno));
+			fj_fail(f, errno_status(e), "cannot make the folder of", path, e);
 			return NULL;
 		}
 	}
-	struct stat sb;
-	if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
-		rest_error(t, 400, "path '%s' is a directory", path);
-		return NULL;
-	}
-	/* in place (a watcher sees a write, as envd's) */
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	/* in place (a watcher sees a write, as envd's); a FIFO, a device or a
+	 * folder is refused before anything is truncated */
+	int created;
+	int fd = fs_open_write(path, 0644, &created);
 	if (fd < 0) {
-		rest_error(t, errno_status(errno), "cannot open '%s': %s", path, strerror(errno));
+		int e = errno;
+		if (e == EISDIR)
+			fj_fail(f, 400, "path", path, 0), buf_puts(&f->msg, " is a directory");
+		else if (e == EINVAL || e == ENXIO)
+			fj_fail(f, 400, "path", path, 0),
+				buf_puts(&f->msg, " is not a regular file; refusing to write to it");
+		else
+			fj_fail(f, errno_status(e), "cannot open", path, e);
 		return NULL;
 	}
-	if (!envd_cur.self && fchown(fd, envd_cur.uid, envd_cur.gid) != 0)
-		log_debug("envd: cannot chown %s", path);
-	size_t off = 0;
-	while (off < len) {
-		ssize_t w = write(fd, data + off, len - off);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			int e = errno;
-			close(fd);
-			rest_error(t, errno_status(e), "cannot write '%s': %s", path, strerror(e));
-			return NULL;
-		}
-		off += (size_t)w;
+	if (write_all(fd, data, len) < 0) {
+		int e = errno;
+		close(fd);
+		fj_fail(f, errno_status(e), "cannot write", path, e);
+		return NULL;
 	}
 	if (close(fd) != 0) {
-		rest_error(t, errno_status(errno), "cannot write '%s': %s", path, strerror(errno));
+		fj_fail(f, errno_status(errno), "cannot write", path, errno);
 		return NULL;
 	}
 	cJSON *o = cJSON_CreateObject();
@@ -466,91 +605,117 @@ static cJSON *write_upload(struct http_txn *t, const char *path, const char *dat
 	return o;
 }
 
-static void files_post(struct http_txn *t, buf_t *unzp)
+static void post_fail(struct fjob *f, int status, const char *msg)
 {
-	char arg[4096], ct[512] = "", ce[64] = "";
-	const char *p = http_arg(t, "path=", arg, sizeof arg);
-	lws_hdr_copy(t->wsi, ct, sizeof ct, WSI_TOKEN_HTTP_CONTENT_TYPE);
-	lws_hdr_copy(t->wsi, ce, sizeof ce, WSI_TOKEN_HTTP_CONTENT_ENCODING);
-	const char *body = t->body.p ? t->body.p : "";
-	size_t blen = t->body.len;
-	if (strcasecmp(ce, "gzip") == 0) {
-		if (gz(1, body, blen, opts.max_frame, unzp) != 0) {
-			rest_error(t, 400, "the gzip body is not gzip, or over --max-frame once inflated");
+	buf_reset(&f->msg);
+	buf_puts(&f->msg, msg);
+	f->status = status;
+}
+
+static void post_work(struct fsjob *j)
+{
+	struct fjob *f = (struct fjob *)j;
+	const char *body = f->body.p ? f->body.p : "";
+	size_t blen = f->body.len;
+	buf_t unz = {0};
+	if (strcasecmp(f->ce, "gzip") == 0) {
+		if (gz(1, body, blen, opts.max_frame, &unz) != 0) {
+			post_fail(f, 400, "the gzip body is not gzip, or over --max-frame once inflated");
+			buf_free(&unz);
 			return;
 		}
-		buf_putc(unzp, 0);
-		unzp->len--;
-		body = unzp->p;
-		blen = unzp->len;
-	} else if (ce[0] && strcasecmp(ce, "identity") != 0) {
-		rest_error(t, 400, "Content-Encoding %s is not supported by termd (gzip is)", ce);
+		buf_putc(&unz, 0);
+		unz.len--;
+		body = unz.p;
+		blen = unz.len;
+	} else if (f->ce[0] && strcasecmp(f->ce, "identity") != 0) {
+		post_fail(f, 400, "this Content-Encoding is not supported by termd (gzip is)");
 		return;
 	}
 	cJSON *arr = cJSON_CreateArray();
-	if (strncasecmp(ct, "multipart/form-data", 19) == 0) {
+	if (strncasecmp(f->ct, "multipart/form-data", 19) == 0) {
 		/* each part named file: the query's path, else the part's filename */
-		size_t off = 0;
-		int n = 0;
+		size_t off = 0, n = 0;
 		for (;;) {
 			struct mp_part part;
 			char err[256];
-			if (multipart_find(ct, body + off, blen - off, "file", &part, err,
+			if (multipart_find(f->ct, body + off, blen - off, "file", &part, err,
 					   sizeof err) != 0) {
-				if (n == 0) {
-					rest_error(t, 400, "%s", err);
-					cJSON_Delete(arr);
-					return;
-				}
+				if (n == 0)
+					post_fail(f, 400, err);
 				break;
 			}
-			const char *target = p ? p : part.has_filename ? part.filename : NULL;
-			if (!target || !*target) {
-				rest_error(t, 400, "no path for the upload (path= or the part's filename)");
-				cJSON_Delete(arr);
-				return;
+			if (n == opts.upload_parts) {
+				buf_reset(&f->msg);
+				buf_printf(&f->msg, "more than %zu files in one upload (--upload-parts)",
+					   opts.upload_parts);
+				f->status = 413;
+				break;
 			}
-			char *path = envd_path(target);
-			cJSON *e = write_upload(t, path, part.data, part.len);
+			const char *target = f->path ? NULL : part.has_filename ? part.filename : NULL;
+			if (!f->path && (!target || !*target)) {
+				post_fail(f, 400, "no path for the upload (path= or the part's filename)");
+				break;
+			}
+			char *path = f->path ? xstrdup(f->path) : fsio_resolve(f->home, target);
+			cJSON *e = write_upload(f, path, part.data, part.len);
 			free(path);
-			if (!e) {
-				cJSON_Delete(arr);
-				return;
-			}
+			if (!e)
+				break;
 			cJSON_AddItemToArray(arr, e);
 			n++;
 			off = (size_t)(part.data + part.len - body);
-			if (p)
+			if (f->path)
 				break;   /* one target path: one file */
 		}
-	} else if (ct[0] == 0 || strncasecmp(ct, "application/octet-stream", 24) == 0) {
-		if (!p || !*p) {
-			rest_error(t, 400, "path= is required for application/octet-stream");
-			cJSON_Delete(arr);
-			return;
-		}
-		char *path = envd_path(p);
-		cJSON *e = write_upload(t, path, body, blen);
-		free(path);
-		if (!e) {
-			cJSON_Delete(arr);
-			return;
-		}
-		cJSON_AddItemToArray(arr, e);
+	} else if (f->ct[0] == 0 || strncasecmp(f->ct, "application/octet-stream", 24) == 0) {
+		cJSON *e = NULL;
+		if (!f->path)
+			post_fail(f, 400, "path= is required for application/octet-stream");
+		else
+			e = write_upload(f, f->path, body, blen);
+		if (e)
+			cJSON_AddItemToArray(arr, e);
 	} else {
-		rest_error(t, 400, "Content-Type must be multipart/form-data or application/octet-stream");
-		cJSON_Delete(arr);
-		return;
+		post_fail(f, 400, "Content-Type must be multipart/form-data or application/octet-stream");
 	}
-	char *s = cJSON_PrintUnformatted(arr);
-	http_answer(t, 200, "application/json", s, strlen(s));
-	free(s);
+	if (!f->status) {
+		char *js = cJSON_PrintUnformatted(arr);
+		buf_reset(&f->msg);
+		buf_puts(&f->msg, js);
+		free(js);
+	}
 	cJSON_Delete(arr);
+	buf_free(&unz);
+	buf_free(&f->body);   /* done with it: not held until the loop runs */
+}
+
+static void post_done(struct fsjob *j)
+{
+	struct fjob *f = (struct fjob *)j;
+	struct http_txn *t = f->t;
+	if (t) {
+		t->user = NULL;
+		t->gone = NULL;
+	}
+	if (!j->aborted && t) {
+		buf_putc(&f->msg, 0);
+		if (j->err)
+			rest_error(t, 403, "termd cannot act as this user: %s", strerror(j->err));
+		else if (f->status)
+			rest_error(t, f->status, "%s", f->msg.p);
+		else
+			http_answer(t, 200, "application/json", f->msg.p, strlen(f->msg.p));
+	}
+	fjob_free(f);
 }
 
 void envd_files_post(struct http_txn *t)
 {
-	buf_t unz = {0};   /* a gzip body inflated */
-	files_post(t, &unz);
-	buf_free(&unz);
+	struct fjob *f = fjob_new(t, post_work, post_done);
+	lws_hdr_copy(t->wsi, f->ct, sizeof f->ct, WSI_TOKEN_HTTP_CONTENT_TYPE);
+	lws_hdr_copy(t->wsi, f->ce, sizeof f->ce, WSI_TOKEN_HTTP_CONTENT_ENCODING);
+	f->body = t->body;   /* the worker's now */
+	memset(&t->body, 0, sizeof t->body);
+	fjob_submit(t, f);
 }

@@ -94,6 +94,7 @@ int envd_user_begin(struct http_txn *t, int rest, char *why, size_t n)
 	envd_cur.uid = pw->pw_uid;
 	envd_cur.gid = pw->pw_gid;
 	envd_cur.self = pw->pw_uid == geteuid();
+	fs_cred_user(&envd_cur.cred, pw);
 	const char *home = getenv("HOME");
 	snprintf(envd_cur.home, sizeof envd_cur.home, "%s",
 		 envd_cur.self && home && home[0] == '/' ? home : pw->pw_dir);
@@ -169,16 +170,75 @@ static struct {
 	int registered;
 } ed;
 
+/* an action whose answer comes later (file work, in a worker): the call
+ * it is for, kept until then */
+struct envd_later {
+	struct envd_later *next;
+	char id[48];
+	struct envd_call c;       /* t NULL once its client left; req owned */
+	envd_then_fn *then;
+};
+static struct envd_later *laters;
+
+static void later_free(struct envd_later *l)
+{
+	cJSON_Delete(l->c.req);
+	free(l);
+}
+
 static void envd_sink(struct conn *c, const char *data, size_t len)
 {
 	(void)c;
 	cJSON *ans = cJSON_ParseWithLength(data, len);
 	const char *cause = ans ? envd_str(ans, "cause", NULL) : NULL;
-	if (!cause || strcmp(cause, ed.id) != 0 || ed.answer) {
-		cJSON_Delete(ans);
+	if (cause && !ed.answer && strcmp(cause, ed.id) == 0) {
+		ed.answer = ans;
 		return;
 	}
-	ed.answer = ans;
+	for (struct envd_later **pp = &laters; cause && *pp; pp = &(*pp)->next) {
+		struct envd_later *l = *pp;
+		if (strcmp(l->id, cause) != 0)
+			continue;
+		*pp = l->next;
+		if (l->c.t) {
+			l->c.t->gone = NULL;
+			l->c.t->user = NULL;
+			l->then(&l->c, ans);
+		}
+		later_free(l);
+		break;
+	}
+	cJSON_Delete(ans);
+}
+
+static void later_gone(struct http_txn *t)
+{
+	for (struct envd_later *l = laters; l; l = l->next)
+		if (l->c.t == t)
+			l->c.t = NULL;
+	t->user = NULL;
+}
+
+void envd_action_then(struct envd_call *c, const char *action, cJSON *args, envd_then_fn *then)
+{
+	struct envd_later *l = xcalloc(1, sizeof *l);
+	snprintf(l->id, sizeof l->id, "envd-%llu-%llx", ++ed.nid, (unsigned long long)mono_us());
+	l->c = *c;
+	l->c.req = cJSON_Duplicate(c->req, 1);
+	l->then = then;
+	l->next = laters;
+	laters = l;
+	c->t->gone = later_gone;
+	cJSON *f = cJSON_CreateObject();
+	cJSON_AddStringToObject(f, "id", l->id);
+	cJSON_AddStringToObject(f, "action", action);
+	cJSON_AddItemToObject(f, "args", args);
+	char *s = cJSON_PrintUnformatted(f);
+	cJSON_Delete(f);
+	fsact_as(&envd_cur.cred);   /* file work acts as the request's user */
+	actions_dispatch(&ed.conn, s, strlen(s));
+	fsact_as(NULL);
+	free(s);
 }
 
 cJSON *envd_action(const char *action, cJSON *args)
@@ -559,4 +619,11 @@ void envd_shutdown(void)
 	envd_watch_shutdown();
 	cJSON_Delete(ed.answer);
 	ed.answer = NULL;
+	while (laters) {   /* their file work was dropped (fswork_shutdown) */
+		struct envd_later *l = laters;
+		laters = l->next;
+		if (l->c.t)
+			l->c.t->gone = NULL;
+		later_free(l);
+	}
 }

@@ -5,6 +5,7 @@
 #define TERMD_ENVD_H
 
 #include "door.h"
+#include "fswork.h"
 
 /* Connect error codes (the name is the wire's; the HTTP status is envd_code_status's) */
 enum envd_code {
@@ -51,6 +52,7 @@ struct envd_user {
 	gid_t gid;
 	char home[1024];
 	int self;                 /* the user termd runs as: no switch */
+	struct fs_cred cred;      /* the ids file work runs with (fswork.h) */
 };
 extern struct envd_user envd_cur;
 /* 0, or an error code and why */
@@ -86,6 +88,11 @@ void envd_add_bytes(cJSON *o, const char *key, const void *p, size_t n);
 /* dispatch one termd action on the door's socketless connection; the
  * answer (parsed, owned by the caller) or NULL when none came at once */
 cJSON *envd_action(const char *action, cJSON *args);
+/* dispatch a file action (answered later, from a worker) as the request's
+ * user: then(c, answer) once it comes, with a copy of c (never called if
+ * the client left first) */
+typedef void envd_then_fn(struct envd_call *c, const cJSON *ans);
+void envd_action_then(struct envd_call *c, const char *action, cJSON *args, envd_then_fn *then);
 
 /* ---- process.Process (envd-process.c) ---- */
 void envd_process_register(void);

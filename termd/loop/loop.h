@@ -52,6 +52,8 @@ struct termd_opts {
 	size_t output_mem;        /* a command's output kept in memory, then file only */
 	size_t upload_max;        /* --upload-max: bytes one upload may write, unzipped */
 	size_t upload_entries;    /* --upload-entries: entries in one uploaded zip */
+	size_t list_max;          /* --list-max: entries one listing answers */
+	size_t upload_parts;      /* --upload-parts: files one multipart POST /files writes */
 	size_t download_max;      /* --download-max: bytes of files in one /download_files */
 	size_t body_idle;         /* --body-idle-timeout: seconds a request body may pause */
 	size_t body_time;         /* --body-timeout: seconds a request body may take */

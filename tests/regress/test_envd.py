@@ -19,6 +19,7 @@ import shutil
 import socket
 import struct
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -570,11 +571,12 @@ def test_sdk_watch_dir(termd_factory, tmp_path):
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="acting as another user needs termd to be root")
-def test_sdk_users_when_root(termd_factory, tmp_path):
+def test_sdk_users_when_root(termd_factory, request):
     td = start(termd_factory)
-    base = tmp_path / "users"
-    base.mkdir()
-    os.chmod(tmp_path, 0o755)
+    # file work acts as the user (issue 31): nobody must reach the folder
+    # itself (pytest's own tmp_path sits under a 0700 folder of root's)
+    base = Path(tempfile.mkdtemp(prefix="termd-users-"))
+    request.addfinalizer(lambda: shutil.rmtree(base, ignore_errors=True))
     os.chmod(base, 0o777)
     o = drive(td, "user", extra_env={"E2B_TEST_DIR": str(base)})
     assert o["nobody"]["stdout"].splitlines()[0] == "nobody"

@@ -1,0 +1,136 @@
+/* fsact.c — owns running the file actions (those registered ACT_FILEWORK:
+ * read, write, edit, file.*) off the event loop: actions_dispatch hands
+ * the frame here; a worker thread (fswork.c) runs the handler as the
+ * request's user, with main's cwd as it was when asked, its answer
+ * captured instead of sent; the loop then sends that answer to whoever
+ * now waits for the id (a pending action: a client that left and came
+ * back with the same id gets it, one that left for good has it retained). */
+#include "action.h"
+#include "fswork.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct cap {
+	struct cap *next;
+	char *observation, *content;
+	cJSON *extras;
+};
+
+struct fsact {
+	struct fsjob job;         /* first: the pool hands it back */
+	struct pending p;
+	cJSON *frame;             /* the worker's copy: id, args */
+	char *name;
+	action_fn fn;
+	int flags;
+	char *base;               /* main's cwd when asked */
+	struct cap *caps, **tail;
+};
+
+/* the user the next dispatched file action acts as (a front door sets it
+ * around actions_dispatch); NULL: termd's own */
+static const struct fs_cred *next_user;
+/* write and edit: one at a time (the edit history, read-modify-write) */
+static pthread_mutex_t serial_mu = PTHREAD_MUTEX_INITIALIZER;
+
+void fsact_as(const struct fs_cred *c)
+{
+	next_user = c;
+}
+
+static void capture(void *arg, const char *observation, const char *content, cJSON *extras)
+{
+	struct fsact *f = arg;
+	struct cap *c = xcalloc(1, sizeof *c);
+	c->observation = xstrdup(observation);
+	c->content = xstrdup(content ? content : "");
+	c->extras = extras;
+	*f->tail = c;
+	f->tail = &c->next;
+}
+
+static void work(struct fsjob *j)
+{
+	struct fsact *f = (struct fsact *)j;
+	struct act a = {.conn = NULL, .action = f->name};
+	a.id = cJSON_GetObjectItemCaseSensitive(f->frame, "id");
+	a.args = cJSON_GetObjectItemCaseSensitive(f->frame, "args");
+	files_base = f->base;
+	events_capture = capture;
+	events_capture_arg = f;
+	if (f->flags & ACT_SERIAL)
+		pthread_mutex_lock(&serial_mu);
+	if (f->fn(&a) != 0 || a.failed)
+		act_answer_error(&a);
+	if (f->flags & ACT_SERIAL)
+		pthread_mutex_unlock(&serial_mu);
+	events_capture = NULL;
+	events_capture_arg = NULL;
+	files_base = NULL;
+	buf_free(&a.msg);
+	cJSON_Delete(a.err_extras);
+}
+
+static void done(struct fsjob *j)
+{
+	struct fsact *f = (struct fsact *)j;
+	if (!j->aborted && !f->caps)   /* the worker could not take the user's ids */
+		events_error(f->p.conn, f->p.id, TD_ERR_IO_ERROR,
+			     "termd cannot act as uid %u for this file action: %s",
+			     (unsigned)j->cred.uid, strerror(j->err ? j->err : EPERM));
+	for (struct cap *c = f->caps, *n; c; c = n) {
+		n = c->next;
+		if (!j->aborted)
+			events_emit(f->p.conn, f->p.id, c->observation, c->content, c->extras);
+		else
+			cJSON_Delete(c->extras);
+		free(c->observation);
+		free(c->content);
+		free(c);
+	}
+	pending_del(&f->p);   /* frees its id */
+	cJSON_Delete(f->frame);
+	free(f->name);
+	free(f->base);
+	free(f);
+}
+
+static void never_gone(struct pending *p)
+{
+	(void)p;   /* not tied to a session */
+}
+
+static const struct pending_ops fsact_ops = {"file", never_gone};
+
+int fsact_defer(struct act *a, const struct action_def *def)
+{
+	struct fsact *f = xcalloc(1, sizeof *f);
+	if (next_user)
+		f->job.cred = *next_user;
+	else
+		fs_cred_self(&f->job.cred);
+	f->job.work = work;
+	f->job.done = done;
+	f->frame = cJSON_CreateObject();
+	if (a->id)
+		cJSON_AddItemToObject(f->frame, "id", cJSON_Duplicate(a->id, 1));
+	if (a->args)
+		cJSON_AddItemToObject(f->frame, "args", cJSON_Duplicate(a->args, 1));
+	f->name = xstrdup(def->name);
+	f->fn = def->fn;
+	f->flags = def->flags;
+	f->base = files_resolve("."); /* main's cwd now: the worker must not read sessions */
+	f->tail = &f->caps;
+	if (fswork_submit(&f->job) < 0) {
+		cJSON_Delete(f->frame);
+		free(f->name);
+		free(f->base);
+		free(f);
+		return act_error(a, TD_ERR_BUSY, "termd has too many file actions waiting; try again");
+	}
+	pending_add(&f->p, &fsact_ops, a, NULL);
+	return 0;
+}

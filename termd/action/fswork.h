@@ -1,0 +1,66 @@
+/* fswork.h — file work off the event loop, as the user it is for: the
+ * credentials a request acts with, the worker pool's jobs, and the
+ * race-free primitives the jobs use (fswork.c). */
+#ifndef TERMD_FSWORK_H
+#define TERMD_FSWORK_H
+
+#include <pwd.h>
+#include <stddef.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include "util.h"
+
+#define FS_MAX_GROUPS 64
+
+/* The file-system ids a job runs with: the kernel itself then refuses
+ * what that user could not do (setfsuid/setfsgid and the supplementary
+ * groups are per thread on Linux). self: termd's own ids, no switch. */
+struct fs_cred {
+	uid_t uid;
+	gid_t gid;
+	int ngroups;
+	gid_t groups[FS_MAX_GROUPS];
+	int self;
+};
+/* termd's own ids */
+void fs_cred_self(struct fs_cred *c);
+/* pw's ids and groups (self when pw is termd's own user) */
+void fs_cred_user(struct fs_cred *c, const struct passwd *pw);
+
+/* A job: work() runs in a worker thread with cred's ids, then done() in
+ * the loop (it frees the job). At termd's end a job that never ran or
+ * whose done() never came gets done() with aborted set: free only. */
+struct fsjob {
+	struct fsjob *next;
+	struct fs_cred cred;
+	void (*work)(struct fsjob *j);
+	void (*done)(struct fsjob *j);
+	int aborted;
+	int err;                  /* for work(): an errno to hand back */
+};
+/* Queue j: 0, or -1 with errno EAGAIN when --fs-queue jobs already wait
+ * (the caller answers busy and frees j). */
+int fswork_submit(struct fsjob *j);
+/* jobs queued or running now */
+size_t fswork_pending(void);
+/* stop the workers (each finishes its job), abort what is left */
+void fswork_shutdown(void);
+
+/* ---- primitives (in a job: they act with the thread's ids) ---- */
+/* open path for reading without ever blocking on a FIFO or a device:
+ * O_NONBLOCK, fstat, regular files only (then blocking again). -1 with
+ * errno (EISDIR for a folder, EINVAL "not a regular file"). */
+int fs_open_regular(const char *path, struct stat *st);
+/* open path for writing in place (created with mode when missing),
+ * following a link the user may follow, never blocking: a FIFO, a device
+ * or a folder is refused (EINVAL/EISDIR) before anything is truncated. */
+int fs_open_write(const char *path, mode_t mode, int *created);
+/* remove path and, for a folder, all it holds, without following a
+ * symlink anywhere below path: each folder is opened relative to its
+ * parent's fd with O_NOFOLLOW and its entries removed with unlinkat (a
+ * folder swapped for a link under the walk is unlinked as a link). 0, or
+ * -1 with errno. */
+int fs_remove_all(const char *path);
+
+#endif
