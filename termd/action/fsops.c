@@ -355,14 +355,18 @@ struct walk {
 	cJSON *arr;
 	size_t seen;              /* entries walked (the first skip are not answered) */
 	size_t skip, count, max;
+	int top_err;              /* the listed folder itself could not be read */
 };
 
 static int list_dir(const char *dir, int depth, struct walk *w)
 {
 	struct dirent **names;
 	int n = scandir(dir, &names, not_dots, name_cmp);
-	if (n < 0)
+	if (n < 0) {
+		if (!w->seen && !w->top_err)   /* the listed folder: an error; one below: skipped */
+			w->top_err = errno ? errno : EIO;
 		return 0;
+	}
 	int full = 0;
 	for (int i = 0; i < n; i++) {
 		if (!full) {
@@ -420,8 +424,14 @@ static int list_action(struct act *a)
 		cJSON *ex = cJSON_CreateObject();
 		cJSON_AddStringToObject(ex, "path", path);
 		struct walk w = {cJSON_AddArrayToObject(ex, "entries"), 0, (size_t)offset, 0,
-				 (size_t)max};
+				 (size_t)max, 0};
 		int full = list_dir(path, (int)depth, &w);
+		if (w.top_err) {
+			cJSON_Delete(ex);
+			fs_fail(a, w.top_err, "cannot list", path);
+			free(path);
+			return 0;
+		}
 		cJSON_AddBoolToObject(ex, "truncated", full);
 		if (full)   /* the next page */
 			cJSON_AddNumberToObject(ex, "next_offset", (double)(w.skip + w.count));

@@ -1,0 +1,307 @@
+"""Issue 31 (hardening round three), the file-work half: file work is done
+as the request's user and never in the event loop. As root with a real
+unprivileged user (nobody) for the symlink, race and FIFO findings; stalls
+measured as /healthz latency during the attack against the attack's own
+length (a ratio in one run, never an absolute time)."""
+import json
+import os
+import pwd
+import shutil
+import stat
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.parse
+from pathlib import Path
+
+import pytest
+
+from test_envd import TOKEN, port_of, request, start, unary
+from tdtest import assert_error
+
+ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="acting as another user needs root")
+NOBODY = pwd.getpwnam("nobody")
+
+
+@pytest.fixture
+def userdir(request):
+    """A folder of nobody's own (outside pytest's 0700 tmp folder), removed after."""
+    d = Path(tempfile.mkdtemp(prefix="termd-fw-"))
+    request.addfinalizer(lambda: shutil.rmtree(d, ignore_errors=True))
+    if os.geteuid() == 0:
+        os.chown(d, NOBODY.pw_uid, NOBODY.pw_gid)
+    return d
+
+
+@pytest.fixture
+def rootdir(request):
+    """A folder only root may write, with a root file in it."""
+    d = Path(tempfile.mkdtemp(prefix="termd-fw-root-"))
+    request.addfinalizer(lambda: shutil.rmtree(d, ignore_errors=True))
+    os.chmod(d, 0o755)
+    (d / "secret.txt").write_text("root's\n")
+    os.chmod(d / "secret.txt", 0o644)
+    return d
+
+
+def files_url(path, user=None, **more):
+    q = {"path": str(path)}
+    if user:
+        q["username"] = user
+    q.update(more)
+    return "/files?" + urllib.parse.urlencode(q)
+
+
+def as_nobody(*argv):
+    """Run argv as nobody (what a program inside the sandbox would do)."""
+    subprocess.run(["setpriv", "--reuid", str(NOBODY.pw_uid), "--regid", str(NOBODY.pw_gid),
+                    "--clear-groups", "--"] + list(argv), check=True, timeout=60)
+
+
+@ROOT_ONLY
+def test_upload_through_a_users_symlink_never_touches_roots_file(termd_factory, userdir, rootdir):
+    """Finding 1: nobody plants notes.txt -> a root file; the agent's upload
+    as nobody must be refused by the kernel (not truncate, write and chown
+    root's file)."""
+    td = start(termd_factory, args=("--user", "nobody"))
+    as_nobody("ln", "-s", str(rootdir / "secret.txt"), str(userdir / "notes.txt"))
+    st, _, body = request(td, "POST", files_url(userdir / "notes.txt"), b"pwned",
+                          {"Content-Type": "application/octet-stream"})
+    assert st in (401, 403), (st, body)
+    s = os.stat(rootdir / "secret.txt")
+    assert (rootdir / "secret.txt").read_text() == "root's\n"
+    assert s.st_uid == 0 and s.st_gid == 0
+
+
+@ROOT_ONLY
+def test_symlinked_folder_gives_no_user_files_in_roots_folder(termd_factory, userdir, rootdir):
+    """Finding 1: through nobody's link to a root folder, POST /files,
+    MakeDir and Move must create nothing there."""
+    td = start(termd_factory, args=("--user", "nobody"))
+    as_nobody("ln", "-s", str(rootdir), str(userdir / "door"))
+    as_nobody("sh", "-c", "echo x > %s" % (userdir / "mine.txt"))
+    st, _, _ = request(td, "POST", files_url(userdir / "door" / "new.txt"), b"x",
+                       {"Content-Type": "application/octet-stream"})
+    assert st in (401, 403)
+    st, _, m = unary(td, "filesystem.Filesystem/MakeDir", {"path": str(userdir / "door" / "d")})
+    assert st == 403 and m["code"] == "permission_denied", m
+    st, _, m = unary(td, "filesystem.Filesystem/Move",
+                     {"source": str(userdir / "mine.txt"),
+                      "destination": str(userdir / "door" / "moved.txt")})
+    assert st == 403, m
+    assert sorted(os.listdir(rootdir)) == ["secret.txt"]
+
+
+@ROOT_ONLY
+def test_reads_act_as_the_user(termd_factory):
+    """GET /files?path=/etc/shadow&username=nobody is refused (as root it is
+    read); Stat of a folder nobody cannot enter likewise."""
+    td = start(termd_factory)
+    st, _, body = request(td, "GET", files_url("/etc/shadow", user="nobody"))
+    assert st in (401, 403), (st, body[:80])
+    st, _, body = request(td, "GET", files_url("/etc/shadow", user="root"))
+    assert st == 200 and b"root:" in body
+    st, _, m = unary(td, "filesystem.Filesystem/ListDir", {"path": "/root"},
+                     headers={"Authorization": "Basic bm9ib2R5Og=="})   # nobody:
+    assert st == 403 and m["code"] == "permission_denied", m
+
+
+@ROOT_ONLY
+def test_created_files_belong_to_the_user_without_a_chown(termd_factory, userdir):
+    td = start(termd_factory, args=("--user", "nobody"))
+    st, _, body = request(td, "POST", files_url(userdir / "a" / "b" / "f.txt"), b"hi",
+                          {"Content-Type": "application/octet-stream"})
+    assert st == 200, body
+    for p in (userdir / "a", userdir / "a" / "b", userdir / "a" / "b" / "f.txt"):
+        assert os.lstat(p).st_uid == NOBODY.pw_uid, p
+
+
+def healthz_latency_during(td, attack, min_samples=3):
+    """Run attack() in a thread; meanwhile time /healthz round trips.
+    (worst /healthz latency, the attack's own duration, the attack's result)."""
+    out = {}
+
+    def go():
+        t0 = time.monotonic()
+        out["result"] = attack()
+        out["dur"] = time.monotonic() - t0
+
+    th = threading.Thread(target=go)
+    th.start()
+    worst, n = 0.0, 0
+    while th.is_alive() or n < min_samples:
+        t0 = time.monotonic()
+        st, _, _ = request(td, "GET", "/healthz", timeout=120)
+        assert st == 200
+        worst = max(worst, time.monotonic() - t0)
+        n += 1
+        if not th.is_alive() and n >= min_samples:
+            break
+        time.sleep(0.01)
+    th.join(300)
+    return worst, out["dur"], out["result"]
+
+
+def test_fifo_never_freezes_termd(termd_factory, tmp_path):
+    """Finding 3: a FIFO at the path of GET /files or POST /files is
+    refused at once; nothing waits for its other end."""
+    td = start(termd_factory)
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    st, _, body = request(td, "GET", files_url(fifo), timeout=20)
+    assert st == 400 and b"not a regular file" in body, body
+    st, _, body = request(td, "POST", files_url(fifo), b"data",
+                          {"Content-Type": "application/octet-stream"}, timeout=20)
+    assert st == 400 and b"not a regular file" in body, body
+    st, _, _ = request(td, "GET", "/healthz", timeout=20)
+    assert st == 200
+    # the file actions too
+    ev = td.events()
+    assert_error(ev.call("read", {"path": str(fifo)}, timeout=60), "io_error")
+
+
+def test_big_listing_does_not_stall_the_loop(termd_factory, tmp_path):
+    """Finding 8: a listing of 40,000 entries is built in a worker: /healthz
+    answers meanwhile in a small part of the listing's time (in the loop it
+    waited the whole listing)."""
+    td = start(termd_factory)
+    big = tmp_path / "big"
+    big.mkdir()
+    for i in range(200):
+        d = big / ("d%03d" % i)
+        d.mkdir()
+        for k in range(199):
+            (d / ("f%03d" % k)).touch()
+    worst, dur, res = healthz_latency_during(
+        td, lambda: unary(td, "filesystem.Filesystem/ListDir", {"path": str(big), "depth": 2}))
+    st, _, m = res
+    assert st == 200 and len(m["entries"]) == 40000
+    assert worst < dur / 4, (worst, dur)
+
+
+def test_many_part_upload_does_not_stall_the_loop(termd_factory, tmp_path):
+    """Finding 9: 1,000 parts are written in a worker; past --upload-parts
+    the upload is refused with 413 naming the option."""
+    td = start(termd_factory, args=("--upload-parts", "1000"))
+    dest = tmp_path / "up"
+
+    def body(n):
+        parts = []
+        for i in range(n):
+            parts.append(b"--BB\r\nContent-Disposition: form-data; name=\"file\"; "
+                         b"filename=\"" + str(dest / ("deep%d" % i) / "f.txt").encode() +
+                         b"\"\r\n\r\n" + b"x" * 100 + b"\r\n")
+        return b"".join(parts) + b"--BB--\r\n"
+
+    hdr = {"Content-Type": "multipart/form-data; boundary=BB"}
+    worst, dur, res = healthz_latency_during(
+        td, lambda: request(td, "POST", "/files", body(1000), hdr, timeout=300))
+    st, _, out = res
+    assert st == 200 and len(json.loads(out)) == 1000
+    assert worst < dur / 2, (worst, dur)
+    st, _, out = request(td, "POST", "/files", body(1001), hdr)
+    assert st == 413 and b"--upload-parts" in out
+
+
+def test_download_is_streamed_not_kept(termd_factory, tmp_path):
+    """Finding 10: GET /files streams: 6 clients that do not read a 48 MiB
+    file each do not pin 6 copies of it in termd (a copy held per client
+    would be ~300 MiB)."""
+    import socket
+    from tdtest import rss_mb
+    td = start(termd_factory)
+    f = tmp_path / "big.bin"
+    with open(f, "wb") as fh:
+        fh.write(os.urandom(1 << 20) * 48)
+    base = rss_mb(td.proc.pid)
+    socks = []
+    try:
+        for _ in range(6):
+            s = socket.create_connection(("127.0.0.1", port_of(td)))
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.sendall(("GET %s HTTP/1.1\r\nHost: x\r\nX-Access-Token: %s\r\n\r\n"
+                       % (files_url(f), TOKEN)).encode())
+            socks.append(s)
+        first = socks[0].recv(4096)
+        assert first.startswith(b"HTTP/1.1 200")
+        time.sleep(1.5)   # time for a whole copy to be read in, were it read whole
+        grown = rss_mb(td.proc.pid) - base
+        assert grown < 100, grown
+    finally:
+        for s in socks:
+            s.close()
+    st, _, data = request(td, "GET", files_url(f))
+    assert st == 200 and len(data) == 48 << 20
+
+
+def test_remove_refuses_the_home_folder(termd_factory, tmp_path):
+    """Finding 15: Remove of "" (the home) or of the home itself is refused."""
+    td = start(termd_factory)
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "keep").touch()
+    for path in ("", str(td.home)):
+        st, _, m = unary(td, "filesystem.Filesystem/Remove", {"path": path})
+        assert st == 400 and m["code"] == "invalid_argument", (path, m)
+    assert os.path.isdir(td.home)
+
+
+@ROOT_ONLY
+def test_recursive_remove_never_follows_a_swapped_link(termd_factory, userdir, rootdir):
+    """Finding 2: while the remove walks nobody's tree, nobody keeps swapping
+    a folder in it for a link to a root folder; root's files all remain."""
+    for i in range(200):
+        (rootdir / ("r%03d" % i)).touch()
+    td = start(termd_factory, args=("--user", "nobody"))
+    swapper = (
+        "i=0; while [ $i -lt 4000 ]; do mkdir -p {t}/a/sub 2>/dev/null; "
+        "for k in 1 2 3 4 5 6 7 8; do : > {t}/a/sub/f$k 2>/dev/null; done; "
+        "rm -rf {t}/a/sub 2>/dev/null; ln -sfn {r} {t}/a/sub 2>/dev/null; "
+        "rm -f {t}/a/sub 2>/dev/null; i=$((i+1)); done").format(t=userdir / "t", r=rootdir)
+    for run in range(5):
+        as_nobody("sh", "-c", "mkdir -p %s/a/sub && touch %s/a/sub/x" % (userdir / "t", userdir / "t"))
+        p = subprocess.Popen(["setpriv", "--reuid", str(NOBODY.pw_uid), "--regid",
+                              str(NOBODY.pw_gid), "--clear-groups", "sh", "-c", swapper])
+        try:
+            for _ in range(20):
+                unary(td, "filesystem.Filesystem/Remove", {"path": str(userdir / "t")})
+        finally:
+            p.kill()
+            p.wait()
+        assert len(os.listdir(rootdir)) == 201, run
+
+
+def test_recursive_remove_as_termd_never_follows_a_link(termd, tmp_path):
+    """A tree holding a link to an outside folder: the link goes, the
+    outside files stay (file.remove recursive, termd's own user)."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("k")
+    tree = tmp_path / "tree"
+    (tree / "a" / "b").mkdir(parents=True)
+    (tree / "a" / "b" / "f").touch()
+    os.symlink(outside, tree / "a" / "link")
+    ev = termd.events()
+    o = ev.call("file.remove", {"path": str(tree), "recursive": True}, timeout=60)
+    assert o["observation"] == "file.remove", o
+    assert not tree.exists() and (outside / "keep.txt").read_text() == "k"
+
+
+def test_list_pages_with_offset(termd, tmp_path):
+    d = tmp_path / "many"
+    d.mkdir()
+    for i in range(25):
+        (d / ("f%02d" % i)).touch()
+    ev = termd.events()
+    names, offset = [], 0
+    for page in range(10):
+        o = ev.call("file.list", {"path": str(d), "max_entries": 10, "offset": offset},
+                    timeout=60)
+        ex = o["extras"]
+        names += [e["name"] for e in ex["entries"]]
+        if not ex["truncated"]:
+            assert "next_offset" not in ex
+            break
+        offset = ex["next_offset"]
+    assert names == ["f%02d" % i for i in range(25)] and page == 2
