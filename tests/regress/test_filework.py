@@ -249,27 +249,39 @@ def test_remove_refuses_the_home_folder(termd_factory, tmp_path):
 
 @ROOT_ONLY
 def test_recursive_remove_never_follows_a_swapped_link(termd_factory, userdir, rootdir):
-    """Finding 2: while the remove walks nobody's tree, nobody keeps swapping
-    a folder in it for a link to a root folder; root's files all remain."""
-    for i in range(200):
-        (rootdir / ("r%03d" % i)).touch()
-    td = start(termd_factory, args=("--user", "nobody"))
+    """Finding 2: termd removes (as root, its own user) a tree of nobody's
+    while nobody keeps swapping a folder in it for a link to a root folder
+    whose files have the same names; every root file remains (a walk by
+    full paths deletes them through the link)."""
+    names = ["f%04d" % i for i in range(3000)]
+    for n in names:
+        (rootdir / n).touch()
+    td = start(termd_factory)
+    t = userdir / "t"
     swapper = (
-        "i=0; while [ $i -lt 4000 ]; do mkdir -p {t}/a/sub 2>/dev/null; "
-        "for k in 1 2 3 4 5 6 7 8; do : > {t}/a/sub/f$k 2>/dev/null; done; "
-        "rm -rf {t}/a/sub 2>/dev/null; ln -sfn {r} {t}/a/sub 2>/dev/null; "
-        "rm -f {t}/a/sub 2>/dev/null; i=$((i+1)); done").format(t=userdir / "t", r=rootdir)
-    for run in range(5):
-        as_nobody("sh", "-c", "mkdir -p %s/a/sub && touch %s/a/sub/x" % (userdir / "t", userdir / "t"))
-        p = subprocess.Popen(["setpriv", "--reuid", str(NOBODY.pw_uid), "--regid",
-                              str(NOBODY.pw_gid), "--clear-groups", "sh", "-c", swapper])
-        try:
-            for _ in range(20):
-                unary(td, "filesystem.Filesystem/Remove", {"path": str(userdir / "t")})
-        finally:
-            p.kill()
-            p.wait()
-        assert len(os.listdir(rootdir)) == 201, run
+        "cd {u} && mkdir -p t/a && i=0; while [ $i -lt 100000 ]; do "
+        "mkdir -p t/a stage && (cd stage && touch {names}) && mv stage t/a/sub && sleep 0.02; "
+        "mv t/a/sub t/a/old && ln -s {r} t/a/sub && sleep 0.02; "
+        "rm -f t/a/sub; rm -rf t/a/old stage; i=$((i+1)); done 2>/dev/null").format(
+            u=userdir, r=rootdir, names=" ".join(names))
+    p = subprocess.Popen(["setpriv", "--reuid", str(NOBODY.pw_uid), "--regid",
+                          str(NOBODY.pw_gid), "--clear-groups", "sh", "-c", swapper])
+    ev = td.events()
+    try:
+        deadline = time.monotonic() + 8
+        removes = 0
+        sub = t / "a" / "sub"
+        while time.monotonic() < deadline and len(os.listdir(rootdir)) == len(names) + 1:
+            if not sub.is_dir() or sub.is_symlink():   # remove while it is a real folder
+                time.sleep(0.001)
+                continue
+            ev.call("file.remove", {"path": str(t), "recursive": True}, timeout=60)
+            removes += 1
+    finally:
+        p.kill()
+        p.wait()
+    assert sorted(os.listdir(rootdir)) == sorted(names + ["secret.txt"])
+    assert removes >= 3, removes   # the race was run
 
 
 def test_recursive_remove_as_termd_never_follows_a_link(termd, tmp_path):
