@@ -2,10 +2,10 @@
  * /upload_file (a file, or a zip unpacked into a folder) and
  * /download_files (a folder as a zip). */
 #include "openhands.h"
+#include "fswork.h"
 
 #include <dirent.h>
 #include <errno.h>
-#include <pthread.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,19 +25,19 @@ static int name_cmp(const void *a, const void *b)
 	return c ? c : strcmp(x->name, y->name);
 }
 
-void oh_list_files(struct http_txn *t)
+/* /list_files' folder read in a file-work thread; the answer's JSON */
+struct ls_job {
+	struct fsjob job;         /* first */
+	char *dir;
+	char *answer;
+	struct http_txn *t;       /* NULL once its client left */
+};
+
+static void ls_work(struct fsjob *fj)
 {
-	cJSON *body = cJSON_ParseWithLength(t->body.p ? t->body.p : "", t->body.len);
-	const char *p = body ? oh_jstr(body, "path") : NULL;
-	buf_t full = {0};
-	if (!p)
-		buf_puts(&full, opts.cwd);
-	else if (p[0] == '/')
-		buf_puts(&full, p);
-	else
-		buf_printf(&full, "%s/%s", opts.cwd, p);
+	struct ls_job *j = (struct ls_job *)fj;
 	cJSON *arr = cJSON_CreateArray();
-	DIR *d = opendir(full.p);
+	DIR *d = opendir(j->dir);
 	if (d) {
 		struct name_ent *v = NULL;
 		size_t n = 0, cap = 0;
@@ -68,12 +68,58 @@ void oh_list_files(struct http_txn *t)
 		}
 		free(v);
 	}
-	char *s = cJSON_PrintUnformatted(arr);
-	oh_answer_json(t, 200, s);
-	free(s);
+	j->answer = cJSON_PrintUnformatted(arr);
 	cJSON_Delete(arr);
+}
+
+static void ls_done(struct fsjob *fj)
+{
+	struct ls_job *j = (struct ls_job *)fj;
+	if (j->t) {
+		j->t->user = NULL;
+		j->t->gone = NULL;
+		if (!fj->aborted)
+			oh_answer_json(j->t, 200, j->answer ? j->answer : "[]");
+	}
+	free(j->answer);
+	free(j->dir);
+	free(j);
+}
+
+static void ls_gone(struct http_txn *t)
+{
+	struct ls_job *j = t->user;
+	if (j)
+		j->t = NULL;
+	t->user = NULL;
+}
+
+void oh_list_files(struct http_txn *t)
+{
+	cJSON *body = cJSON_ParseWithLength(t->body.p ? t->body.p : "", t->body.len);
+	const char *p = body ? oh_jstr(body, "path") : NULL;
+	buf_t full = {0};
+	if (!p)
+		buf_puts(&full, opts.cwd);
+	else if (p[0] == '/')
+		buf_puts(&full, p);
+	else
+		buf_printf(&full, "%s/%s", opts.cwd, p);
 	cJSON_Delete(body);
-	buf_free(&full);
+	struct ls_job *j = xcalloc(1, sizeof *j);
+	fs_cred_self(&j->job.cred);
+	j->job.work = ls_work;
+	j->job.done = ls_done;
+	j->dir = buf_steal(&full);
+	j->t = t;
+	if (fswork_submit(&j->job) < 0) {
+		free(j->dir);
+		free(j);
+		oh_answer_detail(t, 503, "termd has too many file requests waiting; try again");
+		return;
+	}
+	t->user = j;
+	t->gone = ls_gone;
 }
 
 static int py_bool(const char *v)
@@ -84,7 +130,8 @@ static int py_bool(const char *v)
 
 static int write_whole(const char *path, const void *data, size_t len, buf_t *err)
 {
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+	int created;   /* a FIFO or a device at the path is refused, never waited on */
+	int fd = fs_open_write(path, 0666, &created);
 	if (fd < 0) {
 		buf_printf(err, "[Errno %d] %s: '%s'", errno, strerror(errno), path);
 		return -1;
@@ -144,117 +191,105 @@ static void answer_uploaded(struct http_txn *t, const char *fname, const char *d
 	cJSON_Delete(o);
 }
 
-/* A zip is checked and unpacked in a thread of its own, so that inflating
- * (up to --upload-max bytes) never holds the loop: the thread owns a copy
- * of the archive and writes a byte to a pipe the loop watches when done. */
-struct unzip_job {
-	int refs;                 /* the thread's and the loop's */
-	unsigned char *zip;
+/* An upload is written in a file-work thread (fswork.c): the folder made,
+ * then the file written, or a zip checked and unpacked (inflating up to
+ * --upload-max bytes), so neither a slow disk, a FIFO at the path nor a
+ * big archive ever holds the loop. The job owns a copy of the part. */
+struct up_job {
+	struct fsjob job;         /* first */
+	unsigned char *data;
 	size_t len;
 	char *dest, *fname;
-	int recursive, failed;
+	int recursive, is_zip, failed;
 	char err[512];
-	int wfd;
 	struct http_txn *t;       /* NULL once its client left (the loop's only) */
 };
 
-static void job_unref(struct unzip_job *j)
+static void up_free(struct up_job *j)
 {
-	if (__atomic_sub_fetch(&j->refs, 1, __ATOMIC_ACQ_REL) == 0) {
-		free(j->zip);
-		free(j->dest);
-		free(j->fname);
-		free(j);
-	}
+	free(j->data);
+	free(j->dest);
+	free(j->fname);
+	free(j);
 }
 
-static void *unzip_thread(void *p)
+static void up_work(struct fsjob *fj)
 {
-	struct unzip_job *j = p;
-	struct unzip_ctx u = {j->dest};
-	if (zip_check(j->zip, j->len, opts.upload_max, opts.upload_entries, j->err,
-		      sizeof j->err) < 0 ||
-	    zip_read(j->zip, j->len, unzip_entry, &u, j->err, sizeof j->err) < 0)
+	struct up_job *j = (struct up_job *)fj;
+	buf_t msg = {0};
+	if (fsio_mkdirs(j->dest, &msg) != FSIO_OK) {
+		snprintf(j->err, sizeof j->err, "%s", msg.p ? msg.p : "cannot create the destination");
 		j->failed = 1;
-	char x = 1;
-	if (write(j->wfd, &x, 1) < 0) {
-		/* the loop is gone */
+	} else if (j->is_zip) {
+		struct unzip_ctx u = {j->dest};
+		if (zip_check(j->data, j->len, opts.upload_max, opts.upload_entries, j->err,
+			      sizeof j->err) < 0 ||
+		    zip_read(j->data, j->len, unzip_entry, &u, j->err, sizeof j->err) < 0)
+			j->failed = 1;
+	} else {
+		buf_t path = {0};
+		buf_printf(&path, "%s/%s", j->dest, j->fname);
+		if (write_whole(path.p, j->data, j->len, &msg) < 0) {
+			snprintf(j->err, sizeof j->err, "%s", msg.p);
+			j->failed = 1;
+		}
+		buf_free(&path);
 	}
-	close(j->wfd);
-	job_unref(j);
-	return NULL;
+	buf_free(&msg);
+	free(j->data);   /* not held until the loop runs */
+	j->data = NULL;
 }
 
-static int unzip_done(struct lws *wsi, enum lws_callback_reasons reason, void *arg)
+static void up_done(struct fsjob *fj)
 {
-	struct unzip_job *j = arg;
-	if (!j)
-		return 0;
-	if (reason != LWS_CALLBACK_RAW_RX_FILE && reason != LWS_CALLBACK_RAW_CLOSE_FILE)
-		return 0;
-	lws_set_opaque_user_data(wsi, NULL);
+	struct up_job *j = (struct up_job *)fj;
 	struct http_txn *t = j->t;
 	if (t) {
 		t->user = NULL;
 		t->gone = NULL;
-		if (j->failed)
+	}
+	if (t && !fj->aborted) {
+		if (fj->err)
+			oh_answer_detail(t, 500, "termd cannot act as its user for this upload");
+		else if (j->failed)
 			oh_answer_detail(t, 500, j->err);
 		else
 			answer_uploaded(t, j->fname, j->dest, j->recursive);
 	}
-	job_unref(j);
-	return reason == LWS_CALLBACK_RAW_RX_FILE ? -1 : 0;   /* lws closes the pipe */
+	up_free(j);
 }
 
-static void unzip_gone(struct http_txn *t)
+static void up_gone(struct http_txn *t)
 {
-	struct unzip_job *j = t->user;
+	struct up_job *j = t->user;
 	if (j)
-		j->t = NULL;   /* the thread goes on; nobody to answer */
+		j->t = NULL;   /* the work goes on; nobody to answer */
 	t->user = NULL;
 }
 
 /* 0: the job runs and answers later; -1: it could not start (why in err) */
-static int unzip_start(struct http_txn *t, const struct mp_part *part, const char *dest,
-		       const char *fname, int recursive, char *err, size_t errlen)
+static int upload_start(struct http_txn *t, const struct mp_part *part, const char *dest,
+			const char *fname, int recursive, int is_zip, char *err, size_t errlen)
 {
-	int fds[2];
-	if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) < 0) {
-		snprintf(err, errlen, "cannot unpack: %s", strerror(errno));
-		return -1;
-	}
-	struct unzip_job *j = xcalloc(1, sizeof *j);
-	j->refs = 2;
-	j->zip = xmalloc(part->len ? part->len : 1);
-	memcpy(j->zip, part->data, part->len);
+	struct up_job *j = xcalloc(1, sizeof *j);
+	fs_cred_self(&j->job.cred);   /* OpenHands acts as termd's own user */
+	j->job.work = up_work;
+	j->job.done = up_done;
+	j->data = xmalloc(part->len ? part->len : 1);
+	memcpy(j->data, part->data, part->len);
 	j->len = part->len;
 	j->dest = xstrdup(dest);
 	j->fname = xstrdup(fname);
 	j->recursive = recursive;
-	j->wfd = fds[1];
+	j->is_zip = is_zip;
 	j->t = t;
-	if (!server_adopt_fd(fds[0], unzip_done, j)) {
-		close(fds[0]);
-		close(fds[1]);
-		j->refs = 1;
-		job_unref(j);
-		snprintf(err, errlen, "cannot unpack: cannot watch the job");
+	if (fswork_submit(&j->job) < 0) {
+		up_free(j);
+		snprintf(err, errlen, "termd has too many file requests waiting; try again");
 		return -1;
 	}
 	t->user = j;
-	t->gone = unzip_gone;
-	pthread_t th;
-	pthread_attr_t at;
-	pthread_attr_init(&at);
-	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-	if (pthread_create(&th, &at, unzip_thread, j) != 0) {
-		/* the loop side's close (RAW_CLOSE_FILE) answers it */
-		j->failed = 1;
-		snprintf(j->err, sizeof j->err, "cannot unpack: no thread");
-		close(j->wfd);
-		job_unref(j);   /* the thread's */
-	}
-	pthread_attr_destroy(&at);
+	t->gone = up_gone;
 	return 0;
 }
 
@@ -278,12 +313,6 @@ void oh_upload_file(struct http_txn *t)
 		oh_answer_detail(t, 500, "400: Destination must be an absolute path");
 		return;
 	}
-	buf_t msg = {0};
-	if (fsio_mkdirs(dest, &msg) != FSIO_OK) {
-		oh_answer_detail(t, 500, msg.p ? msg.p : "cannot create the destination");
-		buf_free(&msg);
-		return;
-	}
 	/* the file's own name, never a path */
 	const char *fname = strrchr(part.filename, '/');
 	fname = fname ? fname + 1 : part.filename;
@@ -297,24 +326,9 @@ void oh_upload_file(struct http_txn *t)
 		oh_answer_detail(t, 500, "400: the upload has no file name");
 		return;
 	}
-	if (is_zip) {
-		buf_free(&msg);
-		if (unzip_start(t, &part, dest, fname, recursive, err, sizeof err) < 0)
-			oh_answer_detail(t, 500, err);
-		return;   /* answered when the thread is done */
-	} else {
-		buf_t path = {0};
-		buf_printf(&path, "%s/%s", dest, fname);
-		int rc = write_whole(path.p, part.data, part.len, &msg);
-		buf_free(&path);
-		if (rc < 0) {
-			oh_answer_detail(t, 500, msg.p);
-			buf_free(&msg);
-			return;
-		}
-	}
-	buf_free(&msg);
-	answer_uploaded(t, fname, dest, recursive);
+	if (upload_start(t, &part, dest, fname, recursive, is_zip, err, sizeof err) < 0)
+		oh_answer_detail(t, 500, err);
+	/* else answered when the work is done */
 }
 
 /* A folder download, streamed: the files are listed (and their sizes
@@ -327,6 +341,9 @@ struct dl_file {
 };
 
 struct dl {
+	struct fsjob job;         /* first: the walk is file work (fswork.c) */
+	char *root;               /* what was asked */
+	int missing;              /* ... is not there */
 	struct dl_file *f;
 	size_t n, cap, i;
 	uint64_t total;           /* bytes of the files, by their sizes */
@@ -399,6 +416,7 @@ static void dl_walk(struct dl *d, const char *dir, const char *rel)
 
 static void dl_free(struct dl *d)
 {
+	free(d->root);
 	if (d->fd >= 0)
 		close(d->fd);
 	zips_free(&d->zs);
@@ -474,6 +492,66 @@ static void dl_pump(struct http_txn *t)
 	}
 }
 
+/* the folder listed and its sizes added up, in a file-work thread */
+static void dl_walk_work(struct fsjob *j)
+{
+	struct dl *d = (struct dl *)j;
+	struct stat st;
+	if (stat(d->root, &st) != 0)
+		d->missing = 1;
+	else if (S_ISDIR(st.st_mode))
+		dl_walk(d, d->root, "");
+}
+
+/* while it walks: the walk goes on, nobody to answer */
+static void dl_walk_gone(struct http_txn *t)
+{
+	struct dl *d = t->user;
+	if (d)
+		d->t = NULL;
+	t->user = NULL;
+}
+
+static void dl_walked(struct fsjob *j)
+{
+	struct dl *d = (struct dl *)j;
+	struct http_txn *t = d->t;
+	if (!t || j->aborted) {
+		if (t)
+			t->user = NULL, t->gone = NULL;
+		dl_free(d);
+		return;
+	}
+	t->user = NULL;
+	t->gone = NULL;
+	if (d->missing || j->err) {
+		dl_free(d);
+		oh_answer_detail(t, 500, "404: File not found");
+		return;
+	}
+	if (d->too_large) {
+		dl_free(d);
+		char m[160];
+		snprintf(m, sizeof m, "the folder holds over %zu bytes, the download limit (--download-max)",
+			 opts.download_max);
+		oh_answer_detail(t, 500, m);
+		return;
+	}
+	/* basename of the path as given (os.path.basename: "" after a /) */
+	const char *base = strrchr(d->root, '/');
+	base = base ? base + 1 : d->root;
+	buf_t disp = {0};
+	buf_puts(&disp, "attachment; filename=\"");
+	buf_puts(&disp, base);
+	buf_puts(&disp, ".zip\"");
+	t->disposition = buf_steal(&disp);
+	t->user = d;
+	t->gone = dl_gone;
+	t->drained = dl_pump;
+	http_stream_start(t, 200, "application/zip");
+	dl_pump(t);
+}
+
 void oh_download_files(struct http_txn *t)
 {
 	char pathb[4096];
@@ -486,35 +564,18 @@ void oh_download_files(struct http_txn *t)
 		oh_answer_detail(t, 500, "400: Path must be an absolute path");
 		return;
 	}
-	struct stat st;
-	if (stat(path, &st) != 0) {
-		oh_answer_detail(t, 500, "404: File not found");
-		return;
-	}
 	struct dl *d = xcalloc(1, sizeof *d);
+	fs_cred_self(&d->job.cred);
+	d->job.work = dl_walk_work;
+	d->job.done = dl_walked;
+	d->root = xstrdup(path);
 	d->fd = -1;
 	d->t = t;
-	if (S_ISDIR(st.st_mode))
-		dl_walk(d, path, "");
-	if (d->too_large) {
+	if (fswork_submit(&d->job) < 0) {
 		dl_free(d);
-		char m[160];
-		snprintf(m, sizeof m, "the folder holds over %zu bytes, the download limit (--download-max)",
-			 opts.download_max);
-		oh_answer_detail(t, 500, m);
+		oh_answer_detail(t, 503, "termd has too many file requests waiting; try again");
 		return;
 	}
-	/* basename of the path as given (os.path.basename: "" after a /) */
-	const char *base = strrchr(path, '/');
-	base = base ? base + 1 : path;
-	buf_t disp = {0};
-	buf_puts(&disp, "attachment; filename=\"");
-	buf_puts(&disp, base);
-	buf_puts(&disp, ".zip\"");
-	t->disposition = buf_steal(&disp);
 	t->user = d;
-	t->gone = dl_gone;
-	t->drained = dl_pump;
-	http_stream_start(t, 200, "application/zip");
-	dl_pump(t);
+	t->gone = dl_walk_gone;
 }
