@@ -101,6 +101,8 @@ static char *id_key(const cJSON *id)
 /* Retention is bounded by count (--retain) and by bytes, so a few huge
  * observations (a 20 MB base64 read) cannot pin gigabytes. */
 #define RETAIN_BYTES_MAX (128u * 1024u * 1024u)
+/* one event larger than this is kept as a note (kept: false, bytes) */
+#define RETAIN_ONE_MAX (4u * 1024u * 1024u)
 
 static events_send_fn *send_fn;   /* conn_send, from events_init's caller */
 static uint64_t last_seq;
@@ -364,7 +366,18 @@ void events_emit(struct conn *to, const cJSON *cause, const char *observation,
 	int log_err = log_write(json, len);
 	/* (a viewer's answers keep no id: it cannot claim one before the
 	 * full-token client uses it) */
-	retain(seq, json, len, id_key(cause));
+	if (len > RETAIN_ONE_MAX) {
+		/* a huge answer (a listing, a file) is not kept whole for replay:
+		 * the ring keeps a note of it under the same seq and id */
+		free(json);
+		cJSON *kept = cJSON_CreateObject();
+		cJSON_AddBoolToObject(kept, "kept", 0);
+		cJSON_AddNumberToObject(kept, "bytes", (double)len);
+		json = envelope(seq, cause, observation, "", kept);
+		len = json ? strlen(json) : 0;
+	}
+	if (json)
+		retain(seq, json, len, id_key(cause));
 	if (log_err)
 		log_failed(log_err);   /* after retain: the ring stays in seq order */
 }

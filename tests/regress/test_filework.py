@@ -317,3 +317,40 @@ def test_list_pages_with_offset(termd, tmp_path):
             break
         offset = ex["next_offset"]
     assert names == ["f%02d" % i for i in range(25)] and page == 2
+
+
+def test_openhands_upload_to_a_fifo_is_refused_at_once(termd_factory, tmp_path):
+    """Finding 3: OpenHands' /upload_file onto a FIFO never waits for a
+    reader (it used a blocking open in the loop)."""
+    from test_openhands import oh_termd
+    td, oh = oh_termd(termd_factory)
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    os.mkfifo(dest / "f.txt")
+    boundary = "----fw"
+    body = ("--%s\r\nContent-Disposition: form-data; name=\"file\"; filename=\"f.txt\"\r\n"
+            "Content-Type: application/octet-stream\r\n\r\nhello\r\n--%s--\r\n"
+            % (boundary, boundary)).encode()
+    status, _, data = oh.request("POST", "/upload_file?destination=%s" % dest, body,
+                                 {"Content-Type": "multipart/form-data; boundary=%s" % boundary})
+    assert status == 500 and b"f.txt" in data, data
+    assert stat.S_ISFIFO(os.lstat(dest / "f.txt").st_mode)
+    st, _, _ = request(td, "GET", "/healthz", token=None, timeout=20)
+    assert st == 200
+
+
+def test_huge_answers_are_not_kept_whole_for_replay(termd, tmp_path):
+    """Finding 8's tail: an answer over 4 MiB goes to its client whole, but
+    the ring keeps a note (kept: false, bytes) under its seq and id, so a
+    client resuming with the same id or `since` gets the note, not 4 MiB
+    more each time."""
+    f = tmp_path / "big.txt"
+    f.write_text(("x" * 99 + "\n") * 60000)   # 6 MB of text
+    ev = termd.events()
+    o = ev.call("read", {"path": str(f)}, id="big-1", timeout=60)
+    assert o["observation"] == "read" and len(o["content"]) > 5000000
+    ev2 = termd.events()
+    again = ev2.call("read", {"path": str(f)}, id="big-1", timeout=60)
+    ex = again["extras"]
+    assert ex.get("replayed") and ex.get("kept") is False and ex["bytes"] > 5000000, ex
+    assert again["content"] == ""
