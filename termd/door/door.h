@@ -53,6 +53,13 @@ void zips_finish(struct zips *zs, buf_t *out);
 void zips_free(struct zips *zs);
 
 
+/* ---- a Connect request envelope (envelope.c) ---- */
+enum { CONNECT_BAD = 1, CONNECT_COMPRESSED, CONNECT_TOO_LARGE };
+/* The message of the one envelope body[0..len) must be (at most max
+ * bytes): 0 with *msg, *n; or CONNECT_* and why. */
+int connect_unwrap(const char *body, size_t len, size_t max, const char **msg, size_t *n,
+		   char *why, size_t whylen);
+
 /* ---- multipart/form-data (multipart.c) ---- */
 struct mp_part {
 	const char *data;         /* points into the body */

@@ -516,29 +516,17 @@ static void rpc(struct http_txn *t)
 	size_t len = t->body.len;
 	if (c.stream) {
 		/* one envelope: flags, 4-byte big-endian length, the message */
-		const unsigned char *u = (const unsigned char *)body;
-		if (len < 5) {
-			envd_fail(&c, EC_INVALID_ARGUMENT, "the request is not an envelope (%zu bytes)", len);
+		char ewhy[128];
+		const char *m;
+		size_t n;
+		int ec = connect_unwrap(body, len, opts.max_frame, &m, &n, ewhy, sizeof ewhy);
+		if (ec) {
+			envd_fail(&c, ec == CONNECT_COMPRESSED ? EC_INTERNAL :
+				  ec == CONNECT_TOO_LARGE ? EC_RESOURCE_EXHAUSTED : EC_INVALID_ARGUMENT,
+				  "%s", ewhy);
 			return;
 		}
-		size_t n = (size_t)u[1] << 24 | (size_t)u[2] << 16 | (size_t)u[3] << 8 | u[4];
-		if (u[0] & 1) {
-			envd_fail(&c, EC_INTERNAL, "compressed envelopes are not supported");
-			return;
-		}
-		if (u[0] != 0) {
-			envd_fail(&c, EC_INVALID_ARGUMENT, "request envelope flags 0x%02x", u[0]);
-			return;
-		}
-		if (n > opts.max_frame) {
-			envd_fail(&c, EC_RESOURCE_EXHAUSTED, "message of %zu bytes is over --max-frame", n);
-			return;
-		}
-		if (n != len - 5) {
-			envd_fail(&c, EC_INVALID_ARGUMENT, "envelope says %zu bytes, %zu came", n, len - 5);
-			return;
-		}
-		body += 5;
+		body = m;
 		len = n;
 	}
 	c.req = cJSON_ParseWithLength(len ? body : "{}", len ? len : 2);

@@ -424,3 +424,10 @@ void sessionctl_announce(struct conn *c, const cJSON *id, struct session *s)
 	(void)id;
 	(void)s;
 }
+
+/* fsact.c: no file work here (no fake action is registered ACT_FILEWORK) */
+int fsact_defer(struct act *a, const struct action_def *def)
+{
+	(void)def;
+	return act_error(a, TD_ERR_BUSY, "no file work in the fuzzer");
+}

@@ -15,7 +15,7 @@ FUZZ_CC         ?= clang
 FUZZ_BUILD      := build-fuzz
 FUZZ_TIME       ?= 60
 FUZZ_SHORT_TIME ?= 300
-FUZZ_TARGETS    := action tty shellint render vtparse
+FUZZ_TARGETS    := action tty shellint render vtparse wire
 FUZZ_SAN        := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 FUZZ_CFLAGS     := -O1 -g $(FUZZ_SAN) -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE \
                    -Iproto $(TERMD_INC) -Itests/fuzz -I$(FUZZ_BUILD)/gen
@@ -23,7 +23,7 @@ FUZZ_LIBS       := $(shell pkg-config --libs vterm libcjson 2>/dev/null) -lm
 # the termd files the targets use; fake.c stands in for the rest
 FUZZ_TERMD      := termd/action/actions.c termd/action/events.c termd/net/tty.c termd/loop/wsconn.c termd/core/screen.c \
                    proto/vtfilter.c proto/vtparse.c termd/core/shellint.c termd/core/render.c proto/util.c \
-                   proto/proto.c
+                   proto/proto.c termd/door/multipart.c termd/door/envelope.c
 FUZZ_OBJ        := $(FUZZ_TERMD:%.c=$(FUZZ_BUILD)/obj/%.o) $(FUZZ_BUILD)/obj/tests/fuzz/fake.o
 FUZZ_BINS       := $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
 # longest input per target (shellint: past its 8 KiB OSC hold limit)
@@ -32,6 +32,7 @@ FUZZ_MAXLEN_tty      := 4096
 FUZZ_MAXLEN_shellint := 20000
 FUZZ_MAXLEN_render   := 8192
 FUZZ_MAXLEN_vtparse  := 4096
+FUZZ_MAXLEN_wire     := 8192
 
 .PHONY: fuzz fuzz-short fuzz-build fuzz-clean fuzz-fidelity
 .SECONDARY: $(FUZZ_OBJ)
