@@ -51,7 +51,7 @@ static const struct limit_opt {
 	 "bytes one upload may write, a zip's entries together (declared and inflated)"},
 	{"upload-entries", &opts.upload_entries, 10000, 1, 1000000,
 	 "entries in one uploaded zip"},
-	{"list-max", &opts.list_max, 100000, 1, 1000000,
+	{"list-max", &opts.list_max, 20000, 1, 1000000,
 	 "entries one listing may answer (file.list's max_entries at most; e2b's ListDir)"},
 	{"upload-parts", &opts.upload_parts, 1000, 1, 1000000,
 	 "files one multipart POST /files may write"},

@@ -165,7 +165,7 @@ def test_big_listing_does_not_stall_the_loop(termd_factory, tmp_path):
     """Finding 8: a listing of 40,000 entries is built in a worker: /healthz
     answers meanwhile in a small part of the listing's time (in the loop it
     waited the whole listing)."""
-    td = start(termd_factory)
+    td = start(termd_factory, args=("--list-max", "40000"))
     big = tmp_path / "big"
     big.mkdir()
     for i in range(200):
@@ -178,6 +178,10 @@ def test_big_listing_does_not_stall_the_loop(termd_factory, tmp_path):
     st, _, m = res
     assert st == 200 and len(m["entries"]) == 40000
     assert worst < dur / 4, (worst, dur)
+    # past --list-max: refused, saying which option
+    (big / "one-more").touch()
+    st, _, m = unary(td, "filesystem.Filesystem/ListDir", {"path": str(big), "depth": 2})
+    assert st == 429 and m["code"] == "resource_exhausted" and "--list-max" in m["message"], m
 
 
 def test_many_part_upload_does_not_stall_the_loop(termd_factory, tmp_path):
