@@ -288,7 +288,8 @@ int plugin_init(char *err, size_t errlen)
 	}
 	if (d)
 		closedir(d);
-	qsort(names, nn, sizeof *names, cmp_names);
+	if (nn)   /* names is NULL when there are none: qsort wants a pointer */
+		qsort(names, nn, sizeof *names, cmp_names);
 	struct plugin **tail = &plugins;
 	for (size_t i = 0; i < nn; i++) {
 		buf_t dir = {0};
