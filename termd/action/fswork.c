@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -379,4 +380,66 @@ int fs_remove_all(const char *path)
 	close(dfd);
 	errno = e;
 	return r;
+}
+
+int fs_dir_beneath(int root, const char *rel, mode_t mode)
+{
+	int fd = fcntl(root, F_DUPFD_CLOEXEC, 0);
+	const char *p = rel;
+	while (fd >= 0 && *p) {
+		const char *q = strchr(p, '/');
+		size_t n = q ? (size_t)(q - p) : strlen(p);
+		char comp[NAME_MAX + 1];
+		if (n > NAME_MAX) {
+			close(fd);
+			errno = ENAMETOOLONG;
+			return -1;
+		}
+		memcpy(comp, p, n);
+		comp[n] = 0;
+		p += n + (q ? 1 : 0);
+		if (!n || strcmp(comp, ".") == 0)
+			continue;
+		if (strcmp(comp, "..") == 0) {
+			close(fd);
+			errno = EXDEV;   /* out of the tree: never */
+			return -1;
+		}
+		if (mkdirat(fd, comp, mode) != 0 && errno != EEXIST) {
+			int e = errno;
+			close(fd);
+			errno = e;
+			return -1;
+		}
+		int nfd = openat(fd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		int e = errno;
+		close(fd);
+		fd = nfd;
+		errno = e;   /* ELOOP or ENOTDIR: a link or a file in the way */
+	}
+	return fd;
+}
+
+int fs_write_beneath(int dfd, const char *name, mode_t mode)
+{
+	const int fl = O_WRONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW;
+	int created = 0;
+	int fd = openat(dfd, name, fl | O_CREAT | O_EXCL, mode);
+	if (fd >= 0)
+		created = 1;
+	else if (errno == EEXIST)
+		fd = openat(dfd, name, fl);
+	if (fd < 0)
+		return -1;
+	struct stat st;
+	memset(&st, 0, sizeof st);
+	if (keep_regular(fd, &st) < 0)
+		return -1;
+	if (!created && ftruncate(fd, 0) != 0) {
+		int e = errno;
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	return fd;
 }

@@ -62,5 +62,14 @@ int fs_open_write(const char *path, mode_t mode, int *created);
  * folder swapped for a link under the walk is unlinked as a link). 0, or
  * -1 with errno. */
 int fs_remove_all(const char *path);
+/* The folder rel beneath the folder root (made as needed, mode), reached
+ * one component at a time with O_NOFOLLOW: never through a symlink, never
+ * above root (".." is EXDEV). Its fd, or -1 with errno (ELOOP/ENOTDIR: a
+ * link or a file in the way). A portable O_NOFOLLOW walk rather than
+ * openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS): the same on every kernel. */
+int fs_dir_beneath(int root, const char *rel, mode_t mode);
+/* name in the folder dfd, opened for writing as fs_open_write does, and
+ * never through a link (O_NOFOLLOW: a link there is ELOOP). */
+int fs_write_beneath(int dfd, const char *name, mode_t mode);
 
 #endif

@@ -149,32 +149,37 @@ static int write_whole(const char *path, const void *data, size_t len, buf_t *er
 }
 
 struct unzip_ctx {
-	const char *dest;
+	int root;                 /* the destination folder */
 };
 
+/* one zip entry, beneath the destination: its folders made and the file
+ * written without ever going through a symlink (one planted in the
+ * destination cannot send an entry elsewhere) */
 static int unzip_entry(void *arg, const char *name, const unsigned char *data, size_t len,
 		       int is_dir, char *err, size_t errlen)
 {
 	struct unzip_ctx *u = arg;
-	buf_t path = {0}, msg = {0};
-	buf_printf(&path, "%s/%s", u->dest, name);
-	/* the folder it goes in (or the folder entry itself) */
-	char *slash = strrchr(path.p, '/');
+	const char *slash = strrchr(name, '/');
+	char *dir = is_dir ? xstrdup(name) : slash ? xstrndup(name, (size_t)(slash - name))
+						   : xstrdup("");
+	int dfd = fs_dir_beneath(u->root, dir, 0755);
 	int rc = 0;
-	if (slash) {
-		*slash = 0;
-		if (fsio_mkdirs(path.p, &msg) != FSIO_OK) {
-			snprintf(err, errlen, "%s", msg.p ? msg.p : "cannot create a folder");
+	if (dfd < 0) {
+		snprintf(err, errlen, "[Errno %d] %s: cannot make the folder of '%s'%s", errno,
+			 strerror(errno), name, errno == ELOOP || errno == ENOTDIR ?
+			 " (a symlink or a file is in the way)" : "");
+		rc = -1;
+	} else if (!is_dir) {
+		const char *base = slash ? slash + 1 : name;
+		int fd = base[0] ? fs_write_beneath(dfd, base, 0666) : -1;
+		if (fd < 0 || write_all(fd, data, len) < 0 || close(fd) < 0) {
+			snprintf(err, errlen, "[Errno %d] %s: '%s'", errno, strerror(errno), name);
 			rc = -1;
 		}
-		*slash = '/';
 	}
-	if (!rc && !is_dir && write_whole(path.p, data, len, &msg) < 0) {
-		snprintf(err, errlen, "%s", msg.p);
-		rc = -1;
-	}
-	buf_free(&path);
-	buf_free(&msg);
+	if (dfd >= 0)
+		close(dfd);
+	free(dir);
 	return rc;
 }
 
@@ -221,11 +226,17 @@ static void up_work(struct fsjob *fj)
 		snprintf(j->err, sizeof j->err, "%s", msg.p ? msg.p : "cannot create the destination");
 		j->failed = 1;
 	} else if (j->is_zip) {
-		struct unzip_ctx u = {j->dest};
-		if (zip_check(j->data, j->len, opts.upload_max, opts.upload_entries, j->err,
+		struct unzip_ctx u = {open(j->dest, O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
+		if (u.root < 0) {
+			snprintf(j->err, sizeof j->err, "[Errno %d] %s: '%s'", errno, strerror(errno),
+				 j->dest);
+			j->failed = 1;
+		} else if (zip_check(j->data, j->len, opts.upload_max, opts.upload_entries, j->err,
 			      sizeof j->err) < 0 ||
 		    zip_read(j->data, j->len, unzip_entry, &u, j->err, sizeof j->err) < 0)
 			j->failed = 1;
+		if (u.root >= 0)
+			close(u.root);
 	} else {
 		buf_t path = {0};
 		buf_printf(&path, "%s/%s", j->dest, j->fname);

@@ -364,3 +364,32 @@ def test_huge_answers_are_not_kept_whole_for_replay(termd, tmp_path):
     ex = again["extras"]
     assert ex.get("replayed") and ex.get("kept") is False and ex["bytes"] > 5000000, ex
     assert again["content"] == ""
+
+
+def test_zip_upload_never_goes_through_a_planted_link(termd_factory, tmp_path):
+    """A symlink in the destination (planted by any program) cannot send a
+    zip entry outside it: entries are made beneath the destination's fd
+    one component at a time with O_NOFOLLOW."""
+    import io
+    import zipfile
+    from test_openhands import oh_termd
+    td, oh = oh_termd(termd_factory)
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    os.symlink(outside, dest / "proj")
+    os.symlink(outside / "f.txt", dest / "top.txt")
+    for name in ("proj/x.txt", "top.txt"):
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w") as z:
+            z.writestr(name, "pwned")
+        boundary = "----fwz"
+        body = ("--%s\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.zip\"\r\n"
+                "Content-Type: application/zip\r\n\r\n" % boundary).encode() + buf.getvalue() + \
+            ("\r\n--%s--\r\n" % boundary).encode()
+        status, _, data = oh.request(
+            "POST", "/upload_file?destination=%s&recursive=true" % dest, body,
+            {"Content-Type": "multipart/form-data; boundary=%s" % boundary})
+        assert status == 500 and b"Errno" in data, (name, status, data)
+    assert os.listdir(outside) == []
