@@ -1,0 +1,141 @@
+"""bench_filework.py — `make bench`: file work off the loop (issue 31).
+(1) what the worker hop costs: `read` of a 1 KiB file through /events next
+to `ping` (answered in the loop), p50/p99; (2) what a big listing costs the
+other clients: /healthz round trips while e2b's ListDir walks 20,000
+entries (--list-max's default), next to idle /healthz in the same run; the
+same for a 1,000-part POST /files. All in one run. Env: TERMD_BIN,
+BENCH_FILEWORK_N (reads and pings, default 500)."""
+
+import http.client
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(REPO, "tests", "regress"))
+import wsclient  # noqa: E402
+
+TERMD_BIN = os.environ.get("TERMD_BIN") or os.path.join(REPO, "build", "termd")
+N = int(os.environ.get("BENCH_FILEWORK_N", "500"))
+
+
+def free_port():
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+PORT = free_port()
+
+
+def pct(v, p):
+    v = sorted(v)
+    return v[min(len(v) - 1, int(round(p / 100.0 * (len(v) - 1))))]
+
+
+def line(name, ms):
+    print("  %-56s p50 %8.2f ms   p99 %8.2f ms   max %8.2f ms   (n=%d)"
+          % (name, pct(ms, 50), pct(ms, 99), max(ms), len(ms)))
+
+
+def req(method, path, body=b"", headers=None):
+    c = http.client.HTTPConnection("127.0.0.1", PORT, timeout=300)
+    c.request(method, path, body=body, headers=headers or {})
+    r = c.getresponse()
+    data = r.read()
+    c.close()
+    return r.status, data
+
+
+def healthz_ms():
+    t0 = time.perf_counter()
+    req("GET", "/healthz")
+    return (time.perf_counter() - t0) * 1000
+
+
+def during(attack):
+    box = {}
+    th = threading.Thread(target=lambda: box.setdefault("r", attack()))
+    th.start()
+    lat = []
+    while th.is_alive():
+        lat.append(healthz_ms())
+        time.sleep(0.005)
+    th.join()
+    return lat, box["r"]
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="bench-filework-")
+    td = None
+    try:
+        big = os.path.join(tmp, "big")
+        os.mkdir(big)
+        for i in range(100):
+            d = os.path.join(big, "d%03d" % i)
+            os.mkdir(d)
+            for k in range(199):
+                open(os.path.join(d, "f%03d" % k), "w").close()
+        small = os.path.join(tmp, "small.txt")
+        with open(small, "w") as f:
+            f.write("x" * 1023 + "\n")
+        home = os.path.join(tmp, "home")
+        os.mkdir(home)
+        td = subprocess.Popen([TERMD_BIN, "--listen", "127.0.0.1:%d" % PORT, "--cwd", home],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            try:
+                if td.poll() is not None:
+                    raise SystemExit("bench_filework: termd did not start")
+                req("GET", "/healthz")
+                break
+            except OSError:
+                time.sleep(0.05)
+        ev = wsclient.Events("ws://127.0.0.1:%d" % PORT)
+        print("bench_filework: file work in workers (termd %s)" % TERMD_BIN)
+        pings, reads = [], []
+        for _ in range(N):
+            t0 = time.perf_counter()
+            ev.call("ping", {})
+            pings.append((time.perf_counter() - t0) * 1000)
+            t0 = time.perf_counter()
+            o = ev.call("read", {"path": small})
+            reads.append((time.perf_counter() - t0) * 1000)
+            assert o["observation"] == "read", o
+        line("ping (answered in the loop; baseline)", pings)
+        line("read 1 KiB (a worker, as the user)", reads)
+        idle = [healthz_ms() for _ in range(200)]
+        line("/healthz idle (baseline)", idle)
+        lat, r = during(lambda: req("POST", "/filesystem.Filesystem/ListDir",
+                                    json.dumps({"path": big, "depth": 2}).encode(),
+                                    {"Content-Type": "application/json"}))
+        assert r[0] == 200 and len(json.loads(r[1])["entries"]) == 20000, r[0]
+        line("/healthz during ListDir of 20,000 entries", lat)
+        parts = b"".join(
+            b"--BB\r\nContent-Disposition: form-data; name=\"file\"; filename=\"" +
+            os.path.join(tmp, "up", "p%d" % i, "f.txt").encode() + b"\"\r\n\r\n" + b"x" * 100 +
+            b"\r\n" for i in range(1000)) + b"--BB--\r\n"
+        lat, r = during(lambda: req("POST", "/files", parts,
+                                    {"Content-Type": "multipart/form-data; boundary=BB"}))
+        assert r[0] == 200, r
+        line("/healthz during a 1,000-part POST /files", lat)
+        ev.close()
+    finally:
+        if td:
+            td.terminate()
+            td.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
