@@ -78,27 +78,36 @@ def test_flooding_session_loses_nothing_while_another_is_busy(termd_factory):
     viewer = Viewer(termd, "A")
     viewer.start()
     try:
-        a.send_action("run", {"session": "A", "command": "seq 1 %d; echo END-OF-SEQ" % N,
-                              "timeout": T, "idle_timeout": T}, id="seq")
-        answer = None
-        n_b = 0
-        deadline = time.monotonic() + T
-        while answer is None and time.monotonic() < deadline:
-            obs = run_obs(b, "echo b-%d" % n_b, session="B")
-            assert obs["extras"]["exit_code"] == 0 and content(obs) == "b-%d" % n_b, fmt(obs)
-            n_b += 1
-            try:
-                answer = a.recv_obs(timeout=0.001)
-            except TimeoutError:
-                pass
-        assert answer is not None, "A's seq did not finish while B was busy (%d runs in B)" % n_b
-        assert answer["cause"] == "seq" and answer["extras"]["exit_code"] == 0, fmt(answer)
-        out = _full_output(answer)
-        want = _expected_seq(N) + "END-OF-SEQ\n"
-        assert hashlib.sha256(out.encode()).hexdigest() == hashlib.sha256(want.encode()).hexdigest(), \
-            "A's output differs from seq's: %d chars, want %d; tail %r" % (len(out), len(want), out[-80:])
-        assert n_b > 0
-        log = termd.log.read_text(errors="replace")
+        # Whether a hold happens is the scheduler's: on a busy machine A's
+        # seq may be read whole before B is seen at work. What must hold
+        # is that it happens eventually: the scenario is run again (each
+        # run checked whole) until termd logs a hold, 6 runs at most; a
+        # fair.c that never holds fails every one.
+        for attempt in range(6):
+            a.send_action("run", {"session": "A", "command": "seq 1 %d; echo END-OF-SEQ" % N,
+                                  "timeout": T, "idle_timeout": T}, id="seq-%d" % attempt)
+            answer = None
+            n_b = 0
+            deadline = time.monotonic() + T
+            while answer is None and time.monotonic() < deadline:
+                obs = run_obs(b, "echo b-%d" % n_b, session="B")
+                assert obs["extras"]["exit_code"] == 0 and content(obs) == "b-%d" % n_b, fmt(obs)
+                n_b += 1
+                try:
+                    answer = a.recv_obs(timeout=0.001)
+                except TimeoutError:
+                    pass
+            assert answer is not None, "A's seq did not finish while B was busy (%d runs in B)" % n_b
+            assert answer["cause"] == "seq-%d" % attempt and answer["extras"]["exit_code"] == 0, \
+                fmt(answer)
+            out = _full_output(answer)
+            want = _expected_seq(N) + "END-OF-SEQ\n"
+            assert hashlib.sha256(out.encode()).hexdigest() == hashlib.sha256(want.encode()).hexdigest(), \
+                "A's output differs from seq's: %d chars, want %d; tail %r" % (len(out), len(want), out[-80:])
+            assert n_b > 0
+            log = termd.log.read_text(errors="replace")
+            if "session A: held while another session is at work" in log:
+                break
         assert "session A: held while another session is at work" in log, log[-2000:]
         assert "session B: held" not in log, log[-2000:]
         # A's screen is exact: its last numbers, the marker, then the prompt
@@ -259,15 +268,18 @@ def test_viewers_past_the_viewer_rate_get_screens_then_output(termd_factory, tmp
                 time.sleep(0.05)
             assert any(t_ == "O" and b"after-flood" in p for t_, p in _frames(v)), \
                 "after the flood, output still did not come as 'O'"
-        # each viewer's terminal shows the session's screen, row for row
-        want = _trimmed(content(ev.call("screen", {}, timeout=T)).split("\n"))
-        assert "flood-end" in want and "after-flood" in want, want[-6:]
+        # each viewer's terminal shows the session's screen, row for row:
+        # both are read again until they agree (the prompt's bytes may still
+        # be on their way to termd's screen or to the viewer)
         for v in viewers:
             deadline = time.monotonic() + 30
-            seen = _seen_screen(tmp_path, v)
-            while seen != want and time.monotonic() < deadline:
-                time.sleep(0.2)   # the prompt's bytes may still be on their way
+            while True:
+                want = _trimmed(content(ev.call("screen", {}, timeout=T)).split("\n"))
                 seen = _seen_screen(tmp_path, v)
+                if seen == want or time.monotonic() > deadline:
+                    break
+                time.sleep(0.2)
+            assert "flood-end" in want and "after-flood" in want, want[-6:]
             assert seen == want, "viewer shows:\n%s\n--- screen:\n%s" % (
                 "\n".join(seen[-8:]), "\n".join(want[-8:]))
     finally:
