@@ -246,3 +246,27 @@ def test_a_folder_moved_inside_a_recursive_watch_is_told_by_its_new_name(termd, 
     e = [o["extras"] for o in evs if o["observation"] == "watch.event"
          and o["extras"]["name"] == "b/sub/old2.txt"][0]
     assert e["path"] == str(d / "b" / "sub" / "old2.txt"), e
+
+
+def test_a_folder_moved_in_whole_is_told_with_what_it_holds(termd, ev):
+    """A tree made outside and moved into a recursive watch at once: its
+    folders are followed and what they held already is told as created
+    (inotify says only that the top folder came)."""
+    sub = subscribed(termd)
+    d = termd.home / "dest"
+    d.mkdir()
+    made = termd.home / "made-outside"
+    (made / "deeper").mkdir(parents=True)
+    (made / "deeper" / "f").write_text("x")
+    (made / "top.txt").write_text("x")
+    wid = start(ev, d, recursive=True)
+    os.rename(made, d / "in")
+    (d / "end").write_text("")
+    evs = events_until(sub, lambda o: o["extras"].get("name") == "end")
+    k = kinds(evs, wid)
+    for want in (("create", "in"), ("create", "in/deeper"), ("create", "in/deeper/f"),
+                 ("create", "in/top.txt")):
+        assert want in k, (want, k)
+    (d / "in" / "deeper" / "later").write_text("x")       # and it is followed
+    evs = events_until(sub, lambda o: o["extras"].get("name") == "in/deeper/later")
+    assert ("create", "in/deeper/later") in kinds(evs, wid)
