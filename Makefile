@@ -207,6 +207,7 @@ VG_TESTS := $(addprefix tests/regress/, \
   test_health_events.py::test_client_disconnects_mid_frame \
   test_health_events.py::test_many_connections_come_and_go \
   test_health_events.py::test_token_auth \
+  test_ignored_args.py::test_answers_given_later_carry_them \
   test_plugins.py::test_custom_plugin_json_lines \
   test_plugins.py::test_setup_failure_message_exact \
   test_plugins.py::test_dead_program_restarted_and_said_so \
@@ -277,3 +278,11 @@ include tests/fuzz/fuzz.mk
 include share/web/web.mk
 # make bundle (static musl bundle), make test-bundle (share/bundle/bundle.mk)
 include share/bundle/bundle.mk
+
+# Plant each mutant of tests/mutants/mutants.py in a scratch copy of the
+# checkout, one at a time, and run the tests that must catch it (slow:
+# not in `make test`; run it when a change touches the files it names).
+# MUTANTS_ARGS="-k NAME" for some of them.
+.PHONY: mutants
+mutants:
+	$(PY) tests/mutants/run.py $(MUTANTS_ARGS)

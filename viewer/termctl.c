@@ -189,6 +189,29 @@ static td_client *ctl_conn(ctl_t *x)
 	return x->c;
 }
 
+/* The answer names arguments termd did not read (PROTOCOL.md §2: a
+ * misspelled name, or one this termd is too old to know): said on stderr,
+ * whatever the command prints. */
+static void ctl_warn_ignored(const cJSON *action, const cJSON *obs)
+{
+	const cJSON *ex = cJSON_GetObjectItemCaseSensitive(obs, "extras");
+	const cJSON *names = cJSON_GetObjectItemCaseSensitive(ex, "ignored_args");
+	if (!cJSON_IsArray(names) || !cJSON_GetArraySize(names))
+		return;
+	const char *act = td_json_str(action, "action");
+	fprintf(stderr, "termctl: warning: termd did not read the argument%s",
+		cJSON_GetArraySize(names) > 1 ? "s" : "");
+	const cJSON *n;
+	int first = 1;
+	cJSON_ArrayForEach(n, names) {
+		if (!cJSON_IsString(n))
+			continue;
+		fprintf(stderr, "%s'%s'", first ? " " : ", ", n->valuestring);
+		first = 0;
+	}
+	fprintf(stderr, " of '%s' (misspelled, or not known to this termd)\n", act ? act : "?");
+}
+
 /* Sends action, returns its observation (never NULL: dies instead). */
 static cJSON *ctl_call(ctl_t *x, cJSON *action, int default_wait_ms)
 {
@@ -196,9 +219,12 @@ static cJSON *ctl_call(ctl_t *x, cJSON *action, int default_wait_ms)
 	char err[512];
 	int wait = x->wait_ms >= 0 ? x->wait_ms : default_wait_ms;
 	cJSON *obs = td_call(c, action, wait, err, sizeof err);
-	cJSON_Delete(action);
-	if (!obs)
+	if (!obs) {
+		cJSON_Delete(action);
 		ctl_die("%s: %s", x->url, err);
+	}
+	ctl_warn_ignored(action, obs);
+	cJSON_Delete(action);
 	return obs;
 }
 

@@ -39,6 +39,11 @@ struct pending {
 	struct conn *conn;        /* weak: NULL once the client left */
 	struct session *s;        /* or NULL */
 	uint64_t start_us;        /* when the action began (fair.c) */
+	/* extras.ignored_args of its answers: set when its action's handler
+	 * returned (NULL: none); while the handler runs, act is that action
+	 * (the list is not known yet) */
+	cJSON *ignored;
+	struct act *act;
 };
 
 /* ---- events (events.c) ---- */
@@ -90,6 +95,13 @@ struct act {
 	const char *action;       /* its name */
 	const cJSON *id;          /* NULL when the action had none */
 	const cJSON *args;        /* NULL when empty */
+	/* the argument names some part of the action read (the arg_*
+	 * helpers, arg_json, act_args_all_read): the rest are its answer's
+	 * extras.ignored_args. Names are the callers' (string literals). */
+	const char **read;
+	size_t nread, capread;
+	int all_read;
+	struct pending *pending;  /* the pending action it left, while dispatching */
 	int failed;               /* act_error was called */
 	td_err code;
 	buf_t msg;
@@ -135,6 +147,20 @@ int arg_number(struct act *a, const char *key, double *out, int *present);
 int arg_int(struct act *a, const char *key, long long *out, int *present);
 int arg_bool(struct act *a, const char *key, int *out);
 int arg_encoding(struct act *a, int *base64);
+/* The argument as it came (NULL when absent or null), marked read: for
+ * arguments of a shape the helpers do not take (arrays, objects, a number
+ * or a boolean). A handler never looks into a->args itself: a name it read
+ * there would be named as ignored in its answer. */
+const cJSON *arg_json(struct act *a, const char *key);
+/* Every argument counts as read (a plugin's action: forwarded whole). */
+void act_args_all_read(struct act *a);
+/* The argument names of a->args nothing read, as a JSON array; NULL when
+ * there are none. */
+cJSON *act_ignored_args(const struct act *a);
+/* events_emit's hook: extras of an observation to `to` caused by `cause`
+ * gain ignored_args when it is the answer of the action being handled
+ * (the same connection and id). Takes and returns extras (may be NULL). */
+cJSON *actions_answer_extras(const struct conn *to, const cJSON *cause, cJSON *extras);
 /* a session name argument, validated ([A-Za-z0-9_.-]{1,64}: bad_request) */
 int arg_session_name(struct act *a, const char *key, int required, const char **name);
 /* The session an action names by `key` (default "main"): no_such_session
@@ -152,6 +178,9 @@ void pending_del(struct pending *p);
 uint64_t pending_newest(const struct session *s);
 void pending_emit(struct pending *p, const char *observation, const char *content,
 		  cJSON *extras);
+/* extras (taken, may be NULL) with the pending action's ignored_args, for
+ * an answer it sends with events_emit itself; returns them */
+cJSON *pending_extras(struct pending *p, cJSON *extras);
 int pending_rebind(const cJSON *id, struct conn *c);
 /* an action with this id is still waiting for its answer */
 int pending_has(const cJSON *id);

@@ -141,10 +141,90 @@ void act_answer_error(struct act *a)
 
 /* ----------------------------------------------------------- arguments */
 
+/* Every argument the action reads is named here once: what its answer
+ * names in extras.ignored_args is the rest (PROTOCOL.md §2). */
+static void arg_mark(struct act *a, const char *key)
+{
+	for (size_t i = 0; i < a->nread; i++)
+		if (strcmp(a->read[i], key) == 0)
+			return;
+	if (a->nread == a->capread) {
+		a->capread = a->capread ? 2 * a->capread : 8;
+		a->read = xrealloc(a->read, a->capread * sizeof *a->read);
+	}
+	a->read[a->nread++] = key;
+}
+
 static const cJSON *arg_get(struct act *a, const char *key)
 {
+	arg_mark(a, key);
 	const cJSON *v = a->args ? cJSON_GetObjectItemCaseSensitive(a->args, key) : NULL;
 	return v && !cJSON_IsNull(v) ? v : NULL;
+}
+
+const cJSON *arg_json(struct act *a, const char *key)
+{
+	return arg_get(a, key);
+}
+
+void act_args_all_read(struct act *a)
+{
+	a->all_read = 1;
+}
+
+cJSON *act_ignored_args(const struct act *a)
+{
+	if (!a->args || a->all_read)
+		return NULL;
+	cJSON *names = NULL;
+	const cJSON *v;
+	cJSON_ArrayForEach(v, a->args) {
+		if (!v->string)
+			continue;
+		int read = 0;
+		for (size_t i = 0; i < a->nread && !read; i++)
+			read = strcmp(a->read[i], v->string) == 0;
+		if (read)
+			continue;
+		if (!names)
+			names = cJSON_CreateArray();
+		cJSON_AddItemToArray(names, cJSON_CreateString(v->string));
+	}
+	return names;
+}
+
+/* ignored (taken) into extras (taken, may be NULL), unless extras names
+ * some already (a plugin's own) */
+static cJSON *add_ignored(cJSON *extras, cJSON *ignored)
+{
+	if (!ignored)
+		return extras;
+	if (!extras)
+		extras = cJSON_CreateObject();
+	if (cJSON_GetObjectItemCaseSensitive(extras, "ignored_args"))
+		cJSON_Delete(ignored);
+	else
+		cJSON_AddItemToObject(extras, "ignored_args", ignored);
+	return extras;
+}
+
+/* the action whose handler is running (a stack: a handler may dispatch) */
+static struct act *dispatching;
+static struct pending *pendings;
+
+cJSON *actions_answer_extras(const struct conn *to, const cJSON *cause, cJSON *extras)
+{
+	struct act *a = dispatching;
+	if (a && to && to == a->conn && cause == a->id)
+		return add_ignored(extras, act_ignored_args(a));
+	/* a pending action's answer: caused by its own copy of the id,
+	 * whichever way its owner sends it (pending_emit does this itself,
+	 * for an action sent without an id too) */
+	if (cause)
+		for (struct pending *p = pendings; p; p = p->next)
+			if (p->id == cause)
+				return pending_extras(p, extras);
+	return extras;
 }
 
 int arg_string(struct act *a, const char *key, const char **out, int required)
@@ -273,12 +353,13 @@ done:
 
 /* ------------------------------------------------------ pending actions */
 
-static struct pending *pendings;
-
 void pending_add(struct pending *p, const struct pending_ops *ops, struct act *a,
 		 struct session *s)
 {
 	p->ops = ops;
+	p->ignored = NULL;
+	p->act = a;   /* its ignored_args are known when the handler returns */
+	a->pending = p;
 	p->id = a->id ? cJSON_Duplicate(a->id, 1) : NULL;
 	p->conn = a->conn;
 	p->s = s;
@@ -312,14 +393,40 @@ void pending_del(struct pending *p)
 	p->pprev = NULL;
 	cJSON_Delete(p->id);
 	p->id = NULL;
+	cJSON_Delete(p->ignored);
+	p->ignored = NULL;
+	if (p->act) {
+		p->act->pending = NULL;
+		p->act = NULL;
+	}
 	if (p->s)
 		fair_pending_changed(p->s, 1);
+}
+
+cJSON *pending_extras(struct pending *p, cJSON *extras)
+{
+	if (p->act)   /* answered while its handler still runs */
+		return add_ignored(extras, act_ignored_args(p->act));
+	return add_ignored(extras, p->ignored ? cJSON_Duplicate(p->ignored, 1) : NULL);
 }
 
 void pending_emit(struct pending *p, const char *observation, const char *content,
 		  cJSON *extras)
 {
-	events_emit(p->conn, p->id, observation, content, extras);
+	events_emit(p->conn, p->id, observation, content, pending_extras(p, extras));
+}
+
+/* The handler of a has returned: the pending action it left (if any, and
+ * still waiting) keeps a's ignored_args for its answer. */
+static void pending_settle(struct act *a)
+{
+	struct pending *p = a->pending;
+	if (!p)
+		return;
+	a->pending = NULL;
+	p->act = NULL;
+	if (p->pprev && !a->failed)
+		p->ignored = act_ignored_args(a);
 }
 
 int pending_rebind(const cJSON *id, struct conn *c)
@@ -423,14 +530,26 @@ void actions_dispatch(struct conn *c, const char *json, size_t len)
 	} else if (c->readonly && !(e->flags & ACT_READONLY)) {
 		act_error(&a, TD_ERR_FORBIDDEN, "action '%s' needs the full token", e->name);
 	} else if (e->flags & ACT_FILEWORK) {
-		if (fsact_defer(&a, e) == 0)
-			goto done;
-	} else if (e->fn(&a) == 0 && !a.failed) {
+		/* run in a worker (fsact.c), answered later; the worker's own
+		 * reading of the arguments names what was not read */
+		if (fsact_defer(&a, e) < 0)
+			goto answer;
+		goto done;
+	} else {
+		/* its answers (now, or a pending action's later) name the
+		 * arguments it did not read */
+		struct act *outer = dispatching;
+		dispatching = &a;
+		if (e->fn(&a) != 0 || a.failed)
+			act_answer_error(&a);
+		pending_settle(&a);
+		dispatching = outer;
 		goto done;
 	}
 answer:
 	act_answer_error(&a);
 done:
+	free(a.read);
 	buf_free(&a.msg);
 	cJSON_Delete(a.err_extras);
 	cJSON_Delete(root);

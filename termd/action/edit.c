@@ -332,8 +332,8 @@ static void list_dir(buf_t *b, const char *dir, int depth, size_t *count)
  * the error answered. */
 static int view_range(const struct edit_req *r, long long *from, long long *to)
 {
-	const cJSON *vr = cJSON_GetObjectItemCaseSensitive(r->a->args, "view_range");
-	if (!vr || cJSON_IsNull(vr))
+	const cJSON *vr = arg_json(r->a, "view_range");
+	if (!vr)
 		return 0;
 	if (!cJSON_IsArray(vr) || cJSON_GetArraySize(vr) != 2 ||
 	    !cJSON_IsNumber(cJSON_GetArrayItem(vr, 0)) || !cJSON_IsNumber(cJSON_GetArrayItem(vr, 1))) {

@@ -338,6 +338,8 @@ void events_emit(struct conn *to, const cJSON *cause, const char *observation,
 		return;
 	}
 	uint64_t seq = ++last_seq;
+	/* an action's answer names the arguments it did not read */
+	extras = actions_answer_extras(to, cause, extras);
 	/* a viewer's answer: its id is the viewer's to see only. Everyone else
 	 * (and the ring) gets it with no cause, so an id a viewer chose never
 	 * shows up as an answer in another client's stream. */

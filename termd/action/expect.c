@@ -48,9 +48,10 @@ static void exp_session_gone(struct pending *p)
 
 static const struct pending_ops expect_ops = {"expect", exp_session_gone};
 
-/* Try the regex on text; on a match, answer (to conn/id) and return 1. */
-static int try_match(struct conn *conn, const cJSON *id, regex_t *re, const char *text,
-		     size_t len, const char *session)
+/* Try the regex on text; on a match, answer (to conn/id; p: the pending
+ * action answering, or NULL) and return 1. */
+static int try_match(struct conn *conn, const cJSON *id, struct pending *p, regex_t *re,
+		     const char *text, size_t len, const char *session)
 {
 	size_t off = len > EXPECT_SCAN_MAX ? len - EXPECT_SCAN_MAX : 0;
 	regmatch_t m[EXPECT_GROUPS];
@@ -74,7 +75,7 @@ static int try_match(struct conn *conn, const cJSON *id, regex_t *re, const char
 		}
 	}
 	char *content = xstrndup(base, (size_t)m[0].rm_eo);
-	events_emit(conn, id, "expect", content, ex);
+	events_emit(conn, id, "expect", content, p ? pending_extras(p, ex) : ex);
 	free(content);
 	return 1;
 }
@@ -93,7 +94,7 @@ static void exp_check(struct expect *e)
 	 * than the tail that is searched */
 	buf_t all = {0};
 	exp_text(e, EXPECT_SCAN_MAX, &all);
-	int done = try_match(e->p.conn, e->p.id, &e->re, all.p ? all.p : "", all.len, e->s->name);
+	int done = try_match(e->p.conn, e->p.id, &e->p, &e->re, all.p ? all.p : "", all.len, e->s->name);
 	buf_free(&all);
 	if (done)
 		exp_free(e);
@@ -163,7 +164,7 @@ static int expect_action(struct act *a)
 	/* the current screen first */
 	buf_t scr = {0};
 	screen_text(s->screen, &scr);
-	int done = try_match(a->conn, a->id, &e->re, scr.p ? scr.p : "", scr.len, s->name);
+	int done = try_match(a->conn, a->id, NULL, &e->re, scr.p ? scr.p : "", scr.len, s->name);
 	buf_free(&scr);
 	if (done) {
 		regfree(&e->re);

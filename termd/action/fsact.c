@@ -27,6 +27,7 @@ struct fsact {
 	action_fn fn;
 	int flags;
 	char *base;               /* main's cwd when asked */
+	cJSON *ignored;           /* the argument names the handler did not read */
 	struct cap *caps, **tail;
 };
 
@@ -67,6 +68,8 @@ static void work(struct fsjob *j)
 		act_answer_error(&a);
 	if (f->flags & ACT_SERIAL)
 		pthread_mutex_unlock(&serial_mu);
+	f->ignored = act_ignored_args(&a);   /* its answer names them (the loop adds them) */
+	free(a.read);
 	events_capture = NULL;
 	events_capture_arg = NULL;
 	files_base = NULL;
@@ -81,6 +84,11 @@ static void done(struct fsjob *j)
 		events_error(f->p.conn, f->p.id, TD_ERR_IO_ERROR,
 			     "termd cannot act as uid %u for this file action: %s",
 			     (unsigned)j->cred.uid, strerror(j->err ? j->err : EPERM));
+	/* the answer names what the worker's handler did not read
+	 * (events_emit adds the pending action's list) */
+	cJSON_Delete(f->p.ignored);
+	f->p.ignored = f->ignored;
+	f->ignored = NULL;
 	for (struct cap *c = f->caps, *n; c; c = n) {
 		n = c->next;
 		if (!j->aborted)
@@ -132,5 +140,9 @@ int fsact_defer(struct act *a, const struct action_def *def)
 		return act_error(a, TD_ERR_BUSY, "termd has too many file actions waiting; try again");
 	}
 	pending_add(&f->p, &fsact_ops, a, NULL);
+	/* not this act's pending action to settle: the worker reads the
+	 * arguments (and a's frame is gone once dispatch returns) */
+	f->p.act = NULL;
+	a->pending = NULL;
 	return 0;
 }

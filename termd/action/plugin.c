@@ -168,6 +168,9 @@ static struct plugin *load_manifest(const char *dir, const char *dname)
 
 static int plugin_action(struct act *a)
 {
+	/* its arguments go to the plugin whole: termd names none as ignored
+	 * (the plugin may, in its answer's extras.ignored_args) */
+	act_args_all_read(a);
 	struct plugin *pl = plugin_of_action(a->action);
 	if (!pl)
 		return act_error(a, TD_ERR_UNKNOWN_ACTION, "no plugin serves this action");

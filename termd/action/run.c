@@ -147,7 +147,7 @@ static cJSON *screen_extras(struct session *s)
 
 /* scrollback: lines of history to show above the screen */
 static void emit_screen(struct session *s, struct conn *conn, const cJSON *id, int restarted,
-			size_t scrollback)
+			size_t scrollback, struct pending *p)
 {
 	buf_t text = {0};
 	if (scrollback && !screen_alt(s->screen))
@@ -157,7 +157,7 @@ static void emit_screen(struct session *s, struct conn *conn, const cJSON *id, i
 	cJSON_AddNumberToObject(ex, "scrollback_lines", (double)screen_scrollback_lines(s->screen));
 	if (restarted)
 		cJSON_AddBoolToObject(ex, "restarted", 1);
-	events_emit(conn, id, "screen", text.p ? text.p : "", ex);
+	events_emit(conn, id, "screen", text.p ? text.p : "", p ? pending_extras(p, ex) : ex);
 	buf_free(&text);
 }
 
@@ -323,7 +323,7 @@ static void run_check(struct waiter *w)
 			return;
 		}
 		if (now - last >= w->settle_us || (w->hard_us && now >= w->hard_us) || !s->pty.alive) {
-			emit_screen(s, w->p.conn, w->p.id, w->restarted, 0);
+			emit_screen(s, w->p.conn, w->p.id, w->restarted, 0, &w->p);
 			waiter_free(w);
 			return;
 		}
@@ -650,7 +650,7 @@ static int run_action(struct act *a)
 
 static int keys_action(struct act *a)
 {
-	const cJSON *keys = a->args ? cJSON_GetObjectItemCaseSensitive(a->args, "keys") : NULL;
+	const cJSON *keys = arg_json(a, "keys");
 	if (!cJSON_IsArray(keys)) {
 		act_error(a, TD_ERR_BAD_REQUEST, "'keys' must be an array of strings");
 		return -1;
@@ -694,7 +694,7 @@ static int screen_action(struct act *a)
 	int restarted;
 	double sb = 0;
 	int has_sb = 0;
-	const cJSON *sbj = cJSON_GetObjectItemCaseSensitive(a->args, "scrollback");
+	const cJSON *sbj = arg_json(a, "scrollback");
 	if (cJSON_IsBool(sbj)) {
 		sb = cJSON_IsTrue(sbj) ? (double)opts.scrollback : 0;
 	} else if (arg_number(a, "scrollback", &sb, &has_sb) < 0) {
@@ -707,7 +707,7 @@ static int screen_action(struct act *a)
 	struct session *s;
 	if (arg_session(a, "session", SESS_RESPAWN | SESS_ALLOW_DEAD, &s, &restarted) < 0)
 		return -1;
-	emit_screen(s, a->conn, a->id, restarted, sb > 1e9 ? (size_t)1e9 : (size_t)sb);
+	emit_screen(s, a->conn, a->id, restarted, sb > 1e9 ? (size_t)1e9 : (size_t)sb, NULL);
 	return 0;
 }
 

@@ -91,8 +91,8 @@ static int session_open_action(struct act *a)
 		return act_error(a, TD_ERR_BAD_REQUEST,
 				 "argument 'stdin' is for pipe sessions (a pty's input is always open)");
 	with_stdin = has_stdin > 0;
-	const cJSON *env = a->args ? cJSON_GetObjectItemCaseSensitive(a->args, "env") : NULL;
-	if (env && !cJSON_IsNull(env)) {
+	const cJSON *env = arg_json(a, "env");
+	if (env) {
 		const cJSON *e;
 		if (!cJSON_IsObject(env)) {
 			act_error(a, TD_ERR_BAD_REQUEST, "'env' must be an object of strings");

@@ -256,3 +256,72 @@ def test_folder_download_streams_without_holding_termd(termd_factory, tmp_path):
     # the files are 88 MiB and the archive 24 MiB: neither was held whole
     print("download RSS growth %d KiB" % grew)
     assert grew < (40 if asan else 20) * 1024, "termd's peak RSS grew %d KiB during the download" % grew
+
+
+
+def overlapping_bomb(n_entries=8, kernel_size=4096):
+    """The non-recursive zip bomb's construction (Fifield 2019): local
+    headers one after another, each at an offset of its own, and each
+    entry's deflate stream first quotes the next entry's local header in a
+    stored block, then goes on into the next entry's data, down to one
+    deflated kernel at the end. No two entries start at the same offset,
+    yet each entry's data covers all the later ones. Every entry inflates,
+    to the CRC and size its headers say; small here (within every limit),
+    so only the overlap can refuse it. Returns (zip, {name: content})."""
+    kernel_plain = bytes(kernel_size)
+    comp = zlib.compressobj(9, zlib.DEFLATED, -15)
+    kernel = comp.compress(kernel_plain) + comp.flush()   # ends with a final block
+    names = [b"q%03d.bin" % i for i in range(n_entries)]
+
+    def quote(hdr):   # a stored, non-final deflate block holding hdr
+        return struct.pack("<BHH", 0, len(hdr), len(hdr) ^ 0xFFFF) + hdr
+
+    # from the last entry back: entry i's data = quote(header i+1) + entry
+    # i+1's data, and it inflates to header i+1 + what entry i+1 inflates to
+    data, plain = kernel, kernel_plain
+    headers, infos, plains = [], [], []
+    for i in range(n_entries - 1, -1, -1):
+        crc = zlib.crc32(plain)
+        hdr = struct.pack("<IHHHHHIIIHH", 0x04034b50, 20, 0, 8, 0, 0, crc, len(data), len(plain),
+                          len(names[i]), 0) + names[i]
+        headers.insert(0, hdr)
+        infos.insert(0, (names[i], crc, len(data), len(plain)))
+        plains.insert(0, plain)
+        data, plain = quote(hdr) + data, hdr + plain
+    body, offsets = b"", []
+    for i, hdr in enumerate(headers):
+        offsets.append(len(body))
+        body += hdr
+        if i + 1 < n_entries:
+            body += quote(headers[i + 1])[:5]   # the quote's block header; the quoted bytes follow
+    body += kernel
+    cd = b""
+    for (name, crc, csize, usize), off in zip(infos, offsets):
+        cd += struct.pack("<IHHHHHHIIIHHHHHII", 0x02014b50, 20, 20, 0, 8, 0, 0, crc, csize, usize,
+                          len(name), 0, 0, 0, 0, 0, off) + name
+    eocd = struct.pack("<IHHHHIIH", 0x06054b50, 0, 0, n_entries, n_entries, len(cd), len(body), 0)
+    return body + cd + eocd, {n.decode(): p for n, p in zip(names, plains)}
+
+
+def test_overlapping_bomb_without_shared_offsets_refused(termd_factory, tmp_path):
+    """Entries whose data overlap though no two start at the same offset
+    (the non-recursive bomb's overlap; the bomb above shares one offset) are
+    refused before anything is written."""
+    z, contents = overlapping_bomb()
+    # the construction is sound: each entry, inflated alone, is what its
+    # header says (so nothing but the overlap is wrong with it)
+    with zipfile.ZipFile(io.BytesIO(z)) as zf:
+        for info in zf.infolist():
+            raw = z[info.header_offset + 30 + len(info.filename):][:info.compress_size]
+            out = zlib.decompressobj(-15).decompress(raw)
+            assert out == contents[info.filename] and zlib.crc32(out) == info.CRC, info.filename
+    assert sum(len(c) for c in contents.values()) < 100000 and len(contents) == 8
+    t, port = start(termd_factory)
+    dest = tmp_path / "overlap-dest"
+    status, data = post_upload(port, dest, "overlap.zip", z)
+    assert status == 500, (status, data[:300])
+    assert not dest.exists() or not any(dest.iterdir()), sorted(os.listdir(dest))
+    # the same entries, each with bytes of its own, unpack
+    status, data = post_upload(port, dest, "fine.zip", real_zip(contents))
+    assert status == 200, (status, data[:300])
+    assert (dest / "q000.bin").read_bytes() == contents["q000.bin"]

@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from conftest import TERMD_BIN
+import routes
 import wsclient
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -298,6 +299,20 @@ def test_auth_health_envs(termd_factory):
     td = start(termd_factory)
     status, _, body = request(td, "GET", "/health", token=None)
     assert status == 204 and body == b""
+    # every envd route (routes.py's table): none, a wrong token and termd's
+    # own bearer are all unauthenticated; only /health is public
+    (td.home / "hello.txt").write_text("hi\n")
+    for r in routes.ROUTES:
+        if r["door"] != "envd" or r["access"] == "public":
+            continue
+        r = routes.fill(r, home=str(td.home), cast="x.cast")
+        for h in ({}, {"X-Access-Token": "wrong"}, {"Authorization": "Bearer " + TOKEN},
+                  {"X-Access-Token": TOKEN[:-1]}):
+            status, body = routes.request(td.url, r, h)
+            assert status == 401, (routes.label(r), h, status, body[:200])
+            assert json.loads(body)["code"] in ("unauthenticated", 401), (routes.label(r), body)
+        status, body = routes.request(td.url, r, {"X-Access-Token": TOKEN})
+        assert routes.admitted(r, status, body), (routes.label(r), status, body[:200])
     for tok in (None, "wrong"):
         status, _, m = unary(td, "filesystem.Filesystem/Stat", {"path": "/"}, token=tok)
         assert status == 401 and m["code"] == "unauthenticated"

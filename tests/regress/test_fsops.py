@@ -185,3 +185,81 @@ def test_envd_filesystem_calls_are_actions_on_the_stream(termd_factory):
         seen.append(o["observation"])
     assert seen == ["file.mkdir", "file.stat", "file.list", "file.move", "file.remove",
                     "error", "error", "error"], seen
+
+
+def test_recursive_remove_leaves_what_links_lead_to(termd, ev):
+    """A tree holding symlinks to a folder and a file outside it: the tree
+    goes, the links with it, and nothing they lead to."""
+    h = termd.home
+    out = h / "outside"
+    (out / "sub").mkdir(parents=True)
+    (out / "keep.txt").write_text("keep")
+    (out / "sub" / "deep.txt").write_text("deep")
+    tree = h / "tree"
+    (tree / "nested").mkdir(parents=True)
+    (tree / "own.txt").write_text("own")
+    os.symlink(str(out), tree / "link")
+    os.symlink(str(out), tree / "nested" / "inner-link")
+    os.symlink(str(out / "keep.txt"), tree / "file-link")
+    x = ok(call(ev, "file.remove", {"path": str(tree), "recursive": True}), "file.remove")
+    assert x["path"] == str(tree) and x["type"] == "directory", x
+    assert not os.path.lexists(tree)
+    assert (out / "keep.txt").read_text() == "keep"
+    assert (out / "sub" / "deep.txt").read_text() == "deep"
+
+
+def test_modified_is_the_whole_time_to_its_nanoseconds(termd, ev):
+    """`modified` compared whole: a whole second has no fraction, and a
+    whole millisecond, a microsecond and a nanosecond time each have the
+    digits they need (os.utime with ns sets them exactly)."""
+    h = termd.home
+    base = 1700000000   # 2023-11-14T22:13:20Z
+    for ns, want in ((0, "2023-11-14T22:13:20Z"),
+                     (123000000, "2023-11-14T22:13:20.123Z"),
+                     (7000000, "2023-11-14T22:13:20.007Z"),
+                     (123456000, "2023-11-14T22:13:20.123456Z"),
+                     (123456789, "2023-11-14T22:13:20.123456789Z")):
+        f = h / ("t%d" % ns)
+        f.write_text("x")
+        os.utime(f, ns=(base * 10**9, base * 10**9 + ns))
+        assert os.stat(f).st_mtime_ns == base * 10**9 + ns   # the file system keeps them
+        e = ok(call(ev, "file.stat", {"path": str(f)}), "file.stat")["entry"]
+        assert e["modified"] == want, (ns, e["modified"], want)
+
+
+def test_mkdir_exist_ok_is_for_a_folder_only(termd, ev):
+    """exist_ok accepts an existing folder, never a file in the way."""
+    h = termd.home
+    (h / "plain").write_text("a file")
+    e = call(ev, "file.mkdir", {"path": str(h / "plain"), "exist_ok": True})
+    assert_error(e, "bad_request")
+    assert e["extras"]["errno"] == "EEXIST" and e["extras"]["path"] == str(h / "plain"), fmt(e)
+    e = call(ev, "file.mkdir", {"path": str(h / "plain"), "exist_ok": True, "parents": False})
+    assert_error(e, "bad_request")
+    assert e["extras"]["errno"] == "EEXIST", fmt(e)
+    assert (h / "plain").is_file() and (h / "plain").read_text() == "a file"
+    (h / "folder").mkdir()
+    x = ok(call(ev, "file.mkdir", {"path": str(h / "folder"), "exist_ok": True}), "file.mkdir")
+    assert x["created"] == [] and x["entry"]["type"] == "directory", x
+
+
+def test_list_shows_a_symlinked_folder_as_the_link(termd, ev):
+    """Recursion does not go through a symlink to a folder: the link is an
+    entry of its own (type symlink), its folder's entries are not listed
+    under it."""
+    h = termd.home
+    real = h / "real"
+    (real / "inside").mkdir(parents=True)
+    (real / "inside" / "f.txt").write_text("x")
+    tree = h / "walk"
+    (tree / "d").mkdir(parents=True)
+    (tree / "d" / "in.txt").write_text("x")
+    os.symlink(str(real), tree / "ln")
+    os.symlink("d", tree / "rel-ln")
+    x = ok(call(ev, "file.list", {"path": str(tree), "depth": 4}), "file.list")
+    rel = [os.path.relpath(e["path"], tree) for e in x["entries"]]
+    assert rel == ["d", "d/in.txt", "ln", "rel-ln"], rel
+    by = {os.path.relpath(e["path"], tree): e for e in x["entries"]}
+    assert by["ln"]["type"] == "symlink" and by["ln"]["symlink_target"] == str(real), by["ln"]
+    assert by["rel-ln"]["type"] == "symlink" and by["rel-ln"]["symlink_target"] == str(tree / "d")
+    assert x["truncated"] is False

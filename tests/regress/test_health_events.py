@@ -315,6 +315,10 @@ def test_token_auth(termd_factory):
     assert _upgrade_status(t.url, "/events", {"Authorization": "Bearer wrong"}) == 401
     assert _upgrade_status(t.url, "/events?token=wrong") == 401
     assert _upgrade_status(t.url, "/events?token=secre") == 401
+    # the whole token and nothing more: longer ones that start with it fail
+    assert _upgrade_status(t.url, "/events?token=secretx") == 401
+    assert _upgrade_status(t.url, "/events", {"Authorization": "Bearer secret secret"}) == 401
+    assert _upgrade_status(t.url, "/events", {"Authorization": "Bearer secre"}) == 401
     # /healthz needs none
     status, _, body = t.healthz()
     assert status == 200 and json.loads(body)["ok"] is True

@@ -754,3 +754,65 @@ def test_bad_link_options(tmp_path, args, msg):
     r = subprocess.run([TERMD_BIN] + args, capture_output=True, text=True,
                        env=base_env(tmp_path), timeout=30)
     assert r.returncode == 2 and msg in r.stderr, r.stderr
+
+
+def test_a_connection_resets_the_backoff(termd_factory, tmp_path):
+    """Attempts that fail grow the delay; one that connects starts it
+    again: after a cut, the first redial comes --connect-backoff MIN later,
+    not the delay the failures before had grown to."""
+    lo, hi = 0.2, 8.0
+    refuse = 5                         # delays grow to 0.2*2^5 = 6.4 s (jittered 3.2-6.4)
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(8)
+    srv.settimeout(0.1)
+    port = srv.getsockname()[1]
+    accepts, cut = [], []
+    stop = threading.Event()
+
+    def serve():
+        import base64
+        import hashlib
+        while not stop.is_set():
+            try:
+                c, _ = srv.accept()
+            except socket.timeout:
+                continue
+            accepts.append(time.monotonic())
+            if len(accepts) <= refuse or len(accepts) > refuse + 1:
+                c.close()              # a failed attempt (and the redial after the cut)
+                continue
+            # this one connects: the handshake, termd's hello, then a cut
+            c.settimeout(10)
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += c.recv(4096)
+            key = [ln.split(b":", 1)[1].strip() for ln in data.split(b"\r\n")
+                   if ln.lower().startswith(b"sec-websocket-key:")][0]
+            acc = base64.b64encode(hashlib.sha1(key + b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11").digest())
+            c.sendall(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+                      b"Connection: Upgrade\r\nSec-WebSocket-Accept: " + acc +
+                      b"\r\nSec-WebSocket-Protocol: " + SUB.encode() + b"\r\n\r\n")
+            got = c.recv(65536)        # hello: termd is connected
+            assert got, "no hello"
+            time.sleep(0.2)
+            cut.append(time.monotonic())
+            c.close()
+    th = threading.Thread(target=serve, daemon=True)
+    th.start()
+    try:
+        td = termd_factory(args=link_args("ws://127.0.0.1:%d/" % port, tmp_path)[:-2] +
+                           ["--connect-backoff", "%g:%g" % (lo, hi)])
+        wait_for(lambda: len(accepts) >= refuse + 2, timeout=40)
+        h = health(td)["links"][0]
+    finally:
+        stop.set()
+        th.join(5)
+        srv.close()
+    assert cut, accepts
+    before = accepts[refuse] - accepts[refuse - 1]   # the grown delay, for the record
+    redial = accepts[refuse + 1] - cut[0]
+    assert before >= 4 * lo * 0.9, (before, accepts)
+    assert lo * 0.9 <= redial < 3 * lo, ("the first redial after a connection waited %.2f s "
+                                         "(MIN %.1f; the grown delay was %.2f s)" % (redial, lo, before))
+    assert h["attempts"] >= refuse + 2, h

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+import routes
 from test_plugins import BUILT_PLUGINS, PY
 
 T = 60
@@ -532,14 +533,16 @@ def test_auth_by_session_api_key(termd_factory, tmp_path):
     assert set(info["resources"]["memory"]) == {"rss", "vms", "percent"}
     assert set(info["resources"]["disk"]) == {"total", "used", "free", "percent"}
     assert set(info["resources"]["io"]) == {"read_bytes", "write_bytes"}
-    calls = (("POST", "/execute_action", oh_body("run", run_args("echo x"))),
-             ("POST", "/list_files", {}), ("GET", "/download_files?path=/tmp", None),
-             ("POST", "/upload_file?destination=%s&recursive=false" % (tmp_path / "up"), {}),
-             ("GET", "/vscode/connection_token", None))
-    for key in (None, "wrong"):
-        for method, path, body in calls:
-            status, _, data = oh.request(method, path, body, key=key)
-            assert status == 403, (key, path)
+    # every OpenHands route that acts (routes.py's table)
+    calls = [routes.fill(r, home=str(tmp_path), cast="x.cast") for r in routes.ROUTES
+             if r["door"] == "openhands" and r["access"] == "full"]
+    assert len(calls) == 5, calls
+    for key in (None, "wrong", "sekrit-ke"):
+        for r in calls:
+            body = oh_body("run", run_args("echo x")) if r["path"] == "/execute_action" else \
+                r["body"] or None
+            status, _, data = oh.request(r["method"], r["path"], body, key=key)
+            assert status == 403, (key, r["path"])
             assert json.loads(data) == {"detail": "Invalid API Key"}
     assert not (tmp_path / "up").exists()   # the refused upload wrote nothing
     status, _, data = oh.request("GET", "/vscode/connection_token")

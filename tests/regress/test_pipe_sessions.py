@@ -262,3 +262,19 @@ def test_envd_process_without_pty_is_a_pipe_session_on_the_stream(termd_factory)
     assert opened["extras"]["kind"] == "pipe" and name.startswith("e2b-"), fmt(opened)
     out, ex = collect(sub, name)
     assert out["stdout"] == b"to-out\n" and out["stderr"] == b"to-err\n", out
+
+
+def test_stdin_over_a_pipe_buffer_to_a_late_reader_then_eof_arrives_whole(termd, ev):
+    """More than a pipe holds (64 KiB) to a program that starts reading a
+    second later, with eof in the same call: every byte arrives before its
+    stdin is closed (the rest waits in termd, and eof waits for it)."""
+    import hashlib
+    sub = subscribed(termd)
+    open_pipe(ev, "late", "sleep 1; sha256sum", stdin=True)
+    data = os.urandom(300 * 1024 + 7)
+    r = call(ev, "session.stdin", {"session": "late", "content": base64.b64encode(data).decode(),
+                                   "encoding": "base64", "eof": True})
+    assert r["extras"] == {"session": "late", "bytes": len(data), "eof": True}, fmt(r)
+    out, ex = collect(sub, "late")
+    assert out["stdout"].decode() == "%s  -\n" % hashlib.sha256(data).hexdigest(), out["stdout"]
+    assert ex["extras"]["exit_code"] == 0, fmt(ex)

@@ -218,3 +218,55 @@ def test_envd_watch_dir_is_a_watch_on_the_stream(termd_factory):
     # the stream over, the door stopped its watch
     stop = sub.wait_for(lambda o: o.get("observation") == "watch.stop", T)
     assert stop["extras"]["watch"] == wid
+
+
+def test_a_folder_moved_inside_a_recursive_watch_is_told_by_its_new_name(termd, ev):
+    """A folder renamed below a recursive watch: once the watch has told the
+    move, what happens in it (and in a folder below it) is named by the new
+    path, not the old one."""
+    sub = subscribed(termd)
+    d = termd.home / "mv"
+    (d / "a" / "sub").mkdir(parents=True)
+    (d / "a" / "old.txt").write_text("x")
+    (d / "a" / "sub" / "old2.txt").write_text("x")
+    wid = start(ev, d, recursive=True)
+    os.rename(d / "a", d / "b")
+    events_until(sub, lambda o: o["extras"].get("name") == "b" and o["extras"]["type"] == "create")
+    with open(d / "b" / "old.txt", "a") as f:
+        f.write("y")
+    with open(d / "b" / "sub" / "old2.txt", "a") as f:
+        f.write("y")
+    (d / "b" / "new.txt").write_text("z")
+    (d / "end").write_text("")
+    evs = events_until(sub, lambda o: o["extras"].get("name") == "end")
+    k = kinds(evs, wid)
+    assert ("write", "b/old.txt") in k and ("write", "b/sub/old2.txt") in k, k
+    assert ("create", "b/new.txt") in k, k
+    assert not [n for _, n in k if n.startswith("a/")], k
+    e = [o["extras"] for o in evs if o["observation"] == "watch.event"
+         and o["extras"]["name"] == "b/sub/old2.txt"][0]
+    assert e["path"] == str(d / "b" / "sub" / "old2.txt"), e
+
+
+def test_a_folder_moved_in_whole_is_told_with_what_it_holds(termd, ev):
+    """A tree made outside and moved into a recursive watch at once: its
+    folders are followed and what they held already is told as created
+    (inotify says only that the top folder came)."""
+    sub = subscribed(termd)
+    d = termd.home / "dest"
+    d.mkdir()
+    made = termd.home / "made-outside"
+    (made / "deeper").mkdir(parents=True)
+    (made / "deeper" / "f").write_text("x")
+    (made / "top.txt").write_text("x")
+    wid = start(ev, d, recursive=True)
+    os.rename(made, d / "in")
+    (d / "end").write_text("")
+    evs = events_until(sub, lambda o: o["extras"].get("name") == "end")
+    k = kinds(evs, wid)
+    for want in (("create", "in"), ("create", "in/deeper"), ("create", "in/deeper/f"),
+                 ("create", "in/top.txt")):
+        assert want in k, (want, k)
+    (d / "in" / "deeper" / "later").write_text("x")       # and it is followed
+    evs = events_until(sub, lambda o: o["extras"].get("name") == "in/deeper/later")
+    assert ("create", "in/deeper/later") in kinds(evs, wid)

@@ -10,7 +10,7 @@ WebSocket; the wire contract is PROTOCOL.md).
 Errors are TermdError subclasses, one per error code (BusyError, NotFoundError,
 ...), carrying `code` and the error `observation`."""
 
-from .errors import (ERRORS, BadJsonError, BadRequestError, BinaryFileError, BusyError, ForbiddenError,
+from .errors import (ERRORS, IgnoredArgsError, IgnoredArgsWarning, BadJsonError, BadRequestError, BinaryFileError, BusyError, ForbiddenError,
                      GapError, InternalError, IoError, IsDirectoryError, MismatchError, NoCommandError,
                      NoSuchSessionError, NotFoundError, PluginFailedError, SessionExistsError,
                      TermdConnectionError, TermdError, TooLargeError, UnknownActionError,
@@ -27,6 +27,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Termd", "Tty", "AsyncTermd", "AsyncTty", "new_id",
     "TermdError", "TermdConnectionError", "WaitTimeoutError", "GapError", "ERRORS", "error_from_observation",
+    "IgnoredArgsWarning", "IgnoredArgsError",
     "BadJsonError", "BadRequestError", "UnknownActionError", "NoSuchSessionError", "SessionExistsError",
     "BusyError", "NoCommandError", "TooLargeError", "NotFoundError", "IsDirectoryError", "BinaryFileError",
     "IoError", "MismatchError", "ForbiddenError", "PluginFailedError", "InternalError",

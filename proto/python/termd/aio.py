@@ -14,11 +14,12 @@ import json
 import random
 import ssl as _ssl
 import uuid
+import warnings
 from typing import Any, AsyncIterator, Dict, List, Optional, Sequence, Union
 
 from . import _ws
-from .errors import (GapError, TermdConnectionError, TermdError, TooLargeError, BadJsonError,
-                     WaitTimeoutError, error_from_observation)
+from .errors import (GapError, IgnoredArgsError, IgnoredArgsWarning, TermdConnectionError, TermdError,
+                     TooLargeError, BadJsonError, WaitTimeoutError, error_from_observation, ignored_args_of)
 from .types import (BrowseResult, EditResult, Event, ExpectResult, Gap, IPythonResult, Observation,
                     PluginList, ReadResult, RunResult, Screen, SessionList, SessionOpened, TtyFrame,
                     WriteResult, Exit, _as_result, parse_tty_frame)
@@ -97,7 +98,7 @@ class AsyncTermd:
 
     ``AsyncTermd(url, token=None, *, token_file=None, cacert=None, ssl=None,
     retry_for=30.0, backoff=(0.05, 2.0), wait=None, open_timeout=10.0,
-    max_size=64 MiB, headers=None)``
+    max_size=64 MiB, headers=None, ignored_args="warn")``
 
     - `url`: ``ws://HOST:PORT``, ``wss://HOST:PORT`` or ``unix:/path.sock``
       (default $TERMD_URL, else ws://127.0.0.1:8421); `token` (default
@@ -108,6 +109,11 @@ class AsyncTermd:
       jitter; past it every waiting call raises TermdConnectionError.
     - `wait`: the default caller's wait for every action (None: until
       termd answers, which its own timeouts guarantee).
+    - `ignored_args`: an answer that names arguments termd did not read
+      (``extras.ignored_args``: a misspelled keyword, or one this termd does
+      not know; the action was carried out without them) warns
+      (IgnoredArgsWarning, the default), raises IgnoredArgsError ("raise")
+      or passes ("ignore"). An error's exception has them as `ignored_args`.
 
     Use ``async with AsyncTermd(...) as t:`` or call ``await t.close()``.
     """
@@ -117,8 +123,13 @@ class AsyncTermd:
                  ssl: Optional[_ssl.SSLContext] = None, retry_for: float = 30.0,
                  backoff: Sequence[float] = (0.05, 2.0), wait: Optional[float] = None,
                  open_timeout: float = 10.0, max_size: Optional[int] = 64 << 20,
-                 headers: Optional[Dict[str, str]] = None):
+                 headers: Optional[Dict[str, str]] = None, ignored_args: str = "warn"):
+        if ignored_args not in ("warn", "raise", "ignore"):
+            raise ValueError("ignored_args is \"warn\", \"raise\" or \"ignore\"")
         self.endpoint = _ws.Endpoint(url, token, token_file, cacert, ssl, max_size, open_timeout, headers)
+        #: what an answer naming arguments termd did not read does: "warn"
+        #: (IgnoredArgsWarning), "raise" (IgnoredArgsError) or "ignore"
+        self.ignored_args = ignored_args
         self.retry_for = retry_for
         self.backoff = (float(backoff[0]), float(backoff[1]))
         self.wait = wait
@@ -312,7 +323,12 @@ class AsyncTermd:
         obs = await self._roundtrip(aid, json.dumps(frame, ensure_ascii=False), action,
                                     self.wait if wait is None else wait)
         if obs.get("observation") == "error":
-            raise error_from_observation(obs)
+            raise error_from_observation(obs)   # (its ignored_args attribute names them)
+        names = ignored_args_of(obs)
+        if names and self.ignored_args == "raise":
+            raise IgnoredArgsError(action, names, obs)
+        if names and self.ignored_args == "warn":
+            warnings.warn(IgnoredArgsWarning(action, names), stacklevel=2)
         return obs if raw else _as_result(action, obs)
 
     async def _roundtrip(self, aid: Union[str, int], frame: str, action: str,

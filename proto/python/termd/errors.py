@@ -5,7 +5,7 @@ gap in the event stream)."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 
 class TermdError(Exception):
@@ -24,6 +24,10 @@ class TermdError(Exception):
         if code is not None:
             self.code = code
         self.observation = observation
+        #: argument names termd did not read before it answered
+        #: (``extras.ignored_args``; on an error, those after the one it
+        #: failed on are among them)
+        self.ignored_args: List[str] = ignored_args_of(observation)
 
     def __str__(self) -> str:
         return "%s: %s" % (self.code, self.message) if self.code else self.message
@@ -82,6 +86,38 @@ class GapError(TermdError):
                          None, observation)
         self.from_seq = from_seq
         self.to_seq = to_seq
+
+
+def ignored_args_of(obs: Optional[Dict[str, Any]]) -> List[str]:
+    """The argument names an answer says termd did not read
+    (``extras.ignored_args``), [] when none."""
+    names = ((obs or {}).get("extras") or {}).get("ignored_args") if isinstance(obs, dict) else None
+    return [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
+
+
+class IgnoredArgsWarning(UserWarning):
+    """termd carried out an action without some of the arguments it was
+    sent: no part of it read them (``extras.ignored_args``, PROTOCOL.md §2),
+    a misspelled keyword or one this termd is too old to know. Warned by
+    default; ``ignored_args="raise"`` raises IgnoredArgsError instead, and a
+    test suite can make it an error (``-W error::termd.IgnoredArgsWarning``)."""
+
+    def __init__(self, action: str, names: List[str]):
+        super().__init__("termd did not read the argument%s %s of %s (misspelled, or not known to this termd)"
+                         % ("s" if len(names) > 1 else "", ", ".join(repr(n) for n in names), action))
+        self.action = action
+        self.names = list(names)
+
+
+class IgnoredArgsError(TermdError):
+    """Raised with ``ignored_args="raise"`` when an answer names arguments
+    termd did not read. The action WAS carried out (without them):
+    `observation` is its answer, `names` the arguments, `action` its name."""
+
+    def __init__(self, action: str, names: List[str], observation: Optional[Dict[str, Any]] = None):
+        super().__init__(str(IgnoredArgsWarning(action, names)), None, observation)
+        self.action = action
+        self.names = list(names)
 
 
 def error_from_observation(obs: Dict[str, Any]) -> TermdError:

@@ -53,3 +53,9 @@ def termd_factory(request, tmp_path):
             print("\n--- termd log tail (%s) ---\n%s" % (t.log, regress.log_tail(t.log)))
     if problems:
         pytest.fail("\n\n".join(problems), pytrace=False)
+
+
+def pytest_configure(config):
+    # an answer naming an argument termd did not read fails the test: the
+    # package must never send a name termd does not know
+    config.addinivalue_line("filterwarnings", "error::termd.errors.IgnoredArgsWarning")

@@ -407,3 +407,105 @@ def test_async_api_same_names(td):
                 assert isinstance(await tty.recv(wait=5), termd.Resize)
             return seq
     asyncio.run(main())
+
+
+# the plugin actions' arguments go to the plugin whole (termd names none)
+_PLUGIN_METHODS = {"run_ipython", "browse", "browse_interactive"}
+_NOT_ACTIONS = {"connect", "close", "call", "events", "tty"}
+
+
+def test_every_keyword_the_client_sends_is_read(td):
+    """Each method with every keyword it takes, against termd, with
+    ignored_args="raise": termd reads every name the client sends (a name
+    misspelled in the package, as `existok` once was, is an IgnoredArgsError
+    here). The calls made must cover every keyword of every method."""
+    import inspect
+    used = {}
+
+    def call(t, name, *args, **kw):
+        sig = inspect.signature(getattr(termd.AsyncTermd, name))
+        used.setdefault(name, set()).update(sig.bind(None, *args, **kw).arguments)
+        return getattr(t, name)(*args, **kw)
+
+    home = td.home
+    with termd.Termd(td.url, ignored_args="raise", **FAST) as t:
+        call(t, "run", "echo kw", session="main", is_input=False, timeout=20, idle_timeout=20,
+             max_output=1000)
+        r = call(t, "run", "read x; echo got $x", timeout=3)
+        assert r.waiting_for_input, r
+        r = call(t, "run", "yes", session="main", is_input=True, timeout=20, idle_timeout=20,
+                 max_output=1000)
+        assert r.output.endswith("got yes"), r
+        call(t, "keys", "echo k", "Enter", session="main", settle_ms=50, timeout=5)
+        call(t, "screen", "main")
+        call(t, "expect", "k", session="main", timeout=5)
+        f = str(home / "kw.txt")
+        w = call(t, "write", f, "one\ntwo\n", encoding="utf-8", mode="0644")
+        call(t, "write", f, "one\ntwo\nthree\n", expected_sha256=w.sha256)
+        call(t, "write", str(home / "kw.bin"), b"\x00\xff")
+        call(t, "read", f, start=1, end=2, encoding="utf-8")
+        call(t, "read", f, encoding="base64")
+        e = str(home / "kw-edit.py")
+        call(t, "edit", "create", e, file_text="a = 1\n")
+        call(t, "edit", "str_replace", e, old_str="a = 1", new_str="a = 2")
+        call(t, "edit", "insert", e, insert_line=1, new_str="b = 3")
+        call(t, "edit", "view", e, view_range=[1, 2])
+        call(t, "edit", "undo_edit", e)
+        call(t, "session_open", "kwp", "cat", cwd=str(home), env={"A": "1"}, cols=80, rows=24,
+             kind="pipe", stdin=True)
+        call(t, "session_stdin", "kwp", "text\n")
+        call(t, "session_stdin", "kwp", b"\x00bytes", eof=True)
+        call(t, "session_list")
+        call(t, "session_open", "kwq", "sleep 60")
+        call(t, "session_signal", "kwq", "TERM")
+        call(t, "session_close", "kwq")
+        d = str(home / "kwd")
+        call(t, "file_mkdir", d + "/sub", parents=True, exist_ok=True)
+        wid = call(t, "watch", d, recursive=True).extras["watch"]
+        call(t, "watch_list")
+        call(t, "watch_stop", wid)
+        call(t, "file_stat", d)
+        call(t, "file_list", d, depth=2, max_entries=10)
+        call(t, "file_move", d + "/sub", d + "/sub2")
+        call(t, "file_remove", d, recursive=True)
+        call(t, "ping")
+        call(t, "plugin_list")
+    methods = {n for n, f in inspect.getmembers(termd.AsyncTermd, inspect.iscoroutinefunction)
+               if not n.startswith("_")} - _NOT_ACTIONS - _PLUGIN_METHODS
+    missing = {}
+    for name in sorted(methods):
+        params = [p.name for p in inspect.signature(getattr(termd.AsyncTermd, name)).parameters.values()
+                  if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name not in ("self", "wait")]
+        left = set(params) - used.get(name, set())
+        if left or name not in used:
+            missing[name] = sorted(left)
+    assert not missing, "methods or keywords this test does not send yet: %r" % missing
+
+
+def test_ignored_args_warn_raise_or_pass(td):
+    """An answer naming arguments termd did not read: a warning by default,
+    IgnoredArgsError with ignored_args="raise" (the action was carried out),
+    nothing with "ignore"; an error's exception names them too."""
+    import warnings
+    with termd.Termd(td.url, **FAST) as t:
+        with warnings.catch_warnings(record=True) as got:
+            warnings.simplefilter("always")
+            assert t.run("echo warned", tmeout=3).output == "warned"
+        w = [x.message for x in got if isinstance(x.message, termd.IgnoredArgsWarning)]
+        assert len(w) == 1 and w[0].names == ["tmeout"] and w[0].action == "run", got
+        assert "tmeout" in str(w[0])
+        with pytest.raises(termd.BadRequestError) as ei:
+            t.call("file.stat", pth="/")
+        assert ei.value.ignored_args == ["pth"]
+    with termd.Termd(td.url, ignored_args="raise", **FAST) as t:
+        with pytest.raises(termd.IgnoredArgsError) as ei:
+            t.call("file.mkdir", path=str(td.home / "made-anyway"), existok=True)
+        assert ei.value.names == ["existok"] and ei.value.action == "file.mkdir"
+        assert ei.value.observation["observation"] == "file.mkdir"
+        assert (td.home / "made-anyway").is_dir()         # carried out, without it
+    with termd.Termd(td.url, ignored_args="ignore", **FAST) as t:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert t.call("ping", bogus=1).observation == "pong"
+    with pytest.raises(ValueError):
+        termd.AsyncTermd(td.url, ignored_args="loud")
