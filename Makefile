@@ -21,7 +21,7 @@ SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-
 DEB_PKGS := build-essential pkg-config libvterm-dev libwebsockets-dev libcjson-dev \
             libssl-dev libncurses-dev libcmocka-dev python3 python3-pytest python3-pexpect \
             tmux vim-tiny procps curl clang libclang-rt-14-dev openssl valgrind zlib1g-dev \
-            asciinema python3-websockets
+            asciinema python3-websockets patch sudo git less
 
 TERMD_SRC := $(wildcard termd/*.c $(addsuffix /*.c,$(addprefix termd/,$(TERMD_LAYERS))))
 PROTO_SRC := $(wildcard proto/*.c)
@@ -151,6 +151,8 @@ VG_TESTS := $(addprefix tests/regress/, \
   test_pipe_sessions.py::test_stdin_pipe_write_and_eof \
   test_pipe_sessions.py::test_stdout_and_stderr_apart_and_exit_code \
   test_run_units.py::test_heredoc \
+  test_input_wait.py::test_getpass_is_a_password \
+  test_input_wait.py::test_patch_reversed_question \
   test_run_units.py::test_seven_commands_last_false \
   test_run_units.py::test_multiline_then_single_line \
   test_render.py::test_progress_bar_last_state \
@@ -256,6 +258,7 @@ bench: deps
 	TERMD_BIN=$(abspath $(BUILD)/termd) BENCH_RTT_BIN=$(abspath $(BUILD)/bench-rtt) $(PY) tests/bench/bench_python.py
 	TERMD_BIN=$(abspath $(BUILD)/termd) $(PY) tests/bench/bench_link.py
 	TERMD_BIN=$(abspath $(BUILD)/termd) $(PY) tests/bench/bench_fidelity.py
+	TERMD_BIN=$(abspath $(BUILD)/termd) BENCH_RTT_BIN=$(abspath $(BUILD)/bench-rtt) $(PY) tests/bench/bench_input_wait.py
 	TERMD_BIN=$(abspath $(BUILD)/termd) TERMD_PLUGIN_DIR=$(abspath $(BUILD)/plugins) $(PY) tests/bench/bench_jupyter.py
 	TERMD_BIN=$(abspath $(BUILD)/termd) TERMD_PLUGIN_DIR=$(abspath $(BUILD)/plugins) $(PY) tests/bench/bench_browser.py
 

@@ -40,7 +40,8 @@ static const char usage_text[] =
 	"  run [-s SESSION] [--timeout S] [--idle-timeout S] [--input] [--max-output N] COMMAND...\n"
 	"      run COMMAND (words joined by spaces; '-' reads it from stdin) in the\n"
 	"      session's shell and print its output; exit with its exit code, or 124\n"
-	"      if it is still running (timed out or waiting for input). With no\n"
+	"      if it is still running (timed out or waiting for input: it says\n"
+	"      what for, e.g. \"termd: waiting for a password\"). With no\n"
 	"      COMMAND, wait again for the running one. --input types the text into\n"
 	"      the running program instead (C-c, C-d… are sent as control keys).\n"
 	"  keys [-s SESSION] [--settle-ms N] [--timeout S] KEY...\n"
@@ -274,6 +275,34 @@ static int ctl_finish(cJSON *obs, int rc)
 
 /* ---- commands ---- */
 
+/* What a program waiting for input waits for (extras.waiting), on stderr:
+ * "termd: waiting for a password (pid 42: sudo true)". */
+static void print_waiting(const cJSON *w)
+{
+	static const struct { const char *kind, *what; } kinds[] = {
+		{"line", "waiting for a line of input"},
+		{"password", "waiting for a password"},
+		{"key", "waiting for a key"},
+		{"pager", "waiting in a pager (q quits)"},
+		{"editor", "waiting in an editor"},
+	};
+	const char *kind = td_json_str(w, "kind");
+	const char *what = NULL;
+	for (size_t i = 0; kind && i < sizeof kinds / sizeof kinds[0]; i++)
+		if (strcmp(kind, kinds[i].kind) == 0)
+			what = kinds[i].what;
+	if (!what) {   /* a termd before 1.3, or a kind this termctl does not know */
+		fprintf(stderr, "termd: still running (waiting for input)\n");
+		return;
+	}
+	const cJSON *pid = cJSON_GetObjectItemCaseSensitive(w, "pid");
+	const char *command = td_json_str(w, "command");
+	if (cJSON_IsNumber(pid) && command && command[0])
+		fprintf(stderr, "termd: %s (pid %.0f: %.200s)\n", what, pid->valuedouble, command);
+	else
+		fprintf(stderr, "termd: %s\n", what);
+}
+
 static int cmd_run(ctl_t *x, int argc, char **argv)
 {
 	const char *session = NULL, *v;
@@ -343,7 +372,7 @@ static int cmd_run(ctl_t *x, int argc, char **argv)
 	if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ex, "running"))) {
 		const char *to = td_json_str(ex, "timed_out");
 		if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ex, "waiting_for_input")))
-			fprintf(stderr, "termd: still running (waiting for input)\n");
+			print_waiting(cJSON_GetObjectItemCaseSensitive(ex, "waiting"));
 		else if (to)
 			fprintf(stderr, "termd: still running (timed_out=%s)\n", to);
 		else

@@ -39,6 +39,7 @@ struct waiter {
 	int detached;             /* run: answered while the shell was still starting;
 				   * its command is typed at the prompt, then it goes */
 	uint64_t input_seen_us;   /* run: first time it looked blocked on input */
+	pid_t reader;             /* run: the process seen waiting then */
 	struct cmd *pending_cmd;  /* run: the command to type when the shell is ready */
 	buf_t pending_input;      /* run is_input: bytes to type after earlier waiters' */
 	cJSON *pending_keys;      /* keys: typed when the shell is ready */
@@ -46,7 +47,7 @@ struct waiter {
 };
 
 
-#define QUIET_FOR_INPUT_US   1000000u  /* "nothing new for about a second" */
+#define QUIET_FOR_INPUT_US    700000u  /* "nothing new for about a second" */
 #define RELAY_QUIET_US      10000000u  /* a relay with no question on screen */
 #define INPUT_RECHECK_US      250000u
 #define DEFAULT_IDLE_S       30.0
@@ -237,6 +238,44 @@ static void run_answer_starting(struct waiter *w, const char *timed_out)
 	w->hard_us = w->idle_us = 0;
 }
 
+/* The last non-empty line of the screen, trailing blanks cut. */
+static void screen_last_line(struct session *s, buf_t *out)
+{
+	buf_t t = {0};
+	screen_text(s->screen, &t);
+	size_t end = t.len;
+	while (end && (t.p[end - 1] == ' ' || t.p[end - 1] == '\n' || t.p[end - 1] == '\t'))
+		end--;
+	size_t start = end;
+	while (start && t.p[start - 1] != '\n')
+		start--;
+	if (end > start)
+		buf_put_utf8(out, t.p + start, end - start);
+	buf_free(&t);
+}
+
+/* extras.waiting: what the program waiting for input waits for (the
+ * contract's §11) */
+static void add_waiting(cJSON *ex, struct session *s, pid_t reader)
+{
+	struct inputwait_what what;
+	inputwait_describe(s, reader, &what);
+	cJSON *wj = cJSON_AddObjectToObject(ex, "waiting");
+	cJSON_AddStringToObject(wj, "kind", inputwait_kind_name(what.kind));
+	buf_t prompt = {0};
+	screen_last_line(s, &prompt);
+	cJSON_AddStringToObject(wj, "prompt", prompt.p ? prompt.p : "");
+	buf_free(&prompt);
+	if (what.pid > 0)
+		cJSON_AddNumberToObject(wj, "pid", what.pid);
+	else
+		cJSON_AddNullToObject(wj, "pid");
+	buf_t cmdline = {0};
+	buf_put_utf8(&cmdline, what.command, strlen(what.command));
+	cJSON_AddStringToObject(wj, "command", cmdline.p ? cmdline.p : "");
+	buf_free(&cmdline);
+}
+
 /* The run observation for waiter w, which then ends. */
 static void run_answer(struct waiter *w, const char *timed_out, int waiting_input)
 {
@@ -274,6 +313,8 @@ static void run_answer(struct waiter *w, const char *timed_out, int waiting_inpu
 	else
 		cJSON_AddNullToObject(ex, "timed_out");
 	cJSON_AddBoolToObject(ex, "waiting_for_input", waiting_input);
+	if (waiting_input)
+		add_waiting(ex, s, w->reader);
 	cJSON_AddBoolToObject(ex, "alt_screen", alt);
 	cJSON_AddBoolToObject(ex, "truncated", truncated);
 	if (truncated && cmd && cmd->out.file_path)
@@ -357,21 +398,26 @@ static void run_check(struct waiter *w)
 	 * that the shell has not shown it read (no mark yet) */
 	int typing = s->pty.inq.len > 0 || (s->cmd && s->cmd->awaiting_shell);
 	enum inputwait iw = IW_NO;
+	pid_t reader = 0;
 	if (w->typed && !typing && now - last >= QUIET_FOR_INPUT_US)
-		iw = inputwait_blocked_on_tty(s);
+		iw = inputwait_blocked_on_tty(s, &reader);
 	/* a relay (polling the tty among other descriptors) waits for input
-	 * only when its screen looks like a question, or after a long quiet */
+	 * only when its screen looks like a question, or after a long quiet;
+	 * a process termd cannot look into only with a question on screen */
 	if (iw == IW_RELAY && !screen_cursor_after_text(s->screen) &&
 	    now - last < RELAY_QUIET_US)
+		iw = IW_NO;
+	if (iw == IW_HIDDEN && !screen_cursor_after_text(s->screen))
 		iw = IW_NO;
 	if (iw != IW_NO) {
 		/* seen twice, 30 ms apart, with no output between: a shell that
 		 * just finished sits in readline too, its last bytes in flight */
-		if (w->input_seen_us && w->input_seen_us > last) {
+		if (w->input_seen_us && w->input_seen_us > last && w->reader == reader) {
 			run_answer(w, NULL, 1);
 			return;
 		}
 		w->input_seen_us = now;
+		w->reader = reader;
 		schedule_at(w, now + 30000);
 		return;
 	}

@@ -213,13 +213,24 @@ int keys_is_control_name(const char *s, char *byte);
 
 
 /* ---- waiting for input detection (inputwait.c) ---- */
-/* How the session's foreground processes wait on its tty: */
+/* How the session's foreground processes wait on its tty (higher wins): */
 enum inputwait {
 	IW_NO,      /* not waiting on it (running, sleeping, on something else) */
-	IW_READ,    /* blocked reading it, or polling it alone */
+	IW_HIDDEN,  /* one termd may not inspect sleeps, the tty in password mode */
 	IW_RELAY,   /* polling it among other descriptors (apt, ssh, script) */
+	IW_READ,    /* blocked reading it, or polling it alone */
 };
-enum inputwait inputwait_blocked_on_tty(struct session *s);
+/* reader: the waiting process (0 with IW_NO) */
+enum inputwait inputwait_blocked_on_tty(struct session *s, pid_t *reader);
+/* What a waiting program waits for (the contract's extras.waiting.kind) */
+enum iw_kind { IWK_LINE, IWK_PASSWORD, IWK_KEY, IWK_PAGER, IWK_EDITOR };
+struct inputwait_what {
+	enum iw_kind kind;
+	pid_t pid;
+	char command[1024];       /* its arguments joined by spaces */
+};
+void inputwait_describe(struct session *s, pid_t reader, struct inputwait_what *w);
+const char *inputwait_kind_name(enum iw_kind k);
 /* State, process group and session id of a process (/proc/PID/stat). */
 int proc_stat(pid_t pid, char *state, pid_t *pgrp, pid_t *sid);
 

@@ -162,7 +162,7 @@ RESET_POSIX = "set +eu; unset x i v"
 def test_prompt_waits_for_input(td):
     r = run(td, "ask", 'printf "Name: "; read n; echo "Hello $n"', timeout=20)
     assert r.returncode == 124, r
-    assert "waiting for input" in r.stderr, r
+    assert "termd: waiting for a line of input" in r.stderr, r
     assert "Name:" in r.stdout, r
     r = td.ctl("run", "-s", "ask", "--input", "Ann", timeout=60)
     assert r.returncode == 0, r

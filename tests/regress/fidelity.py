@@ -137,6 +137,10 @@ CORPUS = [
     # reading stdin (termd: waiting for input, then end of input; bash -c: /dev/null)
     "read -r x; echo \"got:$x\"", "cat", "wc -l", "python3 -c 'import sys; print(len(sys.stdin.read()))'",
     "read -r -t 5 a; echo rc=$?", "head -1", "read x < a.txt; echo $x", "while read l; do echo \"<$l>\"; done < a.txt",
+    # a program that asks on /dev/tty (stdin is the patch): bash -c has no
+    # terminal, patch takes its defaults; termd's answers end of input
+    "printf -- '--- a/a.txt\\n+++ b/a.txt\\n@@ -1,3 +1,3 @@\\n alpha\\n-beta\\n+BETA\\n gamma\\n' > fix.patch"
+    " && patch -p1 < fix.patch && patch -p1 < fix.patch; echo rc=$?; cat a.txt",
     # arithmetic and tests
     "echo $((2**10)) $((7/2)) $((7%3)) $((-3))", "let x=5+5; echo $x", "[[ abc == a* ]] && echo glob", "[[ abc =~ ^a(b)c$ ]] && echo ${BASH_REMATCH[1]}",
     "test -d src && echo dir", "[ -n \"\" ] || echo empty", "x=5; (( x > 3 )) && echo big", "expr 3 + 4", "echo $((16#ff))",
@@ -264,6 +268,7 @@ _CSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|
 _LINE_PREFIX = re.compile(r"^(bash|sh|/bin/bash|-bash): (?:-c: )?line \d+: ", re.M)
 _SYNTAX_ECHO = re.compile(r"^(bash|sh|/bin/bash|-bash): (?:-c: )?(?:line \d+: )?`.*'$\n?", re.M)
 _SHELL_NAME = re.compile(r"^(?:/bin/bash|-bash): ", re.M)
+_TTY_QUESTION = re.compile(r"\? \[[yn]\]$")
 
 
 def normalize(text, folder):
@@ -285,7 +290,11 @@ def normalize(text, folder):
        shell may show its continuation prompt (`>`) again before it gives
        up, and then ends (it prints `exit`; termd starts it again): those
        lines are left out;
-    8. exit codes in KNOWN_EXIT (with the reason for each)."""
+    8. exit codes in KNOWN_EXIT (with the reason for each);
+    9. a question asked on /dev/tty: `bash -c` has no terminal (the
+       program takes its default without reading), termd's side answers it
+       with end of input, which patch reports on a line `EOF` after the
+       question: that line is left out."""
     t = text.replace("\r\n", "\n").replace("\r", "\n")
     t = _CSI.sub("", t)
     t = t.replace(folder, "<DIR>")
@@ -294,6 +303,7 @@ def normalize(text, folder):
     t = _SHELL_NAME.sub("bash: ", t)
     lines = [ln.expandtabs(8).rstrip() for ln in t.split("\n")]
     lines = [ln for ln in lines if ln not in ("^D", "^C")]
+    lines = [ln for i, ln in enumerate(lines) if not (ln == "EOF" and i and _TTY_QUESTION.search(lines[i - 1]))]
     if any("unexpected end of file" in ln or "unexpected EOF" in ln for ln in lines):
         lines = [ln for ln in lines if ln != ">"]
         if lines and lines[-1] == "exit":

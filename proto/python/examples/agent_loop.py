@@ -17,7 +17,8 @@ COMMANDS = [
     "mkdir -p /tmp/agent-demo && cd /tmp/agent-demo",
     "printf 'a\\nb\\n' > f.txt && wc -l f.txt",
     "read -p 'Overwrite f.txt? [y/N] ' a && [ \"$a\" = y ] && echo overwritten",
-    "python3 -c 'import getpass; print(\"hello\", getpass.getpass(\"Password: \"))'",
+    "python3 -c 'import getpass; print(\"hello\", len(getpass.getpass(\"Password: \")))'",
+    "less f.txt",
     "sleep 100",
     "echo done; false",
 ]
@@ -27,8 +28,12 @@ ANSWERS = [(re.compile(r"\[y/N\]|\[Y/n\]|\(y/n\)", re.I), "y"),
            (re.compile(r"password:?\s*$", re.I), "hunter2")]
 
 
-def answer_for(output):
-    last = output.rstrip("\n").split("\n")[-1] if output else ""
+def answer_for(r):
+    """The text to type, or None. termd says what a waiting program waits
+    for (r.waiting.kind); the prompt is the screen's last line."""
+    if r.waiting and r.waiting.kind == "password":
+        return "hunter2"
+    last = r.waiting.prompt if r.waiting else (r.output.rstrip("\n").split("\n")[-1] if r.output else "")
     for pat, ans in ANSWERS:
         if pat.search(last):
             return ans
@@ -40,8 +45,11 @@ def run_one(t, command, max_prompts=5):
     for _ in range(max_prompts):
         # waiting_for_input is termd's word; a prompt on the last line of a command
         # that is still running after its timeout is answered too
-        if r.waiting_for_input or r.running:
-            ans = answer_for(r.output)
+        if r.waiting and r.waiting.kind == "pager":   # less, more, man: q quits
+            t.keys("q")
+            r = t.run("", timeout=10)
+        elif r.waiting_for_input or r.running:
+            ans = answer_for(r)
             if ans is None:
                 break
             r = t.run(ans, is_input=True, timeout=10)

@@ -4,7 +4,7 @@ WebSocket; the wire contract is PROTOCOL.md).
     from termd import Termd                 # synchronous; termd.aio.AsyncTermd for asyncio
     t = Termd("unix:/run/termd.sock")      # or ws://HOST:PORT, wss://... with cacert=
     r = t.run("make test", timeout=600)    # timeout: termd's; wait=: the caller's
-    if r.waiting_for_input:
+    if r.waiting_for_input:                # r.waiting.kind: line, password, key, pager, editor
         r = t.run("y", is_input=True)
 
 Errors are TermdError subclasses, one per error code (BusyError, NotFoundError,
@@ -18,7 +18,7 @@ from .errors import (ERRORS, IgnoredArgsError, IgnoredArgsWarning, BadJsonError,
 from .types import (BrowseResult, Cursor, EditResult, ErrorFrame, Event, Exit, ExpectResult, Gap,
                     IPythonResult, Observation, Output, PluginInfo, PluginList, ReadResult, Resize,
                     RunResult, Screen, SessionInfo, SessionList, SessionOpened, Snapshot, Title,
-                    TtyFrame, WriteResult, parse_tty_frame)
+                    TtyFrame, Waiting, WriteResult, parse_tty_frame)
 from .aio import AsyncTermd, AsyncTty, new_id
 from .sync import Termd, Tty
 
@@ -31,7 +31,7 @@ __all__ = [
     "BadJsonError", "BadRequestError", "UnknownActionError", "NoSuchSessionError", "SessionExistsError",
     "BusyError", "NoCommandError", "TooLargeError", "NotFoundError", "IsDirectoryError", "BinaryFileError",
     "IoError", "MismatchError", "ForbiddenError", "PluginFailedError", "InternalError",
-    "Observation", "RunResult", "Screen", "Cursor", "ExpectResult", "ReadResult", "WriteResult",
+    "Observation", "RunResult", "Waiting", "Screen", "Cursor", "ExpectResult", "ReadResult", "WriteResult",
     "EditResult", "SessionInfo", "SessionList", "SessionOpened", "PluginInfo", "PluginList",
     "IPythonResult", "BrowseResult", "Event", "Gap",
     "TtyFrame", "Resize", "Snapshot", "Output", "Title", "Exit", "ErrorFrame", "parse_tty_frame",

@@ -56,9 +56,30 @@ class Observation:
 
 
 @dataclass
+class Waiting:
+    """What a program waiting for input waits for (PROTOCOL.md §11):
+    `kind` is "line" (a line, echoed), "password" (a line, not echoed),
+    "key" (a key, raw mode), "pager" (less, more, man: `q` quits) or
+    "editor" (vi, nano, an editor git or crontab opened); `prompt` is the
+    last non-empty line of the screen; `pid` and `command` are the reading
+    process's."""
+    kind: str = "line"
+    prompt: str = ""
+    pid: Optional[int] = None
+    command: str = ""
+
+    @classmethod
+    def from_dict(cls, d: Dict[str, Any]) -> "Waiting":
+        return cls(kind=d.get("kind") or "line", prompt=d.get("prompt") or "", pid=d.get("pid"),
+                   command=d.get("command") or "")
+
+
+@dataclass
 class RunResult(Observation):
     """Answer to ``run`` (PROTOCOL.md §4 run item 2). `output` is `content`.
-    `exit_code` is -1 while `running`; `timed_out` is None, "idle" or "hard"."""
+    `exit_code` is -1 while `running`; `timed_out` is None, "idle" or "hard".
+    With `waiting_for_input`, `waiting` (a Waiting) says what the program
+    waits for; None otherwise (and from a termd older than 1.3)."""
     session: str = "main"
     exit_code: int = -1
     running: bool = False
@@ -71,6 +92,13 @@ class RunResult(Observation):
     truncated: bool = False
     output_file: Optional[str] = None
     restarted: bool = False
+    waiting: Optional[Waiting] = None
+
+    def _post(self) -> None:
+        if isinstance(self.waiting, dict):
+            self.waiting = Waiting.from_dict(self.waiting)
+        elif self.waiting is not None:
+            self.waiting = None
 
     @property
     def output(self) -> str:

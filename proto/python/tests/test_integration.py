@@ -45,7 +45,10 @@ def test_run_state_exit_codes_cwd(t, td):
 def test_run_input_prompt_and_timeouts(t):
     r = t.run("read -p 'Continue? [y/N] ' a; echo got=$a")
     assert r.waiting_for_input and r.running and r.exit_code == -1 and "Continue?" in r.output
+    assert isinstance(r.waiting, termd.Waiting) and r.waiting.kind == "line", r
+    assert r.waiting.prompt.endswith("Continue? [y/N]") and r.waiting.pid > 0, r
     r = t.run("y", is_input=True)
+    assert r.waiting is None, r
     assert r.output.endswith("got=y") and r.exit_code == 0
     r = t.run("sleep 2; echo late", timeout=0.5)
     assert r.running and r.timed_out == "hard"

@@ -27,6 +27,8 @@ async def answer_all(n, c):
         if a["action"] == "run":
             await c.answer(a, content="out", extras={"exit_code": 3, "running": False, "cwd": "/x",
                                                      "waiting_for_input": True, "timed_out": "idle",
+                                                     "waiting": {"kind": "password", "prompt": "Password:",
+                                                                 "pid": 42, "command": "sudo true"},
                                                      "future_field": 7})
         elif a["action"] == "screen":
             await c.answer(a, content="a\nb", extras={"cols": 80, "rows": 2, "cursor": {"row": 1, "col": 1},
@@ -54,6 +56,7 @@ def test_frame_shape_headers_and_typed_result():
     assert (r.output, r.exit_code, r.cwd, r.waiting_for_input, r.timed_out, r.running) == \
         ("out", 3, "/x", True, "idle", False)
     assert r.extras["future_field"] == 7 and r.cause == run["id"]
+    assert r.waiting == termd.Waiting("password", "Password:", 42, "sudo true")
     assert isinstance(s, termd.Screen) and s.cursor == termd.Cursor(1, 1) and s.lines == ["a", "b"]
     assert p.observation == "ping"
 
