@@ -25,9 +25,16 @@ MUTANTS = [
          tests=[R + "test_watch.py::test_a_folder_moved_inside_a_recursive_watch_is_told_by_its_new_name"],
          why="a folder seen again under a new name keeps its old name: events name the old path"),
     dict(name="remove-follows-links",
-         file="termd/action/fsops.c",
-         search="nftw(path, rm_one, 32, FTW_DEPTH | FTW_PHYS)",
-         replace="nftw(path, rm_one, 32, FTW_DEPTH)",
+         file="termd/action/fswork.c",
+         search="\tif (unlinkat(dfd, name, 0) == 0 || errno == ENOENT)\n\t\treturn 0;\n"
+                "\tif (errno != EISDIR && errno != EPERM)\n\t\treturn -1;\n"
+                "\tif (depth >= REMOVE_DEPTH_MAX) {\n\t\terrno = ELOOP;\n\t\treturn -1;\n\t}\n"
+                "\tint fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);",
+         replace="\tstruct stat mst;   /* stat, not lstat: a link to a folder is a folder */\n"
+                 "\tif (fstatat(dfd, name, &mst, 0) == 0 && !S_ISDIR(mst.st_mode) &&\n"
+                 "\t    (unlinkat(dfd, name, 0) == 0 || errno == ENOENT))\n\t\treturn 0;\n"
+                 "\tif (depth >= REMOVE_DEPTH_MAX) {\n\t\terrno = ELOOP;\n\t\treturn -1;\n\t}\n"
+                 "\tint fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NONBLOCK);",
          tests=[R + "test_fsops.py::test_recursive_remove_leaves_what_links_lead_to"],
          why="recursive remove follows a symlink to a folder and empties it, outside the tree"),
     dict(name="mtime-whole-ms",
@@ -64,8 +71,8 @@ MUTANTS = [
              "waits the grown delay"),
     dict(name="list-follows-links",
          file="termd/action/fsops.c",
-         search="if (depth > 1 && lstat(b.p, &sb) == 0 && S_ISDIR(sb.st_mode))",
-         replace="if (depth > 1 && stat(b.p, &sb) == 0 && S_ISDIR(sb.st_mode))",
+         search="} else if (lstat(b.p, &sb) == 0) {",
+         replace="} else if (stat(b.p, &sb) == 0) {",
          tests=[R + "test_fsops.py::test_list_shows_a_symlinked_folder_as_the_link"],
          why="file.list recursion goes into a symlinked folder"),
     # the ninth survivor: a misspelled argument failed nowhere, in any client
