@@ -256,7 +256,12 @@ def start_as(tmp_path, user, group, *args):
     uid = int(subprocess.run(["id", "-u", user], capture_output=True, text=True).stdout)
     os.chown(t.home, uid, -1)
     t.argv = ["setpriv", "--reuid=" + user, "--regid=" + group, "--clear-groups", "--"] + t.argv
-    return t.start(), base
+    try:
+        return t.start(), base
+    except BaseException:
+        t.stop()
+        shutil.rmtree(base, ignore_errors=True)
+        raise
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run termd as nobody")
