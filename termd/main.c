@@ -61,6 +61,20 @@ static const struct limit_opt {
 	 "seconds a request body may pause before termd answers 408 and closes"},
 	{"body-timeout", &opts.body_time, 600, 1, 86400,
 	 "seconds a whole request body may take before termd answers 408 and closes"},
+	{"stdin-max", &opts.stdin_max, (size_t)8 << 20, 1024, (size_t)1 << 34,
+	 "bytes waiting for a session's input (session.stdin, envd SendInput); more is refused"},
+	{"stream-max", &opts.stream_max, (size_t)8 << 20, 65536, (size_t)1 << 34,
+	 "bytes one HTTP stream (envd Start/Connect/WatchDir) holds for a client before it is cut"},
+	{"max-streams", &opts.max_streams, 128, 1, 100000,
+	 "HTTP streams open at once, in all"},
+	{"max-streams-per-client", &opts.max_streams_client, 32, 1, 100000,
+	 "HTTP streams open at once from one client address"},
+	{"watcher-max", &opts.watcher_max, (size_t)1 << 20, 1024, (size_t)1 << 32,
+	 "bytes of events a polled envd watcher keeps until fetched (the oldest go first)"},
+	{"watcher-expiry", &opts.watcher_expiry, 600, 1, 86400 * 7,
+	 "seconds an envd watcher lasts without GetWatcherEvents (then it is removed)"},
+	{"max-watch-dirs", &opts.max_watch_dirs, 0, 0, 100000000,
+	 "folders all watches follow together (0: half the kernel's max_user_watches)"},
 };
 #define NLIMITS (sizeof limits / sizeof limits[0])
 
@@ -98,7 +112,7 @@ static void usage(FILE *f)
 		"limits:\n",
 		TD_DEFAULT_HOST, TD_DEFAULT_PORT);
 	for (size_t i = 0; i < NLIMITS; i++)
-		fprintf(f, "  --%-14s N      %s (default %zu)\n", limits[i].name, limits[i].help,
+		fprintf(f, "  --%-22s N  %s (default %zu)\n", limits[i].name, limits[i].help,
 			limits[i].def);
 }
 

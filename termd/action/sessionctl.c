@@ -293,6 +293,21 @@ static int session_stdin_action(struct act *a)
 		data = bytes.p;
 		n = bytes.len;
 	}
+	/* input waits in termd's memory while the program does not read: up
+	 * to --stdin-max, then refused whole (nothing written: never lost
+	 * without a word) */
+	size_t queued = pty_queued(&s->pty);
+	if (n && (n > opts.stdin_max || queued > opts.stdin_max - n)) {
+		buf_free(&bytes);
+		cJSON *ex = cJSON_CreateObject();
+		cJSON_AddStringToObject(ex, "session", s->name);
+		cJSON_AddNumberToObject(ex, "queued", (double)queued);
+		cJSON_AddNumberToObject(ex, "limit", (double)opts.stdin_max);
+		return act_error_extras(a, TD_ERR_TOO_LARGE, ex,
+					"session '%s' has %zu bytes of input waiting that its program has "
+					"not read; %zu more would pass --stdin-max (%zu bytes): nothing "
+					"was written", s->name, queued, n, opts.stdin_max);
+	}
 	if (n)
 		session_write(s, data, n);
 	buf_free(&bytes);

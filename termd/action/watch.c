@@ -6,7 +6,12 @@
  * chmod; names relative to the watched folder), the folder's own removal
  * as `watch.end`. A front door follows a watch it started through a sink
  * (watch_sink): e2b's WatchDir and polled watchers. Watches last until
- * stopped, whoever is connected. */
+ * stopped, whoever is connected. All watches together follow at most a
+ * budget of folders (half the kernel's fs.inotify.max_user_watches, or
+ * --max-watch-dirs): the kernel's watches are per user, and termd taking
+ * them all would starve every other program of its user. A tree made or
+ * moved into a recursive watch is walked a slice at a time, between turns
+ * of the loop. */
 #include "action.h"
 
 #include <dirent.h>
@@ -22,10 +27,18 @@
 		    IN_ATTRIB | IN_DELETE_SELF | IN_ONLYDIR | IN_DONT_FOLLOW)
 #define WATCH_MAX_DIRS 8192   /* folders one watch follows */
 #define WATCHES_MAX 64        /* inotify allows 128 instances per user by default */
+#define WALK_SLICE 256        /* entries of a new tree looked at per turn of the loop */
+#define READS_PER_TURN 8      /* inotify reads (16 KiB each) per turn of the loop */
 
 struct wdir {
 	int wd;
 	char *rel;                /* "" for the watched folder itself */
+};
+
+/* a folder whose entries are still to be told (its own watch is on) */
+struct walk {
+	struct walk *next;
+	char *rel;
 };
 
 struct watch {
@@ -38,12 +51,43 @@ struct watch {
 	struct wdir *dirs;
 	size_t ndirs;
 	int truncated;            /* more folders than WATCH_MAX_DIRS */
+	int limited;              /* watch.limit said for the folders not followed */
 	watch_sink_fn *sink;
 	void *sink_user;
+	/* a new tree told a slice at a time: folders to read (a stack), the
+	 * one being read */
+	struct walk *todo;
+	DIR *walk_dir;
+	char *walk_rel;
+	int walking;              /* in walk_slice now */
+	lws_sorted_usec_list_t walk_sul;
 };
 
 static struct watch *watches;
 static unsigned long long nwatch;
+static size_t dirs_total;     /* folders all watches follow: the kernel's watches */
+static size_t dirs_budget;    /* ... at most (0: not worked out yet) */
+static size_t kernel_max;     /* fs.inotify.max_user_watches (0: unknown) */
+
+/* --max-watch-dirs, else half of what the kernel allows termd's user */
+static size_t budget(void)
+{
+	if (dirs_budget)
+		return dirs_budget;
+	FILE *f = fopen("/proc/sys/fs/inotify/max_user_watches", "re");
+	unsigned long long n = 0;
+	if (f) {
+		if (fscanf(f, "%llu", &n) != 1)
+			n = 0;
+		fclose(f);
+	}
+	kernel_max = (size_t)n;
+	if (opts.max_watch_dirs)
+		dirs_budget = opts.max_watch_dirs;
+	else
+		dirs_budget = n >= 2 ? (size_t)n / 2 : 4096;   /* 8192, the old default, halved */
+	return dirs_budget;
+}
 
 static struct watch *find(const char *id)
 {
@@ -68,8 +112,19 @@ static void watch_free(struct watch *w)
 	} else if (w->fd >= 0) {
 		close(w->fd);
 	}
+	lws_sul_cancel(&w->walk_sul);
+	while (w->todo) {
+		struct walk *k = w->todo;
+		w->todo = k->next;
+		free(k->rel);
+		free(k);
+	}
+	if (w->walk_dir)
+		closedir(w->walk_dir);
+	free(w->walk_rel);
 	for (size_t i = 0; i < w->ndirs; i++)
 		free(w->dirs[i].rel);
+	dirs_total -= w->ndirs;
 	free(w->dirs);
 	free(w->root);
 	free(w);
@@ -86,61 +141,175 @@ static char *join(const char *a, const char *b)
 }
 
 static void emit_event(struct watch *w, const char *type, const char *rel, int is_dir);
+static void walk_slice(struct watch *w);
 
-/* follow root/rel, and the folders below it when recursive: 0, or -1 with
- * errno when rel itself cannot be watched. announce: rel is new, and what
- * is in it already was made before it was followed: each entry is told as
- * created (a program that makes a/b/c at once is seen whole). */
-static int add_dir(struct watch *w, const char *rel, int announce)
+/* a folder below the watch is not followed (the budget, or the watch's
+ * own limit): watch.limit says so once, until one is followed again */
+static void limit_note(struct watch *w, const char *rel, const char *reason)
+{
+	if (w->limited)
+		return;
+	w->limited = 1;
+	cJSON *ex = cJSON_CreateObject();
+	cJSON_AddStringToObject(ex, "watch", w->id);
+	cJSON_AddStringToObject(ex, "name", rel);
+	char *full = join(w->root, rel);
+	cJSON_AddStringToObject(ex, "path", full);
+	free(full);
+	cJSON_AddStringToObject(ex, "reason", reason);
+	cJSON_AddNumberToObject(ex, "folders", (double)dirs_total);
+	cJSON_AddNumberToObject(ex, "budget", (double)budget());
+	events_emit(NULL, NULL, "watch.limit", "", ex);
+}
+
+/* Follow root/rel with inotify (not what is below it): 0, 1 when it was
+ * followed already (the same folder under a new name), -1 with errno when
+ * inotify refused, -2 past WATCH_MAX_DIRS, -3 past the budget. */
+static int watch_one(struct watch *w, const char *rel)
 {
 	if (w->ndirs >= WATCH_MAX_DIRS) {
 		w->truncated = 1;
-		return 0;
+		return -2;
 	}
+	if (dirs_total >= budget())
+		return -3;
 	char *full = join(w->root, rel);
 	/* the watched folder may be a symlink to one (followed, as stat
 	 * decided); below it nothing is followed */
 	int wd = inotify_add_watch(w->fd, full, rel[0] ? WATCH_MASK : WATCH_MASK & ~IN_DONT_FOLLOW);
+	int e = errno;
+	free(full);
 	if (wd < 0) {
-		int e = errno;
-		free(full);
 		errno = e;
 		return -1;
 	}
-	int known = 0;
 	for (size_t i = 0; i < w->ndirs; i++)
 		if (w->dirs[i].wd == wd) {   /* the same folder under a new name */
 			free(w->dirs[i].rel);
 			w->dirs[i].rel = xstrdup(rel);
-			known = 1;
+			return 1;
 		}
-	if (!known) {
-		w->dirs = xrealloc(w->dirs, (w->ndirs + 1) * sizeof *w->dirs);
-		w->dirs[w->ndirs].wd = wd;
-		w->dirs[w->ndirs].rel = xstrdup(rel);
-		w->ndirs++;
+	w->dirs = xrealloc(w->dirs, (w->ndirs + 1) * sizeof *w->dirs);
+	w->dirs[w->ndirs].wd = wd;
+	w->dirs[w->ndirs].rel = xstrdup(rel);
+	w->ndirs++;
+	dirs_total++;
+	w->limited = 0;
+	return 0;
+}
+
+/* A folder inside the watch, made or moved in: followed now, its entries
+ * told (and its folders followed) a slice at a time by walk_slice: the
+ * first slice at once (a small tree is told whole before what inotify
+ * says next), the rest a turn of the loop at a time, so a tree of 44k
+ * entries moved in does not stop the loop (what happens meanwhile is
+ * told as it comes, between the slices). */
+static void follow_new(struct watch *w, const char *rel)
+{
+	int r = watch_one(w, rel);
+	if (r == -2 || r == -3) {
+		limit_note(w, rel, r == -2 ? "the watch follows 8192 folders, its limit"
+				  : "termd follows as many folders as its budget allows "
+				    "(half the kernel's fs.inotify.max_user_watches, or --max-watch-dirs)");
+		return;
 	}
-	DIR *d = w->recursive ? opendir(full) : NULL;
-	struct dirent *e;
-	while (d && (e = readdir(d))) {
+	if (r < 0)
+		return;   /* gone already, or unreadable */
+	struct walk *k = xcalloc(1, sizeof *k);
+	k->rel = xstrdup(rel);
+	int idle = !w->todo && !w->walk_dir;
+	k->next = w->todo;
+	w->todo = k;
+	if (idle && !w->walking)
+		walk_slice(w);
+}
+
+static void walk_timer(lws_sorted_usec_list_t *sul)
+{
+	walk_slice(lws_container_of(sul, struct watch, walk_sul));
+}
+
+/* one slice of the walk: at most WALK_SLICE entries told, the rest on the
+ * next turn */
+static void walk_slice(struct watch *w)
+{
+	w->walking = 1;
+	for (int n = 0; n < WALK_SLICE;) {
+		if (!w->walk_dir) {
+			struct walk *k = w->todo;
+			if (!k) {
+				w->walking = 0;
+				return;   /* all told */
+			}
+			w->todo = k->next;
+			free(w->walk_rel);
+			w->walk_rel = k->rel;
+			free(k);
+			char *full = join(w->root, w->walk_rel);
+			w->walk_dir = opendir(full);
+			free(full);
+			continue;
+		}
+		struct dirent *e = readdir(w->walk_dir);
+		if (!e) {
+			closedir(w->walk_dir);
+			w->walk_dir = NULL;
+			continue;
+		}
 		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
 			continue;
-		char *sub = join(rel, e->d_name);
+		n++;
+		char *sub = join(w->walk_rel, e->d_name);
 		char *subfull = join(w->root, sub);
 		struct stat sb;
 		if (lstat(subfull, &sb) == 0) {
-			if (announce)
-				emit_event(w, "create", sub, S_ISDIR(sb.st_mode));
+			/* what is in it already was made before it was followed:
+			 * each entry is told as created (a/b/c made at once is
+			 * seen whole) */
+			emit_event(w, "create", sub, S_ISDIR(sb.st_mode));
 			if (S_ISDIR(sb.st_mode))
-				add_dir(w, sub, announce);
+				follow_new(w, sub);
 		}
 		free(subfull);
 		free(sub);
 	}
+	w->walking = 0;
+	server_timer(&w->walk_sul, walk_timer, 1);   /* the rest next turn */
+}
+
+/* The watched folder and, when recursive, every folder below it, at once
+ * (nothing is told): 0, or -1 with errno when the folder itself cannot be
+ * watched, -3 past the budget. */
+static int add_tree(struct watch *w, const char *rel)
+{
+	int r = watch_one(w, rel);
+	if (r == -1 || r == -3)
+		return r;
+	if (r < 0 || !w->recursive)
+		return 0;
+	char *full = join(w->root, rel);
+	DIR *d = opendir(full);
+	free(full);
+	struct dirent *e;
+	int res = 0;
+	while (d && res == 0 && (e = readdir(d))) {
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+			continue;
+		int isdir = e->d_type == DT_DIR;
+		char *sub = join(rel, e->d_name);
+		if (e->d_type == DT_UNKNOWN) {
+			char *subfull = join(w->root, sub);
+			struct stat sb;
+			isdir = lstat(subfull, &sb) == 0 && S_ISDIR(sb.st_mode);
+			free(subfull);
+		}
+		if (isdir && add_tree(w, sub) == -3)
+			res = -3;
+		free(sub);
+	}
 	if (d)
 		closedir(d);
-	free(full);
-	return 0;
+	return res;
 }
 
 static const char *dir_of(struct watch *w, int wd)
@@ -149,6 +318,18 @@ static const char *dir_of(struct watch *w, int wd)
 		if (w->dirs[i].wd == wd)
 			return w->dirs[i].rel;
 	return NULL;
+}
+
+/* the kernel dropped wd (its folder was removed): no longer counted */
+static void forget_dir(struct watch *w, int wd)
+{
+	for (size_t i = 0; i < w->ndirs; i++)
+		if (w->dirs[i].wd == wd) {
+			free(w->dirs[i].rel);
+			w->dirs[i] = w->dirs[--w->ndirs];
+			dirs_total--;
+			return;
+		}
 }
 
 static void emit_event(struct watch *w, const char *type, const char *rel, int is_dir)
@@ -183,11 +364,12 @@ static void watch_ended(struct watch *w, const char *reason)
 		sink(user, id, NULL, NULL, 0);
 }
 
-/* what inotify has now; 1 once the watch ended (w freed) */
-static int read_events(struct watch *w)
+/* what inotify has now (at most max_reads reads: the loop's fd call
+ * comes back for the rest); 1 once the watch ended (w freed) */
+static int read_events(struct watch *w, int max_reads)
 {
 	char buf[16384] __attribute__((aligned(__alignof__(struct inotify_event))));
-	for (;;) {
+	for (int reads = 0; reads < max_reads; reads++) {
 		ssize_t n = read(w->fd, buf, sizeof buf);
 		if (n <= 0)
 			return 0;
@@ -200,6 +382,10 @@ static int read_events(struct watch *w)
 			if ((ev->mask & IN_DELETE_SELF) && !dir[0]) {
 				watch_ended(w, "the watched folder was removed");
 				return 1;
+			}
+			if (ev->mask & IN_IGNORED) {
+				forget_dir(w, ev->wd);
+				continue;
 			}
 			if (!ev->len)
 				continue;
@@ -220,10 +406,11 @@ static int read_events(struct watch *w)
 				emit_event(w, type, rel, is_dir);
 			/* a new folder is followed, and what is in it already told */
 			if ((ev->mask & (IN_CREATE | IN_MOVED_TO)) && is_dir && w->recursive)
-				add_dir(w, rel, 1);
+				follow_new(w, rel);
 			free(rel);
 		}
 	}
+	return 0;
 }
 
 static int watch_fd_event(struct lws *wsi, enum lws_callback_reasons reason, void *arg)
@@ -232,7 +419,7 @@ static int watch_fd_event(struct lws *wsi, enum lws_callback_reasons reason, voi
 	if (reason == LWS_CALLBACK_RAW_RX_FILE) {
 		if (!w)
 			return -1;
-		read_events(w);
+		read_events(w, READS_PER_TURN);
 	} else if (reason == LWS_CALLBACK_RAW_CLOSE_FILE && w && w->wsi == wsi) {
 		w->wsi = NULL;
 		w->fd = -1;
@@ -256,7 +443,7 @@ void watch_poll(const char *id)
 {
 	struct watch *w = find(id);
 	if (w && w->fd >= 0)
-		read_events(w);
+		read_events(w, 64);
 }
 
 /* ------------------------------------------------------------ actions */
@@ -310,11 +497,30 @@ static int watch_action(struct act *a)
 	w->recursive = recursive;
 	snprintf(w->id, sizeof w->id, "watch-%llu", ++nwatch);
 	w->fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-	if (w->fd < 0 || add_dir(w, "", 0) != 0) {
+	int r = w->fd < 0 ? -1 : add_tree(w, "");
+	if (r != 0) {
 		int e = errno;
+		size_t had = dirs_total - w->ndirs;
+		cJSON *ex = cJSON_CreateObject();
+		cJSON_AddStringToObject(ex, "path", root);
+		/* (the message is made before w, and root with it, is freed) */
+		if (r == -3) {
+			cJSON_AddNumberToObject(ex, "folders", (double)had);
+			cJSON_AddNumberToObject(ex, "budget", (double)budget());
+			act_error_extras(a, TD_ERR_TOO_LARGE, ex,
+					 "cannot watch %s: with its folders termd would follow more than "
+					 "%zu (%zu already), its budget: half the kernel's "
+					 "fs.inotify.max_user_watches (%zu), or --max-watch-dirs; stop a "
+					 "watch or watch less", root, budget(), had, kernel_max);
+		} else {
+			cJSON_AddStringToObject(ex, "errno", e == EMFILE ? "EMFILE" : e == ENFILE ? "ENFILE" :
+						e == ENOMEM ? "ENOMEM" : fsops_errno_name(e));
+			act_error_extras(a, e == EMFILE || e == ENOSPC || e == ENFILE ? TD_ERR_TOO_LARGE :
+					    e == ENOENT || e == ENOTDIR ? TD_ERR_NOT_FOUND : TD_ERR_IO_ERROR,
+					 ex, "cannot watch %s: %s", root, strerror(e));
+		}
 		watch_free(w);
-		return act_error(a, e == EMFILE || e == ENOSPC ? TD_ERR_TOO_LARGE : TD_ERR_IO_ERROR,
-				 "cannot watch %s: %s", root, strerror(e));
+		return -1;
 	}
 	w->wsi = server_adopt_fd(w->fd, watch_fd_event, w);
 	if (!w->wsi) {
@@ -352,6 +558,8 @@ static int watch_list_action(struct act *a)
 	cJSON *arr = cJSON_AddArrayToObject(ex, "watches");
 	for (struct watch *w = watches; w; w = w->next)
 		cJSON_AddItemToArray(arr, watch_json(w));
+	cJSON_AddNumberToObject(ex, "folders", (double)dirs_total);
+	cJSON_AddNumberToObject(ex, "budget", (double)budget());
 	events_emit(a->conn, a->id, "watch.list", "", ex);
 	return 0;
 }

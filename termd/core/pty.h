@@ -40,7 +40,8 @@ struct pty {
 	char slave[64];
 	pid_t pid;
 	struct lws *wsi;          /* the master in the loop */
-	buf_t inq;                /* bytes waiting to be written */
+	buf_t inq;                /* bytes waiting to be written, from inq_off */
+	size_t inq_off;           /* ... written up to here (moved down now and then) */
 	int alive;                /* spawned and not yet ended */
 	int reaped, closed;
 	int exit_code, exit_signal;
@@ -60,6 +61,8 @@ int pty_close_input(struct pty *p);
 /* pipes: stdin is a pipe still open */
 int pty_input_open(const struct pty *p);
 void pty_write(struct pty *p, const void *data, size_t n);
+/* bytes written with pty_write that the process has not taken yet */
+size_t pty_queued(const struct pty *p);
 void pty_resize(struct pty *p, int cols, int rows);
 /* the foreground process group (the process itself when it cannot tell) */
 pid_t pty_fg_pid(struct pty *p);

@@ -540,7 +540,8 @@ static void get_done(struct fsjob *j)
 	}
 	t->gone = get_stream_gone;
 	t->drained = get_pump;
-	http_stream_start(t, 200, "application/octet-stream");
+	if (http_stream_start(t, 200, "application/octet-stream") < 0)
+		return;   /* too many streams: 429, and get_stream_gone frees f */
 	get_pump(t);
 }
 

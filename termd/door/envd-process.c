@@ -20,7 +20,6 @@
 #include <sys/stat.h>
 
 #define MISSED_MAX (8u << 20)     /* output kept while nobody is attached */
-#define STREAM_PENDING_MAX (16u << 20) /* a stream client that does not read is cut */
 #define ENDED_KEEP_US (60u * 1000000u) /* an end nobody saw is kept this long */
 
 struct eproc {
@@ -157,10 +156,11 @@ static void deliver(struct eproc *p, int kind, const char *data, size_t n)
 	}
 	for (struct envd_stream *st = p->streams, *next; st; st = next) {
 		next = st->next;
-		if (envd_stream_send(st, data_msg(p, kind, data, n)) > STREAM_PENDING_MAX) {
+		/* a client that does not read is cut at --stream-max (http.c) */
+		if (envd_stream_send(st, data_msg(p, kind, data, n)) == HTTP_STREAM_CUT) {
 			unlink_stream(p, st);
 			envd_stream_finish(st, EC_RESOURCE_EXHAUSTED,
-					   "the client does not read its stream");
+					   "the client does not read its stream (--stream-max)");
 		}
 	}
 }

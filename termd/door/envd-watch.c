@@ -4,14 +4,22 @@
  * door starts and stops the watch through the action layer and follows it
  * through a sink, sending fsnotify's event kinds (CREATE, WRITE, REMOVE,
  * RENAME, CHMOD) with names relative to the watched folder and the entry
- * when asked for; a polled watcher keeps its events until fetched. */
+ * when asked for; a polled watcher keeps its events until fetched, up to
+ * --watcher-max bytes (the oldest dropped, and counted in the next
+ * answer), and is removed, its watch with it, once nobody asked for its
+ * events for --watcher-expiry seconds. */
 #include "envd.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define WATCHER_MAX_EVENTS 10000  /* a polled watcher's events not fetched yet */
+/* one event a polled watcher keeps, as its JSON */
+struct pev {
+	struct pev *next;
+	size_t len;
+	char json[];
+};
 
 struct ewatch {
 	struct ewatch *next;
@@ -20,10 +28,25 @@ struct ewatch {
 	char *root;
 	int include_entry;
 	char id[48];              /* a polled watcher's id */
-	cJSON *pending;           /* ... its events until fetched */
+	struct pev *head, **tail; /* ... its events until fetched, oldest first */
+	size_t bytes;             /* ... their JSON's bytes (at most --watcher-max) */
+	unsigned long long dropped; /* ... the oldest dropped since the last fetch */
+	lws_sorted_usec_list_t expire; /* ... removed when not polled for --watcher-expiry */
+	lws_sorted_usec_list_t cut;    /* WatchDir's client stopped reading: ended */
 };
 
 static struct ewatch *ewatches;
+
+static void pending_clear(struct ewatch *w)
+{
+	while (w->head) {
+		struct pev *e = w->head;
+		w->head = e->next;
+		free(e);
+	}
+	w->tail = &w->head;
+	w->bytes = 0;
+}
 
 static void ewatch_free(struct ewatch *w)
 {
@@ -32,9 +55,36 @@ static void ewatch_free(struct ewatch *w)
 			*pp = w->next;
 			break;
 		}
+	lws_sul_cancel(&w->expire);
+	lws_sul_cancel(&w->cut);
 	free(w->root);
-	cJSON_Delete(w->pending);
+	pending_clear(w);
 	free(w);
+}
+
+/* a polled watcher's event kept, the oldest dropped past --watcher-max */
+static void kept_add(struct ewatch *w, cJSON *m)
+{
+	char *s = cJSON_PrintUnformatted(m);
+	cJSON_Delete(m);
+	size_t n = strlen(s);
+	struct pev *e = xmalloc(sizeof *e + n + 1);
+	e->next = NULL;
+	e->len = n;
+	memcpy(e->json, s, n + 1);
+	free(s);
+	*w->tail = e;
+	w->tail = &e->next;
+	w->bytes += n;
+	while (w->bytes > opts.watcher_max && w->head) {
+		struct pev *old = w->head;
+		w->head = old->next;
+		if (!w->head)
+			w->tail = &w->head;
+		w->bytes -= old->len;
+		w->dropped++;
+		free(old);
+	}
 }
 
 /* termd's watch stopped (the client left, RemoveWatcher) and w freed */
@@ -60,6 +110,20 @@ static const char *fsnotify_kind(const char *type)
 		if (strcmp(kinds[i].termd, type) == 0)
 			return kinds[i].envd;
 	return NULL;
+}
+
+static void cut_timer(lws_sorted_usec_list_t *sul)
+{
+	struct ewatch *w = lws_container_of(sul, struct ewatch, cut);
+	struct envd_stream *st = w->st;
+	if (st) {
+		st->gone = NULL;
+		st->owner = NULL;
+		w->st = NULL;
+		envd_stream_finish(st, EC_RESOURCE_EXHAUSTED,
+				   "the client does not read its stream (--stream-max)");
+	}
+	ewatch_stop(w);
 }
 
 /* the watch's sink: an event to the stream or the watcher's list; the
@@ -96,12 +160,15 @@ static void on_watch(void *user, const char *id, const char *type, const char *n
 			cJSON_AddItemToObject(f, "entry", e);
 		buf_free(&full);
 	}
-	if (w->st)
-		envd_stream_send(w->st, m);
-	else if (cJSON_GetArraySize(w->pending) < WATCHER_MAX_EVENTS)
-		cJSON_AddItemToArray(w->pending, m);
-	else
-		cJSON_Delete(m);
+	if (w->st) {
+		/* a client that does not read is cut at --stream-max: the
+		 * stream ends and the watch stops, from the loop (not in the
+		 * middle of the watch's own events) */
+		if (envd_stream_send(w->st, m) == HTTP_STREAM_CUT)
+			server_timer(&w->cut, cut_timer, 1);
+	} else {
+		kept_add(w, m);
+	}
 }
 
 static void stream_gone(struct envd_stream *st)
@@ -171,8 +238,27 @@ static struct ewatch *watcher_find(struct envd_call *c)
 	for (struct ewatch *w = ewatches; id && w; w = w->next)
 		if (w->id[0] && strcmp(w->id, id) == 0)
 			return w;
-	envd_fail(c, EC_NOT_FOUND, "watcher '%.48s' not found", id ? id : "");
+	envd_fail(c, EC_NOT_FOUND, "watcher '%.48s' not found (removed, or not polled for "
+		  "%zu s: --watcher-expiry)", id ? id : "", opts.watcher_expiry);
 	return NULL;
+}
+
+/* nobody asked for its events for --watcher-expiry seconds: the client
+ * went away (it never polls or removes it); the watch and events go */
+static void expire_timer(lws_sorted_usec_list_t *sul)
+{
+	struct ewatch *w = lws_container_of(sul, struct ewatch, expire);
+	log_info("envd: watcher %s of %s not polled for %zu s: removed (--watcher-expiry)", w->id,
+		 w->root, opts.watcher_expiry);
+	if (w->wid[0])
+		ewatch_stop(w);
+	else
+		ewatch_free(w);
+}
+
+static void expire_later(struct ewatch *w)
+{
+	server_timer(&w->expire, expire_timer, (uint64_t)opts.watcher_expiry * 1000000u);
 }
 
 int envd_watcher_call(struct envd_call *c, const char *method)
@@ -183,7 +269,8 @@ int envd_watcher_call(struct envd_call *c, const char *method)
 		if (!w)
 			return 0;
 		snprintf(w->id, sizeof w->id, "w%llu-%llx", ++n, (unsigned long long)mono_us());
-		w->pending = cJSON_CreateArray();
+		w->tail = &w->head;
+		expire_later(w);
 		cJSON *m = cJSON_CreateObject();
 		cJSON_AddStringToObject(m, "watcherId", w->id);
 		envd_reply(c, m);
@@ -196,8 +283,22 @@ int envd_watcher_call(struct envd_call *c, const char *method)
 		if (w->wid[0])
 			watch_poll(w->wid);   /* what inotify has now */
 		cJSON *m = cJSON_CreateObject();
-		cJSON_AddItemToObject(m, "events", w->pending);
-		w->pending = cJSON_CreateArray();
+		cJSON *arr = cJSON_AddArrayToObject(m, "events");
+		for (struct pev *e = w->head; e; e = e->next)
+			cJSON_AddItemToArray(arr, cJSON_CreateRaw(e->json));
+		pending_clear(w);
+		if (w->dropped) {
+			/* termd's addition (Connect clients ignore fields they
+			 * do not know): how many of the oldest went, and why */
+			cJSON_AddNumberToObject(m, "dropped", (double)w->dropped);
+			buf_t note = {0};
+			buf_printf(&note, "%llu older events were dropped: more than --watcher-max "
+				   "(%zu bytes) waited to be fetched", w->dropped, opts.watcher_max);
+			cJSON_AddStringToObject(m, "note", note.p);
+			buf_free(&note);
+			w->dropped = 0;
+		}
+		expire_later(w);
 		envd_reply(c, m);
 	} else if (w->wid[0]) {   /* RemoveWatcher */
 		ewatch_stop(w);

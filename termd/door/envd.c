@@ -59,24 +59,81 @@ int envd_code_status(enum envd_code c)
 
 struct envd_user envd_cur;
 
+#define AUTH_HDR_MAX 511       /* an Authorization: Basic header longer is refused */
+
+/* ?username= of a REST request: 0 none, 1 in out, -1 too long for it
+ * (lws's own lookup says "none" for an argument that does not fit) */
+static int rest_username(struct http_txn *t, char *out, size_t n)
+{
+	int total = lws_hdr_total_length(t->wsi, WSI_TOKEN_HTTP_URI_ARGS);
+	if (total <= 0)
+		return 0;
+	char *frag = xmalloc((size_t)total + 1);
+	int r = 0;
+	for (int i = 0; lws_hdr_copy_fragment(t->wsi, frag, total + 1, WSI_TOKEN_HTTP_URI_ARGS, i) >= 0;
+	     i++) {
+		if (strncmp(frag, "username=", 9) != 0)
+			continue;
+		if (strlen(frag + 9) >= n) {
+			r = -1;
+			break;
+		}
+		snprintf(out, n, "%s", frag + 9);
+		r = 1;
+		break;
+	}
+	free(frag);
+	return r;
+}
+
 int envd_user_begin(struct http_txn *t, int rest, char *why, size_t n)
 {
-	char name[256] = "", hdr[512], arg[256];
+	char name[256] = "";
+	int hl;
 	if (rest) {
-		const char *u = http_arg(t, "username=", arg, sizeof arg);
-		if (u && u[0])
-			snprintf(name, sizeof name, "%s", u);
-	} else if (lws_hdr_copy(t->wsi, hdr, sizeof hdr, WSI_TOKEN_HTTP_AUTHORIZATION) > 0 &&
-		   strncasecmp(hdr, "Basic ", 6) == 0) {
-		buf_t b = {0};
-		if (fsio_b64_decode(hdr + 6, strlen(hdr + 6), &b) == 0 && b.len) {
-			buf_putc(&b, 0);
-			char *colon = strchr(b.p, ':');
-			if (colon)
-				*colon = 0;
-			snprintf(name, sizeof name, "%s", b.p);
+		if (rest_username(t, name, sizeof name) < 0) {
+			snprintf(why, n, "username is over %zu bytes", sizeof name - 1);
+			return EC_INVALID_ARGUMENT;
 		}
-		buf_free(&b);
+	} else if ((hl = lws_hdr_total_length(t->wsi, WSI_TOKEN_HTTP_AUTHORIZATION)) > 0) {
+		/* a user named that termd cannot read is refused, never taken
+		 * for no user at all (the default user: root) */
+		char *hdr = xmalloc((size_t)hl + 1);
+		int r = 0;
+		if (lws_hdr_copy(t->wsi, hdr, hl + 1, WSI_TOKEN_HTTP_AUTHORIZATION) < 0)
+			hdr[0] = 0;
+		if (strncasecmp(hdr, "Basic ", 6) == 0) {
+			buf_t b = {0};
+			const char *v = hdr + 6;
+			while (*v == ' ')
+				v++;
+			size_t vl = strlen(v);
+			while (vl && v[vl - 1] == ' ')
+				vl--;
+			if (hl > AUTH_HDR_MAX) {
+				snprintf(why, n, "the Authorization header is over %d bytes", AUTH_HDR_MAX);
+				r = EC_UNAUTHENTICATED;
+			} else if (fsio_b64_decode(v, vl, &b) < 0 || memchr(b.p, 0, b.len) ||
+				   !memchr(b.p, ':', b.len)) {
+				snprintf(why, n, "the Authorization: Basic credential is not base64 of "
+					 "\"user:password\"");
+				r = EC_UNAUTHENTICATED;
+			} else {
+				buf_putc(&b, 0);
+				*strchr(b.p, ':') = 0;
+				if (strlen(b.p) >= sizeof name) {
+					snprintf(why, n, "the user name in Authorization: Basic is over "
+						 "%zu bytes", sizeof name - 1);
+					r = EC_UNAUTHENTICATED;
+				} else {
+					snprintf(name, sizeof name, "%s", b.p);
+				}
+			}
+			buf_free(&b);
+		}
+		free(hdr);
+		if (r)
+			return r;
 	}
 	struct passwd *pw;
 	if (name[0])
@@ -304,6 +361,8 @@ int envd_fail(struct envd_call *c, enum envd_code code, const char *fmt, ...)
 
 /* ============================================================== streams */
 
+/* one envelope, whole (a stream cut at --stream-max holds whole ones; the
+ * end-of-stream one goes even to a cut stream) */
 static void envelope(struct envd_stream *st, int flags, cJSON *msg, size_t *pending)
 {
 	char *s = cJSON_PrintUnformatted(msg);
@@ -313,8 +372,14 @@ static void envelope(struct envd_stream *st, int flags, cJSON *msg, size_t *pend
 			      (unsigned char)(n >> 8), (unsigned char)n};
 	size_t p = 0;
 	if (st->t) {
-		http_stream_write(st->t, h, 5);
-		p = http_stream_write(st->t, s, n);
+		buf_t b = {0};
+		buf_append(&b, h, 5);
+		buf_append(&b, s, n);
+		if (flags & 2)
+			http_stream_last(st->t, b.p, b.len);
+		else
+			p = http_stream_write(st->t, b.p, b.len);
+		buf_free(&b);
 	}
 	free(s);
 	if (pending)
@@ -507,6 +572,12 @@ static void rpc(struct http_txn *t)
 		c.timeout_ms = v ? v : 1;
 	}
 	char why[256];
+	if (c.stream && http_stream_admit(t, why, sizeof why) < 0) {
+		/* (the error's own stream ends at once: let through) */
+		t->stream_admitted = 1;
+		envd_fail(&c, EC_RESOURCE_EXHAUSTED, "%s", why);
+		return;
+	}
 	int uc = envd_user_begin(t, 0, why, sizeof why);
 	if (uc) {
 		envd_fail(&c, (enum envd_code)uc, "%s", why);

@@ -529,11 +529,11 @@ static struct lws_protocols link_protocols[] = {
  * that dialed in could otherwise make termd dial anywhere) */
 static int link_tty_action(struct act *a)
 {
-	int on_link = 0;
+	struct link *on = NULL;
 	for (size_t i = 0; i < nlinks; i++)
 		if (a->conn == &links[i].conn)
-			on_link = 1;
-	if (!on_link)
+			on = &links[i];
+	if (!on)
 		return act_error(a, TD_ERR_FORBIDDEN, "link.tty is for a dial-out link's backend only");
 	const char *url = NULL, *mode = NULL;
 	struct session *s;
@@ -547,6 +547,19 @@ static int link_tty_action(struct act *a)
 	if (link_parse(&lt->t, url, err, sizeof err) < 0) {
 		ltty_free(lt);
 		return act_error(a, TD_ERR_BAD_REQUEST, "%s", err + strlen("--connect "));
+	}
+	/* the link's credential goes only where the link goes: its own
+	 * scheme, host and port (a wss:// link never dials ws://, nor another
+	 * host); the path may differ */
+	if (lt->t.tls != on->t.tls || strcasecmp(lt->t.host, on->t.host) != 0 ||
+	    lt->t.port != on->t.port) {
+		cJSON *ex = cJSON_CreateObject();
+		cJSON_AddStringToObject(ex, "url", url);
+		ltty_free(lt);
+		return act_error_extras(a, TD_ERR_FORBIDDEN, ex,
+					"link.tty dials only this link's own scheme, host and port "
+					"(%s://%s:%d): nothing was dialed", on->t.tls ? "wss" : "ws",
+					on->t.host, on->t.port);
 	}
 	snprintf(lt->session, sizeof lt->session, "%s", s->name);
 	lt->rw = mode && !strcmp(mode, "rw");

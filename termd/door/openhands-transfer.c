@@ -559,7 +559,8 @@ static void dl_walked(struct fsjob *j)
 	t->user = d;
 	t->gone = dl_gone;
 	t->drained = dl_pump;
-	http_stream_start(t, 200, "application/zip");
+	if (http_stream_start(t, 200, "application/zip") < 0)
+		return;   /* too many streams: 429, and dl_gone frees d */
 	dl_pump(t);
 }
 

@@ -431,6 +431,14 @@ static struct recording *live_by_file(const char *file)
 
 static void serve_file(struct http_txn *t, const char *file, struct recording *r, int follow)
 {
+	char why[200];
+	if (http_stream_admit(t, why, sizeof why) < 0) {   /* --max-streams[-per-client] */
+		buf_t b = {0};
+		buf_printf(&b, "%s\n", why);
+		http_answer(t, 429, "text/plain", b.p, b.len);
+		buf_free(&b);
+		return;
+	}
 	int dfd = open(opts.record_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	int fd = dfd < 0 ? -1 : openat(dfd, file, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
 	if (dfd >= 0)

@@ -57,6 +57,14 @@ struct termd_opts {
 	size_t download_max;      /* --download-max: bytes of files in one /download_files */
 	size_t body_idle;         /* --body-idle-timeout: seconds a request body may pause */
 	size_t body_time;         /* --body-timeout: seconds a request body may take */
+	size_t stdin_max;         /* --stdin-max: bytes waiting for a session's input */
+	size_t stream_max;        /* --stream-max: bytes one HTTP stream holds before it is cut */
+	size_t max_streams;       /* --max-streams: HTTP streams open at once, in all */
+	size_t max_streams_client; /* --max-streams-per-client: ... from one client address */
+	size_t watcher_max;       /* --watcher-max: bytes of events a polled watcher keeps */
+	size_t watcher_expiry;    /* --watcher-expiry: seconds a polled watcher lasts unpolled */
+	size_t max_watch_dirs;    /* --max-watch-dirs: folders all watches follow (0: half
+				   * the kernel's fs.inotify.max_user_watches) */
 	char *plugins;            /* --plugins a,b,… or all (NULL: none) */
 	char *plugin_dir;         /* --plugin-dir (NULL: next to the binary) */
 	char *state_dir;          /* --state-dir: setup markers (once per image) */

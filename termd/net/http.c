@@ -15,6 +15,11 @@
 #include <strings.h>
 #include <arpa/inet.h>
 
+/* a stream's sent bytes are moved out of its buffer once there are this
+ * many and as many as the unsent ones (so moving costs at most what was
+ * sent); its buffer is given back down to this */
+#define HTTP_STREAM_SLACK (256u << 10)
+
 /* constant-time comparison of a presented token with the expected one */
 static int token_eq(const char *got, const char *want)
 {
@@ -179,8 +184,22 @@ void http_routes_register(const struct http_route *r, size_t n)
 	nroutes += n;
 }
 
+/* the streams open now (counted for --max-streams and per client) */
+static struct http_txn *streams;
+
+static void stream_unlist(struct http_txn *t)
+{
+	for (struct http_txn **pp = &streams; *pp; pp = &(*pp)->snext)
+		if (*pp == t) {
+			*pp = t->snext;
+			break;
+		}
+	t->snext = NULL;
+}
+
 static void txn_free(struct http_txn *t)
 {
+	stream_unlist(t);
 	buf_free(&t->body);
 	buf_free(&t->raw);
 	buf_free(&t->hdrs);
@@ -225,27 +244,102 @@ void http_set_header(struct http_txn *t, const char *name, const char *value)
 	buf_append(&t->hdrs, value, strlen(value) + 1);
 }
 
-void http_stream_start(struct http_txn *t, int status, const char *ctype)
+int http_stream_admit(struct http_txn *t, char *why, size_t n)
+{
+	if (!t->peer[0] && lws_get_peer_simple(t->wsi, t->peer, sizeof t->peer) == NULL)
+		t->peer[0] = 0;
+	size_t all = 0, mine = 0;
+	for (struct http_txn *x = streams; x; x = x->snext) {
+		all++;
+		if (strcmp(x->peer, t->peer) == 0)
+			mine++;
+	}
+	if (all >= opts.max_streams) {
+		snprintf(why, n, "termd has %zu streams open, its limit (--max-streams)", all);
+		return -1;
+	}
+	if (mine >= opts.max_streams_client) {
+		snprintf(why, n, "this client (%s) has %zu streams open, its limit "
+			 "(--max-streams-per-client)", t->peer[0] ? t->peer : "local", mine);
+		return -1;
+	}
+	t->stream_admitted = 1;
+	return 0;
+}
+
+int http_stream_start(struct http_txn *t, int status, const char *ctype)
 {
 	if (t->answered)
-		return;
+		return -1;
+	char why[200];
+	if (!t->stream_admitted && http_stream_admit(t, why, sizeof why) < 0) {
+		log_info("http: %s refused: %s", t->path, why);
+		t->refused = 1;
+		t->close_after = 1;
+		buf_t b = {0};
+		buf_printf(&b, "%s\n", why);
+		http_answer(t, 429, "text/plain", b.p, b.len);
+		buf_free(&b);
+		return -1;
+	}
 	t->streaming = 1;
 	t->close_after = 1;   /* the end of the body is the end of the connection */
+	t->snext = streams;
+	streams = t;
 	http_answer(t, status, ctype, "", 0);
+	return 0;
+}
+
+/* the stream's buffer gives memory back once most of it went out */
+static void out_shrink(buf_t *b)
+{
+	size_t want = b->len < HTTP_STREAM_SLACK ? HTTP_STREAM_SLACK : 2 * b->len;
+	if (b->cap > 2 * want) {
+		b->p = xrealloc(b->p, want + 1);
+		b->cap = want + 1;
+	}
 }
 
 size_t http_stream_write(struct http_txn *t, const void *p, size_t n)
 {
+	if (t->cut)
+		return HTTP_STREAM_CUT;
 	if (!t->streaming || t->ended)
 		return 0;
 	if (t->off && t->off == t->out.len) {
 		buf_reset(&t->out);
 		t->off = 0;
+		out_shrink(&t->out);
+	}
+	/* what the stream holds counts, sent bytes not moved out yet too */
+	if (t->out.len + n > opts.stream_max) {
+		log_info("http: %s: the client leaves %zu bytes unread, past --stream-max: cut",
+			 t->path, t->out.len - t->off + n);
+		t->cut = 1;
+		/* what it holds may still be read, for a while */
+		lws_set_timeout(t->wsi, PENDING_TIMEOUT_USER_OK, HTTP_CUT_GRACE_S);
+		if (t->hdr_sent)
+			lws_callback_on_writable(t->wsi);
+		return HTTP_STREAM_CUT;
 	}
 	buf_append(&t->out, p, n);
 	if (n && t->hdr_sent)
 		lws_callback_on_writable(t->wsi);
 	return t->out.len - t->off;
+}
+
+void http_stream_last(struct http_txn *t, const void *p, size_t n)
+{
+	if (!t->streaming || t->ended)
+		return;
+	if (!t->cut) {
+		http_stream_write(t, p, n);
+		if (!t->cut)
+			return;
+	}
+	buf_append(&t->out, p, n);   /* (one end message past the bound) */
+	if (t->hdr_sent)
+		lws_callback_on_writable(t->wsi);
 }
 
 void http_stream_end(struct http_txn *t)
@@ -486,12 +580,21 @@ int http_writeable(struct lws *wsi)
 		if (lws_write(wsi, buf + LWS_PRE, n, last ? LWS_WRITE_HTTP_FINAL : LWS_WRITE_HTTP) < (int)n)
 			return -1;
 		t->off += n;
+		/* a stream read a little slower than it is written never drains
+		 * whole: what went out is moved out of the buffer as it goes */
+		if (t->streaming && t->off >= HTTP_STREAM_SLACK && t->off >= t->out.len - t->off) {
+			buf_consume(&t->out, t->off);
+			t->off = 0;
+			out_shrink(&t->out);
+		}
 	}
 	if (t->off < t->out.len) {
 		lws_callback_on_writable(wsi);
 		return 0;
 	}
 	if (t->streaming) {
+		if (!t->ended && t->cut)
+			return -1;      /* nothing more comes: closed, t->gone follows */
 		if (!t->ended) {
 			/* drained: the producer may write more now, else it
 			 * does when it has some (http_stream_write) */
@@ -503,6 +606,8 @@ int http_writeable(struct lws *wsi)
 		return -1;      /* the end of the body */
 	}
 	int close = t->close_after;
+	if (t->refused && t->gone)
+		t->gone(t);   /* a stream refused: its producer lets go now */
 	txn_detach(t);
 	if (close)
 		return -1;
@@ -514,7 +619,7 @@ void http_closed(struct lws *wsi)
 	struct http_txn *t = lws_get_opaque_user_data(wsi);
 	if (!t)
 		return;
-	if ((!t->answered || (t->streaming && !t->ended)) && t->gone)
+	if ((!t->answered || t->refused || (t->streaming && !t->ended)) && t->gone)
 		t->gone(t);
 	txn_detach(t);
 }

@@ -57,6 +57,13 @@ struct http_txn {
 	int answered, status, hdr_sent, close_after;
 	enum auth_level auth;     /* what the request's token admits */
 	int streaming, ended;     /* an answer of unknown length (http_stream_*) */
+	int stream_admitted;      /* http_stream_admit let it in (or its caller lets an
+				   * error stream that ends at once through) */
+	int refused;              /* http_stream_start refused it (429): gone is called
+				   * once that answer is out */
+	int cut;                  /* it would have held more than --stream-max */
+	struct http_txn *snext;   /* on the list of open streams */
+	char peer[64];            /* the client's address, for --max-streams-per-client */
 	char ctype[64];
 	char *disposition;        /* Content-Disposition or NULL */
 	buf_t hdrs;               /* more headers: "name:\0value\0" pairs */
@@ -84,11 +91,25 @@ void http_answer_text(struct http_txn *t, int status, const char *msg);
 void http_set_header(struct http_txn *t, const char *name, const char *value);
 /* An answer of unknown length: headers now (no Content-Length, the
  * connection closes at the end), then data as it comes. write returns the
- * bytes not yet taken by the socket, so a producer can hold back; end
- * finishes the answer once those are written. t->gone is called when the
- * client leaves before end. */
-void http_stream_start(struct http_txn *t, int status, const char *ctype);
+ * bytes the stream holds (not yet taken by the socket, and taken ones not
+ * yet moved out), so a producer can hold back. A write that would make it
+ * hold more than --stream-max cuts the stream (a client that does not
+ * read): that write and every later one are dropped (HTTP_STREAM_CUT),
+ * what it holds (whole writes) stays for the client to read for
+ * HTTP_CUT_GRACE_S seconds at most, and last adds one end message even
+ * to a cut stream. end finishes the answer once those are written; a cut
+ * stream not ended is closed once drained (t->gone follows from the
+ * loop). t->gone is called when the client leaves before end.
+ * Streams are counted: at most --max-streams at once, and
+ * --max-streams-per-client from one address. admit says whether one
+ * more may start (0, or -1 and why); start refuses one that may not with
+ * 429 (and returns -1; t->gone is called once that answer is out). */
+#define HTTP_STREAM_CUT ((size_t)-1)
+#define HTTP_CUT_GRACE_S 30
+int http_stream_admit(struct http_txn *t, char *why, size_t n);
+int http_stream_start(struct http_txn *t, int status, const char *ctype);
 size_t http_stream_write(struct http_txn *t, const void *p, size_t n);
+void http_stream_last(struct http_txn *t, const void *p, size_t n);
 void http_stream_end(struct http_txn *t);
 /* A request header by lws custom name ("x-session-api-key:"): its length,
  * or -1 when absent. */

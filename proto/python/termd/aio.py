@@ -491,7 +491,8 @@ class AsyncTermd:
         return await self.call("watch.stop", _args(watch=watch), wait=wait)
 
     async def watch_list(self, *, wait: Optional[float] = None) -> Observation:
-        """``watch.list``: extras["watches"], [{watch, path, recursive}]."""
+        """``watch.list``: extras["watches"], [{watch, path, recursive}]; extras["folders"]
+        (followed by all watches) and extras["budget"] (at most)."""
         return await self.call("watch.list", wait=wait)
 
     async def file_stat(self, path: str, *, wait: Optional[float] = None) -> Observation:
