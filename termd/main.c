@@ -305,6 +305,7 @@ static void teardown(void)
 	fswork_shutdown(); /* file work in flight: its workers joined, its answers dropped */
 	envd_shutdown();   /* its timers and streams while the loop still exists */
 	watch_shutdown();  /* after envd's sinks; its inotify fds while the loop exists */
+	ports_shutdown();  /* its timers and port.wait actions while the loop exists */
 	server_close_loop();
 	session_free_all();
 	server_shutdown();
@@ -633,6 +634,7 @@ int main(int argc, char **argv)
 	edit_register();
 	fsops_register();
 	watch_register();
+	ports_register();
 	openhands_register();
 	envd_register();
 	web_register();
