@@ -74,6 +74,10 @@ int multipart_find(const char *ctype, const char *body, size_t len, const char *
 
 /* ---- the web page (web.c): /, /s/<session>, /r/<file>, /assets/…, /auth ---- */
 void web_register(void);
+
+/* ---- the preview proxy (proxy.c) ---- */
+/* /proxy/<port>/ and the Host route (--preview-host-suffix) */
+void proxy_register(void);
 void web_shutdown(void);
 
 

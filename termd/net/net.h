@@ -101,6 +101,10 @@ int http_token_ok(const char *token);
  * the hook appends ",\"name\":value..." to b. One hook. */
 typedef void http_health_fn(buf_t *b);
 void http_health_extend(http_health_fn *fn);
+/* A route chosen by the request's Host before its path (the preview
+ * proxy's --preview-host-suffix): fn returns it, or NULL. One hook. */
+typedef const struct http_route *http_host_route_fn(struct lws *wsi);
+void http_host_route(http_host_route_fn *fn);
 /* LWS_CALLBACK_HTTP: /healthz, a route, else 401 or 404. */
 int http_request(struct lws *wsi, const char *uri);
 /* LWS_CALLBACK_HTTP_BODY, _BODY_COMPLETION, _WRITEABLE, CLOSED_HTTP */

@@ -165,3 +165,237 @@ def test_view_token_lists_but_cannot_wait(termd_factory, tmp_path):
     ro = t.events(token="viewsecret")
     assert ro.call("ports.list", {}, timeout=T)["observation"] == "ports.list"
     assert_error(ro.call("port.wait", {"port": 1, "timeout": 0}, timeout=T), "forbidden")
+
+
+# ------------------------------------------------------------- the proxy
+
+ECHO = r'''
+import json, sys
+from http.server import BaseHTTPRequestHandler, HTTPServer, ThreadingHTTPServer
+class H(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *a):
+        pass
+    def answer(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(n) if n else b""
+        if self.path.startswith("/big"):
+            size = int(self.path.split("=")[1]) << 20
+            self.send_response(200)
+            self.send_header("Content-Type", "application/octet-stream")
+            self.send_header("Content-Length", str(size))
+            self.end_headers()
+            chunk = b"x" * (1 << 20)
+            for _ in range(size >> 20):
+                self.wfile.write(chunk)
+            return
+        if self.path.startswith("/redirect"):
+            self.send_response(302)
+            self.send_header("Location", "/landed")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        out = json.dumps({"method": self.command, "path": self.path,
+                          "headers": {k.lower(): v for k, v in self.headers.items()},
+                          "body": body.decode()}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("X-Echo", "yes")
+        if self.path.startswith("/chunked"):
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for i in range(0, len(out), 7):
+                part = out[i:i + 7]
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
+            self.wfile.write(b"0\r\n\r\n")
+            return
+        self.send_header("Content-Length", str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
+    do_GET = do_POST = do_PUT = do_DELETE = answer
+ThreadingHTTPServer((sys.argv[2], int(sys.argv[1])), H).serve_forever()
+'''
+
+
+def proxy_termd(termd_factory, tmp_path):
+    (tmp_path / "view").write_text("viewsecret\n")
+    (tmp_path / "preview").write_text("previewsecret\n")
+    return termd_factory(args=("--view-token-file", str(tmp_path / "view"),
+                               "--preview-token-file", str(tmp_path / "preview"),
+                               "--preview-host-suffix", ".preview.test"),
+                         token="fullsecret", tcp=True)
+
+
+def echo_server(t, ev, bind="127.0.0.1"):
+    (t.home / "echo.py").write_text(ECHO)
+    sub = subscribed(t)
+    port = tdtest.free_port()
+    o = tdtest.run_done(ev, "python3 echo.py %d %s >/dev/null 2>&1 & echo PID=$!" % (port, bind))
+    pid = int([ln for ln in tdtest.content(o).splitlines() if ln.startswith("PID=")][0][4:])
+    wait_event(sub, is_open(port, pid), 10.0, "port.open of the echo server")
+    sub.close()
+    return port, pid
+
+
+def get(t, path, headers=None, method="GET", body=None):
+    import http.client
+    host, port = t.url.split("://")[1].rsplit(":", 1)
+    c = http.client.HTTPConnection(host, int(port), timeout=30)
+    c.request(method, path, body=body, headers=headers or {})
+    r = c.getresponse()
+    data = r.read()
+    c.close()
+    return r.status, {k.lower(): v for k, v in r.getheaders()}, data
+
+
+FULL = {"Authorization": "Bearer fullsecret"}
+
+
+def test_proxy_fetches_and_keeps_path_query_body(termd_factory, tmp_path):
+    import json
+    t = proxy_termd(termd_factory, tmp_path)
+    ev = t.events()
+    port, pid = echo_server(t, ev)
+    try:
+        st, h, body = get(t, "/proxy/%d/a/b%%20c?x=1&y=two%%26three" % port, FULL)
+        assert st == 200 and h.get("x-echo") == "yes", (st, h, body)
+        e = json.loads(body)
+        assert e["path"] == "/a/b%20c?x=1&y=two%26three", e
+        hd = e["headers"]
+        assert hd["x-forwarded-prefix"] == "/proxy/%d" % port, hd
+        assert hd["x-forwarded-proto"] == "http" and "x-forwarded-host" in hd, hd
+        assert "x-forwarded-for" in hd, hd
+        assert "authorization" not in hd, hd          # termd's token never reaches the app
+        st, h, body = get(t, "/proxy/%d/post" % port, FULL, method="POST", body=b"hello body")
+        e = json.loads(body)
+        assert st == 200 and e["method"] == "POST" and e["body"] == "hello body", body
+        # a chunked answer, decoded
+        st, h, body = get(t, "/proxy/%d/chunked" % port, FULL)
+        assert st == 200 and json.loads(body)["path"] == "/chunked", body
+        # an absolute redirect stays under the prefix
+        st, h, _ = get(t, "/proxy/%d/redirect" % port, FULL)
+        assert st == 302 and h["location"] == "/proxy/%d/landed" % port, h
+        # the Host route: the path unchanged
+        st, h, body = get(t, "/x/y?z=1", {"Host": "%d-sandbox.preview.test" % port,
+                                           "Authorization": "Bearer previewsecret"})
+        assert st == 200 and json.loads(body)["path"] == "/x/y?z=1", (st, body)
+    finally:
+        kill(pid)
+
+
+def test_proxy_access(termd_factory, tmp_path):
+    t = proxy_termd(termd_factory, tmp_path)
+    ev = t.events()
+    port, pid = echo_server(t, ev)
+    try:
+        path = "/proxy/%d/page" % port
+        assert get(t, path)[0] == 401
+        assert get(t, path, {"Authorization": "Bearer viewsecret"})[0] == 401
+        assert get(t, path + "?token=viewsecret")[0] == 401
+        assert get(t, path, {"Cookie": "termd_preview=previewsecret"})[0] == 401
+        assert get(t, path, {"Authorization": "Bearer previewsecret"})[0] == 200
+        # ?token= once: a cookie, and the URL again without the token
+        st, h, _ = get(t, path + "?a=1&token=previewsecret")
+        assert st == 302 and h["location"] == path + "?a=1", h
+        cookie = h["set-cookie"].split(";")[0]
+        assert "HttpOnly" in h["set-cookie"] and "Path=/proxy/%d/" % port in h["set-cookie"], h
+        assert "previewsecret" not in cookie
+        st, _, body = get(t, path + "?b=2", {"Cookie": "app=1; " + cookie})
+        import json
+        e = json.loads(body)
+        assert st == 200 and e["headers"]["cookie"] == "app=1", e   # termd's cookie stays home
+        # the preview token opens previews and nothing else
+        import wsclient
+        st, _, _ = wsclient.http_request(t.url, "/events",
+                                         headers={"Authorization": "Bearer previewsecret"})
+        assert st == 401, st
+        refused = False
+        try:
+            t.events(token="previewsecret")
+        except Exception:
+            refused = True
+        assert refused, "the preview token opened /events"
+    finally:
+        kill(pid)
+
+
+def test_proxy_never_another_host_or_port(termd_factory, tmp_path):
+    t = proxy_termd(termd_factory, tmp_path)
+    ev = t.events()
+    port, pid = echo_server(t, ev)
+    mine = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    mine.bind(("127.0.0.1", 0))
+    mine.listen(4)
+    foreign = mine.getsockname()[1]
+    try:
+        # a port no program of termd's listens on: 404 even with the full token
+        assert get(t, "/proxy/%d/" % foreign, FULL)[0] == 404
+        for path in ("/proxy/example.com/", "/proxy/example.com:%d/" % port,
+                     "/proxy/127.0.0.2:%d/" % port, "/proxy/%d@example.com/" % port,
+                     "/proxy/0%d/" % port, "/proxy/-%d/" % port, "/proxy/99999/"):
+            assert get(t, path, FULL)[0] == 404, path
+        for host in ("example.com", "%d-x.preview.test.example.com" % port,
+                     "%d.preview.test" % port, "%d-x.example.com" % foreign,
+                     "%d-x.preview.test" % foreign):
+            st, h, _ = get(t, "/", dict(FULL, Host=host))
+            assert "x-echo" not in h, (host, st)          # termd's own page, or nothing
+        # an absolute URL in the request line names no other host
+        with socket.create_connection(tuple_addr(t)) as s:
+            s.sendall(b"GET http://example.com/proxy/%d/ HTTP/1.1\r\nHost: example.com\r\n"
+                      b"Authorization: Bearer fullsecret\r\nConnection: close\r\n\r\n" % port)
+            s.settimeout(10)
+            data = b""
+            while True:
+                d = s.recv(65536)
+                if not d:
+                    break
+                data += d
+            assert b" 200 " not in data.split(b"\r\n")[0], data[:200]
+    finally:
+        mine.close()
+        kill(pid)
+
+
+def tuple_addr(t):
+    host, port = t.url.split("://")[1].rsplit(":", 1)
+    return host, int(port)
+
+
+def test_proxy_big_download_slow_reader_bounded(termd_factory, tmp_path):
+    t = proxy_termd(termd_factory, tmp_path)
+    ev = t.events()
+    port, pid = echo_server(t, ev)
+    try:
+        base = tdtest.rss_mb(t.proc.pid)
+        size = 200 << 20
+        with socket.create_connection(tuple_addr(t)) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+            s.sendall(b"GET /proxy/%d/big?mb=200 HTTP/1.1\r\nHost: localhost\r\n"
+                      b"Authorization: Bearer fullsecret\r\n\r\n" % port)
+            s.settimeout(60)
+            got, peak, head = 0, base, b""
+            # a reader that stops for a while, then reads slowly
+            time.sleep(1.5)
+            peak = max(peak, tdtest.rss_mb(t.proc.pid))
+            while True:
+                d = s.recv(65536)
+                if not d:
+                    break
+                if head is not None:
+                    head += d
+                    i = head.find(b"\r\n\r\n")
+                    if i < 0:
+                        continue
+                    assert b" 200 " in head[:20], head[:200]
+                    got += len(head) - i - 4
+                    head = None
+                else:
+                    got += len(d)
+                if got % (16 << 20) < 65536:
+                    peak = max(peak, tdtest.rss_mb(t.proc.pid))
+                    time.sleep(0.05)
+        assert got == size, got
+        print("rss base %.1f peak %.1f MiB" % (base, peak))
+        assert peak - base < 40, "termd grew from %.1f to %.1f MiB" % (base, peak)
+    finally:
+        kill(pid)
