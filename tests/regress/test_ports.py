@@ -399,3 +399,39 @@ def test_proxy_big_download_slow_reader_bounded(termd_factory, tmp_path):
         assert peak - base < 40, "termd grew from %.1f to %.1f MiB" % (base, peak)
     finally:
         kill(pid)
+
+
+# ------------------------------------------------ termctl and the Python client
+
+def test_termctl_and_python_client(termd, ev, client):
+    import termd as termd_client
+    port = tdtest.free_port()
+    pid = serve(ev, port, "127.0.0.1")
+    try:
+        w = client.port_wait(port, timeout=20)
+        assert isinstance(w, termd_client.PortWaitResult) and w and w.port == port, w
+        # discovery may lag the first connection by a tick: wait for the listing
+        tdtest.wait_until(lambda: port in [p.port for p in client.ports()], 10, what="listed")
+        lst = client.ports()
+        p = [p for p in lst if p.port == port][0]
+        assert isinstance(p, termd_client.PortInfo) and p.session == "main" and p.pid == pid, p
+        r = termd.termctl("ports")
+        assert r.returncode == 0, r.stderr
+        assert any(ln.split()[:4] == [str(port), "127.0.0.1", "main", str(pid)]
+                   for ln in r.stdout.splitlines()), r.stdout
+        r = termd.termctl("port", "wait", str(port), "--timeout", "5")
+        assert r.returncode == 0 and "accepts" in r.stdout, (r.stdout, r.stderr)
+        other = tdtest.free_port()
+        r = termd.termctl("port", "wait", str(other), "--timeout", "0.3")
+        assert r.returncode == 1 and "listening instead: %d" % port in r.stdout, (r.stdout, r.stderr)
+        miss = client.port_wait(other, timeout=0.2)
+        assert not miss and miss.timed_out and [q.port for q in miss.listening] == [port], miss
+        # the events come typed
+        evs = client.events(since=0, wait=30)
+        for e in evs:
+            if e.observation == "port.open" and e.port == port:
+                assert isinstance(e, termd_client.PortEvent) and e.pid == pid, e
+                break
+        evs.close()
+    finally:
+        kill(pid)
