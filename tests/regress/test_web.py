@@ -501,3 +501,33 @@ def test_session_end_then_shell_started_again(termd_factory, tmp_path, pages):
     assert obs["extras"].get("restarted") is True
     wait_text(p, "BACK-AGAIN")
     assert p.eval("tdPage.connected") is True
+
+
+def test_list_page_shows_ports_as_links(termd_factory, tmp_path, pages):
+    t = start(termd_factory, tmp_path)
+    ev = t.events()
+    (t.home / "index.html").write_text("<h1>PREVIEW-PAGE</h1>")
+    port = free_port()
+    out = run_done(ev, "python3 -m http.server %d --bind 127.0.0.1 >/dev/null 2>&1 & echo PID=$!" % port)
+    pid = int([ln for ln in out["content"].splitlines() if ln.startswith("PID=")][0][4:])
+    try:
+        p = pages(base(t) + "/?token=" + TOKEN)
+        sel = "tr[data-session=main] .ports a[href='/proxy/%d/']" % port
+        p.wait_js("!!document.querySelector(\"%s\")" % sel, WAIT, "the port's link in main's row")
+        # what a click does before it opens the tab: the cookie, then the preview loads with it
+        html = p.eval("""(async () => {
+            await fetch('/proxy/%d/?token=' + encodeURIComponent(TD.token), {redirect: 'manual'});
+            const r = await fetch('/proxy/%d/', {credentials: 'same-origin'});
+            return r.status + ' ' + await r.text(); })()""" % (port, port))
+        assert html.startswith("200 ") and "PREVIEW-PAGE" in html, html
+        import os
+        import signal
+        os.kill(pid, signal.SIGKILL)
+        p.wait_js("!document.querySelector(\"%s\")" % sel, WAIT, "the link gone with the server")
+    finally:
+        try:
+            import os
+            import signal
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
