@@ -301,42 +301,58 @@ static int head_done(struct px *x, size_t hlen)
 	return 0;
 }
 
-static void up_read(struct px *x)
+/* One read from upstream: 1 when there may be more to read now, 0 when
+ * not (a short read, held), -1 when x is gone (freed). */
+static int up_read(struct px *x)
 {
 	static char b[PX_READ];
 	ssize_t n = recv(lws_get_socket_fd(x->up), b, sizeof b, 0);
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
-		return;
+		return 0;
 	if (n <= 0) {
 		px_finish(x, n < 0 ? "the preview's server failed\n" : NULL);
-		return;
+		return -1;
 	}
 	if (!x->t) {
 		px_free(x);
-		return;
+		return -1;
 	}
+	int more = n == (ssize_t)sizeof b;
 	if (x->streaming) {
-		if (body_out(x, b, (size_t)n) < 0)
+		if (body_out(x, b, (size_t)n) < 0) {
 			px_finish(x, NULL);
-		return;
+			return -1;
+		}
+		return more && !x->held;
 	}
 	buf_append(&x->head, b, (size_t)n);
 	char *end = x->head.p ? memmem(x->head.p, x->head.len, "\r\n\r\n", 4) : NULL;
 	if (!end) {
-		if (x->head.len > PX_HEAD_MAX)
+		if (x->head.len > PX_HEAD_MAX) {
 			px_finish(x, "the preview's server sent a head too large\n");
-		return;
+			return -1;
+		}
+		return more;
 	}
 	size_t hlen = (size_t)(end - x->head.p) + 4;
 	if (head_done(x, hlen) < 0) {
 		px_finish(x, "the preview's server answered no HTTP\n");
-		return;
+		return -1;
 	}
 	if (x->head.len > hlen && body_out(x, x->head.p + hlen, x->head.len - hlen) < 0) {
 		px_finish(x, NULL);
-		return;
+		return -1;
 	}
 	buf_free(&x->head);
+	return more && !x->held;
+}
+
+/* a few reads per wakeup (fewer trips round the loop) while the client keeps up */
+static void up_readable(struct px *x)
+{
+	for (int i = 0; i < 4; i++)
+		if (up_read(x) <= 0)
+			return;
 }
 
 static void up_write(struct px *x)
@@ -377,7 +393,7 @@ static int up_event(struct lws *wsi, enum lws_callback_reasons reason, void *arg
 	case LWS_CALLBACK_RAW_RX_FILE:
 		if (!x)
 			return -1;
-		up_read(x);
+		up_readable(x);
 		break;
 	case LWS_CALLBACK_RAW_WRITEABLE_FILE:
 		if (x)
