@@ -78,6 +78,15 @@ void web_register(void);
 /* ---- the preview proxy (proxy.c) ---- */
 /* /proxy/<port>/ and the Host route (--preview-host-suffix) */
 void proxy_register(void);
+/* what proxy.c and proxy-ws.c share: a preview's Host port (0: none); may
+ * the request open a preview (full or preview token, or the cookie); a
+ * request header copied as "Name: value\r\n", the Cookie without termd's */
+int proxy_host_port(struct lws *wsi);
+int proxy_auth_ok(struct lws *wsi, enum auth_level level);
+void proxy_copy_hdr(struct lws *wsi, buf_t *b, enum lws_token_indexes tok, const char *name);
+void proxy_copy_cookie(struct lws *wsi, buf_t *b);
+/* a WebSocket upgrade to a preview (http_upgrade_hook_fn) */
+int proxy_ws_upgrade(struct lws *wsi, enum auth_level level, const char **why);
 void web_shutdown(void);
 
 

@@ -113,7 +113,7 @@ static void put_encoded(buf_t *b, const char *s, const char *keep)
 
 /* Host `<port>-<anything><suffix>` (port of the Host itself ignored):
  * the port, or 0 */
-static int host_port(struct lws *wsi)
+int proxy_host_port(struct lws *wsi)
 {
 	const char *suf = opts.preview_host_suffix;
 	char h[256];
@@ -447,7 +447,7 @@ static int target(struct http_txn *t, int *by_host, buf_t *path)
 	if (lws_hdr_copy(t->wsi, uri, PX_URI_MAX, tok) < 0)
 		goto out;
 	const char *rest;
-	if ((port = host_port(t->wsi))) {
+	if ((port = proxy_host_port(t->wsi))) {
 		*by_host = 1;
 		rest = uri;
 	} else {
@@ -490,7 +490,7 @@ out:
 	return port;
 }
 
-static void copy_hdr(struct lws *wsi, buf_t *b, enum lws_token_indexes tok, const char *name)
+void proxy_copy_hdr(struct lws *wsi, buf_t *b, enum lws_token_indexes tok, const char *name)
 {
 	int l = lws_hdr_total_length(wsi, tok);
 	if (l <= 0 || l > 8000)
@@ -502,7 +502,7 @@ static void copy_hdr(struct lws *wsi, buf_t *b, enum lws_token_indexes tok, cons
 }
 
 /* Cookie without termd's own */
-static void copy_cookie(struct lws *wsi, buf_t *b)
+void proxy_copy_cookie(struct lws *wsi, buf_t *b)
 {
 	char c[8192];
 	if (lws_hdr_copy(wsi, c, sizeof c, WSI_TOKEN_HTTP_COOKIE) <= 0 || strpbrk(c, "\r\n"))
@@ -539,18 +539,18 @@ static void build_request(struct px *x, struct http_txn *t, const char *method, 
 	buf_printf(b, "X-Forwarded-Proto: %s\r\n", lws_is_ssl(wsi) ? "https" : "http");
 	if (!x->by_host)
 		buf_printf(b, "X-Forwarded-Prefix: /proxy/%d\r\n", x->port);
-	copy_hdr(wsi, b, WSI_TOKEN_HTTP_ACCEPT, "Accept");
-	copy_hdr(wsi, b, WSI_TOKEN_HTTP_ACCEPT_ENCODING, "Accept-Encoding");
-	copy_hdr(wsi, b, WSI_TOKEN_HTTP_ACCEPT_LANGUAGE, "Accept-Language");
-	copy_hdr(wsi, b, WSI_TOKEN_HTTP_CONTENT_TYPE, "Content-Type");
-	copy_hdr(wsi, b, WSI_TOKEN_HTTP_USER_AGENT, "User-Agent");
-	copy_hdr(wsi, b, WSI_TOKEN_HTTP_IF_NONE_MATCH, "If-None-Match");
-	copy_hdr(wsi, b, WSI_TOKEN_HTTP_IF_MODIFIED_SINCE, "If-Modified-Since");
-	copy_hdr(wsi, b, WSI_TOKEN_HTTP_RANGE, "Range");
-	copy_hdr(wsi, b, WSI_TOKEN_HTTP_REFERER, "Referer");
-	copy_hdr(wsi, b, WSI_TOKEN_HTTP_CACHE_CONTROL, "Cache-Control");
-	copy_hdr(wsi, b, WSI_TOKEN_ORIGIN, "Origin");
-	copy_cookie(wsi, b);
+	proxy_copy_hdr(wsi, b, WSI_TOKEN_HTTP_ACCEPT, "Accept");
+	proxy_copy_hdr(wsi, b, WSI_TOKEN_HTTP_ACCEPT_ENCODING, "Accept-Encoding");
+	proxy_copy_hdr(wsi, b, WSI_TOKEN_HTTP_ACCEPT_LANGUAGE, "Accept-Language");
+	proxy_copy_hdr(wsi, b, WSI_TOKEN_HTTP_CONTENT_TYPE, "Content-Type");
+	proxy_copy_hdr(wsi, b, WSI_TOKEN_HTTP_USER_AGENT, "User-Agent");
+	proxy_copy_hdr(wsi, b, WSI_TOKEN_HTTP_IF_NONE_MATCH, "If-None-Match");
+	proxy_copy_hdr(wsi, b, WSI_TOKEN_HTTP_IF_MODIFIED_SINCE, "If-Modified-Since");
+	proxy_copy_hdr(wsi, b, WSI_TOKEN_HTTP_RANGE, "Range");
+	proxy_copy_hdr(wsi, b, WSI_TOKEN_HTTP_REFERER, "Referer");
+	proxy_copy_hdr(wsi, b, WSI_TOKEN_HTTP_CACHE_CONTROL, "Cache-Control");
+	proxy_copy_hdr(wsi, b, WSI_TOKEN_ORIGIN, "Origin");
+	proxy_copy_cookie(wsi, b);
 	/* Authorization only when it is not termd's own credential */
 	char auth[600];
 	if (lws_hdr_copy(wsi, auth, sizeof auth, WSI_TOKEN_HTTP_AUTHORIZATION) > 0 &&
@@ -562,6 +562,18 @@ static void build_request(struct px *x, struct http_txn *t, const char *method, 
 	buf_append(b, "\r\n", 2);
 	if (t->body.len)
 		buf_append(b, t->body.p, t->body.len);
+}
+
+int proxy_auth_ok(struct lws *wsi, enum auth_level level)
+{
+	if (level == AUTH_FULL || cookie_ok(wsi))
+		return 1;
+	char auth[600], tok[600];
+	if (lws_hdr_copy(wsi, auth, sizeof auth, WSI_TOKEN_HTTP_AUTHORIZATION) > 0 &&
+	    strncasecmp(auth, "Bearer ", 7) == 0 && preview_token_ok(auth + 7))
+		return 1;
+	const char *qt = lws_get_urlarg_by_name(wsi, "token=", tok, sizeof tok);
+	return qt && preview_token_ok(qt);
 }
 
 /* before the body: access, the port, the ?token= cookie */
@@ -577,14 +589,7 @@ static int proxy_admit(struct http_txn *t)
 	}
 	char tok[600];
 	const char *qt = lws_get_urlarg_by_name(t->wsi, "token=", tok, sizeof tok);
-	int ok = t->auth == AUTH_FULL || cookie_ok(t->wsi);
-	char auth[600];
-	if (!ok && lws_hdr_copy(t->wsi, auth, sizeof auth, WSI_TOKEN_HTTP_AUTHORIZATION) > 0 &&
-	    strncasecmp(auth, "Bearer ", 7) == 0)
-		ok = preview_token_ok(auth + 7);
-	if (!ok && qt)
-		ok = preview_token_ok(qt);
-	if (!ok) {
+	if (!proxy_auth_ok(t->wsi, t->auth)) {
 		buf_free(&path);
 		http_answer_text(t, 401, "a preview needs the full token or the preview token\n");
 		return 1;
@@ -668,7 +673,7 @@ static const struct http_route host_route = {"ANY", "/", proxy_admit, proxy_fn, 
 
 static const struct http_route *proxy_host_route(struct lws *wsi)
 {
-	return host_port(wsi) ? &host_route : NULL;
+	return proxy_host_port(wsi) ? &host_route : NULL;
 }
 
 void proxy_register(void)
@@ -682,4 +687,5 @@ void proxy_register(void)
 	};
 	http_routes_register(routes, 1);
 	http_host_route(proxy_host_route);
+	http_upgrade_hook(proxy_ws_upgrade);
 }

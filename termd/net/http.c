@@ -608,10 +608,26 @@ static int upgrade_check(struct lws *wsi, struct upgrade *u, const char **why)
 	return 0;
 }
 
+static http_upgrade_hook_fn *upgrade_hook;
+
+void http_upgrade_hook(http_upgrade_hook_fn *fn)
+{
+	upgrade_hook = fn;
+}
+
 int http_confirm_upgrade(struct lws *wsi)
 {
 	struct upgrade u;
 	const char *why = "";
+	if (upgrade_hook && !foreign_request(wsi)) {
+		int st = upgrade_hook(wsi, http_auth(wsi), &why);
+		if (st < 0)
+			return -1;
+		if (st > 0) {
+			http_reply(wsi, st, "text/plain", why);
+			return -1;
+		}
+	}
 	int status = upgrade_check(wsi, &u, &why);
 	if (status) {
 		http_reply(wsi, status, "text/plain", why);

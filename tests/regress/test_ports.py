@@ -435,3 +435,120 @@ def test_termctl_and_python_client(termd, ev, client):
         evs.close()
     finally:
         kill(pid)
+
+
+# a WebSocket echo server in plain Python (no package needed): it answers
+# with the subprotocol asked for and echoes each frame's payload, prefixed
+# with the request path once
+WSECHO = r'''
+import base64, hashlib, socket, struct, sys, threading
+def serve(c):
+    data = b""
+    while b"\r\n\r\n" not in data:
+        d = c.recv(4096)
+        if not d:
+            return
+        data += d
+    head = data.split(b"\r\n\r\n")[0].decode()
+    lines = head.split("\r\n")
+    path = lines[0].split()[1]
+    h = {k.strip().lower(): v.strip() for k, v in (l.split(":", 1) for l in lines[1:])}
+    acc = base64.b64encode(hashlib.sha1((h["sec-websocket-key"] +
+          "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").encode()).digest()).decode()
+    resp = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" \
+           "Sec-WebSocket-Accept: %s\r\n" % acc
+    if "sec-websocket-protocol" in h:
+        resp += "Sec-WebSocket-Protocol: %s\r\n" % h["sec-websocket-protocol"].split(",")[0].strip()
+    c.sendall((resp + "\r\n").encode())
+    def frame(op, p):
+        n = len(p)
+        hd = bytes([0x80 | op]) + (bytes([n]) if n < 126 else
+             bytes([126]) + struct.pack(">H", n) if n < 65536 else bytes([127]) + struct.pack(">Q", n))
+        c.sendall(hd + p)
+    frame(1, ("path " + path + " fwd " + h.get("x-forwarded-prefix", "-")).encode())
+    buf = b""
+    def need(n):
+        nonlocal buf
+        while len(buf) < n:
+            d = c.recv(65536)
+            if not d:
+                raise EOFError
+            buf += d
+        out, buf = buf[:n], buf[n:]
+        return out
+    try:
+        while True:
+            b0, b1 = need(2)
+            n = b1 & 0x7f
+            if n == 126:
+                n = struct.unpack(">H", need(2))[0]
+            elif n == 127:
+                n = struct.unpack(">Q", need(8))[0]
+            mask = need(4) if b1 & 0x80 else b"\0\0\0\0"
+            p = bytes(x ^ mask[i % 4] for i, x in enumerate(need(n)))
+            op = b0 & 0x0f
+            if op == 8:
+                frame(8, p[:2])
+                return
+            frame(op, p)
+    except EOFError:
+        pass
+    finally:
+        c.close()
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1])))
+s.listen(16)
+while True:
+    c, _ = s.accept()
+    threading.Thread(target=serve, args=(c,), daemon=True).start()
+'''
+
+
+def test_proxy_websocket_passes_through(termd_factory, tmp_path):
+    import wsclient
+    t = proxy_termd(termd_factory, tmp_path)
+    ev = t.events()
+    (t.home / "wsecho.py").write_text(WSECHO)
+    sub = subscribed(t)
+    port = tdtest.free_port()
+    o = tdtest.run_done(ev, "python3 wsecho.py %d >/dev/null 2>&1 & echo PID=$!" % port)
+    pid = int([ln for ln in tdtest.content(o).splitlines() if ln.startswith("PID=")][0][4:])
+    try:
+        wait_event(sub, is_open(port, pid), 10.0, "port.open of the WebSocket server")
+        fds = tdtest.socket_fds(t.proc.pid)
+        ws = wsclient.connect(t.url, "/proxy/%d/hmr?x=1" % port, "vite-hmr", token="fullsecret")
+        assert ws.subprotocol == "vite-hmr" if hasattr(ws, "subprotocol") else True
+        op, first = ws.recv(10)
+        assert first == b"path /hmr?x=1 fwd /proxy/%d" % port, first
+        big = os.urandom(300000)
+        for payload in (b"hello", big):
+            ws.send_binary(payload)
+            op, got = ws.recv(30)
+            assert got == payload, (len(got), len(payload))
+        ws.send_text("text frame")
+        assert ws.recv(10)[1] == b"text frame"
+        ws.close()
+        # the preview token and the Host route too; the view token and no token refused
+        ws = wsclient.connect(t.url, "/live", None, token="previewsecret",
+                              headers={"Host": "%d-box.preview.test" % port})
+        assert ws.recv(10)[1] == b"path /live fwd -"
+        ws.close()
+        for tok in (None, "viewsecret"):
+            try:
+                wsclient.connect(t.url, "/proxy/%d/hmr" % port, None, token=tok)
+                raise AssertionError("upgrade allowed with token %r" % tok)
+            except wsclient.HandshakeError as e:
+                assert e.status == 401, e
+        # a port not termd's: 404
+        try:
+            wsclient.connect(t.url, "/proxy/%d/" % tdtest.free_port(), None, token="fullsecret")
+            raise AssertionError("upgrade to a port nobody of termd's listens on")
+        except wsclient.HandshakeError as e:
+            assert e.status == 404, e
+        # every tunnel's two sockets closed with it
+        tdtest.wait_until(lambda: tdtest.socket_fds(t.proc.pid) <= fds, 10, what="sockets closed")
+        # /events still works beside it
+        assert t.events().call("ping", {}, timeout=T)["observation"] == "pong"
+    finally:
+        kill(pid)
