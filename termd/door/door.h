@@ -85,6 +85,9 @@ int proxy_host_port(struct lws *wsi);
 int proxy_auth_ok(struct lws *wsi, enum auth_level level);
 void proxy_copy_hdr(struct lws *wsi, buf_t *b, enum lws_token_indexes tok, const char *name);
 void proxy_copy_cookie(struct lws *wsi, buf_t *b);
+/* a socket connecting to port as bound at addr (ports_find's): loopback
+ * for a wildcard, else that address of the sandbox's own; -1 on failure */
+int proxy_connect(int port, const char *addr);
 /* a WebSocket upgrade to a preview (http_upgrade_hook_fn) */
 int proxy_ws_upgrade(struct lws *wsi, enum auth_level level, const char **why);
 void web_shutdown(void);

@@ -7,10 +7,8 @@
  * are lws's, and the upgrade is refused. */
 #include "door.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -180,28 +178,6 @@ static void build_upgrade(struct lws *wsi, buf_t *b, const char *path, int port,
 	buf_append(b, "\r\n", 2);
 }
 
-static int connect_loopback(int port, int v6)
-{
-	int fd = socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -1;
-	int rc;
-	if (v6) {
-		struct sockaddr_in6 sa = {.sin6_family = AF_INET6, .sin6_port = htons((uint16_t)port),
-					  .sin6_addr = IN6ADDR_LOOPBACK_INIT};
-		rc = connect(fd, (struct sockaddr *)&sa, sizeof sa);
-	} else {
-		struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-		sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-		rc = connect(fd, (struct sockaddr *)&sa, sizeof sa);
-	}
-	if (rc < 0 && errno != EINPROGRESS) {
-		close(fd);
-		return -1;
-	}
-	return fd;
-}
-
 static int adopt_side(struct tunnel *t, int i)
 {
 	struct tun_ref *r = xcalloc(1, sizeof *r);
@@ -268,7 +244,7 @@ int proxy_ws_upgrade(struct lws *wsi, enum auth_level level, const char **why)
 		buf_printf(&path, "%c%s", first ? '?' : '&', frag);
 		first = 0;
 	}
-	int up = connect_loopback(port, strchr(addr, ':') != NULL);
+	int up = proxy_connect(port, addr);
 	if (up < 0) {
 		buf_free(&path);
 		*why = "the preview's port refused the connection\n";

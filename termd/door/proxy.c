@@ -1,7 +1,7 @@
 /* proxy.c — the preview proxy on termd's listener: `ANY /proxy/<port>/<rest>`
  * (and, with --preview-host-suffix, a Host `<port>-<anything><suffix>`)
- * forwarded as HTTP/1.1 to that port on loopback (127.0.0.1, or ::1 for an
- * IPv6 listener), only for ports a session's program listens on (ports.c);
+ * forwarded as HTTP/1.1 to that port where the program bound it (loopback
+ * for a wildcard address), only for ports a session's program listens on (ports.c);
  * access by the full token, the preview token or the cookie `?token=` sets;
  * the answer streamed back with a bounded buffer (upstream reads held while
  * the client is behind). */
@@ -411,23 +411,35 @@ static int up_event(struct lws *wsi, enum lws_callback_reasons reason, void *arg
 	return 0;
 }
 
-/* a socket connecting to port on loopback (v6: ::1), or -1 */
-static int up_connect(int port, int v6)
+/* A socket connecting to port where the program listens: loopback for a
+ * wildcard or loopback address (127.0.0.1, ::1), else the very address it
+ * bound (one of the sandbox's own, never another host); -1 if none. */
+int proxy_connect(int port, const char *addr)
 {
+	struct sockaddr_storage ss;
+	memset(&ss, 0, sizeof ss);
+	socklen_t len;
+	int v6 = strchr(addr, ':') != NULL;
+	if (v6) {
+		struct sockaddr_in6 *sa = (struct sockaddr_in6 *)&ss;
+		sa->sin6_family = AF_INET6;
+		sa->sin6_port = htons((uint16_t)port);
+		if (inet_pton(AF_INET6, addr, &sa->sin6_addr) != 1 ||
+		    IN6_IS_ADDR_UNSPECIFIED(&sa->sin6_addr) || IN6_IS_ADDR_LINKLOCAL(&sa->sin6_addr))
+			sa->sin6_addr = in6addr_loopback;
+		len = sizeof *sa;
+	} else {
+		struct sockaddr_in *sa = (struct sockaddr_in *)&ss;
+		sa->sin_family = AF_INET;
+		sa->sin_port = htons((uint16_t)port);
+		if (inet_pton(AF_INET, addr, &sa->sin_addr) != 1 || sa->sin_addr.s_addr == INADDR_ANY)
+			sa->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		len = sizeof *sa;
+	}
 	int fd = socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -1;
-	int rc;
-	if (v6) {
-		struct sockaddr_in6 sa = {.sin6_family = AF_INET6, .sin6_port = htons((uint16_t)port),
-					  .sin6_addr = IN6ADDR_LOOPBACK_INIT};
-		rc = connect(fd, (struct sockaddr *)&sa, sizeof sa);
-	} else {
-		struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-		sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-		rc = connect(fd, (struct sockaddr *)&sa, sizeof sa);
-	}
-	if (rc < 0 && errno != EINPROGRESS) {
+	if (connect(fd, (struct sockaddr *)&ss, len) < 0 && errno != EINPROGRESS) {
 		close(fd);
 		return -1;
 	}
@@ -642,8 +654,7 @@ static void proxy_fn(struct http_txn *t)
 		http_answer_text(t, 404, "no program of termd's listens on that port\n");
 		return;
 	}
-	int v6 = strchr(addr, ':') != NULL;
-	int fd = up_connect(port, v6);
+	int fd = proxy_connect(port, addr);
 	if (fd < 0) {
 		buf_free(&path);
 		http_answer_text(t, 502, "the preview's port refused the connection\n");

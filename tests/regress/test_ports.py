@@ -552,3 +552,21 @@ def test_proxy_websocket_passes_through(termd_factory, tmp_path):
         assert t.events().call("ping", {}, timeout=T)["observation"] == "pong"
     finally:
         kill(pid)
+
+
+def test_proxy_reaches_the_address_the_program_bound(termd_factory, tmp_path):
+    # a server on 127.0.0.2 (loopback, but not 127.0.0.1): reached there, and
+    # a foreign server on 127.0.0.1 with the same port is never what answers
+    t = proxy_termd(termd_factory, tmp_path)
+    ev = t.events()
+    port, pid = echo_server(t, ev, bind="127.0.0.2")
+    mine = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    mine.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    mine.bind(("127.0.0.1", port))
+    mine.listen(4)
+    try:
+        st, h, body = get(t, "/proxy/%d/where" % port, FULL)
+        assert st == 200 and h.get("x-echo") == "yes", (st, h, body)
+    finally:
+        mine.close()
+        kill(pid)
