@@ -102,6 +102,15 @@ int link_start(char *err, size_t errlen);
 /* Before the loop goes: no more reconnects. */
 void link_stop(void);
 void link_shutdown(void);
+/* link.proxy (link-proxy.c) and what it uses of link.c: the dial (from a
+ * link's backend c, to its origin only: 0, or -1 with a code and err),
+ * the link's handshake headers, its protocol's callback */
+int link_dial_back(struct conn *c, const char *url, const char *proto, void *arg, td_err *code,
+		   char *err, size_t errlen);
+int link_append_headers(struct lws *wsi, unsigned char **p, size_t room);
+int link_proxy_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
+			size_t len);
+void link_proxy_register(void);
 
 
 /* ---- OpenHands' action execution server API (openhands.c) ---- */

@@ -570,3 +570,85 @@ def test_proxy_reaches_the_address_the_program_bound(termd_factory, tmp_path):
     finally:
         mine.close()
         kill(pid)
+
+
+# ------------------------------------------------------- over a dial-out link
+
+def test_link_proxy_through_the_example_backend(termd_factory, tmp_path):
+    """share/examples/link_backend.py serves /sandboxes/<id>/proxy/<port>/…
+    from a termd with no listener at all: termd dials back (link.proxy) and
+    carries one TCP connection to the session's program."""
+    import subprocess
+    import wsclient
+    from conftest import REPO
+    bport = tdtest.free_port()
+    tok = tmp_path / "link.token"
+    tok.write_text("example-link-token\n")
+    blog = open(tmp_path / "backend.log", "wb")
+    be = subprocess.Popen(["/usr/bin/python3", str(REPO / "share/examples/link_backend.py"),
+                           "--listen", "127.0.0.1:%d" % bport, "--link-token-file", str(tok)],
+                          stdout=blog, stderr=subprocess.STDOUT)
+    pid = td = None
+    try:
+        tdtest.wait_until(lambda: socket.socket().connect_ex(("127.0.0.1", bport)) == 0, 20,
+                          what="the backend listening")
+        home = tmp_path / "sb"
+        home.mkdir()
+        (home / "page.html").write_text("<p>THROUGH-THE-LINK</p>")
+        from conftest import TERMD_BIN, base_env
+        tlog = open(tmp_path / "termd.log", "wb")
+        td = subprocess.Popen([TERMD_BIN, "--listen", "none", "--connect",
+                               "ws://127.0.0.1:%d/termd" % bport, "--connect-token-file", str(tok),
+                               "--sandbox-id", "sb-p", "--cwd", str(home), "--connect-backoff", "0.1:0.5"],
+                              stdout=tlog, stderr=subprocess.STDOUT, env=base_env(home),
+                              start_new_session=True)
+
+        def listed():
+            st, _, body = wsclient.http_request("http://127.0.0.1:%d" % bport, "/sandboxes")
+            return st == 200 and b"sb-p" in body
+        tdtest.wait_until(listed, 30, what="the sandbox's link up")
+        burl = "ws://127.0.0.1:%d" % bport
+        c = wsclient.Events(burl, path="/sandboxes/sb-p/events")
+        port = tdtest.free_port()
+        o = tdtest.run_done(c, "cd %s && python3 -m http.server %d --bind 127.0.0.1 >/dev/null 2>&1 "
+                            "& echo PID=$!" % (home, port))
+        pid = int([ln for ln in tdtest.content(o).splitlines() if ln.startswith("PID=")][0][4:])
+        tdtest.wait_until(lambda: port in [p["port"] for p in
+                                           c.call("ports.list", {})["extras"]["ports"]],
+                          10, what="the port listed")
+        st, h, body = wsclient.http_request("http://127.0.0.1:%d" % bport,
+                                            "/sandboxes/sb-p/proxy/%d/page.html" % port, timeout=30)
+        assert st == 200 and b"THROUGH-THE-LINK" in body, (st, body[:300])
+        # a port termd's programs do not listen on: refused, nothing dialed
+        st, _, _ = wsclient.http_request("http://127.0.0.1:%d" % bport,
+                                         "/sandboxes/sb-p/proxy/%d/" % tdtest.free_port(), timeout=30)
+        assert st == 502, st
+        # only the link's backend may ask, and only for its own origin
+        r = c.call("link.proxy", {"port": port, "url": "ws://127.0.0.2:%d/relay/1" % bport})
+        assert_error(r, "forbidden")
+        c.close()
+    finally:
+        if pid:
+            kill(pid)
+        if td is not None:
+            td.send_signal(signal.SIGTERM)
+            rc = td.wait(10)
+            tlog.close()
+            assert rc == 0, (tmp_path / "termd.log").read_text()
+        be.terminate()
+        be.wait(5)
+        blog.close()
+
+
+def test_link_proxy_refused_on_a_connection_that_dialed_in(termd, ev):
+    port = tdtest.free_port()
+    pid = serve(ev, port, "127.0.0.1")
+    try:
+        tdtest.wait_until(lambda: port in [p["port"] for p in
+                                           ev.call("ports.list", {})["extras"]["ports"]],
+                          10, what="the port listed")
+        # no --connect: link.proxy is not even offered
+        assert_error(ev.call("link.proxy", {"port": port, "url": "ws://127.0.0.1:1/x"}),
+                     "unknown_action")
+    finally:
+        kill(pid)
