@@ -652,3 +652,33 @@ def test_link_proxy_refused_on_a_connection_that_dialed_in(termd, ev):
                      "unknown_action")
     finally:
         kill(pid)
+
+
+def test_termd_stops_cleanly_with_previews_in_flight(termd_factory, tmp_path):
+    """a download held by a client that does not read and a WebSocket tunnel,
+    both open when termd stops: it exits 0 (teardown checks the status; under
+    ASan, no leak or use after free)."""
+    import wsclient
+    t = proxy_termd(termd_factory, tmp_path)
+    ev = t.events()
+    port, pid = echo_server(t, ev)
+    (t.home / "wsecho.py").write_text(WSECHO)
+    wport = tdtest.free_port()
+    sub = subscribed(t)
+    o = tdtest.run_done(ev, "python3 wsecho.py %d >/dev/null 2>&1 & echo PID=$!" % wport)
+    wpid = int([ln for ln in tdtest.content(o).splitlines() if ln.startswith("PID=")][0][4:])
+    try:
+        wait_event(sub, is_open(wport, wpid), 10.0, "port.open of the WebSocket server")
+        s = socket.create_connection(tuple_addr(t))
+        s.sendall(b"GET /proxy/%d/big?mb=50 HTTP/1.1\r\nHost: localhost\r\n"
+                  b"Authorization: Bearer fullsecret\r\n\r\n" % port)
+        s.settimeout(10)
+        assert b" 200 " in s.recv(4096)[:20]
+        ws = wsclient.connect(t.url, "/proxy/%d/x" % wport, None, token="fullsecret")
+        ws.recv(10)
+        assert t.stop() is None
+        t.proc = None
+        s.close()
+    finally:
+        kill(pid)
+        kill(wpid)
