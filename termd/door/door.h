@@ -74,8 +74,9 @@ int multipart_find(const char *ctype, const char *body, size_t len, const char *
 
 /* ---- the web page (web.c): /, /s/<session>, /r/<file>, /assets/…, /auth ---- */
 void web_register(void);
+void web_shutdown(void);
 
-/* ---- the preview proxy (proxy.c) ---- */
+/* ---- the preview proxy (proxy.c, proxy-ws.c) ---- */
 /* /proxy/<port>/ and the Host route (--preview-host-suffix) */
 void proxy_register(void);
 /* what proxy.c and proxy-ws.c share: a preview's Host port (0: none); may
@@ -90,7 +91,6 @@ void proxy_copy_cookie(struct lws *wsi, buf_t *b);
 int proxy_connect(int port, const char *addr);
 /* a WebSocket upgrade to a preview (http_upgrade_hook_fn) */
 int proxy_ws_upgrade(struct lws *wsi, enum auth_level level, const char **why);
-void web_shutdown(void);
 
 
 /* ---- dial-out links (link.c): --connect URL ---- */
