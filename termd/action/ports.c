@@ -1,6 +1,7 @@
 /* ports.c — ports: which TCP sockets the processes of termd's sessions
- * listen on (/proc/net/tcp{,6} read every 250 ms while sessions exist, each
- * new socket's inode matched to a process of a session's tree), the
+ * listen on (the kernel's LISTEN sockets asked every 250 ms while sessions
+ * exist, through sock_diag, else /proc/net/tcp{,6}; each new socket's inode
+ * matched to a process of a session's tree), the
  * port.open/port.close events, the ports.list and port.wait actions, and
  * ports_find for the preview proxy. */
 #include "action.h"
@@ -11,6 +12,9 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <linux/inet_diag.h>
+#include <linux/netlink.h>
+#include <linux/sock_diag.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,8 +100,86 @@ static struct port_ent *ent_by_inode(unsigned long inode)
 	return NULL;
 }
 
-/* LISTEN sockets of one table into ents (seen set, new ones added with
- * ours = -1: not matched yet). Returns how many are new. */
+/* one LISTEN socket seen this tick: known (seen again), or added with
+ * ours = -1 (not matched yet); 1 when it is new */
+static int note_socket(unsigned long inode, int port, const char *addr)
+{
+	if (inode == 0 || port <= 0)
+		return 0;
+	struct port_ent *e = ent_by_inode(inode);
+	if (e) {
+		e->seen = 1;
+		return 0;
+	}
+	if (nents >= PORTS_MAX)
+		return 0;
+	struct port_ent n = {0};
+	n.inode = inode;
+	n.port = port;
+	snprintf(n.addr, sizeof n.addr, "%s", addr);
+	n.ours = -1;
+	n.seen = 1;
+	ents = xrealloc(ents, (nents + 1) * sizeof *ents);
+	ents[nents++] = n;
+	return 1;
+}
+
+/* The kernel's LISTEN sockets of one family through NETLINK_SOCK_DIAG
+ * (it sends the listening ones only: cheap however many connections the
+ * machine has): how many are new, or -1 when sock_diag is not there. */
+static int diag_read(int family)
+{
+	int fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+	if (fd < 0)
+		return -1;
+	struct {
+		struct nlmsghdr nlh;
+		struct inet_diag_req_v2 r;
+	} req;
+	memset(&req, 0, sizeof req);
+	req.nlh.nlmsg_len = sizeof req;
+	req.nlh.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+	req.nlh.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+	req.r.sdiag_family = (uint8_t)family;
+	req.r.sdiag_protocol = IPPROTO_TCP;
+	req.r.idiag_states = 1u << 10;   /* TCP_LISTEN */
+	struct sockaddr_nl sa = {.nl_family = AF_NETLINK};
+	if (sendto(fd, &req, sizeof req, 0, (struct sockaddr *)&sa, sizeof sa) < 0) {
+		close(fd);
+		return -1;
+	}
+	static char buf[32768] __attribute__((aligned(8)));
+	int added = 0;
+	for (;;) {
+		ssize_t n = recv(fd, buf, sizeof buf, 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			close(fd);
+			return -1;
+		}
+		for (struct nlmsghdr *h = (struct nlmsghdr *)buf; NLMSG_OK(h, (size_t)n);
+		     h = NLMSG_NEXT(h, n)) {
+			if (h->nlmsg_type == NLMSG_DONE) {
+				close(fd);
+				return added;
+			}
+			if (h->nlmsg_type == NLMSG_ERROR) {
+				close(fd);
+				return -1;
+			}
+			struct inet_diag_msg *m = NLMSG_DATA(h);
+			if (m->idiag_state != 10)
+				continue;
+			char addr[INET6_ADDRSTRLEN];
+			inet_ntop(family, m->id.idiag_src, addr, sizeof addr);
+			added += note_socket(m->idiag_inode, ntohs(m->id.idiag_sport), addr);
+		}
+	}
+}
+
+/* LISTEN sockets of one /proc table (where sock_diag is not there): how
+ * many are new */
 static int read_table(const char *path, int v6)
 {
 	FILE *f = fopen(path, "r");
@@ -110,34 +192,33 @@ static int read_table(const char *path, int v6)
 		return 0;
 	}
 	while (fgets(line, sizeof line, f)) {
-		char local[64], rem[64];
+		char local[64], rem[64], addr[INET6_ADDRSTRLEN];
 		unsigned st;
 		unsigned long inode;
+		int port;
 		/* sl local rem st tx:rx tr:when retrnsmt uid timeout inode */
 		if (sscanf(line, " %*s %63s %63s %x %*s %*s %*s %*s %*s %lu", local, rem, &st,
 			   &inode) != 4)
 			continue;
-		if (st != 0x0A || inode == 0)
+		if (st != 0x0A || inode == 0 || parse_local(local, v6, addr, &port) < 0)
 			continue;
-		struct port_ent *e = ent_by_inode(inode);
-		if (e) {
-			e->seen = 1;
-			continue;
-		}
-		if (nents >= PORTS_MAX)
-			continue;
-		struct port_ent n = {0};
-		if (parse_local(local, v6, n.addr, &n.port) < 0)
-			continue;
-		n.inode = inode;
-		n.ours = -1;
-		n.seen = 1;
-		ents = xrealloc(ents, (nents + 1) * sizeof *ents);
-		ents[nents++] = n;
-		added++;
+		added += note_socket(inode, port, addr);
 	}
 	fclose(f);
 	return added;
+}
+
+/* every LISTEN socket, IPv4 and IPv6: how many are new */
+static int read_listening(void)
+{
+	static int no_diag;
+	if (!no_diag) {
+		int a = diag_read(AF_INET), b = a < 0 ? -1 : diag_read(AF_INET6);
+		if (a >= 0 && b >= 0)
+			return a + b;
+		no_diag = 1;   /* (what it marked seen is seen again below) */
+	}
+	return read_table("/proc/net/tcp", 0) + read_table("/proc/net/tcp6", 1);
 }
 
 /* ---------------------------------------------------- process matching */
@@ -325,7 +406,10 @@ static void ports_tick(lws_sorted_usec_list_t *sul)
 	ticking = 0;
 	for (size_t i = 0; i < nents; i++)
 		ents[i].seen = 0;
-	int added = read_table("/proc/net/tcp", 0) + read_table("/proc/net/tcp6", 1);
+	read_listening();
+	int added = 0;   /* not matched to a process yet */
+	for (size_t i = 0; i < nents; i++)
+		added += ents[i].seen && ents[i].ours == -1;
 	if (added)
 		match_new(added);
 	size_t w = 0;
