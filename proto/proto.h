@@ -12,6 +12,7 @@
 #define TD_DEFAULT_URL       "ws://127.0.0.1:8421"
 #define TD_SUBPROTO_EVENTS   "termd.events.v1"
 #define TD_SUBPROTO_TTY      "termd.tty.v1"
+#define TD_SUBPROTO_PROXY    "termd.proxy.v1"   /* link.proxy: one TCP connection as binary frames */
 #define TD_PATH_EVENTS       "/events"
 #define TD_PATH_TTY          "/tty/"
 #define TD_PATH_HEALTH       "/healthz"

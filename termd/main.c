@@ -107,6 +107,8 @@ static void usage(FILE *f)
 		"  --connect-ping S        ping an idle link after S s, drop it after 2 S (default 20)\n"
 		"  --user NAME             e2b's envd API: the user requests without one act as\n"
 		"                          (its home, its uid when termd is root; default: termd's)\n"
+		"  --preview-token-file F  a token that opens /proxy/<port>/ previews and nothing else\n"
+		"  --preview-host-suffix S  Host <port>-<anything>S is a preview of <port>\n"
 		"  -v, --verbose           log more\n"
 		"  --help, --version\n"
 		"limits:\n",
@@ -319,6 +321,7 @@ static void teardown(void)
 	fswork_shutdown(); /* file work in flight: its workers joined, its answers dropped */
 	envd_shutdown();   /* its timers and streams while the loop still exists */
 	watch_shutdown();  /* after envd's sinks; its inotify fds while the loop exists */
+	ports_shutdown();  /* its timers and port.wait actions while the loop exists */
 	server_close_loop();
 	session_free_all();
 	server_shutdown();
@@ -338,6 +341,8 @@ static void teardown(void)
 		free(opts.extra_host[i]);
 	free(opts.token);
 	free(opts.view_token);
+	free(opts.preview_token);
+	free(opts.preview_host_suffix);
 	free(opts.shell);
 	free(opts.cwd);
 	free(opts.event_log);
@@ -357,6 +362,7 @@ int main(int argc, char **argv)
 	enum { O_LISTEN = 256, O_TOKEN, O_VIEW, O_SHELL, O_CWD, O_LOG, O_TLS_CERT, O_TLS_KEY,
 	       O_PLUGINS, O_PLUGIN_DIR, O_STATE_DIR, O_INSECURE, O_RECORD, O_RECORD_INPUT,
 	       O_CONNECT, O_CONNECT_TOKEN, O_SANDBOX_ID, O_CACERT, O_BACKOFF, O_PING, O_USER,
+	       O_PREVIEW_TOKEN, O_PREVIEW_SUFFIX,
 	       O_HELP, O_VERSION, O_LIMIT /* + index into limits[] */ };
 	static const struct option fixed[] = {
 		{"listen", required_argument, NULL, O_LISTEN},
@@ -380,6 +386,8 @@ int main(int argc, char **argv)
 		{"cacert", required_argument, NULL, O_CACERT},
 		{"connect-backoff", required_argument, NULL, O_BACKOFF},
 		{"connect-ping", required_argument, NULL, O_PING},
+		{"preview-token-file", required_argument, NULL, O_PREVIEW_TOKEN},
+		{"preview-host-suffix", required_argument, NULL, O_PREVIEW_SUFFIX},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, O_HELP},
 		{"version", no_argument, NULL, O_VERSION},
@@ -406,6 +414,14 @@ int main(int argc, char **argv)
 		case O_VIEW:
 			if (!(opts.view_token = read_token_file(optarg)))
 				return 2;
+			break;
+		case O_PREVIEW_TOKEN:
+			free(opts.preview_token);
+			if (!(opts.preview_token = read_token_file(optarg)))
+				return 2;
+			break;
+		case O_PREVIEW_SUFFIX:
+			set_str(&opts.preview_host_suffix, optarg);
 			break;
 		case O_SHELL:
 			set_str(&opts.shell, optarg);
@@ -647,9 +663,11 @@ int main(int argc, char **argv)
 	edit_register();
 	fsops_register();
 	watch_register();
+	ports_register();
 	openhands_register();
 	envd_register();
 	web_register();
+	proxy_register();
 	char err[256];
 	td_err code;
 	if (!session_open("main", NULL, NULL, NULL, 0, 0, &code, err, sizeof err)) {

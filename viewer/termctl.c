@@ -65,6 +65,10 @@ static const char usage_text[] =
 	"  session signal NAME SIG        SIG: INT TERM KILL HUP QUIT STOP CONT USR1 USR2\n"
 	"                                 (with or without SIG, any case; no numbers)\n"
 	"  subscribe [--since SEQ]        print every event as a JSON line, until closed\n"
+	"  ports                          table of the ports sessions' programs listen on:\n"
+	"                                 port address session pid command\n"
+	"  port wait PORT [--timeout S]   wait until PORT accepts connections (default 30 s);\n"
+	"                                 exit 0 if it does, 1 at the timeout\n"
 	"\n"
 	"Exit status: the command's own (see above); 2 on usage, connection or\n"
 	"protocol errors and on error observations (\"termctl: CODE: message\" on\n"
@@ -672,6 +676,58 @@ static int cmd_subscribe(ctl_t *x, int argc, char **argv)
 	}
 }
 
+static int cmd_ports(ctl_t *x, int argc, char **argv)
+{
+	if (argc)
+		ctl_usage_die("ports: unexpected argument %s", argv[0]);
+	cJSON *obs = ctl_call(x, td_action_new("ports.list", NULL), -1);
+	if (ctl_is_error(obs, 0))
+		return ctl_finish(obs, EXIT_PROTO);
+	const cJSON *list = cJSON_GetObjectItemCaseSensitive(ctl_extras(obs), "ports");
+	if (!cJSON_IsArray(list))
+		ctl_die("ports.list: no ports array in the answer");
+	printf("%-5s  %-15s  %-12s  %7s  %s\n", "PORT", "ADDRESS", "SESSION", "PID", "COMMAND");
+	const cJSON *p;
+	cJSON_ArrayForEach(p, list) {
+		const cJSON *port = cJSON_GetObjectItemCaseSensitive(p, "port");
+		const cJSON *pid = cJSON_GetObjectItemCaseSensitive(p, "pid");
+		const char *a = td_json_str(p, "address"), *s = td_json_str(p, "session");
+		const char *c = td_json_str(p, "command");
+		printf("%-5.0f  %-15s  %-12s  %7.0f  %s\n", cJSON_IsNumber(port) ? port->valuedouble : 0,
+		       a ? a : "?", s ? s : "?", cJSON_IsNumber(pid) ? pid->valuedouble : 0,
+		       c && *c ? c : "-");
+	}
+	return ctl_finish(obs, 0);
+}
+
+static int cmd_port(ctl_t *x, int argc, char **argv)
+{
+	const char *v, *port = NULL;
+	double timeout = -1;
+	if (argc < 1 || strcmp(argv[0], "wait"))
+		ctl_usage_die("usage: termctl port wait PORT [--timeout S]");
+	for (int i = 1; i < argc; i++) {
+		if (ctl_opt(argc, argv, &i, NULL, "--timeout", &v))
+			timeout = ctl_number(v, "--timeout");
+		else if (!port)
+			port = argv[i];
+		else
+			ctl_usage_die("port wait: unexpected argument %s", argv[i]);
+	}
+	if (!port)
+		ctl_usage_die("port wait: PORT missing");
+	cJSON *args, *act = td_action_new("port.wait", &args);
+	cJSON_AddNumberToObject(args, "port", ctl_number(port, "PORT"));
+	if (timeout >= 0)
+		cJSON_AddNumberToObject(args, "timeout", timeout);
+	cJSON *obs = ctl_call(x, act, -1);
+	if (ctl_is_error(obs, 0))
+		return ctl_finish(obs, EXIT_PROTO);
+	ctl_print_content(obs);
+	int ready = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ctl_extras(obs), "ready"));
+	return ctl_finish(obs, ready ? 0 : 1);
+}
+
 static const struct ctl_cmd {
 	const char *name;
 	int (*fn)(ctl_t *x, int argc, char **argv);
@@ -684,6 +740,8 @@ static const struct ctl_cmd {
 	{ "raw", cmd_raw },
 	{ "session", cmd_session },
 	{ "subscribe", cmd_subscribe },
+	{ "ports", cmd_ports },
+	{ "port", cmd_port },
 };
 
 int main(int argc, char **argv)

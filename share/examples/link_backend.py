@@ -19,6 +19,11 @@ What it does, and what a real service adds:
   over its link, to dial back /relay/<n> (`link.tty`) and relays the /tty
   frames both ways, so od-attach and the web page work through the backend
   (`od-attach --url ws://BACKEND/sandboxes/<id> main`);
+- previews: GET /sandboxes/<id>/proxy/<port>/<path> asks the sandbox's termd,
+  over its link, to dial back /relay/<n> (`link.proxy`) carrying one TCP
+  connection to that port, sends the request (HTTP/1.0, path and query kept)
+  and answers with what the sandbox's program answered (gathered whole: an
+  example, not a streaming proxy; GET only);
 - GET /sandboxes lists the connected sandbox ids (JSON).
 It holds no state on disk and checks no client credential (put it behind
 your own authentication). Needs python3-websockets (10 or later).
@@ -38,6 +43,7 @@ import websockets
 
 SUB = "termd.events.v1"
 TTY = "termd.tty.v1"
+PROXY = "termd.proxy.v1"
 
 
 class Sandbox:
@@ -80,7 +86,47 @@ class Backend:
                 return (http.HTTPStatus.UNAUTHORIZED, [], b"unauthorized\n")
             if not headers.get("X-Termd-Sandbox"):
                 return (http.HTTPStatus.BAD_REQUEST, [], b"no X-Termd-Sandbox\n")
+        if path.startswith("/sandboxes/") and "/proxy/" in path:
+            sid, _, rest = path[len("/sandboxes/"):].partition("/proxy/")
+            port, _, sub = rest.partition("/")
+            if not port.isdigit():
+                return (http.HTTPStatus.NOT_FOUND, [], b"no such port\n")
+            return await self.serve_preview(sid, int(port), "/" + sub)
         return None
+
+    async def serve_preview(self, sid, port, path):
+        sb = self.sandboxes.get(sid)
+        if not sb or not sb.link:
+            return (http.HTTPStatus.BAD_GATEWAY, [], b"no such sandbox connected\n")
+        n = str(next(self.counter))
+        fut = asyncio.get_running_loop().create_future()
+        self.relays[n] = fut
+        try:
+            await sb.link.send(json.dumps({"id": "p" + n, "action": "link.proxy", "args": {
+                "port": port, "url": "%s/relay/%s" % (self.public_url, n)}}))
+            conn, done = await asyncio.wait_for(fut, 15)
+        except (asyncio.TimeoutError, websockets.ConnectionClosed):
+            return (http.HTTPStatus.BAD_GATEWAY, [], b"the sandbox did not dial back\n")
+        finally:
+            self.relays.pop(n, None)
+        data = b""
+        try:
+            await conn.send(("GET %s HTTP/1.0\r\nHost: localhost:%d\r\n\r\n" % (path, port)).encode())
+            async for m in conn:
+                data += m if isinstance(m, bytes) else m.encode()
+        except websockets.ConnectionClosed:
+            pass
+        finally:
+            done.set_result(None)
+        head, _, body = data.partition(b"\r\n\r\n")
+        lines = head.decode("iso-8859-1").split("\r\n")
+        try:
+            status = http.HTTPStatus(int(lines[0].split()[1]))
+        except (IndexError, ValueError):
+            return (http.HTTPStatus.BAD_GATEWAY, [], b"the program answered no HTTP\n")
+        hop = {"connection", "keep-alive", "transfer-encoding", "content-length"}
+        hdrs = [tuple(x.strip() for x in ln.split(":", 1)) for ln in lines[1:] if ":" in ln]
+        return (status, [h for h in hdrs if h[0].lower() not in hop], body)
 
     async def handler(self, ws, path):
         path, _, query = path.partition("?")
@@ -158,8 +204,8 @@ class Backend:
     async def from_termd(self, sb, msg):
         obs = json.loads(msg)
         cause = obs.get("cause")
-        if isinstance(cause, str) and cause.startswith("r") and cause[1:].isdigit():
-            if obs["observation"] == "error":   # a viewer's dial-back failed
+        if isinstance(cause, str) and cause[:1] in ("r", "p") and cause[1:].isdigit():
+            if obs["observation"] == "error":   # a viewer's or a preview's dial-back failed
                 fut = self.relays.get(cause[1:])
                 if fut and not fut.done():
                     fut.set_exception(asyncio.TimeoutError())
@@ -228,7 +274,7 @@ async def main():
             token = f.readline().strip()
     host, port = a.listen.rsplit(":", 1)
     b = Backend(token, a.public_url or "ws://" + a.listen)
-    async with websockets.serve(b.handler, host, int(port), subprotocols=[SUB, TTY],
+    async with websockets.serve(b.handler, host, int(port), subprotocols=[SUB, TTY, PROXY],
                                 process_request=b.process_request, max_size=None):
         print("listening on %s" % a.listen, flush=True)
         await asyncio.Future()

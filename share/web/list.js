@@ -1,6 +1,8 @@
 // share/web/list.js — the session list at /: session.list over /events, asked again whenever a
 // session opens or exits, a viewer comes or goes, a command starts or ends, or a session is
-// resized; and the recordings (GET /record/) when termd keeps them.
+// resized; each session's listening ports (ports.list, asked again on port.open/close) as links to
+// their previews (/proxy/<port>/, opened in a new tab once the cookie is set); and the recordings
+// (GET /record/) when termd keeps them.
 'use strict';
 
 (async () => {
@@ -13,12 +15,45 @@
   const conn = document.getElementById('conn');
   const ev = new TDEvents();
   let timer = null;
+  let lastSessions = [];
+  let ports = [];
   const refresh = () => {
     if (timer) return;
-    timer = setTimeout(() => { timer = null; ev.listSessions(); loadRecordings(); }, 150);
+    timer = setTimeout(() => { timer = null; ev.listSessions(); ev.send('ports.list'); loadRecordings(); }, 150);
+  };
+
+  // a preview: the cookie first (the token in a fetch, never in the address bar), then a new tab
+  const openPreview = async (e) => {
+    e.preventDefault();
+    const href = e.currentTarget.getAttribute('href');
+    if (TD.token) {
+      try {
+        await fetch(href + '?token=' + encodeURIComponent(TD.token), { redirect: 'manual', cache: 'no-store' });
+      } catch (err) { /* the tab says why */ }
+    }
+    window.open(href, '_blank', 'noopener');
+  };
+  const portCell = (name) => {
+    const td = TD.el('td', { class: 'ports' });
+    const seen = new Set();
+    for (const p of ports.filter((q) => q.session === name).sort((a, b) => a.port - b.port)) {
+      if (seen.has(p.port)) continue;
+      seen.add(p.port);
+      if (td.childNodes.length) td.append(' ');
+      const title = p.address + ' · pid ' + p.pid + ' · ' + (p.command || '');
+      if (auth === 'full') {
+        const a = TD.el('a', { href: '/proxy/' + p.port + '/', text: String(p.port), title });
+        a.addEventListener('click', openPreview);
+        td.append(a);
+      } else {
+        td.append(TD.el('span', { text: String(p.port), title }));
+      }
+    }
+    return td;
   };
 
   const render = (sessions) => {
+    lastSessions = sessions;
     body.replaceChildren();
     for (const s of [...sessions].sort((a, b) => (a.name === 'main' ? -1 : b.name === 'main' ? 1 : a.name.localeCompare(b.name)))) {
       const link = TD.el('a', { href: '/s/' + encodeURIComponent(s.name), text: s.name });
@@ -30,7 +65,8 @@
         TD.el('td', { class: 'cmd', text: s.command || '—' }),
         TD.el('td', { text: s.cols + '×' + s.rows }),
         TD.el('td', { class: 'viewers', text: String(s.viewers ?? 0) }),
-        TD.el('td', { class: 'muted', text: s.cwd || '' }));
+        TD.el('td', { class: 'muted', text: s.cwd || '' }),
+        portCell(s.name));
       body.append(tr);
     }
     document.body.dataset.loaded = '1';
@@ -58,6 +94,9 @@
   };
 
   ev.on('session.list', (o, x) => render(x.sessions || []));
+  ev.on('ports.list', (o, x) => { ports = x.ports || []; render(lastSessions); });
+  ev.on('subscribe', () => ev.send('ports.list'));
+  for (const name of ['port.open', 'port.close']) ev.on(name, refresh);
   for (const name of ['session.open', 'session.exit', 'viewer.attach', 'viewer.detach',
                       'command.start', 'command.end', 'session.resize']) ev.on(name, refresh);
   ev.onstate = (t) => { conn.textContent = t; };

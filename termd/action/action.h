@@ -266,4 +266,10 @@ void edit_register(void);
 /* ---- expect (expect.c) ---- */
 void expect_register(void);
 
+/* ---- ports.list, port.wait, port.open/close (ports.c) ---- */
+void ports_register(void);
+void ports_shutdown(void);
+/* the address a session's program listens on port with, NULL if none */
+const char *ports_find(int port);
+
 #endif

@@ -76,6 +76,22 @@ int multipart_find(const char *ctype, const char *body, size_t len, const char *
 void web_register(void);
 void web_shutdown(void);
 
+/* ---- the preview proxy (proxy.c, proxy-ws.c) ---- */
+/* /proxy/<port>/ and the Host route (--preview-host-suffix) */
+void proxy_register(void);
+/* what proxy.c and proxy-ws.c share: a preview's Host port (0: none); may
+ * the request open a preview (full or preview token, or the cookie); a
+ * request header copied as "Name: value\r\n", the Cookie without termd's */
+int proxy_host_port(struct lws *wsi);
+int proxy_auth_ok(struct lws *wsi, enum auth_level level);
+void proxy_copy_hdr(struct lws *wsi, buf_t *b, enum lws_token_indexes tok, const char *name);
+void proxy_copy_cookie(struct lws *wsi, buf_t *b);
+/* a socket connecting to port as bound at addr (ports_find's): loopback
+ * for a wildcard, else that address of the sandbox's own; -1 on failure */
+int proxy_connect(int port, const char *addr);
+/* a WebSocket upgrade to a preview (http_upgrade_hook_fn) */
+int proxy_ws_upgrade(struct lws *wsi, enum auth_level level, const char **why);
+
 
 /* ---- dial-out links (link.c): --connect URL ---- */
 /* Is url a ws:// or wss:// URL a link can dial? 0, or -1 and why. */
@@ -86,6 +102,15 @@ int link_start(char *err, size_t errlen);
 /* Before the loop goes: no more reconnects. */
 void link_stop(void);
 void link_shutdown(void);
+/* link.proxy (link-proxy.c) and what it uses of link.c: the dial (from a
+ * link's backend c, to its origin only: 0, or -1 with a code and err),
+ * the link's handshake headers, its protocol's callback */
+int link_dial_back(struct conn *c, const char *url, const char *proto, void *arg, td_err *code,
+		   char *err, size_t errlen);
+int link_append_headers(struct lws *wsi, unsigned char **p, size_t room);
+int link_proxy_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
+			size_t len);
+void link_proxy_register(void);
 
 
 /* ---- OpenHands' action execution server API (openhands.c) ---- */

@@ -522,6 +522,7 @@ static int ltty_callback(struct lws *wsi, enum lws_callback_reasons reason, void
 static struct lws_protocols link_protocols[] = {
 	{TD_SUBPROTO_EVENTS, link_callback, 0, 65536, 0, NULL, 0},
 	{TD_SUBPROTO_TTY, ltty_callback, 0, 65536, 0, NULL, 0},   /* size: tty_protocol's */
+	{TD_SUBPROTO_PROXY, link_proxy_callback, 0, 65536, 0, NULL, 0},   /* link-proxy.c */
 	{NULL, NULL, 0, 0, 0, NULL, 0},
 };
 
@@ -567,6 +568,44 @@ static int link_tty_action(struct act *a)
 	lt->conn = a->conn;
 	/* answered from the callbacks: link.tty once connected, else an error */
 	link_connect(&lt->t, NULL, TD_SUBPROTO_TTY, lt, NULL, NULL);
+	return 0;
+}
+
+/* link.proxy's dial (link-proxy.c): from a link's backend only, to its
+ * own origin only (scheme, host and port), offering proto */
+int link_append_headers(struct lws *wsi, unsigned char **p, size_t room)
+{
+	return link_headers(wsi, p, room);
+}
+
+int link_dial_back(struct conn *c, const char *url, const char *proto, void *arg, td_err *code,
+		   char *err, size_t errlen)
+{
+	struct link *on = NULL;
+	for (size_t i = 0; i < nlinks; i++)
+		if (c == &links[i].conn)
+			on = &links[i];
+	if (!on) {
+		snprintf(err, errlen, "only a dial-out link's backend may ask that");
+		*code = TD_ERR_FORBIDDEN;
+		return -1;
+	}
+	struct target t;
+	memset(&t, 0, sizeof t);
+	char why[600];
+	if (link_parse(&t, url, why, sizeof why) < 0) {
+		snprintf(err, errlen, "%s", why + strlen("--connect "));
+		*code = TD_ERR_BAD_REQUEST;
+		return -1;
+	}
+	if (t.tls != on->t.tls || t.port != on->t.port || strcasecmp(t.host, on->t.host) != 0) {
+		target_free(&t);
+		snprintf(err, errlen, "url must be on the link's own origin (scheme, host and port)");
+		*code = TD_ERR_FORBIDDEN;
+		return -1;
+	}
+	link_connect(&t, NULL, proto, arg, NULL, NULL);   /* lws keeps copies of t's strings */
+	target_free(&t);
 	return 0;
 }
 
@@ -624,6 +663,7 @@ int link_start(char *err, size_t errlen)
 		{"link.tty", link_tty_action, 0},
 	};
 	actions_register(defs, sizeof defs / sizeof defs[0]);
+	link_proxy_register();
 	link_policy.secs_since_valid_ping = (uint16_t)opts.connect_ping;
 	link_policy.secs_since_valid_hangup = (uint16_t)(2 * opts.connect_ping);
 	links = xcalloc(opts.nconnect, sizeof *links);

@@ -81,6 +81,8 @@ struct termd_opts {
 	double backoff_min, backoff_max; /* --connect-backoff MIN:MAX seconds */
 	unsigned connect_ping;    /* --connect-ping S: a ping after S idle seconds, dead after 2 S */
 	const char *envd_user;    /* --user: e2b's default user (NULL: termd's own) */
+	char *preview_token;      /* --preview-token-file: opens previews only (door/proxy.c) */
+	char *preview_host_suffix; /* --preview-host-suffix: Host <port>-<any><suffix> is a preview */
 };
 
 extern struct termd_opts opts;

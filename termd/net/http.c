@@ -366,6 +366,13 @@ const char *http_arg(struct http_txn *t, const char *name, char *out, size_t n)
 	return lws_get_urlarg_by_name(t->wsi, name, out, (int)n);
 }
 
+static http_host_route_fn *host_route;
+
+void http_host_route(http_host_route_fn *fn)
+{
+	host_route = fn;
+}
+
 static const struct http_route *route_find(const char *path)
 {
 	for (size_t i = 0; i < nroutes; i++)
@@ -642,7 +649,9 @@ int http_request(struct lws *wsi, const char *uri)
 	}
 	if (foreign_request(wsi))
 		return http_reply(wsi, 403, "text/plain", foreign_why);
-	const struct http_route *r = route_find(uri);
+	const struct http_route *r = host_route ? host_route(wsi) : NULL;
+	if (!r)
+		r = route_find(uri);
 	if (r)
 		return route_request(wsi, r, uri);
 	if (http_auth(wsi) == AUTH_NONE)
@@ -704,10 +713,26 @@ static int upgrade_check(struct lws *wsi, struct upgrade *u, const char **why)
 	return 0;
 }
 
+static http_upgrade_hook_fn *upgrade_hook;
+
+void http_upgrade_hook(http_upgrade_hook_fn *fn)
+{
+	upgrade_hook = fn;
+}
+
 int http_confirm_upgrade(struct lws *wsi)
 {
 	struct upgrade u;
 	const char *why = "";
+	if (upgrade_hook && !foreign_request(wsi)) {
+		int st = upgrade_hook(wsi, http_auth(wsi), &why);
+		if (st < 0)
+			return -1;
+		if (st > 0) {
+			http_reply(wsi, st, "text/plain", why);
+			return -1;
+		}
+	}
 	int status = upgrade_check(wsi, &u, &why);
 	if (status) {
 		http_reply(wsi, status, "text/plain", why);

@@ -57,12 +57,13 @@ def test_view_token_cannot_act(termd_factory, tmp_path):
         ("watch", {"path": str(tmp_path)}),
         ("watch.stop", {"watch": "watch-1"}),
         ("watch.list", {}),
+        ("port.wait", {"port": 1, "timeout": 0}),
     ]
     for action, args in forbidden:
         assert_error(ro.call(action, args), "forbidden")
     # every action termd offers is either allowed to a viewer or tested here
     offered = set(ro.hello["extras"]["actions"])
-    allowed = {"ping", "screen", "subscribe", "session.list"}
+    allowed = {"ping", "screen", "subscribe", "session.list", "ports.list"}
     assert offered - allowed == {a for a, _ in forbidden}, offered
     full = t.events(token="fullsecret")
     tdtest.run_done(full, "true")   # anything typed would have run by now

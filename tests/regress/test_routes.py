@@ -140,7 +140,7 @@ def test_the_table_names_every_route():
     paths = [(r["method"], r["path"].split("?")[0]) for r in routes.ROUTES]
     missing = []
     for method, path, prefix in found:
-        ok = [p for m, p in paths if (m == method or method == "*") and
+        ok = [p for m, p in paths if (m == method or method in ("*", "ANY")) and
               (p.startswith(path) if prefix else p == path)]
         if not ok:
             missing.append("%s %s%s" % (method, path, " (prefix)" if prefix else ""))

@@ -501,3 +501,137 @@ def test_session_end_then_shell_started_again(termd_factory, tmp_path, pages):
     assert obs["extras"].get("restarted") is True
     wait_text(p, "BACK-AGAIN")
     assert p.eval("tdPage.connected") is True
+
+
+def test_list_page_shows_ports_as_links(termd_factory, tmp_path, pages):
+    t = start(termd_factory, tmp_path)
+    ev = t.events()
+    (t.home / "index.html").write_text("<h1>PREVIEW-PAGE</h1>")
+    port = free_port()
+    out = run_done(ev, "python3 -m http.server %d --bind 127.0.0.1 >/dev/null 2>&1 & echo PID=$!" % port)
+    pid = int([ln for ln in out["content"].splitlines() if ln.startswith("PID=")][0][4:])
+    try:
+        p = pages(base(t) + "/?token=" + TOKEN)
+        sel = "tr[data-session=main] .ports a[href='/proxy/%d/']" % port
+        p.wait_js("!!document.querySelector(\"%s\")" % sel, WAIT, "the port's link in main's row")
+        # what a click does before it opens the tab: the cookie, then the preview loads with it
+        html = p.eval("""(async () => {
+            await fetch('/proxy/%d/?token=' + encodeURIComponent(TD.token), {redirect: 'manual'});
+            const r = await fetch('/proxy/%d/', {credentials: 'same-origin'});
+            return r.status + ' ' + await r.text(); })()""" % (port, port))
+        assert html.startswith("200 ") and "PREVIEW-PAGE" in html, html
+        import os
+        import signal
+        os.kill(pid, signal.SIGKILL)
+        p.wait_js("!document.querySelector(\"%s\")" % sel, WAIT, "the link gone with the server")
+    finally:
+        try:
+            import os
+            import signal
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+# a dev server in miniature: files from its folder, and a WebSocket echo on
+# any path asked with Upgrade (plain Python, no package)
+DEVSERVER = r'''
+import base64, hashlib, os, socket, struct, sys, threading
+def serve(c):
+    data = b""
+    while b"\r\n\r\n" not in data:
+        d = c.recv(4096)
+        if not d:
+            c.close()
+            return
+        data += d
+    lines = data.split(b"\r\n\r\n")[0].decode().split("\r\n")
+    path = lines[0].split()[1].split("?")[0]
+    h = {k.strip().lower(): v.strip() for k, v in (l.split(":", 1) for l in lines[1:])}
+    if "upgrade" not in h:
+        name = path.strip("/") or "index.html"
+        try:
+            body = open(name, "rb").read()
+            st = "200 OK"
+        except OSError:
+            body, st = b"nope", "404 Not Found"
+        ct = {"html": "text/html", "js": "text/javascript", "css": "text/css"}.get(name.rsplit(".", 1)[-1], "text/plain")
+        c.sendall(("HTTP/1.1 %s\r\nContent-Type: %s\r\nContent-Length: %d\r\nConnection: close\r\n\r\n"
+                   % (st, ct, len(body))).encode() + body)
+        c.close()
+        return
+    acc = base64.b64encode(hashlib.sha1((h["sec-websocket-key"] +
+          "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").encode()).digest()).decode()
+    c.sendall(("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+               "Sec-WebSocket-Accept: %s\r\n\r\n" % acc).encode())
+    buf = b""
+    def need(n):
+        nonlocal buf
+        while len(buf) < n:
+            d = c.recv(65536)
+            if not d:
+                raise EOFError
+            buf += d
+        out, buf = buf[:n], buf[n:]
+        return out
+    try:
+        while True:
+            b0, b1 = need(2)
+            n = b1 & 0x7f
+            if n == 126:
+                n = struct.unpack(">H", need(2))[0]
+            mask = need(4)
+            p = bytes(x ^ mask[i % 4] for i, x in enumerate(need(n)))
+            if b0 & 0x0f == 8:
+                return
+            p = b"echo:" + p
+            c.sendall(bytes([0x81, len(p)]) + p)
+    except EOFError:
+        pass
+    finally:
+        c.close()
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1])))
+s.listen(16)
+while True:
+    c, _ = s.accept()
+    threading.Thread(target=serve, args=(c,), daemon=True).start()
+'''
+
+DEV_INDEX = """<!doctype html><html><head><link rel="stylesheet" href="style.css">
+<script src="app.js"></script></head><body><h1 id="h">DEV-PAGE</h1></body></html>"""
+DEV_JS = """window.devState = 'js loaded';
+const ws = new WebSocket(location.href.replace(/^http/, 'ws').replace(/index\\.html$/, '') + 'hmr');
+ws.onopen = () => ws.send('ping');
+ws.onmessage = (e) => { window.devState = 'ws ' + e.data; };
+ws.onerror = () => { window.devState = 'ws error'; };"""
+
+
+def test_preview_page_with_subresources_and_websocket(termd_factory, tmp_path, pages):
+    import os
+    import signal
+    t = start(termd_factory, tmp_path)
+    ev = t.events()
+    (t.home / "dev.py").write_text(DEVSERVER)
+    (t.home / "index.html").write_text(DEV_INDEX)
+    (t.home / "app.js").write_text(DEV_JS)
+    (t.home / "style.css").write_text("h1 { color: rgb(1, 2, 3); }")
+    port = free_port()
+    out = run_done(ev, "python3 dev.py %d >/dev/null 2>&1 & echo PID=$!" % port)
+    pid = int([ln for ln in out["content"].splitlines() if ln.startswith("PID=")][0][4:])
+    try:
+        p = pages(base(t) + "/?token=" + TOKEN)
+        sel = "tr[data-session=main] .ports a[href='/proxy/%d/']" % port
+        p.wait_js("!!document.querySelector(\"%s\")" % sel, WAIT, "the port's link")
+        p.eval("fetch('/proxy/%d/?token=' + encodeURIComponent(TD.token), {redirect: 'manual'}).then(() => 1)"
+               % port)
+        p.goto(base(t) + "/proxy/%d/index.html" % port)
+        p.wait_js("window.devState === 'ws echo:ping'", WAIT, "the page's WebSocket echo through the proxy")
+        assert p.eval("document.getElementById('h').textContent") == "DEV-PAGE"
+        assert p.eval("getComputedStyle(document.getElementById('h')).color") == "rgb(1, 2, 3)"
+    finally:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass

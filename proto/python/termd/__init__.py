@@ -16,7 +16,8 @@ from .errors import (ERRORS, IgnoredArgsError, IgnoredArgsWarning, BadJsonError,
                      TermdConnectionError, TermdError, TooLargeError, UnknownActionError,
                      WaitTimeoutError, error_from_observation)
 from .types import (BrowseResult, Cursor, EditResult, ErrorFrame, Event, Exit, ExpectResult, Gap,
-                    IPythonResult, Observation, Output, PluginInfo, PluginList, ReadResult, Resize,
+                    IPythonResult, Observation, Output, PluginInfo, PluginList, PortEvent, PortInfo,
+                    PortList, PortWaitResult, ReadResult, Resize,
                     RunResult, Screen, SessionInfo, SessionList, SessionOpened, Snapshot, Title,
                     TtyFrame, Waiting, WriteResult, parse_tty_frame)
 from .aio import AsyncTermd, AsyncTty, new_id
@@ -34,5 +35,6 @@ __all__ = [
     "Observation", "RunResult", "Waiting", "Screen", "Cursor", "ExpectResult", "ReadResult", "WriteResult",
     "EditResult", "SessionInfo", "SessionList", "SessionOpened", "PluginInfo", "PluginList",
     "IPythonResult", "BrowseResult", "Event", "Gap",
+    "PortInfo", "PortList", "PortWaitResult", "PortEvent",
     "TtyFrame", "Resize", "Snapshot", "Output", "Title", "Exit", "ErrorFrame", "parse_tty_frame",
 ]

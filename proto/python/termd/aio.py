@@ -22,7 +22,8 @@ from .errors import (GapError, IgnoredArgsError, IgnoredArgsWarning, TermdConnec
                      TooLargeError, BadJsonError, WaitTimeoutError, error_from_observation, ignored_args_of)
 from .types import (BrowseResult, EditResult, Event, ExpectResult, Gap, IPythonResult, Observation,
                     PluginList, ReadResult, RunResult, Screen, SessionList, SessionOpened, TtyFrame,
-                    WriteResult, Exit, _as_result, parse_tty_frame)
+                    WriteResult, Exit, _as_result, parse_tty_frame, EVENTS, PortList,
+                    PortWaitResult)
 
 __all__ = ["AsyncTermd", "AsyncTty", "new_id"]
 
@@ -495,6 +496,19 @@ class AsyncTermd:
         (followed by all watches) and extras["budget"] (at most)."""
         return await self.call("watch.list", wait=wait)
 
+    async def ports(self, *, wait: Optional[float] = None) -> PortList:
+        """``ports.list``: PortList of PortInfo (port, address, session, pid,
+        command) for the sockets sessions' programs listen on."""
+        return await self.call("ports.list", wait=wait)
+
+    async def port_wait(self, port: int, *, timeout: Optional[float] = None,
+                        wait: Optional[float] = None) -> PortWaitResult:
+        """``port.wait``: until `port` accepts connections (termd's `timeout`
+        default 30 s). PortWaitResult is falsy at the timeout."""
+        if wait is None and timeout is not None:
+            wait = timeout + 30
+        return await self.call("port.wait", _args(port=port, timeout=timeout), wait=wait)
+
     async def file_stat(self, path: str, *, wait: Optional[float] = None) -> Observation:
         """``file.stat``: extras["entry"] (type, size, mode, permissions, owner, group, modified, ...)."""
         return await self.call("file.stat", _args(path=path), wait=wait)
@@ -601,7 +615,7 @@ class AsyncTermd:
                         if seq <= last:
                             continue
                         last = seq
-                    yield Event.from_dict(obs)
+                    yield EVENTS.get(obs.get("observation"), Event).from_dict(obs)
             except (_ws.ConnectionClosed, asyncio.TimeoutError, OSError):
                 pass   # reopen and resume
             finally:

@@ -172,6 +172,8 @@ class Termd:
     session_signal = _sync("session_signal")
     session_close = _sync("session_close")
     session_stdin = _sync("session_stdin")
+    ports = _sync("ports")
+    port_wait = _sync("port_wait")
     watch = _sync("watch")
     watch_stop = _sync("watch_stop")
     watch_list = _sync("watch_list")

@@ -306,6 +306,65 @@ class Gap(Event):
         self.to_seq = self.extras.get("to", self.to_seq)
 
 
+@dataclass
+class PortInfo:
+    """One listening socket of a session's program (``ports.list``,
+    ``port.open``)."""
+    port: int = 0
+    address: str = ""
+    session: str = ""
+    pid: Optional[int] = None
+    command: str = ""
+
+    @classmethod
+    def from_dict(cls, d: Dict[str, Any]) -> "PortInfo":
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+
+@dataclass
+class PortList(Observation):
+    """Answer to ``ports.list``: `ports`, a list of PortInfo."""
+    ports: List[Any] = field(default_factory=list)
+
+    def _post(self) -> None:
+        self.ports = [PortInfo.from_dict(p) if isinstance(p, dict) else p for p in self.ports]
+
+    def __iter__(self):
+        return iter(self.ports)
+
+
+@dataclass
+class PortWaitResult(Observation):
+    """Answer to ``port.wait``: `ready` (falsy at the timeout, then
+    `listening` says what listens instead)."""
+    port: int = 0
+    ready: bool = False
+    timed_out: bool = False
+    listening: List[Any] = field(default_factory=list)
+
+    def _post(self) -> None:
+        self.listening = [PortInfo.from_dict(p) if isinstance(p, dict) else p for p in self.listening]
+
+    def __bool__(self) -> bool:
+        return bool(self.ready)
+
+
+@dataclass
+class PortEvent(Event):
+    """A ``port.open`` or ``port.close`` event (``pid`` and ``command`` on
+    port.open only)."""
+    port: int = 0
+    address: str = ""
+    session: str = ""
+    pid: Optional[int] = None
+    command: Optional[str] = None
+
+
+#: event observation -> Event class (events())
+EVENTS = {"port.open": PortEvent, "port.close": PortEvent}
+
+
 def _as_result(action: str, obs: Dict[str, Any]) -> Observation:
     cls = RESULTS.get(action, Observation)
     return cls.from_dict(obs)
@@ -316,7 +375,8 @@ RESULTS = {"run": RunResult, "keys": Screen, "screen": Screen, "expect": ExpectR
            "read": ReadResult, "write": WriteResult, "edit": EditResult,
            "session.list": SessionList, "session.open": SessionOpened,
            "plugin.list": PluginList, "run_ipython": IPythonResult,
-           "browse": BrowseResult, "browse_interactive": BrowseResult}
+           "browse": BrowseResult, "browse_interactive": BrowseResult,
+           "ports.list": PortList, "port.wait": PortWaitResult}
 
 
 # --------------------------------------------------------------- /tty frames

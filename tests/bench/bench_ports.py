@@ -1,0 +1,186 @@
+"""bench_ports.py — `make bench`: ports and the preview proxy. A GET of a
+small page through termd's /proxy/<port>/ next to the same GET straight to
+the server (a new connection each, p50/p99); a 100 MiB download through
+the proxy next to direct (MiB/s); and how long after listen() termd's
+port.open event arrives. All in one run. Env: TERMD_BIN, BENCH_PORTS_N
+(GETs each way, default 200)."""
+
+import http.client
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(REPO, "tests", "regress"))
+import wsclient  # noqa: E402
+
+TERMD_BIN = os.environ.get("TERMD_BIN") or os.path.join(REPO, "build", "termd")
+N = int(os.environ.get("BENCH_PORTS_N", "200"))
+BIG_MB = 100
+
+SERVER = r'''
+import sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+class H(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *a):
+        pass
+    def do_GET(self):
+        if self.path.startswith("/big"):
+            n = int(self.path.split("=")[1]) << 20
+            self.send_response(200)
+            self.send_header("Content-Length", str(n))
+            self.end_headers()
+            chunk = b"x" * (1 << 20)
+            for _ in range(n >> 20):
+                self.wfile.write(chunk)
+            return
+        body = b"<html><body>hello</body></html>"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+'''
+
+LISTENER = r'''
+import socket, sys, time
+s = socket.socket()
+s.bind(("127.0.0.1", int(sys.argv[1])))
+s.listen(8)
+print("%.6f" % time.time(), file=open(sys.argv[2], "w"), flush=True)
+time.sleep(60)
+'''
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+def pct(v, p):
+    v = sorted(v)
+    return v[min(len(v) - 1, int(round(p / 100.0 * (len(v) - 1))))]
+
+
+def line(name, ms):
+    print("  %-46s p50 %7.2f ms   p99 %7.2f ms   (n=%d)" % (name, pct(ms, 50), pct(ms, 99), len(ms)))
+
+
+def get(port, path):
+    t0 = time.perf_counter()
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    c.request("GET", path)
+    r = c.getresponse()
+    n = 0
+    while True:
+        b = r.read(1 << 20)
+        if not b:
+            break
+        n += len(b)
+    c.close()
+    assert r.status == 200, r.status
+    return time.perf_counter() - t0, n
+
+
+def cpu_s(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        x = f.read().rsplit(")", 1)[1].split()
+    return (int(x[11]) + int(x[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run(ev, cmd):
+    o = ev.call("run", {"command": cmd}, timeout=60)
+    return o.get("content", "")
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="tdbench-ports-", dir="/tmp")
+    home = os.path.join(tmp, "home")
+    os.makedirs(home)
+    with open(os.path.join(home, "srv.py"), "w") as f:
+        f.write(SERVER)
+    with open(os.path.join(home, "listen.py"), "w") as f:
+        f.write(LISTENER)
+    tdport = free_port()
+    env = {k: v for k, v in os.environ.items() if k not in ("TERMD_TOKEN", "ENV", "BASH_ENV")}
+    env["HOME"] = home
+    td = subprocess.Popen([TERMD_BIN, "--listen", "127.0.0.1:%d" % tdport, "--cwd", home],
+                          env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = "ws://127.0.0.1:%d" % tdport
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if wsclient.http_request(url, "/healthz", timeout=2)[0] == 200:
+                    break
+            except Exception:
+                time.sleep(0.05)
+        ev = wsclient.Events(url)
+        sub = wsclient.Events(url)
+        sub.call("subscribe", {})
+        port = free_port()
+        run(ev, "python3 srv.py %d >/dev/null 2>&1 &" % port)
+
+        def opened(p):
+            while True:
+                o = sub.recv_obs(30)
+                if o["observation"] == "port.open" and o["extras"]["port"] == p:
+                    return time.time()
+        opened(port)
+        proxied, direct = [], []
+        for i in range(N + 10):   # the first 10 warm up
+            a, _ = get(tdport, "/proxy/%d/" % port)
+            b, _ = get(port, "/")
+            if i >= 10:
+                proxied.append(a * 1000)
+                direct.append(b * 1000)
+        big_p, big_d, cpu = [], [], []
+        for _ in range(3):
+            c0 = cpu_s(td.pid)
+            dt, n = get(tdport, "/proxy/%d/big?mb=%d" % (port, BIG_MB))
+            cpu.append(cpu_s(td.pid) - c0)
+            assert n == BIG_MB << 20
+            big_p.append(dt)
+            dt, n = get(port, "/big?mb=%d" % BIG_MB)
+            big_d.append(dt)
+        lat = []
+        stamp = os.path.join(tmp, "stamp")
+        for i in range(10):
+            p = free_port()
+            out = run(ev, "python3 listen.py %d %s >/dev/null 2>&1 & echo PID=$!" % (p, stamp))
+            pid = int([ln for ln in out.splitlines() if ln.startswith("PID=")][0][4:])
+            got = opened(p)
+            with open(stamp) as f:
+                lat.append((got - float(f.read())) * 1000)
+            os.kill(pid, 9)
+        print("ports (termd %s, %d cores, load %s; baselines in this same run):"
+              % (TERMD_BIN, os.cpu_count(), " ".join("%.2f" % x for x in os.getloadavg())))
+        line("GET / through /proxy/<port>/", proxied)
+        line("GET / direct (baseline)", direct)
+        print("  %-46s +%.2f ms at p50" % ("added by the proxy", pct(proxied, 50) - pct(direct, 50)))
+        print("  %-46s median %6.0f MiB/s   direct %6.0f MiB/s   (%.2fx)"
+              % ("%d MiB download through the proxy" % BIG_MB, BIG_MB / pct(big_p, 50),
+                 BIG_MB / pct(big_d, 50), pct(big_d, 50) / pct(big_p, 50)))
+        print("  %-46s median %.2f s of CPU (%.0f MiB per CPU second)"
+              % ("termd's own CPU for it", pct(cpu, 50), BIG_MB / max(pct(cpu, 50), 0.01)))
+        line("port.open after listen()", lat)
+        ev.close()
+        sub.close()
+    finally:
+        td.terminate()
+        td.wait(10)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,684 @@
+"""PROTOCOL.md §11 Ports (contract 1.3): termd notices the TCP sockets its
+sessions' programs listen on (IPv4 and IPv6, any address) and says so on
+the stream (`port.open`/`port.close`, naming the session and the pid),
+`ports.list` lists them, `port.wait` answers once a port accepts
+connections or at its timeout (saying what listens instead). A socket of a
+process that is not termd's is never listed. A view token may list (it sees
+the events anyway) but not probe with port.wait."""
+
+import os
+import signal
+import socket
+import time
+
+import tdtest
+from tdtest import assert_error, fmt
+
+T = 60.0
+
+
+def subscribed(termd):
+    sub = termd.events()
+    assert sub.call("subscribe", {}, timeout=T).get("observation") == "subscribe"
+    return sub
+
+
+def wait_event(sub, pred, timeout, what):
+    deadline = time.monotonic() + timeout
+    seen = []
+    while True:
+        left = deadline - time.monotonic()
+        assert left > 0, "no %s within %.1f s; saw %r" % (what, timeout, seen)
+        try:
+            o = sub.recv_obs(left)
+        except TimeoutError:
+            raise AssertionError("no %s within %.1f s; saw %r" % (what, timeout, seen))
+        if o.get("observation") in ("port.open", "port.close"):
+            seen.append((o["observation"], o.get("extras")))
+            assert o.get("cause") is None, fmt(o)
+            if pred(o):
+                return o
+
+
+def serve(ev, port, bind):
+    """python3 -m http.server in main's background; its pid."""
+    o = tdtest.run_done(ev, "python3 -m http.server %d --bind %s >/dev/null 2>&1 & echo PID=$!"
+                        % (port, bind))
+    for line in tdtest.content(o).splitlines():
+        if line.startswith("PID="):
+            return int(line[4:])
+    raise AssertionError("no pid: %s" % fmt(o))
+
+
+def kill(pid):
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def is_open(port, pid=None):
+    def pred(o):
+        x = o["extras"]
+        return o["observation"] == "port.open" and x["port"] == port and (
+            pid is None or x["pid"] == pid)
+    return pred
+
+
+def test_open_list_wait_close(termd, ev):
+    sub = subscribed(termd)
+    port = tdtest.free_port()
+    # a wait for a port nobody listens on yet: answered when the server is up
+    wid = ev.send_action("port.wait", {"port": port, "timeout": 30})
+    pid = serve(ev, port, "127.0.0.1")
+    try:
+        t0 = time.monotonic()
+        o = wait_event(sub, is_open(port), 2.0, "port.open for %d" % port)
+        x = o["extras"]
+        assert x["session"] == "main" and x["pid"] == pid, fmt(o)
+        assert x["address"] == "127.0.0.1", fmt(o)
+        assert "http.server" in x["command"], fmt(o)
+        assert time.monotonic() - t0 < 2.0
+        w = ev.wait_for(lambda o: o.get("cause") == wid, T)
+        assert w["observation"] == "port.wait" and w["extras"]["ready"] is True, fmt(w)
+        lst = ev.call("ports.list", {}, timeout=T)
+        assert lst["observation"] == "ports.list", fmt(lst)
+        ports = [(p["port"], p["session"], p["pid"]) for p in lst["extras"]["ports"]]
+        assert (port, "main", pid) in ports, fmt(lst)
+        # ready at once now
+        w = ev.call("port.wait", {"port": port, "timeout": 5}, timeout=T)
+        assert w["extras"]["ready"] is True, fmt(w)
+    finally:
+        kill(pid)
+    o = wait_event(sub, lambda o: o["observation"] == "port.close" and o["extras"]["port"] == port,
+                   5.0, "port.close for %d" % port)
+    assert o["extras"]["session"] == "main" and o["extras"]["address"] == "127.0.0.1", fmt(o)
+    lst = ev.call("ports.list", {}, timeout=T)
+    assert port not in [p["port"] for p in lst["extras"]["ports"]], fmt(lst)
+
+
+def test_ipv6_and_any_address_and_other_session(termd, ev):
+    sub = subscribed(termd)
+    p6, p4 = tdtest.free_port(), tdtest.free_port()
+    pid6 = serve(ev, p6, "::1")
+    other = None
+    try:
+        o = wait_event(sub, is_open(p6, pid6), 5.0, "port.open on ::1")
+        assert o["extras"]["address"] == "::1", fmt(o)
+        # a server in another session, on every address
+        r = ev.call("session.open", {"name": "web"}, timeout=T)
+        assert r["observation"] == "session.open", fmt(r)
+        o = tdtest.run_done(ev, "python3 -m http.server %d --bind 0.0.0.0 >/dev/null 2>&1 & "
+                            "echo PID=$!" % p4, session="web")
+        other = int([ln for ln in tdtest.content(o).splitlines() if ln.startswith("PID=")][0][4:])
+        o = wait_event(sub, is_open(p4, other), 5.0, "port.open on 0.0.0.0")
+        assert o["extras"]["address"] == "0.0.0.0" and o["extras"]["session"] == "web", fmt(o)
+        w = ev.call("port.wait", {"port": p6, "timeout": 5}, timeout=T)
+        assert w["extras"]["ready"] is True, fmt(w)   # through ::1
+    finally:
+        kill(pid6)
+        if other:
+            kill(other)
+    wait_event(sub, lambda o: o["observation"] == "port.close" and o["extras"]["port"] == p6,
+               5.0, "port.close on ::1")
+
+
+def test_foreign_listener_not_listed_and_timeout_says_what_listens(termd, ev):
+    sub = subscribed(termd)
+    # the test's own listening socket: not a process of termd's
+    mine = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    mine.bind(("127.0.0.1", 0))
+    mine.listen(4)
+    foreign = mine.getsockname()[1]
+    port = tdtest.free_port()
+    pid = serve(ev, port, "127.0.0.1")
+    try:
+        wait_event(sub, is_open(port, pid), 5.0, "port.open")
+        lst = ev.call("ports.list", {}, timeout=T)
+        listed = [p["port"] for p in lst["extras"]["ports"]]
+        assert port in listed and foreign not in listed, fmt(lst)
+        # anyone's listener answers a wait
+        w = ev.call("port.wait", {"port": foreign, "timeout": 5}, timeout=T)
+        assert w["extras"]["ready"] is True, fmt(w)
+        mine.close()
+        t0 = time.monotonic()
+        w = ev.call("port.wait", {"port": foreign, "timeout": 0.5}, timeout=T)
+        assert w["observation"] == "port.wait" and w["extras"]["ready"] is False, fmt(w)
+        assert 0.4 < time.monotonic() - t0 < 5
+        assert "%d (main, pid %d" % (port, pid) in w["content"], fmt(w)
+        assert port in [p["port"] for p in w["extras"]["listening"]], fmt(w)
+        assert_error(ev.call("port.wait", {"port": 70000}, timeout=T), "bad_request")
+        assert_error(ev.call("port.wait", {}, timeout=T), "bad_request")
+    finally:
+        mine.close()
+        kill(pid)
+    # nothing from the foreign socket ever reached the stream
+    for o in tdtest.drain(sub, 0.6):
+        if o.get("observation") in ("port.open", "port.close"):
+            assert o["extras"]["port"] != foreign, fmt(o)
+
+
+def test_view_token_lists_but_cannot_wait(termd_factory, tmp_path):
+    vt = tmp_path / "view"
+    vt.write_text("viewsecret\n")
+    t = termd_factory(args=("--view-token-file", str(vt)), token="fullsecret")
+    ro = t.events(token="viewsecret")
+    assert ro.call("ports.list", {}, timeout=T)["observation"] == "ports.list"
+    assert_error(ro.call("port.wait", {"port": 1, "timeout": 0}, timeout=T), "forbidden")
+
+
+# ------------------------------------------------------------- the proxy
+
+ECHO = r'''
+import json, sys
+from http.server import BaseHTTPRequestHandler, HTTPServer, ThreadingHTTPServer
+class H(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *a):
+        pass
+    def answer(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(n) if n else b""
+        if self.path.startswith("/big"):
+            size = int(self.path.split("=")[1]) << 20
+            self.send_response(200)
+            self.send_header("Content-Type", "application/octet-stream")
+            self.send_header("Content-Length", str(size))
+            self.end_headers()
+            chunk = b"x" * (1 << 20)
+            for _ in range(size >> 20):
+                self.wfile.write(chunk)
+            return
+        if self.path.startswith("/redirect"):
+            self.send_response(302)
+            self.send_header("Location", "/landed")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        out = json.dumps({"method": self.command, "path": self.path,
+                          "headers": {k.lower(): v for k, v in self.headers.items()},
+                          "body": body.decode()}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("X-Echo", "yes")
+        if self.path.startswith("/chunked"):
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for i in range(0, len(out), 7):
+                part = out[i:i + 7]
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
+            self.wfile.write(b"0\r\n\r\n")
+            return
+        self.send_header("Content-Length", str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
+    do_GET = do_POST = do_PUT = do_DELETE = answer
+ThreadingHTTPServer((sys.argv[2], int(sys.argv[1])), H).serve_forever()
+'''
+
+
+def proxy_termd(termd_factory, tmp_path):
+    (tmp_path / "view").write_text("viewsecret\n")
+    (tmp_path / "preview").write_text("previewsecret\n")
+    return termd_factory(args=("--view-token-file", str(tmp_path / "view"),
+                               "--preview-token-file", str(tmp_path / "preview"),
+                               "--preview-host-suffix", ".preview.test"),
+                         token="fullsecret", tcp=True)
+
+
+def echo_server(t, ev, bind="127.0.0.1"):
+    (t.home / "echo.py").write_text(ECHO)
+    sub = subscribed(t)
+    port = tdtest.free_port()
+    o = tdtest.run_done(ev, "python3 echo.py %d %s >/dev/null 2>&1 & echo PID=$!" % (port, bind))
+    pid = int([ln for ln in tdtest.content(o).splitlines() if ln.startswith("PID=")][0][4:])
+    wait_event(sub, is_open(port, pid), 10.0, "port.open of the echo server")
+    sub.close()
+    return port, pid
+
+
+def get(t, path, headers=None, method="GET", body=None):
+    import http.client
+    host, port = t.url.split("://")[1].rsplit(":", 1)
+    c = http.client.HTTPConnection(host, int(port), timeout=30)
+    c.request(method, path, body=body, headers=headers or {})
+    r = c.getresponse()
+    data = r.read()
+    c.close()
+    return r.status, {k.lower(): v for k, v in r.getheaders()}, data
+
+
+FULL = {"Authorization": "Bearer fullsecret"}
+
+
+def test_proxy_fetches_and_keeps_path_query_body(termd_factory, tmp_path):
+    import json
+    t = proxy_termd(termd_factory, tmp_path)
+    ev = t.events()
+    port, pid = echo_server(t, ev)
+    try:
+        st, h, body = get(t, "/proxy/%d/a/b%%20c?x=1&y=two%%26three" % port, FULL)
+        assert st == 200 and h.get("x-echo") == "yes", (st, h, body)
+        e = json.loads(body)
+        assert e["path"] == "/a/b%20c?x=1&y=two%26three", e
+        hd = e["headers"]
+        assert hd["x-forwarded-prefix"] == "/proxy/%d" % port, hd
+        assert hd["x-forwarded-proto"] == "http" and "x-forwarded-host" in hd, hd
+        assert "x-forwarded-for" in hd, hd
+        assert "authorization" not in hd, hd          # termd's token never reaches the app
+        st, h, body = get(t, "/proxy/%d/post" % port, FULL, method="POST", body=b"hello body")
+        e = json.loads(body)
+        assert st == 200 and e["method"] == "POST" and e["body"] == "hello body", body
+        # a chunked answer, decoded
+        st, h, body = get(t, "/proxy/%d/chunked" % port, FULL)
+        assert st == 200 and json.loads(body)["path"] == "/chunked", body
+        # an absolute redirect stays under the prefix
+        st, h, _ = get(t, "/proxy/%d/redirect" % port, FULL)
+        assert st == 302 and h["location"] == "/proxy/%d/landed" % port, h
+        # the Host route: the path unchanged
+        st, h, body = get(t, "/x/y?z=1", {"Host": "%d-sandbox.preview.test" % port,
+                                           "Authorization": "Bearer previewsecret"})
+        assert st == 200 and json.loads(body)["path"] == "/x/y?z=1", (st, body)
+    finally:
+        kill(pid)
+
+
+def test_proxy_access(termd_factory, tmp_path):
+    t = proxy_termd(termd_factory, tmp_path)
+    ev = t.events()
+    port, pid = echo_server(t, ev)
+    try:
+        path = "/proxy/%d/page" % port
+        assert get(t, path)[0] == 401
+        assert get(t, path, {"Authorization": "Bearer viewsecret"})[0] == 401
+        assert get(t, path + "?token=viewsecret")[0] == 401
+        assert get(t, path, {"Cookie": "termd_preview=previewsecret"})[0] == 401
+        assert get(t, path, {"Authorization": "Bearer previewsecret"})[0] == 200
+        # ?token= once: a cookie, and the URL again without the token
+        st, h, _ = get(t, path + "?a=1&token=previewsecret")
+        assert st == 302 and h["location"] == path + "?a=1", h
+        cookie = h["set-cookie"].split(";")[0]
+        assert "HttpOnly" in h["set-cookie"] and "Path=/proxy/%d/" % port in h["set-cookie"], h
+        assert "previewsecret" not in cookie
+        st, _, body = get(t, path + "?b=2", {"Cookie": "app=1; " + cookie})
+        import json
+        e = json.loads(body)
+        assert st == 200 and e["headers"]["cookie"] == "app=1", e   # termd's cookie stays home
+        # the preview token opens previews and nothing else
+        import wsclient
+        st, _, _ = wsclient.http_request(t.url, "/events",
+                                         headers={"Authorization": "Bearer previewsecret"})
+        assert st == 401, st
+        refused = False
+        try:
+            t.events(token="previewsecret")
+        except Exception:
+            refused = True
+        assert refused, "the preview token opened /events"
+    finally:
+        kill(pid)
+
+
+def test_proxy_never_another_host_or_port(termd_factory, tmp_path):
+    t = proxy_termd(termd_factory, tmp_path)
+    ev = t.events()
+    port, pid = echo_server(t, ev)
+    mine = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    mine.bind(("127.0.0.1", 0))
+    mine.listen(4)
+    foreign = mine.getsockname()[1]
+    try:
+        # a port no program of termd's listens on: 404 even with the full token
+        assert get(t, "/proxy/%d/" % foreign, FULL)[0] == 404
+        for path in ("/proxy/example.com/", "/proxy/example.com:%d/" % port,
+                     "/proxy/127.0.0.2:%d/" % port, "/proxy/%d@example.com/" % port,
+                     "/proxy/0%d/" % port, "/proxy/-%d/" % port, "/proxy/99999/"):
+            assert get(t, path, FULL)[0] == 404, path
+        for host in ("example.com", "%d-x.preview.test.example.com" % port,
+                     "%d.preview.test" % port, "%d-x.example.com" % foreign,
+                     "%d-x.preview.test" % foreign):
+            st, h, _ = get(t, "/", dict(FULL, Host=host))
+            assert "x-echo" not in h, (host, st)          # termd's own page, or nothing
+        # an absolute URL in the request line names no other host
+        with socket.create_connection(tuple_addr(t)) as s:
+            s.sendall(b"GET http://example.com/proxy/%d/ HTTP/1.1\r\nHost: example.com\r\n"
+                      b"Authorization: Bearer fullsecret\r\nConnection: close\r\n\r\n" % port)
+            s.settimeout(10)
+            data = b""
+            while True:
+                d = s.recv(65536)
+                if not d:
+                    break
+                data += d
+            assert b" 200 " not in data.split(b"\r\n")[0], data[:200]
+    finally:
+        mine.close()
+        kill(pid)
+
+
+def tuple_addr(t):
+    host, port = t.url.split("://")[1].rsplit(":", 1)
+    return host, int(port)
+
+
+def test_proxy_big_download_slow_reader_bounded(termd_factory, tmp_path):
+    t = proxy_termd(termd_factory, tmp_path)
+    ev = t.events()
+    port, pid = echo_server(t, ev)
+    try:
+        base = tdtest.rss_mb(t.proc.pid)
+        size = 200 << 20
+        with socket.create_connection(tuple_addr(t)) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+            s.sendall(b"GET /proxy/%d/big?mb=200 HTTP/1.1\r\nHost: localhost\r\n"
+                      b"Authorization: Bearer fullsecret\r\n\r\n" % port)
+            s.settimeout(60)
+            got, peak, head = 0, base, b""
+            # a reader that stops for a while, then reads slowly
+            time.sleep(1.5)
+            peak = max(peak, tdtest.rss_mb(t.proc.pid))
+            while True:
+                d = s.recv(65536)
+                if not d:
+                    break
+                if head is not None:
+                    head += d
+                    i = head.find(b"\r\n\r\n")
+                    if i < 0:
+                        continue
+                    assert b" 200 " in head[:20], head[:200]
+                    got += len(head) - i - 4
+                    head = None
+                else:
+                    got += len(d)
+                if got % (16 << 20) < 65536:
+                    peak = max(peak, tdtest.rss_mb(t.proc.pid))
+                    time.sleep(0.05)
+        assert got == size, got
+        print("rss base %.1f peak %.1f MiB" % (base, peak))
+        assert peak - base < 40, "termd grew from %.1f to %.1f MiB" % (base, peak)
+    finally:
+        kill(pid)
+
+
+# ------------------------------------------------ termctl and the Python client
+
+def test_termctl_and_python_client(termd, ev, client):
+    import termd as termd_client
+    port = tdtest.free_port()
+    pid = serve(ev, port, "127.0.0.1")
+    try:
+        w = client.port_wait(port, timeout=20)
+        assert isinstance(w, termd_client.PortWaitResult) and w and w.port == port, w
+        # discovery may lag the first connection by a tick: wait for the listing
+        tdtest.wait_until(lambda: port in [p.port for p in client.ports()], 10, what="listed")
+        lst = client.ports()
+        p = [p for p in lst if p.port == port][0]
+        assert isinstance(p, termd_client.PortInfo) and p.session == "main" and p.pid == pid, p
+        r = termd.termctl("ports")
+        assert r.returncode == 0, r.stderr
+        assert any(ln.split()[:4] == [str(port), "127.0.0.1", "main", str(pid)]
+                   for ln in r.stdout.splitlines()), r.stdout
+        r = termd.termctl("port", "wait", str(port), "--timeout", "5")
+        assert r.returncode == 0 and "accepts" in r.stdout, (r.stdout, r.stderr)
+        other = tdtest.free_port()
+        r = termd.termctl("port", "wait", str(other), "--timeout", "0.3")
+        assert r.returncode == 1 and "listening instead: %d" % port in r.stdout, (r.stdout, r.stderr)
+        miss = client.port_wait(other, timeout=0.2)
+        assert not miss and miss.timed_out and [q.port for q in miss.listening] == [port], miss
+        # the events come typed
+        evs = client.events(since=0, wait=30)
+        for e in evs:
+            if e.observation == "port.open" and e.port == port:
+                assert isinstance(e, termd_client.PortEvent) and e.pid == pid, e
+                break
+        evs.close()
+    finally:
+        kill(pid)
+
+
+# a WebSocket echo server in plain Python (no package needed): it answers
+# with the subprotocol asked for and echoes each frame's payload, prefixed
+# with the request path once
+WSECHO = r'''
+import base64, hashlib, socket, struct, sys, threading
+def serve(c):
+    data = b""
+    while b"\r\n\r\n" not in data:
+        d = c.recv(4096)
+        if not d:
+            return
+        data += d
+    head = data.split(b"\r\n\r\n")[0].decode()
+    lines = head.split("\r\n")
+    path = lines[0].split()[1]
+    h = {k.strip().lower(): v.strip() for k, v in (l.split(":", 1) for l in lines[1:])}
+    acc = base64.b64encode(hashlib.sha1((h["sec-websocket-key"] +
+          "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").encode()).digest()).decode()
+    resp = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" \
+           "Sec-WebSocket-Accept: %s\r\n" % acc
+    if "sec-websocket-protocol" in h:
+        resp += "Sec-WebSocket-Protocol: %s\r\n" % h["sec-websocket-protocol"].split(",")[0].strip()
+    c.sendall((resp + "\r\n").encode())
+    def frame(op, p):
+        n = len(p)
+        hd = bytes([0x80 | op]) + (bytes([n]) if n < 126 else
+             bytes([126]) + struct.pack(">H", n) if n < 65536 else bytes([127]) + struct.pack(">Q", n))
+        c.sendall(hd + p)
+    frame(1, ("path " + path + " fwd " + h.get("x-forwarded-prefix", "-")).encode())
+    buf = b""
+    def need(n):
+        nonlocal buf
+        while len(buf) < n:
+            d = c.recv(65536)
+            if not d:
+                raise EOFError
+            buf += d
+        out, buf = buf[:n], buf[n:]
+        return out
+    try:
+        while True:
+            b0, b1 = need(2)
+            n = b1 & 0x7f
+            if n == 126:
+                n = struct.unpack(">H", need(2))[0]
+            elif n == 127:
+                n = struct.unpack(">Q", need(8))[0]
+            mask = need(4) if b1 & 0x80 else b"\0\0\0\0"
+            p = bytes(x ^ mask[i % 4] for i, x in enumerate(need(n)))
+            op = b0 & 0x0f
+            if op == 8:
+                frame(8, p[:2])
+                return
+            frame(op, p)
+    except EOFError:
+        pass
+    finally:
+        c.close()
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1])))
+s.listen(16)
+while True:
+    c, _ = s.accept()
+    threading.Thread(target=serve, args=(c,), daemon=True).start()
+'''
+
+
+def test_proxy_websocket_passes_through(termd_factory, tmp_path):
+    import wsclient
+    t = proxy_termd(termd_factory, tmp_path)
+    ev = t.events()
+    (t.home / "wsecho.py").write_text(WSECHO)
+    sub = subscribed(t)
+    port = tdtest.free_port()
+    o = tdtest.run_done(ev, "python3 wsecho.py %d >/dev/null 2>&1 & echo PID=$!" % port)
+    pid = int([ln for ln in tdtest.content(o).splitlines() if ln.startswith("PID=")][0][4:])
+    try:
+        wait_event(sub, is_open(port, pid), 10.0, "port.open of the WebSocket server")
+        fds = tdtest.socket_fds(t.proc.pid)
+        ws = wsclient.connect(t.url, "/proxy/%d/hmr?x=1" % port, "vite-hmr", token="fullsecret")
+        assert ws.subprotocol == "vite-hmr" if hasattr(ws, "subprotocol") else True
+        op, first = ws.recv(10)
+        assert first == b"path /hmr?x=1 fwd /proxy/%d" % port, first
+        big = os.urandom(300000)
+        for payload in (b"hello", big):
+            ws.send_binary(payload)
+            op, got = ws.recv(30)
+            assert got == payload, (len(got), len(payload))
+        ws.send_text("text frame")
+        assert ws.recv(10)[1] == b"text frame"
+        ws.close()
+        # the preview token and the Host route too; the view token and no token refused
+        ws = wsclient.connect(t.url, "/live", None, token="previewsecret",
+                              headers={"Host": "%d-box.preview.test" % port})
+        assert ws.recv(10)[1] == b"path /live fwd -"
+        ws.close()
+        for tok in (None, "viewsecret"):
+            try:
+                wsclient.connect(t.url, "/proxy/%d/hmr" % port, None, token=tok)
+                raise AssertionError("upgrade allowed with token %r" % tok)
+            except wsclient.HandshakeError as e:
+                assert e.status == 401, e
+        # a port not termd's: 404
+        try:
+            wsclient.connect(t.url, "/proxy/%d/" % tdtest.free_port(), None, token="fullsecret")
+            raise AssertionError("upgrade to a port nobody of termd's listens on")
+        except wsclient.HandshakeError as e:
+            assert e.status == 404, e
+        # every tunnel's two sockets closed with it
+        tdtest.wait_until(lambda: tdtest.socket_fds(t.proc.pid) <= fds, 10, what="sockets closed")
+        # /events still works beside it
+        assert t.events().call("ping", {}, timeout=T)["observation"] == "pong"
+    finally:
+        kill(pid)
+
+
+def test_proxy_reaches_the_address_the_program_bound(termd_factory, tmp_path):
+    # a server on 127.0.0.2 (loopback, but not 127.0.0.1): reached there, and
+    # a foreign server on 127.0.0.1 with the same port is never what answers
+    t = proxy_termd(termd_factory, tmp_path)
+    ev = t.events()
+    port, pid = echo_server(t, ev, bind="127.0.0.2")
+    mine = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    mine.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    mine.bind(("127.0.0.1", port))
+    mine.listen(4)
+    try:
+        st, h, body = get(t, "/proxy/%d/where" % port, FULL)
+        assert st == 200 and h.get("x-echo") == "yes", (st, h, body)
+    finally:
+        mine.close()
+        kill(pid)
+
+
+# ------------------------------------------------------- over a dial-out link
+
+def test_link_proxy_through_the_example_backend(termd_factory, tmp_path):
+    """share/examples/link_backend.py serves /sandboxes/<id>/proxy/<port>/…
+    from a termd with no listener at all: termd dials back (link.proxy) and
+    carries one TCP connection to the session's program."""
+    import subprocess
+    import wsclient
+    from conftest import REPO
+    bport = tdtest.free_port()
+    tok = tmp_path / "link.token"
+    tok.write_text("example-link-token\n")
+    blog = open(tmp_path / "backend.log", "wb")
+    be = subprocess.Popen(["/usr/bin/python3", str(REPO / "share/examples/link_backend.py"),
+                           "--listen", "127.0.0.1:%d" % bport, "--link-token-file", str(tok)],
+                          stdout=blog, stderr=subprocess.STDOUT)
+    pid = td = None
+    try:
+        tdtest.wait_until(lambda: socket.socket().connect_ex(("127.0.0.1", bport)) == 0, 20,
+                          what="the backend listening")
+        home = tmp_path / "sb"
+        home.mkdir()
+        (home / "page.html").write_text("<p>THROUGH-THE-LINK</p>")
+        from conftest import TERMD_BIN, base_env
+        tlog = open(tmp_path / "termd.log", "wb")
+        td = subprocess.Popen([TERMD_BIN, "--listen", "none", "--connect",
+                               "ws://127.0.0.1:%d/termd" % bport, "--connect-token-file", str(tok),
+                               "--sandbox-id", "sb-p", "--cwd", str(home), "--connect-backoff", "0.1:0.5"],
+                              stdout=tlog, stderr=subprocess.STDOUT, env=base_env(home),
+                              start_new_session=True)
+
+        def listed():
+            st, _, body = wsclient.http_request("http://127.0.0.1:%d" % bport, "/sandboxes")
+            return st == 200 and b"sb-p" in body
+        tdtest.wait_until(listed, 30, what="the sandbox's link up")
+        burl = "ws://127.0.0.1:%d" % bport
+        c = wsclient.Events(burl, path="/sandboxes/sb-p/events")
+        port = tdtest.free_port()
+        o = tdtest.run_done(c, "cd %s && python3 -m http.server %d --bind 127.0.0.1 >/dev/null 2>&1 "
+                            "& echo PID=$!" % (home, port))
+        pid = int([ln for ln in tdtest.content(o).splitlines() if ln.startswith("PID=")][0][4:])
+        tdtest.wait_until(lambda: port in [p["port"] for p in
+                                           c.call("ports.list", {})["extras"]["ports"]],
+                          10, what="the port listed")
+        st, h, body = wsclient.http_request("http://127.0.0.1:%d" % bport,
+                                            "/sandboxes/sb-p/proxy/%d/page.html" % port, timeout=30)
+        assert st == 200 and b"THROUGH-THE-LINK" in body, (st, body[:300])
+        # a port termd's programs do not listen on: refused, nothing dialed
+        st, _, _ = wsclient.http_request("http://127.0.0.1:%d" % bport,
+                                         "/sandboxes/sb-p/proxy/%d/" % tdtest.free_port(), timeout=30)
+        assert st == 502, st
+        # only the link's backend may ask, and only for its own origin
+        r = c.call("link.proxy", {"port": port, "url": "ws://127.0.0.2:%d/relay/1" % bport})
+        assert_error(r, "forbidden")
+        c.close()
+    finally:
+        if pid:
+            kill(pid)
+        if td is not None:
+            td.send_signal(signal.SIGTERM)
+            rc = td.wait(10)
+            tlog.close()
+            assert rc == 0, (tmp_path / "termd.log").read_text()
+        be.terminate()
+        be.wait(5)
+        blog.close()
+
+
+def test_link_proxy_refused_on_a_connection_that_dialed_in(termd, ev):
+    port = tdtest.free_port()
+    pid = serve(ev, port, "127.0.0.1")
+    try:
+        tdtest.wait_until(lambda: port in [p["port"] for p in
+                                           ev.call("ports.list", {})["extras"]["ports"]],
+                          10, what="the port listed")
+        # no --connect: link.proxy is not even offered
+        assert_error(ev.call("link.proxy", {"port": port, "url": "ws://127.0.0.1:1/x"}),
+                     "unknown_action")
+    finally:
+        kill(pid)
+
+
+def test_termd_stops_cleanly_with_previews_in_flight(termd_factory, tmp_path):
+    """a download held by a client that does not read and a WebSocket tunnel,
+    both open when termd stops: it exits 0 (teardown checks the status; under
+    ASan, no leak or use after free)."""
+    import wsclient
+    t = proxy_termd(termd_factory, tmp_path)
+    ev = t.events()
+    port, pid = echo_server(t, ev)
+    (t.home / "wsecho.py").write_text(WSECHO)
+    wport = tdtest.free_port()
+    sub = subscribed(t)
+    o = tdtest.run_done(ev, "python3 wsecho.py %d >/dev/null 2>&1 & echo PID=$!" % wport)
+    wpid = int([ln for ln in tdtest.content(o).splitlines() if ln.startswith("PID=")][0][4:])
+    try:
+        wait_event(sub, is_open(wport, wpid), 10.0, "port.open of the WebSocket server")
+        s = socket.create_connection(tuple_addr(t))
+        s.sendall(b"GET /proxy/%d/big?mb=50 HTTP/1.1\r\nHost: localhost\r\n"
+                  b"Authorization: Bearer fullsecret\r\n\r\n" % port)
+        s.settimeout(10)
+        assert b" 200 " in s.recv(4096)[:20]
+        ws = wsclient.connect(t.url, "/proxy/%d/x" % wport, None, token="fullsecret")
+        ws.recv(10)
+        assert t.stop() is None
+        t.proc = None
+        s.close()
+    finally:
+        kill(pid)
+        kill(wpid)
