@@ -5,6 +5,7 @@
 #include "door.h"
 #include "client.h"
 #include "fswork.h"
+#include "handover.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -359,6 +360,9 @@ static void teardown(void)
 
 int main(int argc, char **argv)
 {
+	if (argc == 3 && !strcmp(argv[1], "--check-handover"))
+		return handover_check(argv[2]);
+	handover_set_argv(argv);
 	enum { O_LISTEN = 256, O_TOKEN, O_VIEW, O_SHELL, O_CWD, O_LOG, O_TLS_CERT, O_TLS_KEY,
 	       O_PLUGINS, O_PLUGIN_DIR, O_STATE_DIR, O_INSECURE, O_RECORD, O_RECORD_INPUT,
 	       O_CONNECT, O_CONNECT_TOKEN, O_SANDBOX_ID, O_CACERT, O_BACKOFF, O_PING, O_USER,
@@ -644,6 +648,11 @@ int main(int argc, char **argv)
 	 * here, so no zombie is left behind */
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
 
+	char herr[512];
+	if (handover_begin(herr, sizeof herr) < 0) {
+		fprintf(stderr, "termd: cannot take the hand-over: %s\n", herr);
+		return 1;
+	}
 	if (server_init(&conn_protocol, &tty_protocol) < 0) {
 		server_shutdown();
 		return 1;
@@ -668,9 +677,12 @@ int main(int argc, char **argv)
 	envd_register();
 	web_register();
 	proxy_register();
+	handover_register();
 	char err[256];
 	td_err code;
-	if (!session_open("main", NULL, NULL, NULL, 0, 0, &code, err, sizeof err)) {
+	if (srv.inherited) {
+		handover_adopt(err, sizeof err);
+	} else if (!session_open("main", NULL, NULL, NULL, 0, 0, &code, err, sizeof err)) {
 		fprintf(stderr, "termd: cannot start the main shell: %s\n", err);
 		teardown();
 		return 1;

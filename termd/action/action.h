@@ -75,6 +75,9 @@ extern __thread void *events_capture_arg;
 /* events_emit to subscribers only (no cause): a cmd_event_fn */
 void events_broadcast(const char *observation, const char *content, cJSON *extras);
 void events_register(void);
+/* the hand-over record's part: last seq and the retained ring (handover.c) */
+cJSON *events_handover_save(void);
+void events_handover_load(const cJSON *j);
 /* An action id already answered and still retained: send that answer
  * again with extras.replayed and return 1. */
 int events_replay(struct conn *c, const cJSON *id);

@@ -534,3 +534,38 @@ void events_register(void)
 	};
 	actions_register(defs, sizeof defs / sizeof defs[0]);
 }
+
+/* The hand-over record's part (handover.c): the last seq and the retained
+ * ring with each answer's id key, so `subscribe since` and replays of
+ * retained answers go on across an upgrade in place. */
+cJSON *events_handover_save(void)
+{
+	cJSON *j = cJSON_CreateObject();
+	cJSON_AddNumberToObject(j, "seq", (double)last_seq);
+	cJSON *r = cJSON_AddArrayToObject(j, "ring");
+	for (size_t i = 0; i < ring_len; i++) {
+		struct retained *e = &ring[(ring_head + i) % ring_cap];
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddNumberToObject(o, "seq", (double)e->seq);
+		cJSON_AddItemToObject(o, "json", cJSON_CreateString(e->json));
+		if (e->key)
+			cJSON_AddStringToObject(o, "key", e->key);
+		cJSON_AddItemToArray(r, o);
+	}
+	return j;
+}
+
+void events_handover_load(const cJSON *j)
+{
+	const cJSON *seq = cJSON_GetObjectItem(j, "seq"), *e;
+	if (cJSON_IsNumber(seq))
+		last_seq = (uint64_t)seq->valuedouble;
+	cJSON_ArrayForEach(e, cJSON_GetObjectItem(j, "ring")) {
+		const cJSON *s = cJSON_GetObjectItem(e, "seq"), *js = cJSON_GetObjectItem(e, "json");
+		const cJSON *k = cJSON_GetObjectItem(e, "key");
+		if (!cJSON_IsNumber(s) || !cJSON_IsString(js))
+			continue;
+		retain((uint64_t)s->valuedouble, xstrdup(js->valuestring), strlen(js->valuestring),
+		       cJSON_IsString(k) ? xstrdup(k->valuestring) : NULL);
+	}
+}

@@ -132,6 +132,8 @@ struct session *session_open_pipe(const char *name, const char *command, const c
  * it has none open. */
 int session_close_stdin(struct session *s);
 int session_respawn(struct session *s, char *err, size_t errlen);
+/* a session handed over across execve (handover.c); rec: its record entry */
+struct session *session_adopt(const cJSON *rec, char *err, size_t errlen);
 void session_write(struct session *s, const void *data, size_t len);
 /* the shell sessions run: --shell, else bash, else sh */
 const char *session_shell_path(void);

@@ -227,6 +227,41 @@ int pty_spawn(struct pty *p, int mode, int cols, int rows, const struct pty_hook
 	return 0;
 }
 
+/* A process handed over by the termd this one replaced (handover.c): its
+ * fds were kept across execve and it is still our child. */
+int pty_adopt(struct pty *p, int pipes, pid_t pid, int fd, int hold_fd, int err_fd, int in_fd,
+	      const struct pty_hooks *hooks, void *owner)
+{
+	p->pipes = pipes;
+	p->fd = fd;
+	p->hold_fd = hold_fd;
+	p->err_fd = err_fd;
+	p->in_fd = in_fd;
+	p->err_wsi = NULL;
+	p->in_eof = 0;
+	p->slave[0] = 0;
+	if (!p->pipes) {
+		const char *n = ptsname(fd);
+		snprintf(p->slave, sizeof p->slave, "%s", n ? n : "");
+	}
+	int kept[4] = {fd, hold_fd, err_fd, in_fd};
+	for (int i = 0; i < 4; i++)
+		if (kept[i] >= 0)
+			fcntl(kept[i], F_SETFD, FD_CLOEXEC);
+	p->pid = pid;
+	p->alive = 1;
+	p->reaped = p->closed = 0;
+	p->exit_code = -1;
+	p->exit_signal = 0;
+	p->hooks = hooks;
+	p->owner = owner;
+	child_watch(pid, pty_reaped, p);
+	p->wsi = server_adopt_fd(fd, pty_event, p);
+	if (p->wsi && err_fd >= 0)
+		p->err_wsi = server_adopt_fd(err_fd, pty_event, p);
+	return p->wsi && (err_fd < 0 || p->err_wsi) ? 0 : -1;
+}
+
 static void input_timer(lws_sorted_usec_list_t *sul);
 
 static void close_input(struct pty *p)

@@ -55,6 +55,10 @@ struct pty {
 /* mode: PTY_TERMINAL or PTY_PIPES[_STDIN] */
 int pty_spawn(struct pty *p, int mode, int cols, int rows, const struct pty_hooks *hooks,
 	      void *owner, char *err, size_t errlen);
+/* take over a running process whose fds survived an execve (handover.c);
+ */
+int pty_adopt(struct pty *p, int pipes, pid_t pid, int fd, int hold_fd, int err_fd, int in_fd,
+	      const struct pty_hooks *hooks, void *owner);
 /* pipes: end of file on stdin once what is queued is written; -1 when
  * there is no stdin pipe (a terminal, /dev/null, closed already) */
 int pty_close_input(struct pty *p);

@@ -323,6 +323,58 @@ struct session *session_open_pipe(const char *name, const char *command, const c
 			 cols, rows, code, err, errlen);
 }
 
+/* A session handed over by the termd this one replaced (handover.c): rec
+ * is its entry of the record. Its screen is rebuilt from the snapshot the
+ * old termd rendered. */
+struct session *session_adopt(const cJSON *rec, char *err, size_t errlen)
+{
+	const cJSON *name = cJSON_GetObjectItem(rec, "name"), *cmd = cJSON_GetObjectItem(rec, "command");
+	const cJSON *cwd = cJSON_GetObjectItem(rec, "cwd"), *snap = cJSON_GetObjectItem(rec, "screen");
+#define REC_INT(k) (cJSON_IsNumber(cJSON_GetObjectItem(rec, k)) ? \
+		    (int)cJSON_GetObjectItem(rec, k)->valuedouble : -1)
+	int pipes = REC_INT("pipe") == 1;
+	if (!cJSON_IsString(name) || REC_INT("pid") <= 0 || REC_INT("fd") < 0) {
+		snprintf(err, errlen, "a session in the record lacks its name, pid or fd");
+		return NULL;
+	}
+	struct session *s = xcalloc(1, sizeof *s);
+	snprintf(s->name, sizeof s->name, "%s", name->valuestring);
+	s->command = cJSON_IsString(cmd) ? xstrdup(cmd->valuestring) : NULL;
+	s->is_shell = s->command == NULL;
+	s->is_pipe = pipes;
+	s->shell_kind = REC_INT("shell_kind") == SHELL_SH ? SHELL_SH : SHELL_BASH;
+	s->cols = REC_INT("cols") > 0 ? REC_INT("cols") : TD_DEFAULT_COLS;
+	s->rows = REC_INT("rows") > 0 ? REC_INT("rows") : TD_DEFAULT_ROWS;
+	s->screen = screen_new(s->rows, s->cols);
+	screen_set_scrollback(s->screen, opts.scrollback);
+	if (cJSON_IsString(snap))
+		screen_feed(s->screen, snap->valuestring, strlen(snap->valuestring));
+	screen_set_output(s->screen, vt_answer, s);   /* after: no answers to the snapshot */
+	s->si = shellint_new(on_shellint, s);
+	const cJSON *nonce = cJSON_GetObjectItem(rec, "nonce");   /* the shell's marks carry it */
+	if (cJSON_IsString(nonce))
+		shellint_set_nonce(s->si, nonce->valuestring);
+	s->cwd = xstrdup(cJSON_IsString(cwd) ? cwd->valuestring : opts.cwd);
+	if (pty_adopt(&s->pty, pipes, REC_INT("pid"), REC_INT("fd"), REC_INT("hold_fd"),
+		      REC_INT("err_fd"), REC_INT("in_fd"), &pty_hooks, s) < 0)
+		snprintf(err, errlen, "session %s: cannot watch its fds", s->name);
+	s->spawned_us = mono_us();
+	for (size_t i = 0; i < nlisteners; i++)
+		if (listeners[i]->started)
+			listeners[i]->started(s);
+	int st = REC_INT("state");
+	s->state = st >= SH_STARTING && st <= SH_RUNNING ? (enum shell_state)st : SH_RUNNING;
+	s->ready = REC_INT("ready") == 1;
+	s->cont = REC_INT("cont") == 1;
+#undef REC_INT
+	struct session **pp = &srv.sessions;
+	while (*pp)
+		pp = &(*pp)->next;
+	*pp = s;
+	srv.nsessions++;
+	return s;
+}
+
 int session_close_stdin(struct session *s)
 {
 	return pty_close_input(&s->pty);

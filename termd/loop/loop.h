@@ -100,6 +100,12 @@ struct server {
 	struct session *sessions; /* linked list */
 	struct session *closing;  /* closed by session.close, ending */
 	int nsessions;
+	/* an upgrade in place (handover.c): the listening socket and the
+	 * runtime folder the termd before this one had, taken as they are */
+	int inherited;
+	int inherit_fd;           /* -1: none (--listen none) */
+	char *inherit_rundir;
+	void (*on_usr2)(void);    /* SIGUSR2 (set from above) */
 };
 
 extern struct server srv;

@@ -15,6 +15,8 @@
 #include <dirent.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <fcntl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -42,10 +44,36 @@ static int on_signal(struct lws *wsi, enum lws_callback_reasons reason, void *ar
 	while (read(sig_fd, &si, sizeof si) == (ssize_t)sizeof si) {
 		if (si.ssi_signo == SIGCHLD) {
 			child_reap_all();
+		} else if (si.ssi_signo == SIGUSR2) {
+			if (srv.on_usr2)
+				srv.on_usr2();
 		} else {
 			log_info("signal %u: shutting down", si.ssi_signo);
 			srv.stopping = 1;
 		}
+	}
+	return 0;
+}
+
+/* The listening socket kept across an upgrade in place: lws did not open
+ * it, so its connections are accepted here and handed to lws as the
+ * vhost's own (HTTP, then WebSocket upgrades). */
+static int on_listen(struct lws *wsi, enum lws_callback_reasons reason, void *arg)
+{
+	(void)wsi;
+	(void)arg;
+	if (reason != LWS_CALLBACK_RAW_RX_FILE)
+		return 0;
+	for (int i = 0; i < 64; i++) {
+		int fd = accept4(srv.inherit_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		if (fd < 0)
+			break;
+		if (!opts.listen_unix) {
+			int one = 1;
+			setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+		}
+		if (!lws_adopt_socket_vhost(srv.vhost, fd))
+			log_warn("cannot serve a connection on the listener handed over");
 	}
 	return 0;
 }
@@ -146,11 +174,17 @@ static int probe_bind(const char *host, int port)
 int server_init(const struct lws_protocols *events_channel, const struct lws_protocols *tty_channel)
 {
 	srv.start_mono = mono_us();
+	if (srv.inherited) {
+		srv.rundir = srv.inherit_rundir;
+		srv.inherit_rundir = NULL;
+	}
 	char tmpl[] = "/tmp/termd-XXXXXX";
 	const char *base = getenv("TMPDIR");
 	buf_t dir = {0};
 	buf_printf(&dir, "%s/termd-XXXXXX", base && *base ? base : "/tmp");
-	if (!mkdtemp(dir.p)) {
+	if (srv.rundir) {
+		buf_free(&dir);
+	} else if (!mkdtemp(dir.p)) {
 		buf_free(&dir);
 		if (!mkdtemp(tmpl)) {
 			log_warn("cannot create a runtime directory: %s", strerror(errno));
@@ -173,8 +207,10 @@ int server_init(const struct lws_protocols *events_channel, const struct lws_pro
 	info.pt_serv_buf_size = 65536;
 	info.options = LWS_SERVER_OPTION_VALIDATE_UTF8 * 0;
 	mode_t old_umask = 0;
-	if (opts.listen_none) {
-		info.port = CONTEXT_PORT_NO_LISTEN;   /* dial-out links only */
+	if (opts.listen_none || srv.inherited) {
+		/* dial-out links only, or the listener kept across an upgrade
+		 * (adopted below) */
+		info.port = CONTEXT_PORT_NO_LISTEN;
 	} else if (opts.listen_unix) {
 		info.options |= LWS_SERVER_OPTION_UNIX_SOCK;
 		info.iface = opts.listen_unix;
@@ -242,7 +278,15 @@ int server_init(const struct lws_protocols *events_channel, const struct lws_pro
 		}
 		log_info("also listening on %s:%d", vi.iface, vi.port);
 	}
-	if (opts.listen_unix) {
+	if (srv.inherited && srv.inherit_fd >= 0) {
+		fcntl(srv.inherit_fd, F_SETFD, FD_CLOEXEC);
+		fcntl(srv.inherit_fd, F_SETFL, fcntl(srv.inherit_fd, F_GETFL) | O_NONBLOCK);
+		if (!server_adopt_fd(srv.inherit_fd, on_listen, NULL)) {
+			log_warn("cannot watch the listening socket handed over");
+			return -1;
+		}
+		srv.unix_bound = opts.listen_unix != NULL;
+	} else if (opts.listen_unix) {
 		chmod(opts.listen_unix, 0600);
 		srv.unix_bound = 1;   /* ours to remove at exit */
 	}
@@ -253,6 +297,7 @@ int server_init(const struct lws_protocols *events_channel, const struct lws_pro
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGINT);
 	sigaddset(&set, SIGHUP);
+	sigaddset(&set, SIGUSR2);
 	sigprocmask(SIG_BLOCK, &set, NULL);
 	sig_fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
 	if (sig_fd < 0 || !server_adopt_fd(sig_fd, on_signal, NULL)) {

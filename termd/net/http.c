@@ -165,11 +165,16 @@ static int http_reply(struct lws *wsi, int status, const char *ctype, const char
 
 /* ------------------------------------------------------------- health */
 
-static http_health_fn *health_more;
+#define HEALTH_HOOKS 4
+static http_health_fn *health_more[HEALTH_HOOKS];
 
 void http_health_extend(http_health_fn *fn)
 {
-	health_more = fn;
+	for (int i = 0; i < HEALTH_HOOKS; i++)
+		if (!health_more[i] || health_more[i] == fn) {
+			health_more[i] = fn;
+			return;
+		}
 }
 
 /* ------------------------------------------------------------- routes */
@@ -640,8 +645,8 @@ int http_request(struct lws *wsi, const char *uri)
 			   TERMD_VERSION, srv.nsessions,
 			   (double)(mono_us() - srv.start_mono) / 1e6,
 			   opts.insecure_no_token ? ",\"insecure_no_token\":true" : "");
-		if (health_more)
-			health_more(&body);
+		for (int i = 0; i < HEALTH_HOOKS && health_more[i]; i++)
+			health_more[i](&body);
 		buf_putc(&body, '}');
 		int r = http_reply(wsi, 200, "application/json", body.p);
 		buf_free(&body);

@@ -119,7 +119,7 @@ const char *http_arg(struct http_txn *t, const char *name, char *out, size_t n);
 /* Does token equal termd's full token (constant time)? No token set: 1. */
 int http_token_ok(const char *token);
 /* More members for /healthz's object (the dial-out links, from above):
- * the hook appends ",\"name\":value..." to b. One hook. */
+ * each hook appends ",\"name\":value..." to b. Up to four hooks. */
 typedef void http_health_fn(buf_t *b);
 void http_health_extend(http_health_fn *fn);
 /* A route chosen by the request's Host before its path (the preview

@@ -1,0 +1,460 @@
+/* handover.c — upgrade in place (PROTOCOL.md §11): the action
+ * termd.upgrade and SIGUSR2 write the hand-over record (versioned JSON in
+ * a memfd: the listening socket, every session's fds, pid, kind, size,
+ * cwd and rendered screen, the event seq and retained ring), have the new
+ * binary check it (--check-handover), and execve it with the same pid;
+ * at start, a termd given a record (env TERMD_HANDOVER=fd) takes it all
+ * back. */
+#include "handover.h"
+#include "door.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <netinet/in.h>
+#include <time.h>
+#include <unistd.h>
+
+#define HANDOVER_VERSION 1
+#define HANDOVER_ENV "TERMD_HANDOVER"
+
+extern char **environ;
+static char **saved_argv;
+static cJSON *pending;        /* the record being taken over, until adopted */
+static int upgraded;
+static time_t started;
+
+void handover_set_argv(char **argv)
+{
+	saved_argv = argv;
+	started = time(NULL);
+}
+
+int handover_upgraded(void)
+{
+	return upgraded;
+}
+
+time_t handover_started(void)
+{
+	return started;
+}
+
+/* ---------------------------------------------------------- the record */
+
+static char *read_all(int fd, size_t *len)
+{
+	buf_t b = {0};
+	char tmp[65536];
+	ssize_t n;
+	while ((n = pread(fd, tmp, sizeof tmp, (off_t)b.len)) > 0)
+		buf_append(&b, tmp, (size_t)n);
+	*len = b.len;
+	if (!b.p)
+		return xstrdup("");
+	return buf_steal(&b);
+}
+
+/* the record parsed and its version checked; NULL with why in err */
+static cJSON *parse_record(int fd, char *err, size_t errlen)
+{
+	size_t len;
+	char *text = read_all(fd, &len);
+	cJSON *j = cJSON_ParseWithLength(text, len);
+	free(text);
+	if (!j) {
+		snprintf(err, errlen, "the hand-over record is not JSON");
+		return NULL;
+	}
+	const cJSON *v = cJSON_GetObjectItem(j, "version");
+	if (!cJSON_IsNumber(v) || v->valuedouble < 1 || v->valuedouble > HANDOVER_VERSION) {
+		snprintf(err, errlen, "hand-over record version %g: this termd reads 1 to %d",
+			 cJSON_IsNumber(v) ? v->valuedouble : -1, HANDOVER_VERSION);
+		cJSON_Delete(j);
+		return NULL;
+	}
+	const cJSON *s;
+	cJSON_ArrayForEach(s, cJSON_GetObjectItem(j, "sessions")) {
+		const cJSON *pid = cJSON_GetObjectItem(s, "pid"), *fd2 = cJSON_GetObjectItem(s, "fd");
+		if (!cJSON_IsString(cJSON_GetObjectItem(s, "name")) || !cJSON_IsNumber(pid) ||
+		    !cJSON_IsNumber(fd2)) {
+			snprintf(err, errlen, "a session in the hand-over record lacks its name, pid or fd");
+			cJSON_Delete(j);
+			return NULL;
+		}
+	}
+	return j;
+}
+
+int handover_check(const char *file)
+{
+	int fd = open(file, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		fprintf(stderr, "termd: cannot open %s: %s\n", file, strerror(errno));
+		return 1;
+	}
+	char err[256];
+	cJSON *j = parse_record(fd, err, sizeof err);
+	close(fd);
+	if (!j) {
+		fprintf(stderr, "termd: %s\n", err);
+		return 1;
+	}
+	cJSON_Delete(j);
+	return 0;
+}
+
+/* Is fd a listening socket at termd's listen address? */
+static int is_our_listener(int fd)
+{
+	int acc = 0;
+	socklen_t l = sizeof acc;
+	if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &l) < 0 || !acc)
+		return 0;
+	struct sockaddr_storage ss;
+	l = sizeof ss;
+	if (getsockname(fd, (struct sockaddr *)&ss, &l) < 0)
+		return 0;
+	if (opts.listen_unix)
+		return ss.ss_family == AF_UNIX &&
+		       !strcmp(((struct sockaddr_un *)&ss)->sun_path, opts.listen_unix);
+	int port = ss.ss_family == AF_INET ? ntohs(((struct sockaddr_in *)&ss)->sin_port) :
+		   ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port) : -1;
+	return port == opts.listen_port;
+}
+
+static int find_listener(void)
+{
+	if (srv.inherited)
+		return srv.inherit_fd;
+	if (opts.listen_none)
+		return -1;
+	DIR *d = opendir("/proc/self/fd");
+	if (!d)
+		return -1;
+	int found = -1;
+	struct dirent *e;
+	while ((e = readdir(d)) && found < 0) {
+		int fd = atoi(e->d_name);
+		if (fd > 2 && fd != dirfd(d) && is_our_listener(fd))
+			found = fd;
+	}
+	closedir(d);
+	return found;
+}
+
+static void keep_fd(int fd, int keep)
+{
+	if (fd >= 0)
+		fcntl(fd, F_SETFD, keep ? 0 : FD_CLOEXEC);
+}
+
+static cJSON *session_record(struct session *s)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "name", s->name);
+	if (s->command)
+		cJSON_AddStringToObject(o, "command", s->command);
+	else
+		cJSON_AddNullToObject(o, "command");
+	cJSON_AddNumberToObject(o, "pipe", s->is_pipe);
+	cJSON_AddNumberToObject(o, "shell_kind", s->shell_kind);
+	cJSON_AddNumberToObject(o, "pid", s->pty.pid);
+	cJSON_AddNumberToObject(o, "fd", s->pty.fd);
+	cJSON_AddNumberToObject(o, "hold_fd", s->pty.hold_fd);
+	cJSON_AddNumberToObject(o, "err_fd", s->pty.err_fd);
+	cJSON_AddNumberToObject(o, "in_fd", s->pty.in_fd);
+	cJSON_AddNumberToObject(o, "rows", s->rows);
+	cJSON_AddNumberToObject(o, "cols", s->cols);
+	cJSON_AddStringToObject(o, "cwd", s->cwd ? s->cwd : "");
+	cJSON_AddNumberToObject(o, "state", s->state);
+	cJSON_AddNumberToObject(o, "ready", s->ready);
+	cJSON_AddNumberToObject(o, "cont", s->cont);
+	cJSON_AddStringToObject(o, "nonce", shellint_nonce(s->si));
+	buf_t b = {0};
+	screen_snapshot(s->screen, &b);
+	buf_putc(&b, 0);
+	cJSON_AddStringToObject(o, "screen", b.p);
+	buf_free(&b);
+	return o;
+}
+
+/* the sessions whose fds go across (alive, open, not closing) */
+static int kept(struct session *s)
+{
+	return s->pty.alive && !s->closing && s->pty.fd >= 0;
+}
+
+static void keep_all(int keep, int lfd)
+{
+	keep_fd(lfd, keep);
+	for (struct session *s = srv.sessions; s; s = s->next) {
+		if (!kept(s))
+			continue;
+		keep_fd(s->pty.fd, keep);
+		keep_fd(s->pty.hold_fd, keep);
+		keep_fd(s->pty.err_fd, keep);
+		keep_fd(s->pty.in_fd, keep);
+	}
+}
+
+static int write_record(int lfd, char *err, size_t errlen)
+{
+	cJSON *j = cJSON_CreateObject();
+	cJSON_AddNumberToObject(j, "version", HANDOVER_VERSION);
+	cJSON_AddNumberToObject(j, "listen_fd", lfd);
+	cJSON_AddStringToObject(j, "rundir", srv.rundir);
+	cJSON_AddNumberToObject(j, "upgraded", upgraded + 1);
+	if (opts.token)
+		cJSON_AddStringToObject(j, "token", opts.token);   /* env TERMD_TOKEN is gone */
+	cJSON *ss = cJSON_AddArrayToObject(j, "sessions");
+	for (struct session *s = srv.sessions; s; s = s->next)
+		if (kept(s))
+			cJSON_AddItemToArray(ss, session_record(s));
+	cJSON_AddItemToObject(j, "events", events_handover_save());
+	char *text = cJSON_PrintUnformatted(j);
+	cJSON_Delete(j);
+	int fd = memfd_create("termd-handover", 0);
+	if (fd < 0) {
+		snprintf(err, errlen, "cannot make the hand-over record: %s", strerror(errno));
+		free(text);
+		return -1;
+	}
+	size_t len = strlen(text), off = 0;
+	while (off < len) {
+		ssize_t w = write(fd, text + off, len - off);
+		if (w <= 0) {
+			snprintf(err, errlen, "cannot write the hand-over record: %s", strerror(errno));
+			free(text);
+			close(fd);
+			return -1;
+		}
+		off += (size_t)w;
+	}
+	free(text);
+	return fd;
+}
+
+/* BINARY --check-handover /proc/self/fd/N, waited for up to 10 s */
+static int check_binary(const char *bin, int rfd, char *err, size_t errlen)
+{
+	char path[64];
+	snprintf(path, sizeof path, "/proc/self/fd/%d", rfd);
+	pid_t pid = fork();
+	if (pid < 0) {
+		snprintf(err, errlen, "cannot fork to check %s: %s", bin, strerror(errno));
+		return -1;
+	}
+	if (pid == 0) {
+		sigset_t none;
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		int devnull = open("/dev/null", O_RDWR);
+		if (devnull >= 0) {
+			dup2(devnull, 0);
+			dup2(devnull, 1);
+		}
+		execl(bin, bin, "--check-handover", path, (char *)NULL);
+		_exit(127);
+	}
+	uint64_t deadline = mono_us() + 10000000;
+	int st = 0;
+	for (;;) {
+		pid_t r = waitpid(pid, &st, WNOHANG);
+		if (r == pid)
+			break;
+		if (r < 0 && errno != EINTR) {
+			snprintf(err, errlen, "cannot wait for the check of %s", bin);
+			return -1;
+		}
+		if (mono_us() > deadline) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &st, 0);
+			snprintf(err, errlen, "%s --check-handover took over 10 s", bin);
+			return -1;
+		}
+		usleep(2000);
+	}
+	if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+		return 0;
+	if (WIFEXITED(st))
+		snprintf(err, errlen, "%s --check-handover exited %d: it cannot take this "
+			 "termd's state; still serving", bin, WEXITSTATUS(st));
+	else
+		snprintf(err, errlen, "%s --check-handover was killed by signal %d; still serving",
+			 bin, WTERMSIG(st));
+	return -1;
+}
+
+/* Every /events connection gets a close frame 1012 (service restart),
+ * written straight to its socket: no loop turn is left. A connection in
+ * the middle of a frame (partly written) just sees its socket close. */
+static void close_1012(void)
+{
+	static const unsigned char frame[] = {0x88, 0x02, 0x03, 0xf4};
+	for (struct conn *c = srv.conns; c; c = c->next) {
+		if (!c->ws.wsi || c->sink || lws_partial_buffered(c->ws.wsi))
+			continue;
+		int fd = (int)lws_get_socket_fd(c->ws.wsi);
+		if (fd >= 0 && write(fd, frame, sizeof frame) < 0)
+			continue;
+	}
+}
+
+int handover_upgrade(const char *binary, const cJSON *cause, char *err, size_t errlen)
+{
+	static char self[4096];
+	if (!binary || !*binary) {
+		ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+		if (n <= 0) {
+			snprintf(err, errlen, "cannot tell termd's own path");
+			return -1;
+		}
+		self[n] = 0;
+		/* a binary replaced on disk shows as "path (deleted)" */
+		char *del = strstr(self, " (deleted)");
+		if (del && !del[10])
+			*del = 0;
+		binary = self;
+	}
+	if (opts.tls_cert) {
+		snprintf(err, errlen, "an upgrade in place is not supported with --tls-cert yet");
+		return -1;
+	}
+	if (!saved_argv) {
+		snprintf(err, errlen, "termd's command line is unknown");
+		return -1;
+	}
+	int lfd = find_listener();
+	if (!opts.listen_none && lfd < 0) {
+		snprintf(err, errlen, "cannot find termd's listening socket");
+		return -1;
+	}
+	/* the answer is retained for the id before the record is made, so a
+	 * client that reconnects and re-sends it gets ok: true */
+	if (cause) {
+		cJSON *ex = cJSON_CreateObject();
+		cJSON_AddBoolToObject(ex, "ok", 1);
+		cJSON_AddStringToObject(ex, "binary", binary);
+		events_emit(NULL, cause, "termd.upgrade", "upgraded", ex);
+	}
+	int rfd = write_record(lfd, err, errlen);
+	if (rfd < 0)
+		return -1;
+	if (check_binary(binary, rfd, err, errlen) < 0) {
+		close(rfd);
+		return -1;
+	}
+	log_info("upgrading in place to %s", binary);
+	char env[64];
+	snprintf(env, sizeof env, "%d", rfd);
+	setenv(HANDOVER_ENV, env, 1);
+	keep_all(1, lfd);
+	close_1012();
+	execve(binary, saved_argv, environ);
+	int e = errno;
+	keep_all(0, lfd);
+	unsetenv(HANDOVER_ENV);
+	close(rfd);
+	snprintf(err, errlen, "cannot run %s: %s; still serving", binary, strerror(e));
+	return -1;
+}
+
+/* ------------------------------------------------------------- start */
+
+int handover_begin(char *err, size_t errlen)
+{
+	const char *v = getenv(HANDOVER_ENV);
+	if (!v)
+		return 0;
+	int fd = atoi(v);
+	unsetenv(HANDOVER_ENV);
+	pending = parse_record(fd, err, errlen);
+	close(fd);
+	if (!pending)
+		return -1;
+	const cJSON *l = cJSON_GetObjectItem(pending, "listen_fd");
+	const cJSON *r = cJSON_GetObjectItem(pending, "rundir");
+	const cJSON *t = cJSON_GetObjectItem(pending, "token");
+	const cJSON *u = cJSON_GetObjectItem(pending, "upgraded");
+	srv.inherited = 1;
+	srv.inherit_fd = cJSON_IsNumber(l) ? (int)l->valuedouble : -1;
+	srv.inherit_rundir = cJSON_IsString(r) ? xstrdup(r->valuestring) : NULL;
+	if (!opts.token && cJSON_IsString(t))
+		opts.token = xstrdup(t->valuestring);
+	upgraded = cJSON_IsNumber(u) ? (int)u->valuedouble : 1;
+	return 1;
+}
+
+int handover_adopt(char *err, size_t errlen)
+{
+	if (!pending)
+		return 0;
+	events_handover_load(cJSON_GetObjectItem(pending, "events"));
+	const cJSON *s;
+	int rc = 0;
+	cJSON_ArrayForEach(s, cJSON_GetObjectItem(pending, "sessions")) {
+		char e[256] = "";
+		if (!session_adopt(s, e, sizeof e) || e[0]) {
+			log_warn("%s", e[0] ? e : "a session could not be taken over");
+			snprintf(err, errlen, "%s", e);
+		}
+	}
+	cJSON_Delete(pending);
+	pending = NULL;
+	log_info("upgraded in place (%d so far): %d sessions taken over", upgraded, srv.nsessions);
+	return rc;
+}
+
+/* ------------------------------------------------------------ action */
+
+static int upgrade_action(struct act *a)
+{
+	const char *bin = NULL;
+	if (arg_string(a, "binary", &bin, 0) < 0)
+		return -1;
+	char err[512];
+	if (handover_upgrade(bin, a->id, err, sizeof err) < 0) {
+		cJSON *ex = cJSON_CreateObject();
+		cJSON_AddBoolToObject(ex, "ok", 0);
+		cJSON_AddStringToObject(ex, "message", err);
+		events_emit(a->conn, a->id, "termd.upgrade", err, ex);
+	}
+	return 0;
+}
+
+static void on_usr2(void)
+{
+	char err[512];
+	if (handover_upgrade(NULL, NULL, err, sizeof err) < 0)
+		log_warn("SIGUSR2: %s", err);
+}
+
+/* /healthz: "started" (when this process image began, UTC) and "upgraded" */
+static void health(buf_t *b)
+{
+	struct tm tm;
+	char when[32];
+	gmtime_r(&started, &tm);
+	strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+	buf_printf(b, ",\"started\":\"%s\",\"upgraded\":%d", when, upgraded);
+}
+
+void handover_register(void)
+{
+	http_health_extend(health);
+	static const struct action_def defs[] = {
+		{"termd.upgrade", upgrade_action, 0},
+	};
+	actions_register(defs, sizeof defs / sizeof defs[0]);
+	srv.on_usr2 = on_usr2;
+}

@@ -1,0 +1,221 @@
+"""Issue 37 / PROTOCOL.md §11: upgrade in place. termd.upgrade (and
+SIGUSR2) hand the sessions, the listener and the event stream to a new
+binary with the same pid: a shell's cwd and exports survive, a client
+connecting meanwhile is never refused, `subscribe since` has no gap, a
+binary that refuses the record (/bin/false) leaves the old termd serving,
+a full-screen program's screen is the same cell for cell."""
+
+import json
+import os
+import signal
+import socket
+import threading
+import time
+
+import pytest
+
+import wsclient
+from conftest import TERMD_BIN
+from tdtest import run_done, content, fmt
+
+T = 60.0
+
+
+def reconnect(td, timeout=T):
+    """A new /events connection once the upgraded termd answers (the
+    listener is kept: the connect itself waits, it is not refused)."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            ev = td.events(timeout=10)
+            return ev
+        except Exception as e:   # noqa: BLE001 — the old one closing, the new one starting
+            last = e
+            time.sleep(0.02)
+    raise AssertionError("no connection to the upgraded termd within %.0fs: %r" % (timeout, last))
+
+
+def wait_closed(ev, timeout=T):
+    """Read until the connection closes; return the close code."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            ev.recv_obs(deadline - time.monotonic())
+        except wsclient.ConnectionClosed as e:
+            return e.code
+    raise AssertionError("connection not closed by the upgrade within %.0fs" % timeout)
+
+
+def upgrade(td, ev, binary=None, cid="up-1"):
+    """termd.upgrade on ev; returns (close code, new connection, the
+    re-sent id's answer)."""
+    args = {} if binary is None else {"binary": binary}
+    ev.send_action("termd.upgrade", args, id=cid)
+    code = wait_closed(ev)
+    ev2 = reconnect(td)
+    ans = ev2.call("termd.upgrade", args, id=cid, timeout=T)
+    return code, ev2, ans
+
+
+def test_shell_state_survives_an_upgrade(termd):
+    ev = termd.events()
+    pid = termd.proc.pid
+    sub = os.path.join(str(termd.home), "work dir")
+    os.mkdir(sub)
+    run_done(ev, "cd %r && export TD_UP=kept-1 && VIRTUAL_ENV=/opt/venv; PATH=/opt/venv/bin:$PATH"
+             % sub)
+    lists = ev.call("session.list", {}, timeout=T)
+    shell_pid = [s for s in lists["extras"]["sessions"] if s["name"] == "main"][0].get("pid")
+    before = json.loads(termd.healthz()[2])
+    assert before.get("upgraded") == 0, before
+
+    code, ev2, ans = upgrade(termd, ev)
+    assert code == 1012, code
+    assert ans.get("observation") == "termd.upgrade", fmt(ans)
+    assert ans["extras"].get("ok") is True, fmt(ans)
+    assert termd.proc.pid == pid and termd.alive()
+
+    obs = run_done(ev2, 'echo "$PWD|$TD_UP|$VIRTUAL_ENV|${PATH%%:*}"')
+    assert content(obs).strip() == "%s|kept-1|/opt/venv|/opt/venv/bin" % sub, fmt(obs)
+    lists = ev2.call("session.list", {}, timeout=T)
+    assert [s for s in lists["extras"]["sessions"] if s["name"] == "main"][0].get("pid") == shell_pid
+    after = json.loads(termd.healthz()[2])
+    assert after.get("upgraded") == 1, after
+    assert isinstance(after.get("started"), str), after
+    # and again, by SIGUSR2 this time
+    os.kill(pid, signal.SIGUSR2)
+    wait_closed(ev2)
+    ev3 = reconnect(termd)
+    obs = run_done(ev3, 'echo "$PWD|$TD_UP"')
+    assert content(obs).strip() == "%s|kept-1" % sub, fmt(obs)
+    assert json.loads(termd.healthz()[2]).get("upgraded") == 2
+
+
+def test_failed_check_keeps_serving(termd):
+    ev = termd.events()
+    run_done(ev, "export TD_UP=still")
+    ans = ev.call("termd.upgrade", {"binary": "/bin/false"}, timeout=T)
+    assert ans.get("observation") == "termd.upgrade", fmt(ans)
+    assert ans["extras"].get("ok") is False, fmt(ans)
+    assert "check-handover" in ans["extras"].get("message", ""), fmt(ans)
+    # the same connection goes on
+    obs = run_done(ev, 'echo "$TD_UP"')
+    assert content(obs).strip() == "still", fmt(obs)
+    assert json.loads(termd.healthz()[2]).get("upgraded") == 0
+    ans = ev.call("termd.upgrade", {"binary": "/nonexistent/termd"}, timeout=T)
+    assert ans["extras"].get("ok") is False, fmt(ans)
+    assert ev.ping().get("observation") == "pong"
+
+
+def test_view_token_cannot_upgrade(termd_factory, tmp_path):
+    vt = tmp_path / "view"
+    vt.write_text("view-secret\n")
+    td = termd_factory(args=["--view-token-file", str(vt)], token="full-secret")
+    ev = td.events(token="view-secret")
+    ans = ev.call("termd.upgrade", {}, timeout=T)
+    assert ans.get("observation") == "error", fmt(ans)
+    assert json.loads(td.healthz()[2]).get("upgraded") == 0
+
+
+def test_subscribe_since_has_no_gap(termd):
+    ev = termd.events()
+    ev.call("subscribe", {}, timeout=T)
+    run_done(ev, "echo one")
+    seq0 = ev.ping()["seq"]
+    run_done(ev, "echo two")
+    code, ev2, ans = upgrade(termd, ev)
+    assert ans["extras"].get("ok") is True, fmt(ans)
+    run_done(ev2, "echo three")
+    cid = ev2.send_action("subscribe", {"since": seq0})
+    got = []
+    while True:
+        o = ev2.recv_obs(T)
+        if o.get("cause") == cid:
+            break
+        got.append(o)
+    assert got, "nothing replayed"
+    assert all(o.get("observation") != "gap" for o in got), [fmt(o)[:200] for o in got]
+    seqs = [o["seq"] for o in got]
+    assert seqs == list(range(seq0 + 1, seqs[-1] + 1)), seqs
+    texts = [o.get("content", "") for o in got if o.get("observation") == "command.end"
+             or o.get("observation") == "run"]
+    assert any("two" in t for t in texts) and any("three" in t for t in texts), \
+        [fmt(o)[:200] for o in got]
+
+
+def test_connect_loop_sees_no_refusal(termd_factory):
+    td = termd_factory(tcp=True)
+    ev = td.events()
+    host, port = td.url.split("//")[1].split(":")
+    errors, connects = [], [0]
+    stop = threading.Event()
+
+    def loop():
+        while not stop.is_set():
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.settimeout(20)
+            try:
+                s.connect((host, int(port)))
+                connects[0] += 1
+            except OSError as e:
+                errors.append(repr(e))
+            finally:
+                s.close()
+
+    th = threading.Thread(target=loop)
+    th.start()
+    try:
+        code, ev2, ans = upgrade(td, ev)
+        assert ans["extras"].get("ok") is True, fmt(ans)
+        time.sleep(0)   # the loop goes on while the new termd serves
+        n = connects[0]
+        deadline = time.monotonic() + T
+        while connects[0] < n + 20 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    finally:
+        stop.set()
+        th.join(30)
+    assert not errors, errors[:5]
+    assert connects[0] > 20
+    assert ev2.ping().get("observation") == "pong"
+
+
+def test_full_screen_program_same_cells(termd):
+    if not any(os.access(os.path.join(d, "vim"), os.X_OK) for d in os.environ.get("PATH", "").split(":")):
+        pytest.skip("vim not installed")
+    ev = termd.events()
+    f = os.path.join(str(termd.home), "notes.txt")
+    with open(f, "w") as fh:
+        fh.write("".join("line %d of the file\n" % i for i in range(60)))
+    obs = ev.call("run", {"command": "vim -u NONE -N %s" % f, "timeout": 2}, timeout=T)
+    deadline = time.monotonic() + T
+    while True:
+        scr = ev.call("screen", {}, timeout=T)
+        if "line 0 of the file" in content(scr) and "notes.txt" in content(scr):
+            break
+        assert time.monotonic() < deadline, fmt(scr)
+        time.sleep(0.05)
+    ev.call("keys", {"keys": ["j", "j", "j", "l", "l"]}, timeout=T)
+    time.sleep(0)
+    before = ev.call("screen", {}, timeout=T)
+    code, ev2, ans = upgrade(termd, ev)
+    assert ans["extras"].get("ok") is True, fmt(ans)
+    after = ev2.call("screen", {}, timeout=T)
+    assert content(after) == content(before)
+    for k in ("cursor", "cursor_visible", "alt_screen", "title", "scrollback_lines", "rows", "cols"):
+        if k in (before.get("extras") or {}):
+            assert after["extras"].get(k) == before["extras"][k], (k, fmt(before), fmt(after))
+    # vim still reads its keys; once it is gone the shell runs commands
+    ev2.call("keys", {"keys": [":", "q", "!", "Enter"]}, timeout=T)
+    deadline = time.monotonic() + T
+    while True:
+        obs = ev2.call("run", {"command": "echo back"}, timeout=T)
+        if obs.get("observation") == "run":
+            break
+        assert obs.get("extras", {}).get("code") == "busy", fmt(obs)
+        assert time.monotonic() < deadline, fmt(obs)
+        time.sleep(0.05)
+    assert obs["extras"].get("exit_code") == 0, fmt(obs)
+    assert content(obs).strip() == "back", fmt(obs)
+    assert obs is not None
