@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Exit statuses besides a command's own. */
 #define EXIT_PROTO   2     /* usage, connection, protocol or error observation */
@@ -69,6 +70,9 @@ static const char usage_text[] =
 	"                                 port address session pid command\n"
 	"  port wait PORT [--timeout S]   wait until PORT accepts connections (default 30 s);\n"
 	"                                 exit 0 if it does, 1 at the timeout\n"
+	"  upgrade [--binary PATH]        upgrade termd in place (default: its own path,\n"
+	"                                 read again); reconnects for the answer; exit 1\n"
+	"                                 when termd refused it (still serving)\n"
 	"\n"
 	"Exit status: the command's own (see above); 2 on usage, connection or\n"
 	"protocol errors and on error observations (\"termctl: CODE: message\" on\n"
@@ -728,6 +732,48 @@ static int cmd_port(ctl_t *x, int argc, char **argv)
 	return ctl_finish(obs, ready ? 0 : 1);
 }
 
+/* termd.upgrade: a successful one closes the connection (1012), so
+ * termctl reconnects and re-sends the same id, whose answer termd kept */
+static int cmd_upgrade(ctl_t *x, int argc, char **argv)
+{
+	cJSON *args;
+	cJSON *act = td_action_new("termd.upgrade", &args);
+	for (int i = 0; i < argc; i++) {
+		if (!strcmp(argv[i], "--binary") && i + 1 < argc)
+			cJSON_AddStringToObject(args, "binary", argv[++i]);
+		else
+			ctl_usage_die("upgrade: unexpected argument %s", argv[i]);
+	}
+	char err[512];
+	cJSON *obs = td_call(ctl_conn(x), act, 60000, err, sizeof err);
+	uint64_t deadline = mono_us() + 60000000;
+	while (!obs && x->c && td_close_code(x->c) == 1012 && mono_us() < deadline) {
+		td_close(x->c);
+		x->c = NULL;
+		while (!x->c && mono_us() < deadline) {
+			x->c = td_connect(x->url, TD_PATH_EVENTS, TD_SUBPROTO_EVENTS, x->token, err,
+					  sizeof err);
+			if (!x->c)
+				usleep(50000);
+		}
+		if (x->c)
+			obs = td_call(x->c, act, 60000, err, sizeof err);
+	}
+	cJSON_Delete(act);
+	if (!obs)
+		ctl_die("%s: %s", x->url, err);
+	if (ctl_is_error(obs, 0))
+		return ctl_finish(obs, EXIT_PROTO);
+	const cJSON *ex = ctl_extras(obs);
+	int ok = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ex, "ok"));
+	const char *msg = td_json_str(ex, "message");
+	if (ok)
+		puts("upgraded");
+	else
+		fprintf(stderr, "termctl: upgrade failed: %s\n", msg ? msg : "?");
+	return ctl_finish(obs, ok ? 0 : 1);
+}
+
 static const struct ctl_cmd {
 	const char *name;
 	int (*fn)(ctl_t *x, int argc, char **argv);
@@ -742,6 +788,7 @@ static const struct ctl_cmd {
 	{ "subscribe", cmd_subscribe },
 	{ "ports", cmd_ports },
 	{ "port", cmd_port },
+	{ "upgrade", cmd_upgrade },
 };
 
 int main(int argc, char **argv)

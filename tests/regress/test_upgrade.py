@@ -219,3 +219,15 @@ def test_full_screen_program_same_cells(termd):
     assert obs["extras"].get("exit_code") == 0, fmt(obs)
     assert content(obs).strip() == "back", fmt(obs)
     assert obs is not None
+
+
+def test_termctl_upgrade(termd):
+    r = termd.termctl("run", "export TD_UP=by-termctl")
+    assert r.returncode == 0, r.stderr
+    r = termd.termctl("upgrade", timeout=T)
+    assert r.returncode == 0 and r.stdout.strip() == "upgraded", (r.returncode, r.stdout, r.stderr)
+    assert json.loads(termd.healthz()[2]).get("upgraded") == 1
+    r = termd.termctl("upgrade", "--binary", "/bin/false", timeout=T)
+    assert r.returncode == 1 and "check-handover" in r.stderr, (r.returncode, r.stdout, r.stderr)
+    r = termd.termctl("run", 'echo "$TD_UP"')
+    assert r.returncode == 0 and r.stdout.strip() == "by-termctl", (r.stdout, r.stderr)
