@@ -256,6 +256,7 @@ bench: deps
 	TERMD_BIN=$(abspath $(BUILD)/termd) $(PY) tests/bench/bench_pipes.py
 	TERMD_BIN=$(abspath $(BUILD)/termd) $(PY) tests/bench/bench_filework.py
 	TERMD_BIN=$(abspath $(BUILD)/termd) $(PY) tests/bench/bench_ports.py
+	TERMD_BIN=$(abspath $(BUILD)/termd) $(PY) tests/bench/bench_upgrade.py
 	TERMD_BIN=$(abspath $(BUILD)/termd) BENCH_RTT_BIN=$(abspath $(BUILD)/bench-rtt) $(PY) tests/bench/bench_python.py
 	TERMD_BIN=$(abspath $(BUILD)/termd) $(PY) tests/bench/bench_link.py
 	TERMD_BIN=$(abspath $(BUILD)/termd) $(PY) tests/bench/bench_fidelity.py
