@@ -339,21 +339,26 @@ int handover_upgrade(const char *binary, const cJSON *cause, char *err, size_t e
 		snprintf(err, errlen, "cannot find termd's listening socket");
 		return -1;
 	}
-	/* the answer is retained for the id before the record is made, so a
-	 * client that reconnects and re-sends it gets ok: true */
+	/* the new binary checks a record made now ... */
+	int rfd = write_record(lfd, err, errlen);
+	if (rfd < 0)
+		return -1;
+	int checked = check_binary(binary, rfd, err, errlen);
+	close(rfd);
+	if (checked < 0)
+		return -1;
+	/* ... then the answer is retained for the id and the record made
+	 * again with it, so a client that reconnects and re-sends the id gets
+	 * ok: true (should the exec fail, the ok: false after it replaces it) */
 	if (cause) {
 		cJSON *ex = cJSON_CreateObject();
 		cJSON_AddBoolToObject(ex, "ok", 1);
 		cJSON_AddStringToObject(ex, "binary", binary);
 		events_emit(NULL, cause, "termd.upgrade", "upgraded", ex);
 	}
-	int rfd = write_record(lfd, err, errlen);
+	rfd = write_record(lfd, err, errlen);
 	if (rfd < 0)
 		return -1;
-	if (check_binary(binary, rfd, err, errlen) < 0) {
-		close(rfd);
-		return -1;
-	}
 	log_info("upgrading in place to %s", binary);
 	char env[64];
 	snprintf(env, sizeof env, "%d", rfd);

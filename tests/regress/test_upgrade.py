@@ -94,8 +94,12 @@ def test_shell_state_survives_an_upgrade(termd):
 
 def test_failed_check_keeps_serving(termd):
     ev = termd.events()
+    ev.call("subscribe", {}, timeout=T)
     run_done(ev, "export TD_UP=still")
     ans = ev.call("termd.upgrade", {"binary": "/bin/false"}, timeout=T)
+    # the one answer a subscriber sees for it is the refusal
+    told = [o for o in ev.others if o.get("observation") == "termd.upgrade"]
+    assert not told, [fmt(o) for o in told]
     assert ans.get("observation") == "termd.upgrade", fmt(ans)
     assert ans["extras"].get("ok") is False, fmt(ans)
     assert "check-handover" in ans["extras"].get("message", ""), fmt(ans)
