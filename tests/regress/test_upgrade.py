@@ -235,3 +235,37 @@ def test_termctl_upgrade(termd):
     assert r.returncode == 1 and "check-handover" in r.stderr, (r.returncode, r.stdout, r.stderr)
     r = termd.termctl("run", 'echo "$TD_UP"')
     assert r.returncode == 0 and r.stdout.strip() == "by-termctl", (r.stdout, r.stderr)
+
+
+def test_pipe_session_and_second_shell_survive(termd):
+    """A pipe session (stdin, stdout and stderr apart) and a second shell
+    go across: the same pids, stdin still written, both streams still read,
+    the exit code still told."""
+    ev = termd.events()
+    o = ev.call("session.open", {"name": "cat", "kind": "pipe", "stdin": True,
+                                 "command": "cat; echo bye >&2; exit 7"}, timeout=T)
+    assert o["observation"] == "session.open", fmt(o)
+    o = ev.call("session.open", {"name": "second"}, timeout=T)
+    assert o["observation"] == "session.open", fmt(o)
+    run_done(ev, "cd / && export TWO=2", session="second")
+    pids = {s["name"]: s.get("pid") for s in ev.call("session.list", {}, timeout=T)["extras"]["sessions"]}
+    code, ev2, ans = upgrade(termd, ev)
+    assert ans["extras"].get("ok") is True, fmt(ans)
+    after = {s["name"]: s for s in ev2.call("session.list", {}, timeout=T)["extras"]["sessions"]}
+    assert {n: s.get("pid") for n, s in after.items()} == pids, after
+    assert after["cat"].get("kind") == "pipe" and after["cat"].get("stdin") is True, after["cat"]
+    obs = run_done(ev2, 'echo "$PWD $TWO"', session="second")
+    assert content(obs).strip() == "/ 2", fmt(obs)
+    ev2.call("subscribe", {}, timeout=T)
+    r = ev2.call("session.stdin", {"session": "cat", "content": "hello\n", "eof": True}, timeout=T)
+    assert r.get("observation") == "session.stdin", fmt(r)
+    out = {"stdout": "", "stderr": ""}
+    while True:
+        o = ev2.recv_obs(T)
+        x = o.get("extras") or {}
+        if o.get("observation") == "session.output" and x.get("session") == "cat":
+            out[x["stream"]] += o["content"]
+        if o.get("observation") == "session.exit" and x.get("name") == "cat":
+            break
+    assert out == {"stdout": "hello\n", "stderr": "bye\n"}, out
+    assert x.get("exit_code") == 7, fmt(o)
