@@ -32,6 +32,14 @@ static char **saved_argv;
 static cJSON *pending;        /* the record being taken over, until adopted */
 static int upgraded;
 static time_t started;
+/* runs in flight taken over (see run_wrap) */
+#define MAX_INFLIGHT 256
+static struct inflight {
+	char session[TD_SESSION_NAME_MAX + 1];
+	char *text;
+	struct cmd *cmd;          /* to compare only: still the session's command? */
+} inflight[MAX_INFLIGHT];
+static int ninflight;
 
 void handover_set_argv(char **argv)
 {
@@ -158,7 +166,7 @@ static void keep_fd(int fd, int keep)
 		fcntl(fd, F_SETFD, keep ? 0 : FD_CLOEXEC);
 }
 
-static cJSON *session_record(struct session *s)
+static cJSON *session_record(struct session *s, int final)
 {
 	cJSON *o = cJSON_CreateObject();
 	cJSON_AddStringToObject(o, "name", s->name);
@@ -180,6 +188,20 @@ static cJSON *session_record(struct session *s)
 	cJSON_AddNumberToObject(o, "ready", s->ready);
 	cJSON_AddNumberToObject(o, "cont", s->cont);
 	cJSON_AddStringToObject(o, "nonce", shellint_nonce(s->si));
+	struct cmd *c = s->cmd;
+	if (s->state == SH_RUNNING && c && c->typed && c->started && !c->finished && c->text) {
+		/* a run's command still running: it goes on, its answer still comes */
+		cJSON *rc = cJSON_AddObjectToObject(o, "cmd");
+		cJSON_AddStringToObject(rc, "text", c->text);
+		buf_t out = {0};
+		int trunc = 0;
+		if (final)   /* a collect takes the output: once, for the record that goes */
+			cmd_collect(c, 16u << 20, &out, &trunc);
+		buf_putc(&out, 0);
+		cJSON_AddStringToObject(rc, "output", out.p);
+		buf_free(&out);
+		cJSON_AddNumberToObject(rc, "ran_us", (double)(mono_us() - c->start_us));
+	}
 	buf_t b = {0};
 	screen_snapshot(s->screen, &b);
 	buf_putc(&b, 0);
@@ -207,7 +229,7 @@ static void keep_all(int keep, int lfd)
 	}
 }
 
-static int write_record(int lfd, char *err, size_t errlen)
+static int write_record(int lfd, int final, char *err, size_t errlen)
 {
 	cJSON *j = cJSON_CreateObject();
 	cJSON_AddNumberToObject(j, "version", HANDOVER_VERSION);
@@ -219,7 +241,7 @@ static int write_record(int lfd, char *err, size_t errlen)
 	cJSON *ss = cJSON_AddArrayToObject(j, "sessions");
 	for (struct session *s = srv.sessions; s; s = s->next)
 		if (kept(s))
-			cJSON_AddItemToArray(ss, session_record(s));
+			cJSON_AddItemToArray(ss, session_record(s, final));
 	cJSON_AddItemToObject(j, "events", events_handover_save());
 	char *text = cJSON_PrintUnformatted(j);
 	cJSON_Delete(j);
@@ -340,7 +362,7 @@ int handover_upgrade(const char *binary, const cJSON *cause, char *err, size_t e
 		return -1;
 	}
 	/* the new binary checks a record made now ... */
-	int rfd = write_record(lfd, err, errlen);
+	int rfd = write_record(lfd, 0, err, errlen);
 	if (rfd < 0)
 		return -1;
 	int checked = check_binary(binary, rfd, err, errlen);
@@ -356,7 +378,7 @@ int handover_upgrade(const char *binary, const cJSON *cause, char *err, size_t e
 		cJSON_AddStringToObject(ex, "binary", binary);
 		events_emit(NULL, cause, "termd.upgrade", "upgraded", ex);
 	}
-	rfd = write_record(lfd, err, errlen);
+	rfd = write_record(lfd, 1, err, errlen);
 	if (rfd < 0)
 		return -1;
 	log_info("upgrading in place to %s", binary);
@@ -409,15 +431,72 @@ int handover_adopt(char *err, size_t errlen)
 	int rc = 0;
 	cJSON_ArrayForEach(s, cJSON_GetObjectItem(pending, "sessions")) {
 		char e[256] = "";
-		if (!session_adopt(s, e, sizeof e) || e[0]) {
+		struct session *ns = session_adopt(s, e, sizeof e);
+		if (!ns || e[0]) {
 			log_warn("%s", e[0] ? e : "a session could not be taken over");
 			snprintf(err, errlen, "%s", e);
+		}
+		const cJSON *c = cJSON_GetObjectItem(s, "cmd");
+		const cJSON *text = cJSON_GetObjectItem(c, "text"), *out = cJSON_GetObjectItem(c, "output");
+		const cJSON *ran = cJSON_GetObjectItem(c, "ran_us");
+		if (ns && cJSON_IsString(text) && ninflight < MAX_INFLIGHT) {
+			struct inflight *f = &inflight[ninflight++];
+			snprintf(f->session, sizeof f->session, "%s", ns->name);
+			f->text = xstrdup(text->valuestring);
+			f->cmd = cmd_adopt(ns, text->valuestring,
+					   cJSON_IsString(out) ? out->valuestring : "",
+					   cJSON_IsNumber(ran) ? (uint64_t)ran->valuedouble : 0);
 		}
 	}
 	cJSON_Delete(pending);
 	pending = NULL;
 	log_info("upgraded in place (%d so far): %d sessions taken over", upgraded, srv.nsessions);
 	return rc;
+}
+
+/* ------------------------------------------------------- runs in flight */
+
+/* A `run` whose command was still running when termd upgraded: its client
+ * reconnects and re-sends the same action (same id, same command). That
+ * re-sent run becomes a poll of the command taken over, so its answer (the
+ * output, the exit code) comes once, and the command does not run again.
+ * The pending actions' ids are not in the record: the command's session
+ * and text name it. */
+static action_fn run_fn;
+
+static void inflight_drop(int i)
+{
+	free(inflight[i].text);
+	inflight[i] = inflight[--ninflight];
+}
+
+static int run_wrap(struct act *a)
+{
+	const cJSON *cmd = cJSON_GetObjectItem(a->args, "command");
+	const cJSON *sess = cJSON_GetObjectItem(a->args, "session");
+	const char *sname = cJSON_IsString(sess) ? sess->valuestring : "main";
+	if (!ninflight || !cJSON_IsString(cmd) || !cmd->valuestring[0] ||
+	    cJSON_IsTrue(cJSON_GetObjectItem(a->args, "is_input")))
+		return run_fn(a);
+	for (int i = 0; i < ninflight; i++) {
+		struct session *s = session_find(inflight[i].session);
+		if (!s || s->cmd != inflight[i].cmd) {
+			inflight_drop(i--);
+			continue;
+		}
+		if (strcmp(inflight[i].session, sname) || strcmp(inflight[i].text, cmd->valuestring))
+			continue;
+		inflight_drop(i);
+		cJSON *poll = cJSON_Duplicate(a->args, 1);
+		cJSON_ReplaceItemInObject(poll, "command", cJSON_CreateString(""));
+		const cJSON *args = a->args;
+		a->args = poll;
+		int r = run_fn(a);
+		a->args = args;
+		cJSON_Delete(poll);
+		return r;
+	}
+	return run_fn(a);
 }
 
 /* ------------------------------------------------------------ action */
@@ -462,4 +541,10 @@ void handover_register(void)
 	};
 	actions_register(defs, sizeof defs / sizeof defs[0]);
 	srv.on_usr2 = on_usr2;
+	const struct action_def *run = actions_find("run");
+	if (run && run->fn != run_wrap) {
+		run_fn = run->fn;
+		struct action_def wrap = {"run", run_wrap, run->flags};
+		actions_register(&wrap, 1);
+	}
 }

@@ -53,6 +53,28 @@ struct cmd *cmd_new(struct session *s, const char *text, int by_viewer)
 	return cmd;
 }
 
+/* A command a `run` typed that was still running when termd upgraded in
+ * place (handover.c): its text, what it printed so far (fed again as
+ * lines) and how long it has run; it goes on as the session's command. */
+struct cmd *cmd_adopt(struct session *s, const char *text, const char *output, uint64_t ran_us)
+{
+	struct cmd *cmd = cmd_new(s, text, 0);
+	cmd->typed = cmd->started = 1;
+	uint64_t now = mono_us();
+	cmd->start_us = ran_us < now ? now - ran_us : 0;
+	/* lines, the last one too (the collect drops the final newline; a
+	 * line left unfinished, a prompt, is ended here) */
+	for (const char *p = output; p && *p; ) {
+		const char *nl = strchr(p, '\n');
+		size_t n = nl ? (size_t)(nl - p) : strlen(p);
+		render_feed(cmd->render, p, n);
+		render_feed(cmd->render, "\r\n", 2);
+		p += n + (nl != NULL);
+	}
+	cmd_set(s, cmd);
+	return cmd;
+}
+
 void cmd_free(struct cmd *cmd)
 {
 	if (!cmd)

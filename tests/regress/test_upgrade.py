@@ -269,3 +269,49 @@ def test_pipe_session_and_second_shell_survive(termd):
             break
     assert out == {"stdout": "hello\n", "stderr": "bye\n"}, out
     assert x.get("exit_code") == 7, fmt(o)
+
+
+def test_run_in_flight_answers_once(termd):
+    """`run "sleep 3; echo done"` in flight across an upgrade: the client
+    reconnects and re-sends the same action with the same id, and gets the
+    answer (done, exit 0) exactly once; the command ran once."""
+    ev = termd.events()
+    mark = os.path.join(str(termd.home), "ran")
+    cmd = "echo be''fore; sleep 3; echo x >> %s; echo done" % mark
+    rid = "run-in-flight-1"
+    ev.send_action("run", {"command": cmd}, id=rid)
+    # wait until the shell runs it
+    deadline = time.monotonic() + T
+    other = termd.events()
+    while True:
+        scr = other.call("screen", {}, timeout=T)
+        if "\nbefore" in content(scr):   # printed: the shell runs it
+            break
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    other.call("subscribe", {}, timeout=T)
+    other.send_action("termd.upgrade", {}, id="up-run")
+    assert wait_closed(ev) == 1012
+    ev2 = reconnect(termd)
+    ans = ev2.call("run", {"command": cmd}, id=rid, timeout=T)
+    assert ans.get("observation") == "run", fmt(ans)
+    assert ans["extras"].get("running") is False and ans["extras"].get("exit_code") == 0, fmt(ans)
+    # what it printed before the upgrade and after
+    assert content(ans).split() == ["before", "done"], fmt(ans)
+    with open(mark) as f:
+        assert f.read() == "x\n"
+    # a re-send after that is the same answer again, not a second run
+    again = ev2.call("run", {"command": cmd}, id=rid, timeout=T)
+    assert again["seq"] == ans["seq"] and again["extras"].get("replayed"), fmt(again)
+    ev3 = termd.events()
+    cid = ev3.send_action("subscribe", {"since": 0})
+    answers = []
+    while True:
+        o = ev3.recv_obs(T)
+        if o.get("cause") == cid:
+            break
+        if o.get("cause") == rid and o.get("observation") == "run":
+            answers.append(o)
+    assert len(answers) == 1, [fmt(o) for o in answers]
+    with open(mark) as f:
+        assert f.read() == "x\n"
