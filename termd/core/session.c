@@ -347,6 +347,22 @@ struct session *session_adopt(const cJSON *rec, char *err, size_t errlen)
 	s->rows = REC_INT("rows") > 0 ? REC_INT("rows") : TD_DEFAULT_ROWS;
 	s->screen = screen_new(s->rows, s->cols);
 	screen_set_scrollback(s->screen, opts.scrollback);
+	/* the scrollback's lines first, scrolled off the screen (rows - 1 more
+	 * line ends), then the screen drawn over it */
+	const cJSON *sb = cJSON_GetObjectItem(rec, "scrollback");
+	if (cJSON_IsString(sb) && sb->valuestring[0]) {
+		buf_t b = {0};
+		for (const char *p = sb->valuestring; *p; p++) {
+			if (*p == '\n')
+				buf_puts(&b, "\r\n");
+			else if ((unsigned char)*p >= 0x20 && *p != 0x7f)
+				buf_putc(&b, *p);
+		}
+		for (int i = 1; i < s->rows; i++)
+			buf_puts(&b, "\r\n");
+		screen_feed(s->screen, b.p, b.len);
+		buf_free(&b);
+	}
 	if (cJSON_IsString(snap))
 		screen_feed(s->screen, snap->valuestring, strlen(snap->valuestring));
 	screen_set_output(s->screen, vt_answer, s);   /* after: no answers to the snapshot */

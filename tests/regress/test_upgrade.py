@@ -315,3 +315,22 @@ def test_run_in_flight_answers_once(termd):
     assert len(answers) == 1, [fmt(o) for o in answers]
     with open(mark) as f:
         assert f.read() == "x\n"
+
+
+def test_scrollback_survives(termd):
+    ev = termd.events()
+    run_done(ev, "seq 1 300")
+    deadline = time.monotonic() + T
+    while True:   # the prompt drawn after the answer
+        before = ev.call("screen", {"scrollback": 1000}, timeout=T)
+        if content(before).rstrip().endswith(("#", "$")):
+            break
+        assert time.monotonic() < deadline, fmt(before)
+        time.sleep(0.02)
+    assert before["extras"]["scrollback_lines"] > 200, fmt(before)
+    code, ev2, ans = upgrade(termd, ev)
+    assert ans["extras"].get("ok") is True, fmt(ans)
+    after = ev2.call("screen", {"scrollback": 1000}, timeout=T)
+    assert after["extras"]["scrollback_lines"] == before["extras"]["scrollback_lines"], fmt(after)
+    assert content(after) == content(before)
+    assert after["extras"]["cursor"] == before["extras"]["cursor"]
