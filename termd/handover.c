@@ -321,19 +321,25 @@ static int check_binary(const char *bin, int rfd, char *err, size_t errlen)
 	return -1;
 }
 
-/* Every /events connection gets a close frame 1012 (service restart),
+/* Every /events and /tty connection gets a close frame 1012 (service restart),
  * written straight to its socket: no loop turn is left. A connection in
  * the middle of a frame (partly written) just sees its socket close. */
-static void close_1012(void)
+static void send_1012(struct wsconn *ws)
 {
 	static const unsigned char frame[] = {0x88, 0x02, 0x03, 0xf4};
-	for (struct conn *c = srv.conns; c; c = c->next) {
-		if (!c->ws.wsi || c->sink || lws_partial_buffered(c->ws.wsi))
-			continue;
-		int fd = (int)lws_get_socket_fd(c->ws.wsi);
-		if (fd >= 0 && write(fd, frame, sizeof frame) < 0)
-			continue;
-	}
+	if (!ws->wsi || lws_partial_buffered(ws->wsi))
+		return;
+	int fd = (int)lws_get_socket_fd(ws->wsi);
+	if (fd >= 0 && write(fd, frame, sizeof frame) < 0)
+		return;
+}
+
+static void close_1012(void)
+{
+	for (struct conn *c = srv.conns; c; c = c->next)
+		if (!c->sink)
+			send_1012(&c->ws);
+	tty_each_viewer(send_1012);
 }
 
 int handover_upgrade(const char *binary, const cJSON *cause, char *err, size_t errlen)

@@ -149,6 +149,8 @@ int http_upgrade(struct lws *wsi, enum channel ch, struct upgrade *u);
 
 /* ---- live terminal channel (tty.c) ---- */
 extern const struct lws_protocols tty_protocol;
+/* every /tty viewer's connection (an upgrade in place closes them) */
+void tty_each_viewer(void (*fn)(struct wsconn *ws));
 void tty_register(void);   /* its session listener */
 /* A viewer on a socket termd dialed (door/link.c): user is its
  * per-connection data (tty_protocol's size), set up as the upgrade check

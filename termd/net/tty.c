@@ -562,6 +562,14 @@ const struct lws_protocols tty_protocol = {
 	TD_SUBPROTO_TTY, tty_callback, sizeof(struct viewer), 65536, 0, NULL, 0
 };
 
+/* every viewer's connection, for an upgrade in place (handover.c) */
+void tty_each_viewer(void (*fn)(struct wsconn *ws))
+{
+	for (struct session *s = srv.sessions; s; s = s->next)
+		for (struct viewer *v = s->viewers; v; v = v->next)
+			fn(&v->ws);
+}
+
 void tty_shutdown(void)
 {
 	lws_sul_cancel(&frame_sul);

@@ -334,3 +334,30 @@ def test_scrollback_survives(termd):
     assert after["extras"]["scrollback_lines"] == before["extras"]["scrollback_lines"], fmt(after)
     assert content(after) == content(before)
     assert after["extras"]["cursor"] == before["extras"]["cursor"]
+
+
+def test_tty_viewer_closed_1012_and_reattaches(termd):
+    ev = termd.events()
+    run_done(ev, "echo viewer-line")
+    v = wsclient.connect(termd.url, "/tty/main", wsclient.TTY_SUBPROTOCOL, termd.token)
+    v.recv(T)   # its first frame
+    ev.send_action("termd.upgrade", {}, id="up-tty")
+    deadline = time.monotonic() + T
+    code = None
+    while time.monotonic() < deadline:
+        try:
+            v.recv(deadline - time.monotonic())
+        except wsclient.ConnectionClosed as e:
+            code = e.code
+            break
+    assert code == 1012, code
+    ev2 = reconnect(termd)
+    v2 = wsclient.connect(termd.url, "/tty/main", wsclient.TTY_SUBPROTOCOL, termd.token)
+    got = b""
+    deadline = time.monotonic() + T
+    while b"viewer-line" not in got and time.monotonic() < deadline:
+        op, payload = v2.recv(deadline - time.monotonic())
+        got += payload
+    assert b"viewer-line" in got
+    v2.abort()
+    assert ev2.ping().get("observation") == "pong"
