@@ -361,3 +361,36 @@ def test_tty_viewer_closed_1012_and_reattaches(termd):
     assert b"viewer-line" in got
     v2.abort()
     assert ev2.ping().get("observation") == "pong"
+
+
+def test_python_client_resumes_its_run_by_itself(termd, client):
+    """The termd package reconnects after 1012 and re-sends what was in
+    flight with the same ids: its run of a command across the upgrade
+    returns the whole answer, the command run once."""
+    mark = os.path.join(str(termd.home), "ran-py")
+    cmd = "echo be''fore; sleep 2; echo x >> %s; echo done" % mark
+    result = {}
+
+    def go():
+        try:
+            result["r"] = client.run(cmd)
+        except Exception as e:  # noqa: BLE001 — reported below
+            result["e"] = e
+
+    th = threading.Thread(target=go)
+    th.start()
+    ev = termd.events()
+    deadline = time.monotonic() + T
+    while "\nbefore" not in content(ev.call("screen", {}, timeout=T)):
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    ev.send_action("termd.upgrade", {}, id="up-py")
+    assert wait_closed(ev) == 1012
+    th.join(T)
+    assert not th.is_alive()
+    assert "e" not in result, result
+    r = result["r"]
+    assert r.output.split() == ["before", "done"] and r.exit_code == 0 and not r.running, r
+    assert client.reconnects >= 1
+    with open(mark) as f:
+        assert f.read() == "x\n"
