@@ -4,7 +4,8 @@ screen of output): the time from sending the upgrade to the first answered
 action after it (close 1012 seen, reconnect, the same id re-sent and
 answered, then a ping answered), p50/max over BENCH_UPGRADE_N upgrades
 (default 10) per size. Goal (issue 37): under 100 ms at 100 sessions.
-Env: TERMD_BIN."""
+Env: TERMD_BIN, BENCH_UPGRADE_EACH=1 (print every time, the first one
+included: it is the slowest)."""
 
 import os
 import shutil
@@ -73,6 +74,7 @@ def bench(size):
         for k in range(N):
             ms, ev = one_upgrade(url, ev, k)
             times.append(ms)
+        print("    each:", " ".join("%.0f" % t for t in times)) if os.environ.get("BENCH_UPGRADE_EACH") else None
         times.sort()
         print("  upgrade to the first answered action, %3d sessions   p50 %8.2f ms   max %8.2f ms"
               "   (n=%d)" % (size, times[len(times) // 2], times[-1], len(times)))
