@@ -7,6 +7,7 @@
  * back. */
 #include "handover.h"
 #include "door.h"
+#include "fswork.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -365,6 +366,11 @@ int handover_upgrade(const char *binary, const cJSON *cause, char *err, size_t e
 	}
 	if (opts.tls_cert) {
 		snprintf(err, errlen, "an upgrade in place is not supported with --tls-cert yet");
+		return -1;
+	}
+	if (fswork_pending()) {   /* a worker's answer would be lost with the exec */
+		snprintf(err, errlen, "file work is in flight (%zu jobs); try again in a moment; "
+			 "still serving", fswork_pending());
 		return -1;
 	}
 	if (!saved_argv) {

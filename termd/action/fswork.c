@@ -34,7 +34,7 @@ static struct {
 	pthread_cond_t cv;
 	struct fsjob *q, **qtail;     /* waiting */
 	struct fsjob *done;           /* finished, for the loop (any order) */
-	size_t queued, running;
+	size_t queued, running, ndone;   /* ndone: finished, not yet handed back */
 	int started, stop;
 	int rfd, wfd;                 /* the loop reads rfd */
 	pthread_t th[FSWORK_THREADS];
@@ -136,6 +136,7 @@ static void *worker(void *arg)
 		fw.running--;
 		j->next = fw.done;
 		fw.done = j;
+		fw.ndone++;
 		char x = 1;
 		if (write(fw.wfd, &x, 1) < 0) {
 			/* full: the loop has wake-ups enough */
@@ -157,6 +158,7 @@ static int on_done(struct lws *wsi, enum lws_callback_reasons reason, void *arg)
 	pthread_mutex_lock(&fw.mu);
 	struct fsjob *list = fw.done;
 	fw.done = NULL;
+	fw.ndone = 0;
 	pthread_mutex_unlock(&fw.mu);
 	/* oldest first: they were pushed on the front */
 	struct fsjob *rev = NULL;
@@ -225,7 +227,7 @@ int fswork_submit(struct fsjob *j)
 size_t fswork_pending(void)
 {
 	pthread_mutex_lock(&fw.mu);
-	size_t n = fw.queued + fw.running;
+	size_t n = fw.queued + fw.running + fw.ndone;
 	pthread_mutex_unlock(&fw.mu);
 	return n;
 }

@@ -42,7 +42,7 @@ struct fsjob {
 /* Queue j: 0, or -1 with errno EAGAIN when --fs-queue jobs already wait
  * (the caller answers busy and frees j). */
 int fswork_submit(struct fsjob *j);
-/* jobs queued or running now */
+/* jobs queued, running, or done and not yet handed back to the loop */
 size_t fswork_pending(void);
 /* stop the workers (each finishes its job), abort what is left */
 void fswork_shutdown(void);
