@@ -71,6 +71,11 @@ struct termd_opts {
 	double backoff_min, backoff_max; /* --connect-backoff MIN:MAX seconds */
 	unsigned connect_ping;    /* --connect-ping S: a ping after S idle seconds, dead after 2 S */
 	const char *envd_user;    /* --user: e2b's default user (NULL: termd's own) */
+	/* a cgroup per session (core/cgroup.c) */
+	int cgroups;              /* --cgroups: enum cg_mode (auto, off, v1, v2) */
+	long long session_memory_max;  /* --session-memory-max: bytes, 0 none */
+	long long session_pids_max;    /* --session-pids-max, 0 none */
+	double session_cpu_max;        /* --session-cpu-max: cores, 0 none */
 };
 
 extern struct termd_opts opts;
