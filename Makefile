@@ -21,7 +21,7 @@ SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-
 DEB_PKGS := build-essential pkg-config libvterm-dev libwebsockets-dev libcjson-dev \
             libssl-dev libncurses-dev libcmocka-dev python3 python3-pytest python3-pexpect \
             tmux vim-tiny procps curl clang libclang-rt-14-dev openssl valgrind zlib1g-dev \
-            asciinema python3-websockets patch sudo git less
+            asciinema python3-websockets patch sudo git less python3-prometheus-client
 
 TERMD_SRC := $(wildcard termd/*.c $(addsuffix /*.c,$(addprefix termd/,$(TERMD_LAYERS))))
 PROTO_SRC := $(wildcard proto/*.c)
@@ -214,7 +214,10 @@ VG_TESTS := $(addprefix tests/regress/, \
   test_plugins.py::test_setup_failure_message_exact \
   test_plugins.py::test_dead_program_restarted_and_said_so \
   test_plugins.py::test_plugin_processes_end_with_termd \
-  test_web.py::test_files_gzipped_or_plain_with_headers)
+  test_web.py::test_files_gzipped_or_plain_with_headers \
+  test_cgroups.py::test_double_forked_daemon_killed_by_tree \
+  test_cgroups.py::test_limits_per_session_override_defaults \
+  test_cgroups.py::test_metrics)
 # the slowest twins of tests kept in the subset
 VG_DESELECT := \
   --deselect 'tests/regress/test_faults.py::test_client_gone_while_termd_writes_a_large_answer[tcp-rst]' \
@@ -257,6 +260,7 @@ bench: deps
 	TERMD_BIN=$(abspath $(BUILD)/termd) $(PY) tests/bench/bench_filework.py
 	TERMD_BIN=$(abspath $(BUILD)/termd) $(PY) tests/bench/bench_ports.py
 	TERMD_BIN=$(abspath $(BUILD)/termd) $(PY) tests/bench/bench_upgrade.py
+	TERMD_BIN=$(abspath $(BUILD)/termd) $(PY) tests/bench/bench_cgroups.py
 	TERMD_BIN=$(abspath $(BUILD)/termd) BENCH_RTT_BIN=$(abspath $(BUILD)/bench-rtt) $(PY) tests/bench/bench_python.py
 	TERMD_BIN=$(abspath $(BUILD)/termd) $(PY) tests/bench/bench_link.py
 	TERMD_BIN=$(abspath $(BUILD)/termd) $(PY) tests/bench/bench_fidelity.py

@@ -110,6 +110,12 @@ static void usage(FILE *f)
 		"                          (its home, its uid when termd is root; default: termd's)\n"
 		"  --preview-token-file F  a token that opens /proxy/<port>/ previews and nothing else\n"
 		"  --preview-host-suffix S  Host <port>-<anything>S is a preview of <port>\n"
+		"  --cgroups auto|v2|v1|off  a cgroup per session (default auto: v2 with memory and\n"
+		"                          pids, else v1; off or no rights: none, /proc for trees)\n"
+		"  --session-memory-max SIZE  each session's memory limit (bytes, or 512M, 2G)\n"
+		"  --session-pids-max N    each session's limit on processes and threads\n"
+		"  --session-cpu-max CORES each session's CPU limit, a fraction of one core (0.5)\n"
+		"                          (session.open's limits override these three)\n"
 		"  -v, --verbose           log more\n"
 		"  --help, --version\n"
 		"limits:\n",
@@ -294,6 +300,49 @@ bad:
 	return -1;
 }
 
+/* --cgroups auto|v2|v1|off */
+static int parse_cgroups(const char *v)
+{
+	static const struct { const char *name; int mode; } modes[] = {
+		{"auto", CG_AUTO}, {"off", CG_OFF}, {"v1", CG_V1}, {"v2", CG_V2},
+	};
+	for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++)
+		if (strcmp(v, modes[i].name) == 0) {
+			opts.cgroups = modes[i].mode;
+			return 0;
+		}
+	fprintf(stderr, "termd: --cgroups is auto, v2, v1 or off\n");
+	return -1;
+}
+
+/* --session-memory-max SIZE, --session-pids-max N, --session-cpu-max CORES:
+ * read as session.open's limits are */
+static int parse_session_limit(const char *what, const char *v)
+{
+	char *end;
+	double d = strtod(v, &end);
+	/* checked here as if cgroups could enforce it; cgroup_init says when
+	 * they cannot */
+	long long mem = cg_parse_size(v);
+	int ok = strcmp(what, "memory") == 0 ? mem >= (1LL << 20)
+		 : strcmp(what, "pids") == 0 ? !*end && end != v && d >= 1 && d <= 4194304 && d == (long long)d
+		 : !*end && end != v && d >= 0.01 && d <= 4096;
+	if (!ok) {
+		fprintf(stderr, "termd: --session-%s-max wants %s\n", what,
+			strcmp(what, "memory") == 0 ? "bytes, at least 1M (an integer, or 512M, 2G)"
+			: strcmp(what, "pids") == 0 ? "an integer from 1 to 4194304"
+			: "a fraction of one core from 0.01 to 4096 (0.5: half a core)");
+		return -1;
+	}
+	if (strcmp(what, "memory") == 0)
+		opts.session_memory_max = mem;
+	else if (strcmp(what, "pids") == 0)
+		opts.session_pids_max = (long long)d;
+	else
+		opts.session_cpu_max = d;
+	return 0;
+}
+
 /* a string option given again replaces the earlier one */
 static void set_str(char **dst, const char *v)
 {
@@ -306,6 +355,7 @@ static void set_str(char **dst, const char *v)
 static void stop_all(void)
 {
 	tty_shutdown();
+	cgroup_stop();
 	session_stop_all();
 }
 
@@ -325,12 +375,14 @@ static void teardown(void)
 	ports_shutdown();  /* its timers and port.wait actions while the loop exists */
 	server_close_loop();
 	session_free_all();
+	cgroup_shutdown();   /* after the sessions' cgroups: termd back, its folders gone */
 	server_shutdown();
 	events_shutdown();
 	plugin_shutdown();
 	link_shutdown();
 	openhands_shutdown();
 	web_shutdown();
+	metrics_shutdown();
 	actions_shutdown();
 	child_forget_all();
 	free(opts.plugins);
@@ -367,7 +419,7 @@ int main(int argc, char **argv)
 	       O_PLUGINS, O_PLUGIN_DIR, O_STATE_DIR, O_INSECURE, O_RECORD, O_RECORD_INPUT,
 	       O_CONNECT, O_CONNECT_TOKEN, O_SANDBOX_ID, O_CACERT, O_BACKOFF, O_PING, O_USER,
 	       O_PREVIEW_TOKEN, O_PREVIEW_SUFFIX,
-	       O_HELP, O_VERSION, O_LIMIT /* + index into limits[] */ };
+	       O_CGROUPS, O_NO_CGROUPS, O_SESS_MEM, O_SESS_PIDS, O_SESS_CPU, O_HELP, O_VERSION, O_LIMIT /* + index into limits[] */ };
 	static const struct option fixed[] = {
 		{"listen", required_argument, NULL, O_LISTEN},
 		{"token-file", required_argument, NULL, O_TOKEN},
@@ -392,6 +444,11 @@ int main(int argc, char **argv)
 		{"connect-ping", required_argument, NULL, O_PING},
 		{"preview-token-file", required_argument, NULL, O_PREVIEW_TOKEN},
 		{"preview-host-suffix", required_argument, NULL, O_PREVIEW_SUFFIX},
+		{"cgroups", required_argument, NULL, O_CGROUPS},
+		{"no-cgroups", no_argument, NULL, O_NO_CGROUPS},
+		{"session-memory-max", required_argument, NULL, O_SESS_MEM},
+		{"session-pids-max", required_argument, NULL, O_SESS_PIDS},
+		{"session-cpu-max", required_argument, NULL, O_SESS_CPU},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, O_HELP},
 		{"version", no_argument, NULL, O_VERSION},
@@ -504,6 +561,18 @@ int main(int argc, char **argv)
 			opts.connect_ping = (unsigned)n;
 			break;
 		}
+		case O_CGROUPS:
+		case O_NO_CGROUPS:
+			if (parse_cgroups(c == O_NO_CGROUPS ? "off" : optarg) < 0)
+				return 2;
+			break;
+		case O_SESS_MEM:
+		case O_SESS_PIDS:
+		case O_SESS_CPU:
+			if (parse_session_limit(c == O_SESS_MEM ? "memory" : c == O_SESS_PIDS ? "pids" : "cpu",
+						optarg) < 0)
+				return 2;
+			break;
 		case 'v':
 			opts.verbose = log_verbose = 1;
 			break;
@@ -647,6 +716,8 @@ int main(int argc, char **argv)
 	/* orphaned descendants of sessions are reparented to termd and reaped
 	 * here, so no zombie is left behind */
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
+	/* a cgroup of its own before anything is started; session.limit events */
+	cgroup_init(events_broadcast);
 
 	char herr[512];
 	if (handover_begin(herr, sizeof herr) < 0) {
@@ -654,6 +725,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	if (server_init(&conn_protocol, &tty_protocol) < 0) {
+		cgroup_shutdown();
 		server_shutdown();
 		return 1;
 	}
@@ -678,6 +750,7 @@ int main(int argc, char **argv)
 	web_register();
 	proxy_register();
 	handover_register();
+	metrics_register();
 	char err[256];
 	td_err code;
 	if (srv.inherited) {

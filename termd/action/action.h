@@ -44,6 +44,7 @@ struct pending {
 	 * (the list is not known yet) */
 	cJSON *ignored;
 	struct act *act;
+	int stat;                 /* actstats.c: 1 + its action's index, 0 once counted */
 };
 
 /* ---- events (events.c) ---- */
@@ -78,6 +79,8 @@ void events_register(void);
 /* the hand-over record's part: last seq and the retained ring (handover.c) */
 cJSON *events_handover_save(void);
 void events_handover_load(const cJSON *j);
+/* events kept for subscribe (their bytes, and the newest seq): /metrics */
+size_t events_retained(size_t *bytes, uint64_t *seq);
 /* An action id already answered and still retained: send that answer
  * again with extras.replayed and return 1. */
 int events_replay(struct conn *c, const cJSON *id);
@@ -109,6 +112,8 @@ struct act {
 	td_err code;
 	buf_t msg;
 	cJSON *err_extras;        /* more extras for the error, or NULL */
+	int stat;                 /* actstats.c: 1 + the action's index (0: none) */
+	int pended;               /* it left a pending action: counted when that answers */
 };
 #define ACT_MSG_MAX 4096      /* bytes of an error message, cut at a character */
 typedef int (*action_fn)(struct act *a);
@@ -189,6 +194,18 @@ int pending_rebind(const cJSON *id, struct conn *c);
 int pending_has(const cJSON *id);
 void pending_conn_gone(struct conn *c);
 void pending_session_gone(struct session *s);
+
+
+/* ---- counts of actions for /metrics (actstats.c) ---- */
+/* an action name's index (registered names; others count as "unknown") */
+int actstats_index(const char *name);
+/* one answer: outcome -1 for ok, else its error code; how long it took */
+void actstats_record(int index, int outcome, uint64_t us);
+/* the error code an error observation's extras name, or -1 */
+int actstats_outcome(const char *observation, const cJSON *extras);
+/* termd_actions_total and termd_action_duration_seconds, in Prometheus' text format */
+void actstats_write(buf_t *b);
+void actstats_shutdown(void);
 
 
 /* ---- session management actions (sessionctl.c) ---- */

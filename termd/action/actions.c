@@ -364,6 +364,8 @@ void pending_add(struct pending *p, const struct pending_ops *ops, struct act *a
 	p->conn = a->conn;
 	p->s = s;
 	p->start_us = mono_us();
+	p->stat = a->stat;   /* counted when it answers */
+	a->pended = 1;
 	p->next = pendings;
 	p->pprev = &pendings;
 	if (pendings)
@@ -386,6 +388,9 @@ void pending_del(struct pending *p)
 {
 	if (!p->pprev)
 		return;
+	if (p->stat)   /* ended without pending_emit (keys' screen): answered */
+		actstats_record(p->stat - 1, -1, mono_us() - p->start_us);
+	p->stat = 0;
 	*p->pprev = p->next;
 	if (p->next)
 		p->next->pprev = p->pprev;
@@ -413,6 +418,10 @@ cJSON *pending_extras(struct pending *p, cJSON *extras)
 void pending_emit(struct pending *p, const char *observation, const char *content,
 		  cJSON *extras)
 {
+	if (p->stat)
+		actstats_record(p->stat - 1, actstats_outcome(observation, extras),
+				mono_us() - p->start_us);
+	p->stat = 0;
 	events_emit(p->conn, p->id, observation, content, pending_extras(p, extras));
 }
 
@@ -473,6 +482,7 @@ void pending_session_gone(struct session *s)
 void actions_dispatch(struct conn *c, const char *json, size_t len)
 {
 	struct act a = {.conn = c};
+	uint64_t t0 = mono_us();
 	cJSON *root = cJSON_ParseWithLength(json, len);
 	if (!root) {
 		act_error(&a, TD_ERR_BAD_JSON, "frame is not valid JSON");
@@ -522,6 +532,7 @@ void actions_dispatch(struct conn *c, const char *json, size_t len)
 		goto done;
 	}
 	a.action = action->valuestring;
+	a.stat = 1 + actstats_index(action->valuestring);
 	const struct action_def *e = actions_find(action->valuestring);
 	if (!e) {
 		const char *name = action->valuestring;
@@ -547,9 +558,13 @@ void actions_dispatch(struct conn *c, const char *json, size_t len)
 		goto done;
 	}
 answer:
+	if (!a.stat)   /* not even an action: bad JSON, no name */
+		a.stat = 1 + actstats_index(NULL);
 	act_answer_error(&a);
 done:
 	free(a.read);
+	if (a.stat && (a.failed || !a.pended))   /* else counted when it answers */
+		actstats_record(a.stat - 1, a.failed ? (int)a.code : -1, mono_us() - t0);
 	buf_free(&a.msg);
 	cJSON_Delete(a.err_extras);
 	cJSON_Delete(root);

@@ -126,6 +126,13 @@ void events_init(events_send_fn *send)
 	}
 }
 
+size_t events_retained(size_t *bytes, uint64_t *seq)
+{
+	*bytes = ring_bytes;
+	*seq = last_seq;
+	return ring_len;
+}
+
 void events_shutdown(void)
 {
 	for (size_t i = 0; i < ring_len; i++) {

@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -80,10 +81,14 @@ static void work(struct fsjob *j)
 static void done(struct fsjob *j)
 {
 	struct fsact *f = (struct fsact *)j;
-	if (!j->aborted && !f->caps)   /* the worker could not take the user's ids */
-		events_error(f->p.conn, f->p.id, TD_ERR_IO_ERROR,
-			     "termd cannot act as uid %u for this file action: %s",
-			     (unsigned)j->cred.uid, strerror(j->err ? j->err : EPERM));
+	if (!j->aborted && !f->caps) {   /* the worker could not take the user's ids */
+		char m[160];
+		snprintf(m, sizeof m, "termd cannot act as uid %u for this file action: %s",
+			 (unsigned)j->cred.uid, strerror(j->err ? j->err : EPERM));
+		cJSON *ex = cJSON_CreateObject();
+		cJSON_AddStringToObject(ex, "code", td_err_name(TD_ERR_IO_ERROR));
+		pending_emit(&f->p, "error", m, ex);
+	}
 	/* the answer names what the worker's handler did not read
 	 * (events_emit adds the pending action's list) */
 	cJSON_Delete(f->p.ignored);
@@ -91,8 +96,8 @@ static void done(struct fsjob *j)
 	f->ignored = NULL;
 	for (struct cap *c = f->caps, *n; c; c = n) {
 		n = c->next;
-		if (!j->aborted)
-			events_emit(f->p.conn, f->p.id, c->observation, c->content, c->extras);
+		if (!j->aborted)   /* as the pending action's answer: counted, its ignored_args */
+			pending_emit(&f->p, c->observation, c->content, c->extras);
 		else
 			cJSON_Delete(c->extras);
 		free(c->observation);

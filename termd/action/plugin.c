@@ -90,6 +90,7 @@ void child_prepare(void)
 {
 	setsid();
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	cgroup_child_join(NULL);   /* oom_score_adj 0 again: termd's -1000 is termd's */
 	sigset_t none;
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);

@@ -323,6 +323,8 @@ static void run_answer(struct waiter *w, const char *timed_out, int waiting_inpu
 		cJSON_AddStringToObject(ex, "output_error", cmd->out.err);
 	if (w->restarted)
 		cJSON_AddBoolToObject(ex, "restarted", 1);
+	if (finished && cmd)   /* left_running, killed "oom", forks_refused */
+		session_cmd_extras(s, ex);
 	pending_emit(&w->p, "run", content.p ? content.p : "", ex);
 	buf_free(&content);
 	int others = other_run_waiter(s, w);
@@ -644,6 +646,16 @@ static int run_action(struct act *a)
 			return -1;
 		}
 	} else if ((!is_input && !command[0]) ? !(has_cmd || session_has_pending(s)) : !running) {
+		int left = is_input && s->is_shell ? session_leftovers(s) : 0;
+		if (left > 0) {   /* C-c with nothing in front: what runs behind it */
+			cJSON *ex = cJSON_CreateObject();
+			cJSON_AddNumberToObject(ex, "left_running", left);
+			return act_error_extras(a, TD_ERR_NO_COMMAND, ex,
+						"nothing is running in the foreground of '%s', but %d "
+						"process%s earlier commands started still run%s in the "
+						"background: session.signal with \"tree\": true ends them",
+						s->name, left, left == 1 ? "" : "es", left == 1 ? "s" : "");
+		}
 		act_error(a, TD_ERR_NO_COMMAND, "nothing is running in '%s'", s->name);
 		return -1;
 	}

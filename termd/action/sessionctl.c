@@ -1,6 +1,7 @@
 /* sessionctl.c — the session management actions: `session.open` (a
  * shell, a program on a pty, or a program on pipes), `session.list`,
- * `session.signal`, `session.stdin` (bytes and end of file to a session's
+ * `session.signal` (the foreground group, or with tree every process of
+ * the session), `session.stdin` (bytes and end of file to a session's
  * input) and `session.close` (ending a session's whole process tree: HUP,
  * then KILL after 2 s, then freeing it once its process is reaped); the
  * session.exit event, and a pipe session's output as `session.output`
@@ -8,7 +9,6 @@
 #include "action.h"
 #include "fsio.h"
 
-#include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,7 +36,8 @@ static int signal_by_name(const char *n)
 	return 0;
 }
 
-static cJSON *session_json(struct session *s)
+/* usage: session.list's (session.open's answer has the limits only) */
+static cJSON *session_json(struct session *s, int usage)
 {
 	cJSON *o = cJSON_CreateObject();
 	cJSON_AddStringToObject(o, "name", s->name);
@@ -65,6 +66,7 @@ static cJSON *session_json(struct session *s)
 	cJSON_AddStringToObject(o, "kind", s->is_pipe ? "pipe" : "pty");
 	if (s->is_pipe)
 		cJSON_AddBoolToObject(o, "stdin", pty_input_open(&s->pty));
+	session_limits_json(s, o, usage);   /* limits, and usage where there are cgroups */
 	return o;
 }
 
@@ -117,12 +119,15 @@ static int session_open_action(struct act *a)
 	}
 	if (command && !*command)
 		command = NULL;
-	char err[256];
+	char err[512];
+	struct cg_limits lim;
+	if (session_limits_parse(a->args ? cJSON_GetObjectItemCaseSensitive(a->args, "limits") : NULL,
+				 &lim, err, sizeof err) < 0)
+		return act_error(a, TD_ERR_BAD_REQUEST, "%s", err);
 	td_err code;
-	struct session *s = pipe ? session_open_pipe(name, command, cwd, env, with_stdin, (int)cols,
-						     (int)rows, &code, err, sizeof err)
-				 : session_open(name, command, cwd, env, (int)cols, (int)rows, &code,
-						err, sizeof err);
+	struct session *s = session_open_with(name, command, cwd, env,
+					      !pipe ? PTY_TERMINAL : with_stdin ? PTY_PIPES_STDIN : PTY_PIPES,
+					      (int)cols, (int)rows, &lim, &code, err, sizeof err);
 	if (!s)
 		return act_error(a, code, "cannot open session '%s': %s", name, err);
 	/* a pty program is the session's command (its output rendered as a
@@ -135,7 +140,7 @@ static int session_open_action(struct act *a)
 
 void sessionctl_announce(struct conn *c, const cJSON *id, struct session *s)
 {
-	events_emit(c, id, "session.open", "", session_json(s));
+	events_emit(c, id, "session.open", "", session_json(s, 0));
 }
 
 static int session_list_action(struct act *a)
@@ -143,8 +148,28 @@ static int session_list_action(struct act *a)
 	cJSON *ex = cJSON_CreateObject();
 	cJSON *arr = cJSON_AddArrayToObject(ex, "sessions");
 	for (struct session *s = srv.sessions; s; s = s->next)
-		cJSON_AddItemToArray(arr, session_json(s));
+		cJSON_AddItemToArray(arr, session_json(s, 1));
 	events_emit(a->conn, a->id, "session.list", "", ex);
+	return 0;
+}
+
+/* session.signal with tree: every process of the session (its cgroup, or
+ * its tree from /proc), a shell session's shell spared: what its commands
+ * started, double-forked daemons included. Also after the session's own
+ * process has ended, while something it started still runs. */
+static int signal_tree_action(struct act *a, struct session *s, int sig, const char *signame)
+{
+	int n = session_signal_tree(s, sig, 1);
+	if (!n && !s->pty.alive)
+		return act_error(a, TD_ERR_NO_COMMAND, "session '%s' has ended (exit code %d) and "
+				 "left nothing running", s->name, s->pty.exit_code);
+	cJSON *ex = cJSON_CreateObject();
+	cJSON_AddStringToObject(ex, "session", s->name);
+	cJSON_AddStringToObject(ex, "signal", signame);
+	cJSON_AddNumberToObject(ex, "pid", s->pty.pid);
+	cJSON_AddBoolToObject(ex, "tree", 1);
+	cJSON_AddNumberToObject(ex, "processes", n);
+	events_emit(a->conn, a->id, "session.signal", "", ex);
 	return 0;
 }
 
@@ -152,7 +177,8 @@ static int session_signal_action(struct act *a)
 {
 	const char *signame = NULL;
 	struct session *s;
-	if (arg_string(a, "signal", &signame, 1) < 0 ||
+	int tree = 0;
+	if (arg_string(a, "signal", &signame, 1) < 0 || arg_bool(a, "tree", &tree) < 0 ||
 	    arg_session(a, "session", 0, &s, NULL) < 0)
 		return -1;
 	int sig = signal_by_name(signame);
@@ -161,6 +187,8 @@ static int session_signal_action(struct act *a)
 			     "unknown signal '%.32s' (INT TERM KILL HUP QUIT STOP CONT USR1 USR2)", signame);
 		return -1;
 	}
+	if (tree)
+		return signal_tree_action(a, s, sig, signame);
 	if (!s->pty.alive) {
 		act_error(a, TD_ERR_NO_COMMAND, "session '%s' has ended (exit code %d)",
 			     s->name, s->pty.exit_code);
@@ -179,30 +207,12 @@ static int session_signal_action(struct act *a)
 	return 0;
 }
 
-/* Every process whose session id is the session leader's: the shell, its
- * jobs in their own process groups, and their children. */
+/* Every process of the session, the shell too: its cgroup, or (no
+ * cgroups) the processes whose session id is the leader's, the leader's
+ * descendants and its orphans (core/proctree.c). */
 static void signal_tree(struct session *s, int sig)
 {
-	if (s->pty.pid <= 0)
-		return;
-	if (s->pty.alive)   /* once reaped, its pid may belong to someone else */
-		kill(-s->pty.pid, sig);
-	DIR *d = opendir("/proc");
-	if (!d)
-		return;
-	struct dirent *e;
-	while ((e = readdir(d))) {
-		char *end;
-		long pid = strtol(e->d_name, &end, 10);
-		char st;
-		pid_t pg, sid;
-		if (*end || pid <= 0 || proc_stat((pid_t)pid, &st, &pg, &sid) < 0 || sid != s->pty.pid)
-			continue;
-		kill((pid_t)pid, sig);
-		if (sig == SIGHUP)
-			kill((pid_t)pid, SIGCONT);
-	}
-	closedir(d);
+	session_signal_tree(s, sig, 0);
 }
 
 static void close_kill_timer(lws_sorted_usec_list_t *sul)

@@ -90,6 +90,8 @@ void cmd_set(struct session *s, struct cmd *cmd)
 {
 	if (s->cmd && s->cmd != cmd)
 		cmd_free(s->cmd);
+	if (cmd && s->cmd != cmd)
+		session_cmd_begin(s);   /* what its answer's reasons are counted from */
 	s->cmd = cmd;
 }
 

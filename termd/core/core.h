@@ -9,6 +9,7 @@
 #include "render.h"
 #include "output.h"
 #include "pty.h"
+#include "cgroup.h"
 #include "vtfilter.h"
 
 /* What the shell-integration scanner (shellint.c) finds in a session's
@@ -77,6 +78,7 @@ struct session {
 		uint64_t typed_us, newest_pending, held_since;
 	} fair;
 	struct recording *rec;    /* --record: its recording (record.c), or NULL */
+	struct cgroup *cg;        /* its cgroup (cgroup.c), or NULL without cgroups */
 };
 
 
@@ -128,6 +130,12 @@ struct session *session_open(const char *name, const char *command, const char *
 struct session *session_open_pipe(const char *name, const char *command, const char *cwd,
 				  const cJSON *env, int with_stdin, int cols, int rows,
 				  td_err *code, char *err, size_t errlen);
+/* Either kind (mode: PTY_TERMINAL, PTY_PIPES[_STDIN]) with limits for its
+ * cgroup (NULL: the defaults). */
+struct session *session_open_with(const char *name, const char *command, const char *cwd,
+				  const cJSON *env, int mode, int cols, int rows,
+				  const struct cg_limits *lim, td_err *code, char *err,
+				  size_t errlen);
 /* A pipe session's stdin: end of file once what is written is in. -1 when
  * it has none open. */
 int session_close_stdin(struct session *s);

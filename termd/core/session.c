@@ -134,6 +134,7 @@ static void setenv_default(const char *k, const char *v)
 static void child_exec(void *owner)
 {
 	struct session *s = owner;
+	cgroup_child_join(s->cg);   /* before anything runs: all it starts is inside */
 	setenv("TERM", "xterm-256color", 1);
 	setenv_default("PAGER", "cat");
 	setenv_default("GIT_PAGER", "cat");
@@ -263,8 +264,8 @@ static int spawn(struct session *s, const cJSON *env, int mode, char *err, size_
 }
 
 static struct session *open_kind(const char *name, const char *command, const char *cwd,
-				  const cJSON *env, int mode, int cols, int rows, td_err *code,
-				  char *err, size_t errlen)
+				  const cJSON *env, int mode, int cols, int rows,
+				  const struct cg_limits *lim, td_err *code, char *err, size_t errlen)
 {
 	*code = TD_ERR_INTERNAL;
 	if ((size_t)srv.nsessions >= opts.max_sessions) {
@@ -286,7 +287,13 @@ static struct session *open_kind(const char *name, const char *command, const ch
 	screen_set_output(s->screen, vt_answer, s);
 	s->si = shellint_new(on_shellint, s);
 	s->cwd = xstrdup(cwd ? cwd : opts.cwd);
-	if (spawn(s, env, mode, err, errlen) < 0) {
+	struct cg_limits defaults;
+	err[0] = 0;
+	if (!lim && session_limits_parse(NULL, &defaults, err, errlen) == 0)
+		lim = &defaults;
+	s->cg = lim ? cgroup_new(name, lim, err, errlen) : NULL;
+	if ((!s->cg && err[0]) || spawn(s, env, mode, err, errlen) < 0) {
+		cgroup_free(s->cg);
 		screen_free(s->screen);
 		shellint_free(s->si);
 		free(s->cwd);
@@ -307,7 +314,20 @@ struct session *session_open(const char *name, const char *command, const char *
 			     const cJSON *env, int cols, int rows, td_err *code, char *err,
 			     size_t errlen)
 {
-	return open_kind(name, command, cwd, env, PTY_TERMINAL, cols, rows, code, err, errlen);
+	return open_kind(name, command, cwd, env, PTY_TERMINAL, cols, rows, NULL, code, err, errlen);
+}
+
+struct session *session_open_with(const char *name, const char *command, const char *cwd,
+				  const cJSON *env, int mode, int cols, int rows,
+				  const struct cg_limits *lim, td_err *code, char *err,
+				  size_t errlen)
+{
+	if (mode != PTY_TERMINAL && (!command || !*command)) {
+		*code = TD_ERR_BAD_REQUEST;
+		snprintf(err, errlen, "a pipe session runs a command");
+		return NULL;
+	}
+	return open_kind(name, command, cwd, env, mode, cols, rows, lim, code, err, errlen);
 }
 
 struct session *session_open_pipe(const char *name, const char *command, const char *cwd,
@@ -320,7 +340,7 @@ struct session *session_open_pipe(const char *name, const char *command, const c
 		return NULL;
 	}
 	return open_kind(name, command, cwd, env, with_stdin ? PTY_PIPES_STDIN : PTY_PIPES,
-			 cols, rows, code, err, errlen);
+			 cols, rows, NULL, code, err, errlen);
 }
 
 /* A session handed over by the termd this one replaced (handover.c): rec
@@ -436,6 +456,7 @@ pid_t session_fg_pid(struct session *s)
 static void session_free(struct session *s)
 {
 	pty_release(&s->pty);
+	cgroup_free(s->cg);   /* what the session left running ends with it */
 	lws_sul_cancel(&s->ready_sul);
 	lws_sul_cancel(&s->close_sul);
 	session_gone(s);

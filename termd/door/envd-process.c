@@ -3,7 +3,7 @@
  * event stream, has a screen, viewers, /tty and recordings like any
  * other) running the process, and streams its output; Connect (by pid or
  * tag) attaches again and first gets what was printed while nobody was
- * attached; List, SendInput, SendSignal (session.signal), Update
+ * attached; List, SendInput, SendSignal (session.signal with tree), Update
  * (resize), CloseStdin. A process asked for without a PTY is a pipe
  * session (session.open kind "pipe": no terminal, stdin a pipe only when
  * asked for, stdout and stderr apart); its input and end of file go
@@ -568,12 +568,13 @@ static int proc_send_signal(struct envd_call *c)
 	cJSON *args = cJSON_CreateObject();
 	cJSON_AddStringToObject(args, "session", p->name);
 	cJSON_AddStringToObject(args, "signal", sig);
+	/* every process it started, re-parented and double-forked ones too
+	 * (envd kills the leader's group only: e2b #1031's orphans) */
+	cJSON_AddBoolToObject(args, "tree", 1);
 	cJSON *ans = envd_action("session.signal", args);
 	if (!ans || is_error(ans))
 		return action_failed(c, ans, "cannot signal the process");
 	cJSON_Delete(ans);
-	/* the whole process group, as envd kills the process */
-	kill(-p->pid, strcmp(sig, "KILL") == 0 ? SIGKILL : SIGTERM);
 	envd_reply(c, cJSON_CreateObject());
 	return 0;
 }

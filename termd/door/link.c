@@ -635,6 +635,23 @@ static void link_health(buf_t *b)
 	buf_putc(b, ']');
 }
 
+/* each link's state on /metrics */
+static void link_metrics(buf_t *b)
+{
+	metrics_head(b, "termd_link_up", "gauge", "1 while the dial-out link is connected.");
+	for (size_t i = 0; i < nlinks; i++) {
+		buf_puts(b, "termd_link_up{url=\"");
+		metrics_label(b, links[i].t.url);
+		buf_printf(b, "\"} %d\n", links[i].state == LINK_UP);
+	}
+	metrics_head(b, "termd_link_attempts_total", "counter", "Connections the link has tried.");
+	for (size_t i = 0; i < nlinks; i++) {
+		buf_puts(b, "termd_link_attempts_total{url=\"");
+		metrics_label(b, links[i].t.url);
+		buf_printf(b, "\"} %llu\n", (unsigned long long)links[i].attempts);
+	}
+}
+
 /* ---------------------------------------------------------------- start */
 
 int link_start(char *err, size_t errlen)
@@ -673,6 +690,7 @@ int link_start(char *err, size_t errlen)
 		nlinks++;
 	}
 	http_health_extend(link_health);
+	metrics_extend(link_metrics);
 	for (size_t i = 0; i < nlinks; i++)
 		link_dial(&links[i]);
 	return 0;

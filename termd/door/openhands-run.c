@@ -1,7 +1,8 @@
 /* openhands-run.c — OpenHands' `run` on termd's run: the command as OpenHands
  * sends it (blocking, is_input, static, hidden), its answer in OpenHands'
  * shape (metadata, prefix and suffix, the no-change timeout text), output
- * cleaned and truncated as OpenHands does. */
+ * cleaned and truncated as OpenHands does; C-c with nothing in the
+ * foreground kills what earlier commands left running (session.signal tree). */
 #include "openhands.h"
 
 #include <ctype.h>
@@ -241,6 +242,22 @@ static void run_nothing(struct ohreq *r)
 	run_finish(r, run_obs("", msg, metadata_new(-1), "", "", 0));
 }
 
+/* C-c ended what ran in the background (session.signal tree) */
+static void run_tree_killed(struct ohreq *r, cJSON *ans)
+{
+	if (oh_is_error(ans)) {
+		run_nothing(r);
+		return;
+	}
+	const cJSON *ex = cJSON_GetObjectItemCaseSensitive(ans, "extras");
+	int n = (int)oh_jnum(ex, "processes", 0);
+	char msg[256];
+	snprintf(msg, sizeof msg, "[Nothing was running in the foreground. %d background process%s "
+		 "that earlier commands started %s killed. CTRL+C was sent.]", n, n == 1 ? "" : "es",
+		 n == 1 ? "was" : "were");
+	run_finish(r, run_obs("", msg, metadata_new(-1), "", "", 0));
+}
+
 static void run_polled(struct ohreq *r, cJSON *ans)
 {
 	if (oh_is_error(ans)) {   /* another client is waiting on it: nothing to show */
@@ -279,6 +296,18 @@ static void run_answered(struct ohreq *r, cJSON *ans)
 		return;
 	}
 	if (code && strcmp(code, "no_command") == 0) {
+		/* C-c with nothing in the foreground, but what earlier commands
+		 * started runs on behind it (a server, a fork bomb): OpenHands'
+		 * only way to stop it, so it is killed, the whole tree */
+		const cJSON *ex = cJSON_GetObjectItemCaseSensitive(ans, "extras");
+		if (r->special && strcmp(r->cmd, "C-c") == 0 && oh_jnum(ex, "left_running", 0) > 0) {
+			cJSON *a = cJSON_CreateObject();
+			cJSON_AddStringToObject(a, "session", r->is_static ? r->sname : "main");
+			cJSON_AddStringToObject(a, "signal", "KILL");
+			cJSON_AddBoolToObject(a, "tree", 1);
+			oh_call(r, "session.signal", a, run_tree_killed);
+			return;
+		}
 		run_nothing(r);
 		return;
 	}

@@ -83,6 +83,11 @@ struct termd_opts {
 	const char *envd_user;    /* --user: e2b's default user (NULL: termd's own) */
 	char *preview_token;      /* --preview-token-file: opens previews only (door/proxy.c) */
 	char *preview_host_suffix; /* --preview-host-suffix: Host <port>-<any><suffix> is a preview */
+	/* a cgroup per session (core/cgroup.c) */
+	int cgroups;              /* --cgroups: enum cg_mode (auto, off, v1, v2) */
+	long long session_memory_max;  /* --session-memory-max: bytes, 0 none */
+	long long session_pids_max;    /* --session-pids-max, 0 none */
+	double session_cpu_max;        /* --session-cpu-max: cores, 0 none */
 };
 
 extern struct termd_opts opts;

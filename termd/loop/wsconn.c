@@ -55,8 +55,11 @@ int wsconn_head_tag(const struct wsconn *w, uint64_t *tag)
 	return 1;
 }
 
+uint64_t wsconn_bytes_in, wsconn_bytes_out;
+
 int wsconn_write_now(struct wsconn *w, unsigned char *p, size_t n)
 {
+	wsconn_bytes_out += n;
 	return lws_write(w->wsi, p, n, w->binary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT) < 0 ? -1 : 0;
 }
 
@@ -84,6 +87,7 @@ int wsconn_writable(struct wsconn *w, int closing)
 		return closing ? -1 : 0;
 	int r = lws_write(w->wsi, f->data + LWS_PRE, f->len,
 			  w->binary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT);
+	wsconn_bytes_out += f->len;
 	w->head = f->next;
 	if (!w->head)
 		w->tail = NULL;
@@ -101,6 +105,7 @@ enum wsconn_rx wsconn_receive(struct wsconn *w, const void *in, size_t len, size
 			      buf_t *msg, size_t *total)
 {
 	w->rx_total += len;
+	wsconn_bytes_in += len;
 	if (!w->rx_over) {
 		if (w->rx_total > limit) {
 			w->rx_over = 1;

@@ -64,6 +64,8 @@ int wsconn_writable(struct wsconn *w, int closing);
  * whose whole size may be at most `limit` bytes. */
 enum wsconn_rx wsconn_receive(struct wsconn *w, const void *in, size_t len, size_t limit,
 			      buf_t *msg, size_t *total);
+/* Message payload bytes taken from and written to every connection (/metrics). */
+extern uint64_t wsconn_bytes_in, wsconn_bytes_out;
 /* Free the queue and the message being reassembled. */
 void wsconn_free(struct wsconn *w);
 

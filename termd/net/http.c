@@ -640,11 +640,14 @@ int http_request(struct lws *wsi, const char *uri)
 {
 	if (strcmp(uri, TD_PATH_HEALTH) == 0) {
 		buf_t body = {0};
+		const char *cg = cgroup_version();
 		buf_printf(&body,
-			   "{\"ok\":true,\"version\":\"%s\",\"sessions\":%d,\"uptime_s\":%.3f%s",
+			   "{\"ok\":true,\"version\":\"%s\",\"sessions\":%d,\"uptime_s\":%.3f%s"
+			   ",\"cgroups\":%s%s%s",
 			   TERMD_VERSION, srv.nsessions,
 			   (double)(mono_us() - srv.start_mono) / 1e6,
-			   opts.insecure_no_token ? ",\"insecure_no_token\":true" : "");
+			   opts.insecure_no_token ? ",\"insecure_no_token\":true" : "",
+			   cg ? "\"" : "", cg ? cg : "null", cg ? "\"" : "");
 		for (int i = 0; i < HEALTH_HOOKS && health_more[i]; i++)
 			health_more[i](&body);
 		buf_putc(&body, '}');

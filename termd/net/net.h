@@ -147,6 +147,18 @@ int http_confirm_upgrade(struct lws *wsi);
 int http_upgrade(struct lws *wsi, enum channel ch, struct upgrade *u);
 
 
+/* ---- GET /metrics (metrics.c) ---- */
+/* More metrics from a layer above (the links): appends whole families,
+ * each with metrics_head first. */
+typedef void metrics_fn(buf_t *b);
+void metrics_extend(metrics_fn *fn);
+void metrics_head(buf_t *b, const char *name, const char *type, const char *help);
+/* a label value, escaped as the text format wants (\\, \", \n) */
+void metrics_label(buf_t *b, const char *v);
+void metrics_register(void);
+void metrics_shutdown(void);
+
+
 /* ---- live terminal channel (tty.c) ---- */
 extern const struct lws_protocols tty_protocol;
 /* every /tty viewer's connection (an upgrade in place closes them) */

@@ -671,6 +671,11 @@ def test_k8s_templates(tmp_path):
     assert vols[m["name"]]["secret"]["secretName"] == "termd-connect-token"
     assert vols[m["name"]]["secret"]["defaultMode"] == 0o400
     assert "ports" not in c   # nothing reaches into the sandbox
+    # Prometheus' pod discovery: /metrics on termd's port
+    for meta in (pod["metadata"], tpl["spec"]["podTemplate"]["metadata"]):
+        a = meta["annotations"]
+        assert a["prometheus.io/scrape"] == "true" and a["prometheus.io/path"] == "/metrics"
+        assert a["prometheus.io/port"] == env["TERMD_LISTEN"]["value"].rsplit(":", 1)[1]
 
 
 def test_termd_healthz_prints_links(termd_factory, backend, tmp_path):

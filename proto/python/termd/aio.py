@@ -439,16 +439,18 @@ class AsyncTermd:
     async def session_open(self, name: str, command: Optional[str] = None, *, cwd: Optional[str] = None,
                            env: Optional[Dict[str, str]] = None, cols: Optional[int] = None,
                            rows: Optional[int] = None, kind: Optional[str] = None,
-                           stdin: Optional[bool] = None, wait: Optional[float] = None,
-                           **extra: Any) -> SessionOpened:
+                           stdin: Optional[bool] = None, limits: Optional[Dict[str, Any]] = None,
+                           wait: Optional[float] = None, **extra: Any) -> SessionOpened:
         """``session.open``: a new session `name` running `command` (default
         an interactive shell) in `cwd` with `env`, `cols`×`rows`. `kind`
         "pipe" runs `command` without a terminal, stdout and stderr apart
         (``session.output`` events), stdin a pipe only with `stdin=True`.
+        `limits` ({"memory": "512M", "pids": 100, "cpu": 0.5}, None for
+        none) override termd's --session-*-max for this session's cgroup.
         Raises SessionExistsError."""
         return await self.call("session.open", _args(name=name, command=command, cwd=cwd, env=env,
                                                      cols=cols, rows=rows, kind=kind, stdin=stdin,
-                                                     **extra), wait=wait)
+                                                     limits=limits, **extra), wait=wait)
 
     async def session_stdin(self, session: str, data: Union[str, bytes, None] = None, *,
                             eof: bool = False, wait: Optional[float] = None, **extra: Any) -> Observation:
@@ -469,11 +471,14 @@ class AsyncTermd:
         exit_code, command, cwd, cols, rows, viewers)."""
         return await self.call("session.list", _args(**extra), wait=wait)
 
-    async def session_signal(self, session: str, signal: str, *, wait: Optional[float] = None,
-                             **extra: Any) -> Observation:
+    async def session_signal(self, session: str, signal: str, *, tree: bool = False,
+                             wait: Optional[float] = None, **extra: Any) -> Observation:
         """``session.signal``: `signal` ("INT", "TERM", "KILL", "HUP", "QUIT",
-        "STOP", "CONT", "USR1", "USR2") to the session's foreground process group."""
-        return await self.call("session.signal", _args(session=session, signal=signal, **extra), wait=wait)
+        "STOP", "CONT", "USR1", "USR2") to the session's foreground process
+        group; with `tree=True` to every process of the session (its cgroup:
+        double-forked daemons too; a shell session's shell is spared)."""
+        return await self.call("session.signal", _args(session=session, signal=signal,
+                                                       tree=tree or None, **extra), wait=wait)
 
     async def session_close(self, name: str, *, wait: Optional[float] = None, **extra: Any) -> Observation:
         """``session.close``: end the session's process group and remove it

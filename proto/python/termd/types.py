@@ -196,6 +196,8 @@ class SessionInfo:
     cols: Optional[int] = None
     rows: Optional[int] = None
     viewers: int = 0
+    limits: Optional[Dict[str, Any]] = None   # {memory, pids, cpu}; None without cgroups
+    usage: Optional[Dict[str, Any]] = None    # {memory, memory_peak, pids, cpu_s, ...}
     raw: Dict[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
