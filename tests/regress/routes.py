@@ -64,6 +64,8 @@ ROUTES = [
     dict(door="web", method="GET", path="/r/{cast}", access="public"),
     dict(door="web", method="GET", path="/assets/term.js", access="public"),
     dict(door="web", method="GET", path="/auth", access="view"),
+    # Prometheus metrics (termd/net/metrics.c): behind the full or the view token
+    dict(door="termd", method="GET", path="/metrics", access="view"),
     # the preview proxy (termd/door/proxy.c): a port nobody listens on is the
     # proxy's own 404 once past the check (a listening one: test_ports.py)
     dict(door="termd", method="GET", path="/proxy/9/", access="full",
