@@ -121,7 +121,7 @@ static int session_open_action(struct act *a)
 		command = NULL;
 	char err[512];
 	struct cg_limits lim;
-	if (session_limits_parse(a->args ? cJSON_GetObjectItemCaseSensitive(a->args, "limits") : NULL,
+	if (session_limits_parse(arg_json(a, "limits"),
 				 &lim, err, sizeof err) < 0)
 		return act_error(a, TD_ERR_BAD_REQUEST, "%s", err);
 	td_err code;

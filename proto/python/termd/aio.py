@@ -519,9 +519,12 @@ class AsyncTermd:
         return await self.call("file.stat", _args(path=path), wait=wait)
 
     async def file_list(self, path: str, *, depth: Optional[int] = None, max_entries: Optional[int] = None,
-                        wait: Optional[float] = None) -> Observation:
-        """``file.list``: extras["entries"] in walk order down to `depth`, extras["truncated"]."""
-        return await self.call("file.list", _args(path=path, depth=depth, max_entries=max_entries), wait=wait)
+                        offset: Optional[int] = None, wait: Optional[float] = None) -> Observation:
+        """``file.list``: extras["entries"] in walk order down to `depth`, the
+        first `offset` left out; extras["truncated"] and, when truncated,
+        extras["next_offset"] (the next page's offset)."""
+        return await self.call("file.list", _args(path=path, depth=depth, max_entries=max_entries,
+                                                  offset=offset), wait=wait)
 
     async def file_mkdir(self, path: str, *, parents: Optional[bool] = None, exist_ok: Optional[bool] = None,
                          wait: Optional[float] = None) -> Observation:

@@ -460,15 +460,21 @@ def test_every_keyword_the_client_sends_is_read(td):
         call(t, "session_stdin", "kwp", b"\x00bytes", eof=True)
         call(t, "session_list")
         call(t, "session_open", "kwq", "sleep 60")
-        call(t, "session_signal", "kwq", "TERM")
+        call(t, "session_signal", "kwq", "TERM", tree=True)
         call(t, "session_close", "kwq")
+        try:   # limits need cgroups (root here); elsewhere bad_request, but every name read
+            call(t, "session_open", "kwl", "sleep 1", limits={"pids": 100})
+        except termd.BadRequestError as e:
+            assert not getattr(e, "ignored_args", None), e
+        call(t, "ports")
+        assert not call(t, "port_wait", 1, timeout=0.3)
         d = str(home / "kwd")
         call(t, "file_mkdir", d + "/sub", parents=True, exist_ok=True)
         wid = call(t, "watch", d, recursive=True).extras["watch"]
         call(t, "watch_list")
         call(t, "watch_stop", wid)
         call(t, "file_stat", d)
-        call(t, "file_list", d, depth=2, max_entries=10)
+        call(t, "file_list", d, depth=2, max_entries=10, offset=0)
         call(t, "file_move", d + "/sub", d + "/sub2")
         call(t, "file_remove", d, recursive=True)
         call(t, "ping")
