@@ -321,6 +321,8 @@ static void run_answer(struct waiter *w, const char *timed_out, int waiting_inpu
 		cJSON_AddStringToObject(ex, "output_file", cmd->out.file_path);
 	if (cmd && cmd->out.err)
 		cJSON_AddStringToObject(ex, "output_error", cmd->out.err);
+	if (cmd && cmd->cleared)
+		cJSON_AddStringToObject(ex, "cleared", cmd->cleared);
 	if (w->restarted)
 		cJSON_AddBoolToObject(ex, "restarted", 1);
 	pending_emit(&w->p, "run", content.p ? content.p : "", ex);
@@ -514,6 +516,7 @@ static void type_pending(struct session *s)
 			struct cmd *cmd = w->pending_cmd;
 			w->pending_cmd = NULL;
 			buf_t b = {0};
+			cmd->cleared = cmd_typed_line(s);   /* the typing clears it first */
 			shellint_type_command(s, cmd->text, &b);
 			s->ready = 0;
 			s->cont = 0;
