@@ -110,7 +110,8 @@ static void usage(FILE *f)
 		"  --preview-token-file F  a token that opens /proxy/<port>/ previews and nothing else\n"
 		"  --preview-host-suffix S  Host <port>-<anything>S is a preview of <port>\n"
 		"  -v, --verbose           log more\n"
-		"  --help, --version\n"
+		"  -h, --help              this text\n"
+		"  -V, --version           termd's version and the contract's\n"
 		"limits:\n",
 		TD_DEFAULT_HOST, TD_DEFAULT_PORT);
 	for (size_t i = 0; i < NLIMITS; i++)
@@ -401,7 +402,8 @@ int main(int argc, char **argv)
 	}
 	lo[nfixed + NLIMITS] = (struct option){NULL, 0, NULL, 0};
 	int c;
-	while ((c = getopt_long(argc, argv, "v", lo, NULL)) != -1) {
+	opterr = 0;   /* one line naming the option, below, not the whole usage */
+	while ((c = getopt_long(argc, argv, ":vhV", lo, NULL)) != -1) {
 		switch (c) {
 		case O_LISTEN:
 			if (parse_listen(optarg) < 0)
@@ -503,11 +505,14 @@ int main(int argc, char **argv)
 		case 'v':
 			opts.verbose = log_verbose = 1;
 			break;
+		case 'h':
 		case O_HELP:
 			usage(stdout);
 			return 0;
+		case 'V':
 		case O_VERSION:
-			printf("termd %s (protocol %d)\n", TERMD_VERSION, PROTOCOL_VERSION);
+			printf("termd %s (contract %s, protocol %d)\n", TERMD_VERSION, TD_CONTRACT_VERSION,
+			       PROTOCOL_VERSION);
 			return 0;
 		default:
 			if (c >= O_LIMIT && c < O_LIMIT + (int)NLIMITS) {
@@ -515,13 +520,19 @@ int main(int argc, char **argv)
 					return 2;
 				break;
 			}
-			usage(stderr);
+			if (c == ':')
+				fprintf(stderr, "termd: %s needs a value", argv[optind - 1]);
+			else if (optopt)
+				fprintf(stderr, "termd: unknown option -%c", optopt);
+			else
+				fprintf(stderr, "termd: unknown option %s", argv[optind - 1]);
+			fputs(" (termd --help lists the options)\n", stderr);
 			return 2;
 		}
 	}
 	if (optind < argc) {
-		fprintf(stderr, "termd: unexpected argument '%s'\n", argv[optind]);
-		usage(stderr);
+		fprintf(stderr, "termd: unexpected argument '%s' (termd --help lists the options)\n",
+			argv[optind]);
 		return 2;
 	}
 	if (opts.listen_none) {
