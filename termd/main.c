@@ -5,6 +5,7 @@
 #include "door.h"
 #include "client.h"
 #include "fswork.h"
+#include "envopts.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -112,6 +113,9 @@ static void usage(FILE *f)
 		"  -v, --verbose           log more\n"
 		"  -h, --help              this text\n"
 		"  -V, --version           termd's version and the contract's\n"
+		"every option can be set in the environment as TERMD_<OPTION> (TERMD_LISTEN,\n"
+		"TERMD_TOKEN_FILE, TERMD_MAX_SESSIONS, TERMD_RECORD_INPUT=1...); the command\n"
+		"line wins\n"
 		"limits:\n",
 		TD_DEFAULT_HOST, TD_DEFAULT_PORT);
 	for (size_t i = 0; i < NLIMITS; i++)
@@ -401,6 +405,8 @@ int main(int argc, char **argv)
 		*limits[i].dst = limits[i].def;
 	}
 	lo[nfixed + NLIMITS] = (struct option){NULL, 0, NULL, 0};
+	if (envopts_apply(&argc, &argv, lo) < 0)   /* TERMD_<OPTION> first */
+		return 2;
 	int c;
 	opterr = 0;   /* one line naming the option, below, not the whole usage */
 	while ((c = getopt_long(argc, argv, ":vhV", lo, NULL)) != -1) {

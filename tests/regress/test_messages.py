@@ -119,3 +119,63 @@ def test_a_run_that_creates_its_session_says_so(termd):
     assert "created" not in obs["extras"], tdtest.fmt(obs)
     r = termd.termctl("run", "-s", "typo2", "echo x")
     assert r.returncode == 0 and "typo2" in r.stderr and "created" in r.stderr, r
+
+
+def test_options_from_the_environment(tmp_path):
+    """TERMD_<OPTION> sets any option (the command line wins); the sessions
+    do not inherit them; a flag's bad value is refused."""
+    import tempfile
+    import time
+    import wsclient
+    sockdir = tempfile.mkdtemp(prefix="td-", dir="/tmp")
+    sock = os.path.join(sockdir, "s.sock")
+    rec = tmp_path / "rec"
+    rec.mkdir(mode=0o700)
+    home = tmp_path / "home"
+    home.mkdir()
+    env = conftest.base_env(home)
+    env.update({"TERMD_LISTEN": "unix:" + sock, "TERMD_RECORD": str(rec), "TERMD_RECORD_INPUT": "yes",
+                "TERMD_CWD": str(home), "TERMD_MAX_SESSIONS": "1"})
+    log = open(tmp_path / "termd.log", "wb")
+    p = subprocess.Popen([conftest.TERMD_BIN, "--max-sessions=2"], env=env, stdout=log,
+                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        tdtest.wait_until(lambda: p.poll() is not None or os.path.exists(sock), what="the socket")
+        assert p.poll() is None, (tmp_path / "termd.log").read_text()
+        ev = wsclient.Events("unix:" + sock)
+        obs = tdtest.run_done(ev, "echo ${TERMD_LISTEN-unset} ${TERMD_RECORD-unset}; pwd")
+        assert tdtest.content(obs) == "unset unset\n%s" % home, tdtest.fmt(obs)
+        # --max-sessions 2 on the command line beat TERMD_MAX_SESSIONS=1
+        obs = tdtest.run_done(ev, "echo two", session="second")
+        assert tdtest.content(obs) == "two", tdtest.fmt(obs)
+        tdtest.wait_until(lambda: any(f.name.endswith(".cast") for f in rec.iterdir()), what="a recording")
+        cast = "".join(f.read_text() for f in rec.iterdir() if f.name.startswith("main"))
+        assert '"i"' in cast, cast[-500:]   # --record-input from TERMD_RECORD_INPUT=yes
+        ev.ws.abort()
+    finally:
+        p.terminate()
+        try:
+            p.wait(10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(10)
+        try:
+            os.killpg(p.pid, 9)
+        except (ProcessLookupError, PermissionError):
+            pass
+        log.close()
+        import shutil
+        shutil.rmtree(sockdir, ignore_errors=True)
+    bad = dict(env, TERMD_RECORD_INPUT="maybe")
+    r = subprocess.run([conftest.TERMD_BIN], env=bad, capture_output=True, text=True, timeout=30,
+                       stdin=subprocess.DEVNULL)
+    assert r.returncode == 2 and "TERMD_RECORD_INPUT=maybe" in r.stderr, r
+
+
+def test_the_command_line_replaces_an_options_environment_value(termd_factory):
+    """--listen given: TERMD_LISTEN is not a second address (it would fail
+    here), and the sessions do not see it."""
+    t = termd_factory(env={"TERMD_LISTEN": "unix:/nonexistent/dir/x.sock"})
+    ev = t.events()
+    obs = tdtest.run_done(ev, "echo ${TERMD_LISTEN-unset}")
+    assert tdtest.content(obs) == "unset", tdtest.fmt(obs)
