@@ -16,7 +16,10 @@
 
 #include "util.h"
 
-static char **env_argv;   /* the new argv (reachable for the whole run) */
+/* the new argv, reachable for the whole run (not static: a store to a
+ * static never read is dropped by the compiler, and LeakSanitizer then
+ * calls it a leak) */
+char **envopts_argv;
 
 static int env_name(const char *opt, char *out, size_t outlen)
 {
@@ -77,6 +80,9 @@ int envopts_apply(int *argc, char ***argv, const struct option *lo)
 			} else {
 				fprintf(stderr, "termd: %s=%s: a flag is 1 or 0 (yes/no, true/false)\n",
 					var, v);
+				for (size_t i = 1; i < n; i++)
+					free(nv[i]);
+				free(nv);
 				return -1;
 			}
 		}
@@ -98,7 +104,7 @@ int envopts_apply(int *argc, char ***argv, const struct option *lo)
 	for (int i = 1; i < *argc; i++)
 		nv[n++] = (*argv)[i];
 	nv[n] = NULL;
-	env_argv = nv;
+	envopts_argv = nv;
 	*argc = (int)n;
 	*argv = nv;
 	return 0;
