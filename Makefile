@@ -21,7 +21,7 @@ SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-
 DEB_PKGS := build-essential pkg-config libvterm-dev libwebsockets-dev libcjson-dev \
             libssl-dev libncurses-dev libcmocka-dev python3 python3-pytest python3-pexpect \
             tmux vim-tiny procps curl clang libclang-rt-14-dev openssl valgrind zlib1g-dev \
-            asciinema python3-websockets patch sudo git less python3-prometheus-client
+            asciinema python3-websockets patch sudo git less python3-prometheus-client man-db groff-base
 
 TERMD_SRC := $(wildcard termd/*.c $(addsuffix /*.c,$(addprefix termd/,$(TERMD_LAYERS))))
 PROTO_SRC := $(wildcard proto/*.c)
@@ -39,9 +39,38 @@ ATTACH_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard viewer/attach*.c))
 VIEWER_OBJ := $(BUILD)/obj/viewer/termctl.o $(ATTACH_OBJ)
 
 BINS := $(BUILD)/termd $(BUILD)/termctl $(BUILD)/od-attach
+MAN_PAGES := share/man/termd.1 share/man/termctl.1 share/man/od-attach.1
+PREFIX  ?= /usr/local
+DESTDIR ?=
 
-.PHONY: all deps deps-e2b test-e2b run test unit regress test-asan valgrind bench clean check-layers
-all: $(BINS)
+.PHONY: all deps deps-e2b test-e2b run test unit regress test-asan valgrind bench clean check-layers install man-check
+all: $(BINS) $(BUILD)/man.ok
+
+# the manual pages render with no warning from man (man-db, groff)
+man-check: $(BUILD)/man.ok
+$(BUILD)/man.ok: $(MAN_PAGES)
+	@mkdir -p $(BUILD)
+	@command -v man >/dev/null || { echo "man-check: man is not installed (make deps)"; exit 1; }
+	@for f in $(MAN_PAGES); do \
+	  w=$$(MANWIDTH=80 man --warnings -l $$f 2>&1 >/dev/null); \
+	  if [ -n "$$w" ]; then echo "man-check: $$f:"; echo "$$w"; exit 1; fi; \
+	done
+	@touch $@
+
+# make install [PREFIX=/usr/local] [DESTDIR=]: the programs, the plugins
+# (where termd looks: PREFIX/share/termd/plugins), share/ files, the manual
+# pages and termctl's bash completion
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/termd/plugins \
+	  $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/bash-completion/completions
+	install -m 755 $(BINS) $(DESTDIR)$(PREFIX)/bin/
+	cd $(BUILD)/plugins && for p in */; do p=$${p%/}; \
+	  tar -cf - --exclude=obj --exclude=gen "$$p" | tar -xf - -C $(DESTDIR)$(PREFIX)/share/termd/plugins; \
+	done
+	cp -R share/examples share/shell share/k8s share/runtime $(DESTDIR)$(PREFIX)/share/termd/
+	install -m 644 $(MAN_PAGES) $(DESTDIR)$(PREFIX)/share/man/man1/
+	install -m 644 share/completion/termctl.bash \
+	  $(DESTDIR)$(PREFIX)/share/bash-completion/completions/termctl
 
 deps:
 	@missing=""; for p in $(DEB_PKGS); do \

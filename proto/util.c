@@ -341,6 +341,14 @@ void log_warn(const char *fmt, ...)
 	va_end(ap);
 }
 
+void log_error(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vlog("error: ", fmt, ap);
+	va_end(ap);
+}
+
 int write_all(int fd, const void *data, size_t n)
 {
 	const char *p = data;

@@ -222,7 +222,10 @@ static int td_check_answer(td_client *c, char *hdrs, const char *accept, const c
 		r++;
 	snprintf(reason, sizeof reason, "%s", r);
 	if (code != 101) {
-		if (reason[0])
+		if (code == 401)   /* the clients' options and variable */
+			td_seterr(err, errlen, "HTTP 401%s%s: wrong or missing token "
+				  "(--token-file / TERMD_TOKEN)", reason[0] ? " " : "", reason);
+		else if (reason[0])
 			td_seterr(err, errlen, "HTTP %d %s", code, reason);
 		else
 			td_seterr(err, errlen, "HTTP %d", code);

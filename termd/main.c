@@ -6,6 +6,7 @@
 #include "client.h"
 #include "fswork.h"
 #include "handover.h"
+#include "envopts.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -117,7 +118,11 @@ static void usage(FILE *f)
 		"  --session-cpu-max CORES each session's CPU limit, a fraction of one core (0.5)\n"
 		"                          (session.open's limits override these three)\n"
 		"  -v, --verbose           log more\n"
-		"  --help, --version\n"
+		"  -h, --help              this text\n"
+		"  -V, --version           termd's version and the contract's\n"
+		"every option can be set in the environment as TERMD_<OPTION> (TERMD_LISTEN,\n"
+		"TERMD_TOKEN_FILE, TERMD_MAX_SESSIONS, TERMD_RECORD_INPUT=1...); the command\n"
+		"line wins\n"
 		"limits:\n",
 		TD_DEFAULT_HOST, TD_DEFAULT_PORT);
 	for (size_t i = 0; i < NLIMITS; i++)
@@ -461,8 +466,11 @@ int main(int argc, char **argv)
 		*limits[i].dst = limits[i].def;
 	}
 	lo[nfixed + NLIMITS] = (struct option){NULL, 0, NULL, 0};
+	if (envopts_apply(&argc, &argv, lo) < 0)   /* TERMD_<OPTION> first */
+		return 2;
 	int c;
-	while ((c = getopt_long(argc, argv, "v", lo, NULL)) != -1) {
+	opterr = 0;   /* one line naming the option, below, not the whole usage */
+	while ((c = getopt_long(argc, argv, ":vhV", lo, NULL)) != -1) {
 		switch (c) {
 		case O_LISTEN:
 			if (parse_listen(optarg) < 0)
@@ -576,11 +584,14 @@ int main(int argc, char **argv)
 		case 'v':
 			opts.verbose = log_verbose = 1;
 			break;
+		case 'h':
 		case O_HELP:
 			usage(stdout);
 			return 0;
+		case 'V':
 		case O_VERSION:
-			printf("termd %s (protocol %d)\n", TERMD_VERSION, PROTOCOL_VERSION);
+			printf("termd %s (contract %s, protocol %d)\n", TERMD_VERSION, TD_CONTRACT_VERSION,
+			       PROTOCOL_VERSION);
 			return 0;
 		default:
 			if (c >= O_LIMIT && c < O_LIMIT + (int)NLIMITS) {
@@ -588,13 +599,19 @@ int main(int argc, char **argv)
 					return 2;
 				break;
 			}
-			usage(stderr);
+			if (c == ':')
+				fprintf(stderr, "termd: %s needs a value", argv[optind - 1]);
+			else if (optopt)
+				fprintf(stderr, "termd: unknown option -%c", optopt);
+			else
+				fprintf(stderr, "termd: unknown option %s", argv[optind - 1]);
+			fputs(" (termd --help lists the options)\n", stderr);
 			return 2;
 		}
 	}
 	if (optind < argc) {
-		fprintf(stderr, "termd: unexpected argument '%s'\n", argv[optind]);
-		usage(stderr);
+		fprintf(stderr, "termd: unexpected argument '%s' (termd --help lists the options)\n",
+			argv[optind]);
 		return 2;
 	}
 	if (opts.listen_none) {

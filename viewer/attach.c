@@ -244,7 +244,7 @@ int main(int argc, char **argv)
 	opt.token = td_default_token();
 	const char *replay = NULL;
 	double speed = 1, idle_limit = 2;
-	int dump = 0;
+	int dump = 0, speed_given = 0, idle_given = 0;
 	enum { O_URL = 256, O_TOKEN, O_TOKEN_FILE, O_PREFIX, O_CACERT, O_REPLAY, O_SPEED,
 	       O_IDLE, O_DUMP };
 	static const struct option lo[] = {
@@ -293,6 +293,7 @@ int main(int argc, char **argv)
 				usage_die(c == O_SPEED ? "--speed wants a number from 0.0625 to 64"
 						       : "--idle-limit wants seconds (0 keeps every pause)");
 			*(c == O_SPEED ? &speed : &idle_limit) = v;
+			*(c == O_SPEED ? &speed_given : &idle_given) = 1;
 			break;
 		}
 		case O_DUMP:
@@ -302,7 +303,8 @@ int main(int argc, char **argv)
 			fputs(usage_text, stdout);
 			return 0;
 		case 'V':
-			printf("od-attach %s (protocol %d)\n", TERMD_VERSION, PROTOCOL_VERSION);
+			printf("od-attach %s (contract %s, protocol %d)\n", TERMD_VERSION, TD_CONTRACT_VERSION,
+			       PROTOCOL_VERSION);
 			return 0;
 		case ':':
 			usage_die("%s needs a value", argv[optind - 1]);
@@ -319,6 +321,8 @@ int main(int argc, char **argv)
 	}
 	if (dump)
 		usage_die("--dump goes with --replay FILE");
+	if (speed_given || idle_given)
+		usage_die("%s goes with --replay FILE", speed_given ? "--speed" : "--idle-limit");
 	if (optind < argc)
 		session = argv[optind++];
 	if (optind < argc)

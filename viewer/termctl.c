@@ -372,6 +372,8 @@ static int cmd_run(ctl_t *x, int argc, char **argv)
 		sess = session ? session : "main";
 	if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ex, "restarted")))
 		fprintf(stderr, "termd: the shell of session %s was restarted\n", sess);
+	if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ex, "created")))
+		fprintf(stderr, "termd: session %s did not exist: created, with a new shell\n", sess);
 	if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ex, "truncated"))) {
 		const char *f = td_json_str(ex, "output_file");
 		fprintf(stderr, "termd: output truncated%s%s\n", f ? "; full output in " : "",
@@ -805,7 +807,8 @@ int main(int argc, char **argv)
 			return 0;
 		}
 		if (ctl_flag(a, "-V", "--version")) {
-			printf("termctl %s (protocol %d)\n", TERMD_VERSION, PROTOCOL_VERSION);
+			printf("termctl %s (contract %s, protocol %d)\n", TERMD_VERSION, TD_CONTRACT_VERSION,
+			       PROTOCOL_VERSION);
 			return 0;
 		}
 		if (ctl_opt(argc, argv, &i, NULL, "--url", &v))

@@ -56,3 +56,9 @@ PROMPT_COMMAND=("$__termd_pc0" "${PROMPT_COMMAND[@]}")
 PROMPT_COMMAND[99]=$__termd_pc99
 bind 'set enable-bracketed-paste on' 2>/dev/null
 bind 'set enable-active-region off' 2>/dev/null
+# A run starts from an empty line: termd types this key (an unused CSI
+# sequence) before a command, whatever a person left on the line; in vi
+# command mode it enters insert mode first (a paste is text only there)
+bind -m emacs '"\e[6973~": kill-whole-line' 2>/dev/null
+bind -m vi-insert '"\e[6973~": kill-whole-line' 2>/dev/null
+bind -m vi-command '"\e[6973~": "i\e[6973~"' 2>/dev/null

@@ -173,7 +173,7 @@ cJSON *actions_answer_extras(const struct conn *to, const cJSON *cause, cJSON *e
 int arg_session_name(struct act *a, const char *key, int required, const char **name);
 /* The session an action names by `key` (default "main"): no_such_session
  * unless SESS_CREATE (opens a shell); a dead shell is started again with
- * SESS_RESPAWN (*restarted = 1), an ended program is no_command unless
+ * SESS_RESPAWN (*restarted = 1; 2 when SESS_CREATE made it), an ended program is no_command unless
  * SESS_ALLOW_DEAD. */
 enum { SESS_CREATE = 1, SESS_RESPAWN = 2, SESS_ALLOW_DEAD = 4 };
 int arg_session(struct act *a, const char *key, int flags, struct session **out,

@@ -231,7 +231,9 @@ int arg_string(struct act *a, const char *key, const char **out, int required)
 {
 	const cJSON *v = arg_get(a, key);
 	if (!v)
-		return required ? act_error(a, TD_ERR_BAD_REQUEST, "missing argument '%s'", key) : 0;
+		return required ? act_error(a, TD_ERR_BAD_REQUEST,
+					    "missing argument 'args.%s' (an action's arguments go "
+					    "in its \"args\" object)", key) : 0;
 	if (!cJSON_IsString(v))
 		return act_error(a, TD_ERR_BAD_REQUEST, "argument '%s' must be a string", key);
 	*out = v->valuestring;
@@ -332,6 +334,8 @@ int arg_session(struct act *a, const char *key, int flags, struct session **out,
 		if (!s)
 			return act_error(a, code, "cannot start a shell: %s", err);
 		sessionctl_announce(NULL, NULL, s);
+		if (restarted)
+			*restarted = 2;   /* created: the answer says so (a typo?) */
 	}
 	if (!s->pty.alive && (flags & SESS_RESPAWN)) {
 		if (!s->is_shell) {

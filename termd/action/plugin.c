@@ -323,8 +323,13 @@ int plugin_init(char *err, size_t errlen)
 			snprintf(name, sizeof name, "%.*s", (int)(n < 127 ? n : 127), s);
 			struct plugin *pl = plugin_named(name);
 			if (!pl) {
-				snprintf(err, errlen, "--plugins: no plugin named '%s' in %s", name,
-					 plugin_dir);
+				buf_t there = {0};
+				for (struct plugin *p = plugins; p; p = p->next)
+					buf_printf(&there, "%s%s", there.len ? ", " : "", p->name);
+				snprintf(err, errlen, "--plugins: no plugin named '%s' in %s (there %s: %s)",
+					 name, plugin_dir, plugins && plugins->next ? "are" : "is",
+					 there.len ? there.p : "none");
+				buf_free(&there);
 				return -1;
 			}
 			pl->enabled = 1;

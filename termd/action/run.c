@@ -221,8 +221,8 @@ static void run_answer_starting(struct waiter *w, const char *timed_out)
 	cJSON_AddStringToObject(st, "running", prog.p ? prog.p : "");
 	cJSON_AddBoolToObject(st, "queued", w->pending_cmd != NULL);
 	buf_free(&prog);
-	if (w->restarted)
-		cJSON_AddBoolToObject(ex, "restarted", 1);
+	if (w->restarted)   /* 2: the session was created for it */
+		cJSON_AddBoolToObject(ex, w->restarted == 2 ? "created" : "restarted", 1);
 	pending_emit(&w->p, "run", "", ex);
 	if (!w->pending_cmd) {   /* a poll */
 		waiter_free(w);
@@ -321,8 +321,10 @@ static void run_answer(struct waiter *w, const char *timed_out, int waiting_inpu
 		cJSON_AddStringToObject(ex, "output_file", cmd->out.file_path);
 	if (cmd && cmd->out.err)
 		cJSON_AddStringToObject(ex, "output_error", cmd->out.err);
-	if (w->restarted)
-		cJSON_AddBoolToObject(ex, "restarted", 1);
+	if (cmd && cmd->cleared)
+		cJSON_AddStringToObject(ex, "cleared", cmd->cleared);
+	if (w->restarted)   /* 2: the session was created for it */
+		cJSON_AddBoolToObject(ex, w->restarted == 2 ? "created" : "restarted", 1);
 	if (finished && cmd)   /* left_running, killed "oom", forks_refused */
 		session_cmd_extras(s, ex);
 	pending_emit(&w->p, "run", content.p ? content.p : "", ex);
@@ -516,6 +518,7 @@ static void type_pending(struct session *s)
 			struct cmd *cmd = w->pending_cmd;
 			w->pending_cmd = NULL;
 			buf_t b = {0};
+			cmd->cleared = cmd_typed_line(s);   /* the typing clears it first */
 			shellint_type_command(s, cmd->text, &b);
 			s->ready = 0;
 			s->cont = 0;
@@ -606,6 +609,10 @@ static int not_a_pipe(struct act *a, struct session *s)
 			 "stop it with session.signal", s->name);
 }
 
+/* what a busy answer says to do next */
+#define RUN_BUSY_HOW ": wait for it with an empty run (command \"\"), answer it with " \
+	"is_input (termctl run --input), or stop it with C-c"
+
 static int run_action(struct act *a)
 {
 	const char *command = NULL;
@@ -630,7 +637,8 @@ static int run_action(struct act *a)
 	/* input never waits behind an answer; a second command does */
 	int new_command = !is_input && s->is_shell;
 	if (new_command && command_waiter(s)) {
-		act_error(a, TD_ERR_BUSY, "another action is waiting on session '%s'", s->name);
+		act_error(a, TD_ERR_BUSY, "another action is waiting on session '%s'" RUN_BUSY_HOW,
+			  s->name);
 		return -1;
 	}
 	/* running: a command the shell runs or reads the rest of (PS2), or
@@ -642,7 +650,8 @@ static int run_action(struct act *a)
 
 	if (new_command && command[0]) {
 		if (running) {
-			act_error(a, TD_ERR_BUSY, "a command is still running in '%s'", s->name);
+			act_error(a, TD_ERR_BUSY, "a command is still running in '%s'" RUN_BUSY_HOW,
+				  s->name);
 			return -1;
 		}
 	} else if ((!is_input && !command[0]) ? !(has_cmd || session_has_pending(s)) : !running) {

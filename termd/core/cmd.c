@@ -12,7 +12,8 @@
 #include <string.h>
 
 #define RENDER_WINDOW        200
-#define READY_FALLBACK_US    300000u   /* no readline ready signal: type anyway */
+#define READY_FALLBACK_US    300000u   /* no readline ready signal yet: look */
+#define READY_POLL_US        50000u    /* ... again, until the shell reads */
 #define TYPED_MAX            8192
 #define PRE_MAX              65536     /* a rejected command's echo and message */
 
@@ -82,6 +83,7 @@ void cmd_free(struct cmd *cmd)
 	render_free(cmd->render);
 	output_free(&cmd->out);
 	buf_free(&cmd->pre);
+	free(cmd->cleared);
 	free(cmd->text);
 	free(cmd);
 }
@@ -152,6 +154,11 @@ static char *typed_command(const buf_t *raw)
 	return buf_steal(&out);
 }
 
+char *cmd_typed_line(struct session *s)
+{
+	return typed_command(&s->typed);
+}
+
 static void forget_typed(struct session *s)
 {
 	buf_reset(&s->typed);
@@ -208,11 +215,21 @@ static void mark_start(struct session *s)
 	emit_command_start(s, cmd);
 }
 
+/* No ready signal (bracketed paste on) came after the prompt's D mark:
+ * readline may be off, or late (PS1's command substitutions run after the
+ * mark; under load bash took 640 ms). The shell is ready once it sleeps
+ * reading its terminal; typed before, the text would meet a terminal in
+ * cooked mode that echoes it, paste markers and all. */
 static void ready_fallback(lws_sorted_usec_list_t *sul)
 {
 	struct session *s = lws_container_of(sul, struct session, ready_sul);
-	if (s->state == SH_IDLE && !s->ready)
+	if (s->state != SH_IDLE || s->ready)
+		return;
+	pid_t reader;
+	if (inputwait_blocked_on_tty(s, &reader) >= IW_RELAY)
 		session_mark(s, SI_READY, NULL, 0, 0);
+	else if (s->pty.alive)
+		server_timer(&s->ready_sul, ready_fallback, READY_POLL_US);
 }
 
 static void pre_line(void *user, const char *line, size_t len)

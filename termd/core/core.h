@@ -35,6 +35,8 @@ struct cmd {
 	struct output out;        /* its rendered text (output.c) */
 	buf_t pre;                /* typed, not started: the shell's output (the
 				   * echo, then a message if it rejects the text) */
+	char *cleared;            /* a run's: what was left on the prompt line and
+				   * cleared before it was typed (extras.cleared) */
 };
 
 
@@ -158,6 +160,8 @@ cJSON *session_names_json(void);
 /* commands longer than this (bytes or lines) are sourced from a file */
 #define SHELLINT_PASTE_MAX   4096
 #define SHELLINT_PASTE_LINES 24
+/* the key share/shell/termd.bash binds to readline's kill-whole-line */
+#define SHELLINT_KILL_LINE   "\x1b[6973~"
 typedef void (*si_cb)(void *user, enum si_event ev, const char *data, size_t len, int code);
 struct shellint *shellint_new(si_cb cb, void *user);
 void shellint_free(struct shellint *si);
@@ -167,7 +171,8 @@ void shellint_set_nonce(struct shellint *si, const char *nonce);
 void shellint_feed(struct shellint *si, const char *data, size_t n);
 /* Write the rc files (termd.bash, termd.sh) into dir. 0 or -1. */
 int shellint_write_rc(const char *dir);
-/* The bytes to type so the shell runs `text` as one unit. */
+/* The bytes to type so the shell runs `text` as one unit, on a line
+ * cleared first. */
 void shellint_type_command(struct session *s, const char *text, buf_t *out);
 
 
@@ -212,6 +217,9 @@ void cmd_collect(struct cmd *cmd, size_t max_output, buf_t *out, int *truncated)
 /* A person (viewer) or `keys` (by_agent) typed these bytes at the prompt:
  * they name the command the shell starts next. */
 void cmd_note_typed(struct session *s, const char *data, size_t n, int by_agent);
+/* The line typed at the prompt since it was shown (keys, viewers), as
+ * typed_command reads it; NULL when none. Allocated. */
+char *cmd_typed_line(struct session *s);
 /* A session.open program began: it is the session's command. */
 void cmd_program_started(struct session *s);
 

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <termios.h>
 #include <unistd.h>
 
 static const char rc_bash[] =
@@ -389,6 +390,21 @@ static int paste_fits(const char *text, size_t len)
 void shellint_type_command(struct session *s, const char *text, buf_t *out)
 {
 	size_t len = strlen(text);
+	/* A run starts from an empty line, whatever a person or `keys` left on
+	 * it. Readline has the terminal in raw mode: the key termd.bash binds
+	 * to kill-whole-line (in the emacs and both vi keymaps). A terminal in
+	 * cooked mode (sh, or a bash without its line editor) edits the line
+	 * itself: its kill character. In cooked mode a bracketed paste would
+	 * be echoed as it is, markers and all: the text goes through a file. */
+	struct termios tio;
+	int cooked = 0;
+	if (tcgetattr(s->pty.fd, &tio) == 0) {
+		cooked = (tio.c_lflag & ICANON) != 0;
+		if (s->shell_kind == SHELL_BASH && !cooked)
+			buf_puts(out, SHELLINT_KILL_LINE);
+		else if (tio.c_cc[VKILL] != _POSIX_VDISABLE)
+			buf_putc(out, (char)tio.c_cc[VKILL]);
+	}
 	if (s->shell_kind != SHELL_BASH) {
 		/* POSIX sh has no line editor to paste into: the text goes to a
 		 * file that the shell sources (see share/shell/termd.sh) */
@@ -401,7 +417,7 @@ void shellint_type_command(struct session *s, const char *text, buf_t *out)
 		buf_free(&path);
 		return;
 	}
-	if (!paste_fits(text, len)) {
+	if (cooked || !paste_fits(text, len)) {
 		buf_t path = {0};
 		if (write_cmd_file(s, text, len, &path) == 0) {
 			/* eval, not `.`: the shell's messages then read as

@@ -151,12 +151,12 @@ static int probe_bind(const char *host, int port)
 		a6->sin6_port = htons((uint16_t)port);
 		len = sizeof *a6;
 	} else {
-		log_warn("cannot listen on %s: not an address", host);
+		log_error("--listen %s: not an address", host);
 		return -1;
 	}
 	int fd = socket(fam, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
-		log_warn("cannot listen on %s:%d: %s", host, port, strerror(errno));
+		log_error("--listen %s:%d: cannot listen: %s", host, port, strerror(errno));
 		return -1;
 	}
 	int one = 1;
@@ -165,7 +165,9 @@ static int probe_bind(const char *host, int port)
 	int e = errno;
 	close(fd);
 	if (r < 0) {
-		log_warn("cannot listen on %s:%d: %s", host, port, strerror(e));
+		log_error("--listen %s:%d: cannot listen: %s%s", host, port, strerror(e),
+			  e == EADDRINUSE ? " (another program holds the port: choose another "
+					    "with --listen HOST:PORT)" : "");
 		return -1;
 	}
 	return 0;
@@ -272,8 +274,10 @@ int server_init(const struct lws_protocols *events_channel, const struct lws_pro
 		vi.port = opts.extra_port[i];
 		if (!strchr(vi.iface, ':'))
 			vi.options |= LWS_SERVER_OPTION_DISABLE_IPV6;
-		if (probe_bind(vi.iface, vi.port) < 0 || !lws_create_vhost(srv.ctx, &vi)) {
-			log_warn("cannot listen on %s:%d", vi.iface, vi.port);
+		if (probe_bind(vi.iface, vi.port) < 0)
+			return -1;
+		if (!lws_create_vhost(srv.ctx, &vi)) {
+			log_error("--listen %s:%d: cannot listen", vi.iface, vi.port);
 			return -1;
 		}
 		log_info("also listening on %s:%d", vi.iface, vi.port);

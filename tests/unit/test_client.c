@@ -744,7 +744,7 @@ static void check_refused(srv_fn fn, const char *want)
 static void test_refused(void **state)
 {
 	(void)state;
-	check_refused(srv_401, "HTTP 401 Unauthorized");
+	check_refused(srv_401, "HTTP 401 Unauthorized: wrong or missing token (--token-file / TERMD_TOKEN)");
 	check_refused(srv_bad_accept, "Sec-WebSocket-Accept");
 	check_refused(srv_wrong_proto, "subprotocol");
 	check_refused(srv_hangup, "closed");

@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include "core.h"
@@ -630,6 +632,7 @@ static void test_type_bash(void **state)
 	(void)state;
 	struct session s;
 	memset(&s, 0, sizeof s);
+	s.pty.fd = -1;   /* no terminal: nothing to clear first */
 	s.shell_kind = SHELL_BASH;
 	snprintf(s.name, sizeof s.name, "main");
 	static const struct {
@@ -666,6 +669,7 @@ static void test_type_bash_long(void **state)
 	srv.rundir = dir;
 	struct session s;
 	memset(&s, 0, sizeof s);
+	s.pty.fd = -1;   /* no terminal: nothing to clear first */
 	s.shell_kind = SHELL_BASH;
 	snprintf(s.name, sizeof s.name, "main");
 
@@ -706,6 +710,63 @@ static void test_type_bash_long(void **state)
 	buf_free(&out);
 }
 
+/* A command starts from an empty line: readline (the terminal raw) gets the
+ * key termd.bash binds to kill-whole-line first, then the paste; a terminal
+ * in cooked mode (no line editor reads yet, or sh) its kill character, and
+ * bash's text then goes through a file (a paste would be echoed, markers
+ * and all). */
+static void test_type_clears_the_line(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/test_shellint.XXXXXX";
+	assert_non_null(mkdtemp(dir));
+	char *saved = srv.rundir;
+	srv.rundir = dir;
+	int m = posix_openpt(O_RDWR | O_NOCTTY);
+	assert_true(m >= 0);
+	assert_int_equal(grantpt(m), 0);
+	assert_int_equal(unlockpt(m), 0);
+	int sl = open(ptsname(m), O_RDWR | O_NOCTTY);
+	assert_true(sl >= 0);
+	struct termios tio;
+	assert_int_equal(tcgetattr(sl, &tio), 0);
+	tio.c_lflag |= ICANON;
+	tio.c_cc[VKILL] = 0x15;
+	assert_int_equal(tcsetattr(sl, TCSANOW, &tio), 0);
+
+	struct session s;
+	memset(&s, 0, sizeof s);
+	s.pty.fd = m;
+	s.shell_kind = SHELL_BASH;
+	snprintf(s.name, sizeof s.name, "main");
+	buf_t out = {0};
+	shellint_type_command(&s, "ls -l", &out);   /* cooked: kill char, a file */
+	char want[512];
+	snprintf(want, sizeof want, "\x15 eval \"$(< '%s/cmd-main.sh')\"; (exit $?)\r", dir);
+	assert_string_equal(out.p, want);
+
+	tio.c_lflag &= ~(tcflag_t)ICANON;            /* readline reads: raw */
+	assert_int_equal(tcsetattr(sl, TCSANOW, &tio), 0);
+	buf_reset(&out);
+	shellint_type_command(&s, "ls -l", &out);
+	assert_string_equal(out.p, SHELLINT_KILL_LINE "\x1b[200~ls -l\x1b[201~\r");
+
+	s.shell_kind = SHELL_SH;                     /* sh: its kill character */
+	buf_reset(&out);
+	shellint_type_command(&s, "pwd", &out);
+	snprintf(want, sizeof want, "\x15__termd_run '%s/cmd-main.sh'\n", dir);
+	assert_string_equal(out.p, want);
+
+	char path[300];
+	snprintf(path, sizeof path, "%s/cmd-main.sh", dir);
+	unlink(path);
+	rmdir(dir);
+	srv.rundir = saved;
+	buf_free(&out);
+	close(sl);
+	close(m);
+}
+
 static void test_type_sh(void **state)
 {
 	(void)state;
@@ -716,6 +777,7 @@ static void test_type_sh(void **state)
 
 	struct session s;
 	memset(&s, 0, sizeof s);
+	s.pty.fd = -1;
 	s.shell_kind = SHELL_SH;
 	snprintf(s.name, sizeof s.name, "work-1");
 	const char *text = "echo 'a b'\nfor i in 1 2; do echo $i; done\n\x1b[1m";
@@ -791,6 +853,7 @@ int main(void)
 		T(test_fuzz_passthrough),
 		cmocka_unit_test(test_type_bash),
 		cmocka_unit_test(test_type_sh),
+		cmocka_unit_test(test_type_clears_the_line),
 		cmocka_unit_test(test_type_bash_long),
 #undef T
 	};

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import random
 import ssl as _ssl
 import uuid
@@ -24,6 +25,9 @@ from .types import (BrowseResult, EditResult, Event, ExpectResult, Gap, IPythonR
                     PluginList, ReadResult, RunResult, Screen, SessionList, SessionOpened, TtyFrame,
                     WriteResult, Exit, _as_result, parse_tty_frame, EVENTS, PortList,
                     PortWaitResult)
+
+# the client's own log: a connection being retried says so (WARNING, once a second)
+log = logging.getLogger("termd")
 
 __all__ = ["AsyncTermd", "AsyncTty", "new_id"]
 
@@ -196,6 +200,8 @@ class AsyncTermd:
         deadline = loop.time() + self.retry_for
         delay = self.backoff[0]
         last: Optional[BaseException] = None
+        started = loop.time()
+        said = None   # when the last "still trying" line was logged
         while True:
             if self._closed:
                 raise TermdConnectionError("client closed")
@@ -215,6 +221,10 @@ class AsyncTermd:
             if now >= deadline:
                 raise TermdConnectionError("cannot reach termd at %s within %.1fs: %s"
                                            % (self.url, self.retry_for, last)) from last
+            if said is None or now - said >= 1.0:   # what it is doing, once a second
+                said = now
+                log.warning("termd at %s not reachable (%s): retrying for %.0f s more (%.1f s so far)",
+                            self.url, last, deadline - now, now - started)
             await asyncio.sleep(min(delay * (0.5 + random.random()), max(0.0, deadline - now)))
             delay = min(delay * 2, self.backoff[1])
 

@@ -5,6 +5,7 @@ gaps, /tty frame parsing."""
 
 import asyncio
 import json
+import logging
 import re
 import sys
 import time
@@ -312,3 +313,16 @@ def test_every_public_name_has_a_docstring():
             if not k.startswith("_") and callable(v) and not (v.__doc__ or "").strip():
                 missing.append("%s.%s" % (ns.__name__, k))
     assert not missing, missing
+
+
+def test_retrying_a_connection_says_so_once_a_second(caplog, tmp_path):
+    """Issue 34 item 11: no 30 s of silence; a WARNING line a second."""
+    url = "unix:%s/nobody.sock" % tmp_path
+    caplog.set_level(logging.WARNING, logger="termd")
+    t0 = time.monotonic()
+    with pytest.raises(termd.TermdConnectionError):
+        termd.Termd(url, retry_for=2.6, backoff=(0.02, 0.1))
+    took = time.monotonic() - t0
+    lines = [r for r in caplog.records if r.name == "termd" and r.levelno == logging.WARNING]
+    assert lines and "not reachable" in lines[0].getMessage() and url in lines[0].getMessage(), lines
+    assert 2 <= len(lines) <= int(took) + 1, [r.getMessage() for r in lines]

@@ -1,0 +1,181 @@
+"""Issue 34 items 7, 8 and 10 (versions): every program says its version and
+the contract's (-V, --version) and its usage (-h, --help); a wrong option is
+one line naming it; messages say what to do (a port in use names --listen, a
+wrong token names --token-file / TERMD_TOKEN, busy says how to go on, a
+top-level argument names args.<name>, a misspelt plugin lists the plugins,
+od-attach --speed without --replay is refused, a run creating a session says
+so)."""
+
+import os
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import conftest
+import tdtest
+
+REPO = Path(__file__).resolve().parents[2]
+OD_ATTACH_BIN = os.environ.get("OD_ATTACH_BIN") or str(REPO / "build" / "od-attach")
+PROGRAMS = {"termd": conftest.TERMD_BIN, "termctl": conftest.TERMCTL_BIN, "od-attach": OD_ATTACH_BIN}
+
+
+def prog(name, *args):
+    return subprocess.run([PROGRAMS[name]] + list(args), capture_output=True, text=True, timeout=30,
+                          stdin=subprocess.DEVNULL)
+
+
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+@pytest.mark.parametrize("flag", ["-V", "--version"])
+def test_version_names_the_contract(name, flag):
+    r = prog(name, flag)
+    assert r.returncode == 0, r
+    assert r.stdout.startswith(name + " ") and "contract 1.3" in r.stdout, r
+
+
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+@pytest.mark.parametrize("flag", ["-h", "--help"])
+def test_help(name, flag):
+    r = prog(name, flag)
+    assert r.returncode == 0 and "usage" in r.stdout, r
+
+
+def test_a_wrong_termd_option_is_one_line_naming_it():
+    for args, names in ((["--port", "5"], "--port"), (["--listen"], "--listen"), (["-x"], "-x")):
+        r = prog("termd", *args)
+        assert r.returncode == 2, r
+        lines = r.stderr.strip().split("\n")
+        assert len(lines) == 1 and names in lines[0] and "--help" in lines[0], r.stderr
+
+
+def test_a_port_in_use_is_an_error_naming_listen(tmp_path):
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen()
+    try:
+        port = s.getsockname()[1]
+        env = conftest.base_env(tmp_path)
+        r = subprocess.run([conftest.TERMD_BIN, "--listen", "127.0.0.1:%d" % port], env=env,
+                           capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+    finally:
+        s.close()
+    assert r.returncode != 0, r
+    assert "error:" in r.stderr and "--listen 127.0.0.1:%d" % port in r.stderr, r.stderr
+    assert "warning" not in r.stderr, r.stderr
+
+
+def test_a_wrong_token_names_the_options(termd_factory):
+    t = termd_factory(token="right-token")
+    for env in ({"TERMD_TOKEN": "wrong"}, {}):
+        r = t.termctl("ping", env=env)
+        assert r.returncode == 2, r
+        assert "wrong or missing token (--token-file / TERMD_TOKEN)" in r.stderr, r.stderr
+
+
+def test_busy_says_how_to_go_on(termd):
+    ev = termd.events()
+    obs = tdtest.run_obs(ev, "sleep 30", timeout=0.5)
+    assert obs["extras"]["running"] is True
+    obs = tdtest.run(ev, "echo other")
+    tdtest.assert_error(obs, "busy")
+    msg = obs["content"]
+    assert "empty run" in msg and "is_input" in msg and "C-c" in msg, msg
+    tdtest.run_obs(ev, "C-c", is_input=True)
+
+
+def test_a_top_level_argument_names_args(termd):
+    r = termd.termctl("raw", '{"action":"run","command":"echo hi","id":"x"}')
+    assert "args.command" in r.stdout + r.stderr, r
+
+
+def test_a_misspelt_plugin_lists_the_plugins(tmp_path):
+    env = conftest.base_env(tmp_path)
+    plugdir = tmp_path / "plugins"
+    for name in ("alpha", "beta"):
+        (plugdir / name).mkdir(parents=True)
+        (plugdir / name / "plugin.json").write_text(
+            '{"name": "%s", "command": ["true"], "actions": ["%s.x"]}' % (name, name))
+    r = subprocess.run([conftest.TERMD_BIN, "--listen", "unix:%s/s.sock" % tmp_path, "--plugins", "alphaa",
+                        "--plugin-dir", str(plugdir), "--state-dir", str(tmp_path / "st")], env=env,
+                       capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+    assert r.returncode != 0, r
+    assert "'alphaa'" in r.stderr and "alpha, beta" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("opt", ["--speed", "--idle-limit"])
+def test_od_attach_replay_options_without_replay(opt):
+    r = prog("od-attach", opt, "2")
+    assert r.returncode == 2 and opt + " goes with --replay" in r.stderr, r
+
+
+def test_a_run_that_creates_its_session_says_so(termd):
+    ev = termd.events()
+    obs = tdtest.run_done(ev, "echo a", session="typo")
+    assert obs["extras"].get("created") is True, tdtest.fmt(obs)
+    obs = tdtest.run_done(ev, "echo b", session="typo")
+    assert "created" not in obs["extras"], tdtest.fmt(obs)
+    obs = tdtest.run_done(ev, "echo c")
+    assert "created" not in obs["extras"], tdtest.fmt(obs)
+    r = termd.termctl("run", "-s", "typo2", "echo x")
+    assert r.returncode == 0 and "typo2" in r.stderr and "created" in r.stderr, r
+
+
+def test_options_from_the_environment(tmp_path):
+    """TERMD_<OPTION> sets any option (the command line wins); the sessions
+    do not inherit them; a flag's bad value is refused."""
+    import tempfile
+    import time
+    import wsclient
+    sockdir = tempfile.mkdtemp(prefix="td-", dir="/tmp")
+    sock = os.path.join(sockdir, "s.sock")
+    rec = tmp_path / "rec"
+    rec.mkdir(mode=0o700)
+    home = tmp_path / "home"
+    home.mkdir()
+    env = conftest.base_env(home)
+    env.update({"TERMD_LISTEN": "unix:" + sock, "TERMD_RECORD": str(rec), "TERMD_RECORD_INPUT": "yes",
+                "TERMD_CWD": str(home), "TERMD_MAX_SESSIONS": "1"})
+    log = open(tmp_path / "termd.log", "wb")
+    p = subprocess.Popen([conftest.TERMD_BIN, "--max-sessions=2"], env=env, stdout=log,
+                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        tdtest.wait_until(lambda: p.poll() is not None or os.path.exists(sock), what="the socket")
+        assert p.poll() is None, (tmp_path / "termd.log").read_text()
+        ev = wsclient.Events("unix:" + sock)
+        obs = tdtest.run_done(ev, "echo ${TERMD_LISTEN-unset} ${TERMD_RECORD-unset}; pwd")
+        assert tdtest.content(obs) == "unset unset\n%s" % home, tdtest.fmt(obs)
+        # --max-sessions 2 on the command line beat TERMD_MAX_SESSIONS=1
+        obs = tdtest.run_done(ev, "echo two", session="second")
+        assert tdtest.content(obs) == "two", tdtest.fmt(obs)
+        tdtest.wait_until(lambda: any(f.name.endswith(".cast") for f in rec.iterdir()), what="a recording")
+        cast = "".join(f.read_text() for f in rec.iterdir() if f.name.startswith("main"))
+        assert '"i"' in cast, cast[-500:]   # --record-input from TERMD_RECORD_INPUT=yes
+        ev.ws.abort()
+    finally:
+        p.terminate()
+        try:
+            p.wait(10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(10)
+        try:
+            os.killpg(p.pid, 9)
+        except (ProcessLookupError, PermissionError):
+            pass
+        log.close()
+        import shutil
+        shutil.rmtree(sockdir, ignore_errors=True)
+    bad = dict(env, TERMD_RECORD_INPUT="maybe")
+    r = subprocess.run([conftest.TERMD_BIN], env=bad, capture_output=True, text=True, timeout=30,
+                       stdin=subprocess.DEVNULL)
+    assert r.returncode == 2 and "TERMD_RECORD_INPUT=maybe" in r.stderr, r
+
+
+def test_the_command_line_replaces_an_options_environment_value(termd_factory):
+    """--listen given: TERMD_LISTEN is not a second address (it would fail
+    here), and the sessions do not see it."""
+    t = termd_factory(env={"TERMD_LISTEN": "unix:/nonexistent/dir/x.sock"})
+    ev = t.events()
+    obs = tdtest.run_done(ev, "echo ${TERMD_LISTEN-unset}")
+    assert tdtest.content(obs) == "unset", tdtest.fmt(obs)
