@@ -58,6 +58,7 @@ def test_view_token_cannot_act(termd_factory, tmp_path):
         ("watch.stop", {"watch": "watch-1"}),
         ("watch.list", {}),
         ("port.wait", {"port": 1, "timeout": 0}),
+        ("termd.upgrade", {"binary": "/bin/false"}),
     ]
     for action, args in forbidden:
         assert_error(ro.call(action, args), "forbidden")
