@@ -63,7 +63,7 @@ def test_runs_from_any_path(bundle, tmp_path):
     links.mkdir()
     os.symlink(other / "bin" / "termctl", links / "termctl")
     r = subprocess.run([str(other / "bin" / "termd"), "--version"], capture_output=True, text=True)
-    assert r.returncode == 0 and re.match(r"termd \d+\.\d+\.\d+ \(protocol \d+\)", r.stdout), r
+    assert r.returncode == 0 and re.match(r"termd \d+\.\d+\.\d+ \(contract \d+\.\d+, protocol \d+\)", r.stdout), r
     r = subprocess.run([str(links / "termctl"), "--help"], capture_output=True, text=True)
     assert r.returncode == 0 and "usage: termctl" in r.stdout + r.stderr, r
     r = subprocess.run([str(other / "bin" / "od-attach"), "--help"], capture_output=True, text=True)
