@@ -43,7 +43,7 @@ MAN_PAGES := share/man/termd.1 share/man/termctl.1 share/man/od-attach.1
 PREFIX  ?= /usr/local
 DESTDIR ?=
 
-.PHONY: all deps deps-e2b test-e2b run test unit regress test-asan valgrind bench clean check-layers install man-check
+.PHONY: all deps deps-e2b test-e2b run test test-suites unit regress test-asan valgrind bench clean check-layers install man-check
 all: $(BINS) $(BUILD)/man.ok
 
 # the manual pages render with no warning from man (man-db, groff)
@@ -269,7 +269,12 @@ test-plugins: $(PLUGIN_TESTS)
 test-python: all
 	cd proto/python && TERMD_BIN=$(abspath $(BUILD)/termd) $(PY) -m pytest -q -p no:cacheprovider tests
 
+# make test: the suites under tools/test-run, which fails the run if any
+# process it started is still running at its end (and names and kills it)
 test: deps
+	$(PY) tools/test-run $(MAKE) test-suites
+
+test-suites:
 	$(MAKE) all check-layers unit regress
 	$(MAKE) test-plugins
 	$(MAKE) test-python

@@ -1,0 +1,128 @@
+# test_test_run.py — tools/test-run, the wrapper `make test` runs its suites
+# under: a process of the run left at its end is named, killed and fails the
+# run; the command's status otherwise; nothing outside the run is touched.
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+TEST_RUN = str(Path(__file__).resolve().parents[2] / "tools" / "test-run")
+
+
+def run(*argv, timeout=60):
+    """tools/test-run argv; its output goes through files, not pipes, so a
+    process left holding them cannot stall the test."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        p = subprocess.run([sys.executable, TEST_RUN] + list(argv), stdout=out, stderr=err,
+                           timeout=timeout, stdin=subprocess.DEVNULL)
+        out.seek(0)
+        err.seek(0)
+        return subprocess.CompletedProcess(p.args, p.returncode, out.read(), err.read())
+
+
+def alive(pid):
+    """True while pid runs (a zombie counts as ended)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def gone_within(pids, seconds):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not any(alive(p) for p in pids):
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def kill_all(pids):
+    for p in pids:
+        try:
+            os.kill(p, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def test_left_processes_are_named_killed_and_fail_the_run(tmp_path):
+    pidfile = tmp_path / "pids"
+    # one in its own session (as termd's shells are), one double-forked orphan
+    script = ("setsid sleep 300 & echo $! >> %s; (sleep 301 & echo $! >> %s); exit 0"
+              % (pidfile, pidfile))
+    r = run("--settle", "0.5", "sh", "-c", script)
+    pids = [int(x) for x in pidfile.read_text().split()]
+    try:
+        assert r.returncode == 1, r
+        assert "2 processes of the test run" in r.stderr, r.stderr
+        assert "sleep 300" in r.stderr and "sleep 301" in r.stderr, r.stderr
+        for p in pids:
+            assert "pid %d " % p in r.stderr, r.stderr
+        # the wrapper reaped them before it exited: they are gone, not zombies
+        assert not any(alive(p) for p in pids), pids
+    finally:
+        kill_all(pids)
+
+
+def test_a_failing_run_keeps_its_status_and_still_reports(tmp_path):
+    pidfile = tmp_path / "pid"
+    r = run("--settle", "0.2", "sh", "-c", "setsid sleep 302 & echo $! > %s; exit 3" % pidfile)
+    pid = int(pidfile.read_text())
+    try:
+        assert r.returncode == 3, r
+        assert "sleep 302" in r.stderr, r.stderr
+        assert not alive(pid)
+    finally:
+        kill_all([pid])
+
+
+def test_clean_run_passes_its_status_and_waits_for_what_is_ending():
+    assert run("true").returncode == 0
+    assert run("sh", "-c", "exit 7").returncode == 7
+    # a process that ends within the settle time is not a leak
+    r = run("--settle", "20", "sh", "-c", "setsid sleep 0.3 & exit 0")
+    assert r.returncode == 0 and r.stderr == "", r
+
+
+def test_the_run_is_marked_and_nothing_outside_it_is_touched(tmp_path):
+    outside = subprocess.Popen(["sleep", "303"], start_new_session=True)
+    try:
+        r = run("--settle", "0.2", "sh", "-c", 'echo "$TERMD_TEST_RUN"')
+        assert r.returncode == 0 and len(r.stdout.strip()) >= 8, r
+        assert alive(outside.pid)
+    finally:
+        outside.kill()
+        outside.wait()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM])
+def test_a_signal_to_the_wrapper_goes_to_the_command_then_the_check_runs(tmp_path, sig):
+    pidfile = tmp_path / "pid"
+    errf = tmp_path / "err"
+    p = subprocess.Popen([sys.executable, TEST_RUN, "--settle", "0.2", "sh", "-c",
+                          "setsid sleep 304 & echo $! > %s; exec sleep 305" % pidfile],
+                         stderr=open(errf, "w"), stdin=subprocess.DEVNULL)
+    pid = None
+    try:
+        deadline = time.monotonic() + 30
+        while not (pidfile.exists() and pidfile.read_text().strip()):
+            assert time.monotonic() < deadline, "the command never started"
+            time.sleep(0.02)
+        pid = int(pidfile.read_text())
+        p.send_signal(sig)
+        p.wait(timeout=30)
+        err = errf.read_text()
+        assert p.returncode == 128 + sig, (p.returncode, err)
+        assert "sleep 304" in err, err
+        assert gone_within([pid], 5)
+    finally:
+        p.kill()
+        p.wait()
+        if pid:
+            kill_all([pid])
