@@ -57,13 +57,15 @@ class Viewer:
         # stty's output is written to a file: the pane is too narrow to show it whole
         if command:
             inner = command
-        wrapped = ("%s; echo EXIT=$?; stty -a > %s/stty 2>&1; echo STTY-DONE; sleep 600"
-                   % (inner, self.tmpdir))
+        wrapped = ("trap '' HUP; (trap - HUP; %s); echo EXIT=$?; stty -a > %s/stty 2>&1; "
+                   "echo STTY-DONE; while read -r _; do :; done" % (inner, self.tmpdir))
         self.env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TERMD_URL", "TERMD_TOKEN")}
         self.env["LANG"] = "C.UTF-8"
         self.env["TMUX_TMPDIR"] = self.tmpdir      # the server's socket goes with the rest
         self.tmux("new-session", "-d", "-x", str(cols), "-y", str(rows), "-s", "v",
                   "sh -c %s" % shlex.quote(wrapped))
+        # the pane's shell leads the session of everything the pane runs
+        self.pane_pid = int(self.pane_value("#{pane_pid}"))
 
     def tmux(self, *args, check=True):
         return subprocess.run(["tmux", "-L", self.server, "-f", "/dev/null"] + list(args),
@@ -122,11 +124,43 @@ class Viewer:
         return "\n".join(p.read_text(errors="replace")
                          for p in sorted(Path(self.tmpdir).glob("san*")))
 
+    def pane_processes(self):
+        """{pid: command line} of the processes in the pane's session."""
+        found = {}
+        for name in os.listdir("/proc"):
+            if not name.isdigit():
+                continue
+            try:
+                with open("/proc/%s/stat" % name) as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                if int(fields[3]) != self.pane_pid or fields[0] == "Z":
+                    continue
+                with open("/proc/%s/cmdline" % name, "rb") as f:
+                    found[int(name)] = f.read().replace(b"\0", b" ").decode(errors="replace")
+            except (OSError, IndexError, ValueError):
+                continue
+        return found
+
     def kill(self):
-        """Ends the tmux server; returns any sanitizer reports od-attach wrote."""
+        """Ends the tmux server, then waits until every process the pane ran
+        (od-attach included) has ended: its terminal is gone, so it must exit.
+        Returns any sanitizer reports od-attach wrote, and names (and kills)
+        a process still running WAIT seconds later."""
         self.tmux("kill-server", check=False)
-        time.sleep(0.05)
+        deadline = time.monotonic() + WAIT
+        left = self.pane_processes()
+        while left and time.monotonic() < deadline:
+            time.sleep(0.05)
+            left = self.pane_processes()
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
         reports = self.sanitizer_reports()
+        if left:
+            reports += ("\nstill running %.0f s after the terminal went away (killed): %s"
+                        % (WAIT, "; ".join("pid %d: %s" % kv for kv in sorted(left.items()))))
         shutil.rmtree(self.tmpdir, ignore_errors=True)
         return reports
 
@@ -549,3 +583,92 @@ def test_typing_needs_the_full_token(termd_factory, tmp_path, viewers):
     w = attached(viewers(t.url, env={"TERMD_TOKEN": "fullsecret"}))
     w.prefix("i")
     w.wait(" TYPING ")
+
+
+# ------------------------------------------------- the terminal goes away
+
+# The pane's shell leads the terminal's session; od-attach runs under it, so
+# a hang-up signals the shell, not od-attach: od-attach hears SIGHUP only when
+# the shell dies of it. When the shell stays (it ignores SIGHUP, as nohup or a
+# shell with a trap does) od-attach must see the terminal gone on its own
+# (read 0/EIO, POLLHUP), and exit: not spin on POLLHUP.
+UNDER_A_SHELL = """f=$1; shift
+[ -n "$KEEP_SHELL" ] && trap '' HUP
+"$@" <&1 &
+echo $! > "$f"
+wait
+exec sleep 600
+"""
+
+
+def _alive(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("mode", ["live", "replay"])
+@pytest.mark.parametrize("how", ["master-closed", "master-closed-shell-stays", "sighup"])
+def test_exits_when_its_terminal_goes_away(termd, tmp_path, mode, how):
+    import fcntl
+    import pty
+    import select
+    import struct
+    import termios
+    if shutil.which("setsid") is None:
+        pytest.skip("setsid (util-linux) is not installed")
+    args = [OD_ATTACH_BIN]
+    if mode == "replay":
+        cast = tmp_path / "r.cast"
+        cast.write_text('{"version": 2, "width": 80, "height": 24}\n'
+                        '[0.1, "o", "first-line\\r\\n"]\n[500, "o", "never-shown\\r\\n"]\n')
+        args += ["--replay", str(cast), "--idle-limit", "1000"]
+    script = tmp_path / "under-a-shell"
+    script.write_text(UNDER_A_SHELL)
+    pidfile = tmp_path / "pid"
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+    env = dict(conftest.base_env(tmp_path), TERMD_URL=termd.url, TERM="xterm-256color",
+               LANG="C.UTF-8")
+    if how == "master-closed-shell-stays":
+        env["KEEP_SHELL"] = "1"
+    for var in ("ASAN_OPTIONS", "UBSAN_OPTIONS"):   # reports to files, read below
+        env[var] = (os.environ.get(var, "") + ":log_path=%s/san" % tmp_path).lstrip(":")
+    sh = subprocess.Popen(["setsid", "-c", "sh", str(script), str(pidfile)] + args,
+                          stdin=slave, stdout=slave, stderr=slave, env=env)
+    os.close(slave)
+    od = None
+    try:
+        want = b"WATCHING" if mode == "live" else b"first-line"
+        seen, deadline = b"", time.monotonic() + WAIT
+        while want not in seen:
+            assert time.monotonic() < deadline, "od-attach never drew %r: %r" % (want, seen[-500:])
+            if select.select([master], [], [], 0.2)[0]:
+                seen += os.read(master, 65536)
+        od = int(pidfile.read_text())
+        if how == "sighup":
+            os.kill(od, signal.SIGHUP)
+        else:
+            os.close(master)
+            master = None
+        deadline = time.monotonic() + WAIT
+        while _alive(od) and time.monotonic() < deadline:
+            if master is not None and select.select([master], [], [], 0.05)[0]:
+                os.read(master, 65536)   # what it draws on the way out
+            else:
+                time.sleep(0.02)
+        assert not _alive(od), "od-attach (%s) still running %.0f s after %s" % (mode, WAIT, how)
+        reports = "".join(p.read_text(errors="replace") for p in tmp_path.glob("san*"))
+        assert reports == "", reports
+    finally:
+        if od and _alive(od):
+            os.kill(od, signal.SIGKILL)
+        try:
+            os.killpg(sh.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        sh.wait()
+        if master is not None:
+            os.close(master)
