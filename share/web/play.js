@@ -45,6 +45,9 @@
     cols: header.width || 80, rows: header.height || 24, disableStdin: true,
     screenReaderMode: true, scrollback: 5000, fontSize: 14,
     fontFamily: '"DejaVu Sans Mono", "Liberation Mono", monospace',
+    // a cell a little taller than the font: at line height 1 the DOM renderer clips the
+    // underline row of '_' at 14 px DejaVu Sans Mono (xterm.js #1138; test_web_glyphs.py)
+    lineHeight: 1.15,
   });
   term.open($('term'));
   window.term = term;

@@ -13,6 +13,9 @@
   const term = new Terminal({
     disableStdin: true, screenReaderMode: true, scrollback: 5000, cursorBlink: false,
     fontSize: 14, fontFamily: '"DejaVu Sans Mono", "Liberation Mono", monospace',
+    // a cell a little taller than the font: at line height 1 the DOM renderer clips the
+    // underline row of '_' at 14 px DejaVu Sans Mono (xterm.js #1138; test_web_glyphs.py)
+    lineHeight: 1.15,
   });
   const fit = new FitAddon.FitAddon();
   term.loadAddon(fit);
