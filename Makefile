@@ -43,7 +43,7 @@ MAN_PAGES := share/man/termd.1 share/man/termctl.1 share/man/od-attach.1
 PREFIX  ?= /usr/local
 DESTDIR ?=
 
-.PHONY: all deps deps-e2b test-e2b run test test-suites unit regress test-asan valgrind bench clean check-layers install man-check
+.PHONY: all deps deps-e2b test-e2b run test test-suites docs-check unit regress test-asan valgrind bench clean check-layers install man-check
 all: $(BINS) $(BUILD)/man.ok
 
 # the manual pages render with no warning from man (man-db, groff)
@@ -160,6 +160,10 @@ regress: all
 	  OD_ATTACH_BIN=$(abspath $(BUILD)/od-attach) \
 	  $(PY) -m pytest -q -p no:cacheprovider tests/regress
 
+# the READMEs' shell blocks run as written against a termd the check starts
+docs-check: all
+	$(PY) tests/docs/check_docs.py --build $(BUILD)
+
 # The whole suite again, built with AddressSanitizer + UBSan into build-asan/.
 test-asan:
 	$(MAKE) BUILD=build-asan CFLAGS="-O1 -g $(SAN_FLAGS)" unit regress
@@ -275,7 +279,7 @@ test: deps
 	$(PY) tools/test-run $(MAKE) test-suites
 
 test-suites:
-	$(MAKE) all check-layers unit regress
+	$(MAKE) all check-layers unit regress docs-check
 	$(MAKE) test-plugins
 	$(MAKE) test-python
 	$(MAKE) fuzz-short
