@@ -191,6 +191,42 @@ static int td_wait_fd(int fd, short events, int ms)
 	return r;
 }
 
+/* The first bytes back were not a TLS record: a plain (ws://, http://)
+ * listener answered the ClientHello, e.g. with "HTTP/1.1 400". */
+static int td_tls_plain_answer(unsigned long code)
+{
+	if (ERR_GET_LIB(code) != ERR_LIB_SSL)
+		return 0;
+	int r = ERR_GET_REASON(code);
+	return r == SSL_R_WRONG_VERSION_NUMBER || r == SSL_R_PACKET_LENGTH_TOO_LONG ||
+	       r == SSL_R_UNKNOWN_PROTOCOL;
+}
+
+/* A certificate that failed verification, with what to do about it: one
+ * nobody vouches for (self-signed, or from a CA this client was not given)
+ * is trusted with --cacert; one for another name is reached by its name. */
+static void td_tls_verify_err(long v, const td_url *u, char *err, size_t errlen)
+{
+	const char *what = X509_verify_cert_error_string(v);
+	switch (v) {
+	case X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT:
+	case X509_V_ERR_SELF_SIGNED_CERT_IN_CHAIN:
+	case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY:
+	case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT:
+	case X509_V_ERR_UNABLE_TO_VERIFY_LEAF_SIGNATURE:
+		td_seterr(err, errlen, "TLS: certificate verify failed: %s: give termd's "
+			  "certificate (or its CA) with --cacert FILE (env TERMD_CACERT)", what);
+		break;
+	case X509_V_ERR_HOSTNAME_MISMATCH:
+	case X509_V_ERR_IP_ADDRESS_MISMATCH:
+		td_seterr(err, errlen, "TLS: certificate verify failed: %s: the certificate "
+			  "is not for %s; use a name or address it is for", what, u->host);
+		break;
+	default:
+		td_seterr(err, errlen, "TLS: certificate verify failed: %s", what);
+	}
+}
+
 /* TLS set up on c->fd and its handshake: certificate verification (see
  * td_tls_set_cafile in client.h), SNI for host names, the host name or IP
  * address checked against the certificate. */
@@ -288,11 +324,15 @@ int td_tls_start(td_client *c, const td_url *u, char *err, size_t errlen)
 			continue;
 		}
 		long v = SSL_get_verify_result(c->ssl);
+		unsigned long code = ERR_peek_last_error();
 		char why[200];
 		td_tls_why(c, e, saved, why, sizeof why);
 		if (v != X509_V_OK)
-			td_seterr(err, errlen, "TLS: certificate verify failed: %s",
-				  X509_verify_cert_error_string(v));
+			td_tls_verify_err(v, u, err, errlen);
+		else if (td_tls_plain_answer(code))
+			td_seterr(err, errlen, "TLS handshake failed: %s:%d answered without TLS "
+				  "(a plain listener): use ws://%s:%d, or start termd with "
+				  "--tls-cert and --tls-key", u->host, u->port, u->host, u->port);
 		else
 			td_seterr(err, errlen, "TLS handshake failed: %s", why);
 		return -1;

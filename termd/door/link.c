@@ -332,6 +332,23 @@ static void link_fail(struct link *l, const char *why)
 		log_warn("link %s: %s", l->t.url, l->last_error);
 }
 
+/* Why the backend would not take the link, in words rather than lws's
+ * ("HS: ws upgrade unauthorized", "HS: ws upgrade response not 101"): the
+ * upgrade's HTTP status when there was one, with the option to look at. */
+static void link_refusal(struct lws *wsi, const char *lws_says, char *why, size_t n)
+{
+	unsigned int st = lws_http_client_http_response(wsi);
+	if (st == 401 || st == 403 || strstr(lws_says, "unauthorized"))
+		snprintf(why, n, "the backend refused this termd's credential%s%.0u: check "
+			 "--connect-token-file (the token the backend expects for this sandbox)",
+			 st ? " with HTTP " : "", st);
+	else if (st && st != 101)
+		snprintf(why, n, "the backend answered HTTP %u, not a WebSocket upgrade: check "
+			 "the --connect URL (its path)", st);
+	else
+		snprintf(why, n, "%s", lws_says);
+}
+
 static void link_resolved(void *arg, const char *addr, const char *err)
 {
 	struct link *l = arg;
@@ -411,7 +428,7 @@ static int link_callback(struct lws *wsi, enum lws_callback_reasons reason, void
 		if (l->cert_error[0])
 			snprintf(why, sizeof why, "certificate refused: %s", l->cert_error);
 		else
-			snprintf(why, sizeof why, "%s", in ? (const char *)in : "");
+			link_refusal(wsi, in ? (const char *)in : "", why, sizeof why);
 		link_fail(l, why);
 		link_schedule(l);
 		break;

@@ -4,7 +4,9 @@ one line naming it; messages say what to do (a port in use names --listen, a
 wrong token names --token-file / TERMD_TOKEN, busy says how to go on, a
 top-level argument names args.<name>, a misspelt plugin lists the plugins,
 od-attach --speed without --replay is refused, a run creating a session says
-so)."""
+so; wss:// to a plain listener says it is plain, an untrusted certificate
+names --cacert / cacert=, in termctl, od-attach and the Python client; a
+wrong link token is said plainly, naming --connect-token-file)."""
 
 import os
 import socket
@@ -179,3 +181,101 @@ def test_the_command_line_replaces_an_options_environment_value(termd_factory):
     ev = t.events()
     obs = tdtest.run_done(ev, "echo ${TERMD_LISTEN-unset}")
     assert tdtest.content(obs) == "unset", tdtest.fmt(obs)
+
+
+# ---------------------------------------------------------------- TLS and links (item 7)
+
+def _od_attach_on_a_pty(url, *args, env=None):
+    """od-attach with a terminal (it needs one) that fails before drawing:
+    (status, stderr)."""
+    import pty
+    master, slave = pty.openpty()
+    e = dict(conftest.base_env(Path("/")), TERMD_URL=url, TERM="xterm-256color")
+    e.pop("TERMD_TOKEN", None)
+    e.update(env or {})
+    try:
+        r = subprocess.run([OD_ATTACH_BIN] + list(args), stdin=slave, stdout=slave,
+                           stderr=subprocess.PIPE, text=True, env=e, timeout=30)
+    finally:
+        os.close(slave)
+        os.close(master)
+    return r.returncode, r.stderr
+
+
+def _python_client_error(url, **kw):
+    import termd as termd_client
+    with pytest.raises(termd_client.TermdConnectionError) as ei:
+        termd_client.Termd(url, retry_for=20, **kw)
+    return str(ei.value)
+
+
+def _tls_termd(termd_factory, tmp_path):
+    from test_tls import make_cert
+    cert, key = make_cert(tmp_path)
+    port = tdtest.free_port()
+    t = termd_factory(args=["--tls-cert", str(cert), "--tls-key", str(key)],
+                      listen="127.0.0.1:%d" % port, scheme="wss")
+    return t, "wss://127.0.0.1:%d" % port, cert
+
+
+def test_wss_to_a_plain_listener_says_it_is_plain(termd_factory):
+    import time
+    port = tdtest.free_port()
+    termd_factory(listen="127.0.0.1:%d" % port)
+    wss, ws = "wss://127.0.0.1:%d" % port, "ws://127.0.0.1:%d" % port
+    hint = "answered without TLS (a plain listener): use %s, or start termd with --tls-cert" % ws
+    r = subprocess.run([conftest.TERMCTL_BIN, "--url", wss, "ping"], capture_output=True, text=True,
+                       timeout=30, stdin=subprocess.DEVNULL)
+    assert r.returncode == 2 and hint in r.stderr, r
+    assert "wrong version number" not in r.stderr, r.stderr
+    rc, err = _od_attach_on_a_pty(wss)
+    assert rc != 0 and hint in err, (rc, err)
+    t0 = time.monotonic()
+    msg = _python_client_error(wss)
+    assert hint in msg and "WRONG_VERSION" not in msg, msg
+    assert time.monotonic() - t0 < 10, "a plain listener is not a reason to retry for 20 s"
+
+
+def test_a_self_signed_certificate_names_cacert(termd_factory, tmp_path):
+    import shutil
+    if shutil.which("openssl") is None:
+        pytest.skip("the openssl command is needed to make a certificate")
+    t, url, cert = _tls_termd(termd_factory, tmp_path)
+    r = subprocess.run([conftest.TERMCTL_BIN, "--url", url, "ping"], capture_output=True, text=True,
+                       timeout=30, stdin=subprocess.DEVNULL,
+                       env={k: v for k, v in os.environ.items() if not k.startswith("TERMD_")})
+    assert r.returncode == 2, r
+    assert "self-signed certificate" in r.stderr and "--cacert FILE (env TERMD_CACERT)" in r.stderr, r.stderr
+    rc, err = _od_attach_on_a_pty(url)
+    assert rc != 0 and "--cacert FILE" in err, (rc, err)
+    msg = _python_client_error(url)
+    assert "self-signed certificate" in msg and "cacert=FILE" in msg, msg
+    # with it, all three get in
+    r = subprocess.run([conftest.TERMCTL_BIN, "--url", url, "--cacert", str(cert), "ping"],
+                       capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r
+
+
+def test_a_wrong_link_token_is_said_plainly(termd_factory, tmp_path):
+    import time
+    port = tdtest.free_port()
+    good, bad = tmp_path / "good.token", tmp_path / "bad.token"
+    good.write_text("the-link-token\n")
+    bad.write_text("not-the-link-token\n")
+    blog = open(tmp_path / "backend.log", "wb")
+    be = subprocess.Popen(["/usr/bin/python3", str(REPO / "share/examples/link_backend.py"),
+                           "--listen", "127.0.0.1:%d" % port, "--link-token-file", str(good)],
+                          stdout=blog, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    try:
+        t = termd_factory(args=["--connect", "ws://127.0.0.1:%d/termd" % port,
+                                "--connect-token-file", str(bad), "--connect-backoff", "0.1:0.5"])
+        want = "the backend refused this termd's credential with HTTP 401: check --connect-token-file"
+        deadline = time.monotonic() + 30
+        while want not in t.log.read_text(errors="replace"):
+            assert time.monotonic() < deadline, t.log.read_text(errors="replace")
+            time.sleep(0.05)
+        assert "HS:" not in t.log.read_text(errors="replace")
+    finally:
+        be.terminate()
+        be.wait(10)
+        blog.close()

@@ -98,6 +98,35 @@ class _Files:
         return await self._t.edit(command, path, **kw)
 
 
+# OpenSSL's verify codes for a certificate nobody this client trusts vouches
+# for (self-signed, or an unknown CA), and for one issued for another name
+_UNTRUSTED = {2, 18, 19, 20, 21}
+_OTHER_NAME = {62, 64}
+# a plain listener's answer read as a TLS record
+_PLAIN = {"WRONG_VERSION_NUMBER", "PACKET_LENGTH_TOO_LONG", "UNKNOWN_PROTOCOL", "HTTP_REQUEST"}
+
+
+def _tls_refusal(url: str, e: BaseException) -> Optional[str]:
+    """What a TLS failure of a wss:// connection means, with what to do; None
+    for anything else."""
+    ssl = _ssl
+    if isinstance(e, ssl.SSLCertVerificationError):
+        what = getattr(e, "verify_message", None) or str(e)
+        code = getattr(e, "verify_code", None)
+        if code in _UNTRUSTED:
+            return ("termd at %s: TLS certificate verify failed: %s: give termd's certificate "
+                    "(or its CA) as cacert=FILE, or an ssl= context that trusts it" % (url, what))
+        if code in _OTHER_NAME:
+            return ("termd at %s: TLS certificate verify failed: %s: connect with a name or "
+                    "address the certificate is for" % (url, what))
+        return "termd at %s: TLS certificate verify failed: %s" % (url, what)
+    if isinstance(e, ssl.SSLError) and getattr(e, "reason", None) in _PLAIN:
+        plain = "ws://" + url.split("://", 1)[-1]
+        return ("termd at %s answered without TLS (a plain listener): use %s, or start termd "
+                "with --tls-cert and --tls-key" % (url, plain))
+    return None
+
+
 class AsyncTermd:
     """An asyncio client of one termd.
 
@@ -210,6 +239,9 @@ class AsyncTermd:
             except (OSError, asyncio.TimeoutError, _ws.websockets.exceptions.WebSocketException,
                     EOFError) as e:
                 last = e
+                tls = _tls_refusal(self.url, e)
+                if tls:   # no point in retrying either: it is not a matter of time
+                    raise TermdConnectionError(tls) from e
                 status = getattr(e, "status_code", None) or getattr(getattr(e, "response", None),
                                                                     "status_code", None)
                 if status is None and isinstance(e, _ws.websockets.exceptions.InvalidMessage):
