@@ -15,6 +15,7 @@
 #    its output says "exit N" / "exit status N". A line ending in "&" is
 #    started in the background (ended when the block is done), and when it
 #    names --listen HOST:PORT the next line waits until the port answers.
+#    A line ending in "\\" goes on on the next, as in the shell.
 #  - A ```sh block without "$ " lines runs each line as a command the same way.
 #  - "$ make run &" (the README's quickstart) is the termd this check starts:
 #    build/termd --listen 127.0.0.1:8421, its sessions with a private /tmp
@@ -100,7 +101,15 @@ def placeholders(s, ports):
 
 
 def steps(lines):
-    """[(command, [expected output lines])]"""
+    """[(command, [expected output lines])]; a line ending in "\\" goes on
+    on the next one, as in the shell"""
+    joined = []
+    for l in lines:
+        if joined and joined[-1].endswith("\\"):
+            joined[-1] = joined[-1][:-1] + " " + l.strip()
+        else:
+            joined.append(l)
+    lines = joined
     if not any(l.startswith("$ ") for l in lines):
         return [(l, []) for l in lines if l.strip() and not l.lstrip().startswith("#")]
     out = []
