@@ -1,5 +1,6 @@
 /* core.h — the terminal core: sessions (a pty, a screen, shell integration),
- * command life, rendering, the output store, fairness, keys and input-wait.
+ * command life, rendering, the output store, fairness, keys, input-wait and
+ * the /proc walk.
  * It knows nothing of actions, connections or front doors: what it has to
  * tell them goes through the session listeners and hooks registered from above. */
 #ifndef TERMD_CORE_H
@@ -251,7 +252,32 @@ struct inputwait_what {
 };
 void inputwait_describe(struct session *s, pid_t reader, struct inputwait_what *w);
 const char *inputwait_kind_name(enum iw_kind k);
-/* State, process group and session id of a process (/proc/PID/stat). */
-int proc_stat(pid_t pid, char *state, pid_t *pgrp, pid_t *sid);
+
+/* ---- /proc (procscan.c) ---- */
+/* A process as /proc/PID/stat has it. */
+struct proc_info {
+	pid_t pid, ppid, pgrp, sid;
+	char state;               /* R, S, D, Z, T... */
+	unsigned long tty_nr;     /* controlling terminal, the kernel's encoding (0: none) */
+};
+/* pid's stat: 0, or -1 (no such process, or it cannot be read) */
+int procscan_stat(pid_t pid, struct proc_info *pi);
+/* fn for every process in /proc (those gone by the time their stat is
+ * read are passed over) until it returns non-zero: that value; 0 after
+ * the last; -1 when /proc cannot be read. */
+typedef int procscan_fn(const struct proc_info *pi, void *arg);
+int procscan_each(procscan_fn *fn, void *arg);
+/* every process, sorted by pid: the count and *out (malloc'd, may be
+ * NULL), or -1 when /proc cannot be read */
+int procscan_all(struct proc_info **out);
+/* pid in procscan_all's v of n, or NULL */
+const struct proc_info *procscan_find(const struct proc_info *v, int n, pid_t pid);
+/* what pid's descriptor fd links to (/proc/PID/fd/FD: a path, "socket:[INODE]",
+ * "pipe:[INODE]"...) into target, NUL-terminated, cut at size - 1: its length, or -1 */
+ssize_t procscan_fd_link(pid_t pid, long fd, char *target, size_t size);
+/* fn for each of pid's descriptors with its link's first 255 bytes until
+ * it returns non-zero: that value, or 0 (also when pid is gone) */
+typedef int procscan_fd_fn(pid_t pid, long fd, const char *target, void *arg);
+int procscan_fds(pid_t pid, procscan_fd_fn *fn, void *arg);
 
 #endif
