@@ -128,9 +128,14 @@ static cJSON *entry_info(const cJSON *e)
 	return o;
 }
 
+/* (WatchDir's entries: described on the loop with termd's own ids, not
+ * the user's, so a link's target's metadata, which a link the user made
+ * could point anywhere for, is left out) */
 cJSON *envd_entry_info(const char *path)
 {
 	cJSON *e = fsops_entry(path);
+	cJSON_DeleteItemFromObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(e, "target"),
+						"metadata");
 	cJSON *o = entry_info(e);
 	cJSON_Delete(e);
 	return o;

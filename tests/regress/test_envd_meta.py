@@ -188,6 +188,7 @@ def test_watch_entry_of_a_symlink(termd_factory, tmp_path):
     h.mkdir()
     (h / "target.txt").write_text("t")
     os.chmod(h / "target.txt", 0o600)
+    os.setxattr(h / "target.txt", "user.e2b.secret", b"s")
     status, _, m = unary(td, FS + "CreateWatcher", {"path": str(h), "includeEntry": True})
     assert status == 200, m
     wid = m["watcherId"]
@@ -206,6 +207,9 @@ def test_watch_entry_of_a_symlink(termd_factory, tmp_path):
     assert entry, "no CREATE event for the link within 30 s"
     assert entry["type"] == "FILE_TYPE_FILE" and entry["mode"] == 0o600, entry
     assert entry["symlinkTarget"] == str(h / "target.txt"), entry
+    # described on the loop with termd's ids, not the user's: a link's
+    # target (anywhere) gives no metadata there
+    assert "metadata" not in entry, entry
     unary(td, FS + "RemoveWatcher", {"watcherId": wid})
 
 
