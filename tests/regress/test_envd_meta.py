@@ -273,6 +273,14 @@ def test_upload_metadata_keys(termd_factory, tmp_path):
     # the longest key an extended attribute's name takes (255 with user.e2b.)
     status, ans = upload(td, f, b"x", [("k" * 246, "v")])
     assert status == 200 and xattrs(f) == {"k" * 246: "v"}, ans
+    # near the most envd takes (4096 bytes of names with user.e2b. and
+    # values; ext4 holds a little less in one attribute), every byte
+    # percent-encoded by the front: an 11 KiB header, taken
+    big = "&" * 3900
+    status, ans = upload(td, f, b"x", [("k", big)])
+    assert status == 200 and xattrs(f) == {"k": big}, ans
+    status, ans = upload(td, f, b"x", [("k", "&" * (4096 - 9))])
+    assert status == 400 and "exceeds 4096 bytes" in ans["message"], ans
 
 
 def test_upload_metadata_refused(termd_factory, tmp_path):
