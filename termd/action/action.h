@@ -270,8 +270,12 @@ void watch_poll(const char *id);
 /* ---- file.stat/list/mkdir/move/remove (fsops.c) ---- */
 void fsops_register(void);
 /* path described as the file actions describe an entry (lstat: a symlink
- * is itself, with symlink_target), or NULL with errno set */
+ * is itself, with symlink_target and, when it leads somewhere, target
+ * {type, mode, metadata}), or NULL with errno set */
 cJSON *fsops_entry(const char *path);
+/* the user.e2b.<key> extended attributes as {key: value} (UTF-8 ones), of
+ * path (follow: through symlinks) or, path NULL, of fd; NULL: none */
+cJSON *fsops_metadata(const char *path, int follow, int fd);
 /* "ENOENT" for ENOENT, ...; "EIO" for one it does not name */
 const char *fsops_errno_name(int e);
 /* mkdir -p, each folder it made added to created (when not NULL): 0, or

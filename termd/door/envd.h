@@ -107,6 +107,15 @@ void envd_files_post(struct http_txn *t);
 /* EntryInfo of an absolute path (lstat), or NULL and errno */
 cJSON *envd_entry_info(const char *path);
 
+/* ---- an upload's metadata (envd-meta.c) ---- */
+/* X-Termd-Metadata's value (k=v&k=v, form-urlencoded; keys lowercased,
+ * the last of a key wins, an empty key skipped) checked as envd checks
+ * X-Metadata-*: {key: value}, or NULL with "invalid metadata: ..." in err */
+cJSON *envd_meta_parse(const char *hdr, size_t len, buf_t *err);
+/* the open file's user.e2b.* attributes made exactly meta (NULL or {}:
+ * none left): 0, or the errno (a file system without them is 0) */
+int envd_meta_write(int fd, const cJSON *meta);
+
 /* ---- WatchDir (envd-watch.c) ---- */
 int envd_watch_call(struct envd_call *c);
 /* CreateWatcher, GetWatcherEvents, RemoveWatcher */
