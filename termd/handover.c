@@ -8,6 +8,7 @@
 #include "handover.h"
 #include "door.h"
 #include "fswork.h"
+#include "envopts.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -408,8 +409,10 @@ int handover_upgrade(const char *binary, const cJSON *cause, char *err, size_t e
 	setenv(HANDOVER_ENV, env, 1);
 	keep_all(1, lfd);
 	close_1012();
-	execve(binary, saved_argv, environ);
+	char **envp = envopts_exec_env(environ);   /* TERMD_<OPTION>s: same options */
+	execve(binary, saved_argv, envp);
 	int e = errno;
+	free(envp);
 	keep_all(0, lfd);
 	unsetenv(HANDOVER_ENV);
 	close(rfd);

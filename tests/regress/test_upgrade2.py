@@ -1,0 +1,39 @@
+"""Issue 37, what an upgrade in place keeps beyond the sessions
+(test_upgrade.py): TERMD_<OPTION> settings, plugin programs (a Jupyter
+kernel's variables), recordings in the same file, an expect in flight and
+stdin queued for a session, watches with their ids, dial-out links at once,
+and od-attach reattaching by itself."""
+
+import json
+import os
+import time
+
+import pytest
+
+from tdtest import assert_error, content, fmt, run_done, wait_until
+from test_upgrade import T, reconnect, upgrade, wait_closed
+
+
+def test_environment_options_kept(termd_factory):
+    """TERMD_MAX_SESSIONS=2: still 2 after the upgrade (the variables are
+    taken out of the environment at start, so the new binary gets them
+    back for itself only); the sessions still do not see them."""
+    td = termd_factory(env={"TERMD_MAX_SESSIONS": "2", "TERMD_SCROLLBACK": "123"})
+    ev = td.events()
+    assert ev.call("session.open", {"name": "b"}, timeout=T)["observation"] == "session.open"
+    assert_error(ev.call("session.open", {"name": "c"}, timeout=T), "too_large")
+    code, ev2, ans = upgrade(td, ev)
+    assert ans["extras"].get("ok") is True, fmt(ans)
+    o = ev2.call("session.open", {"name": "c"}, timeout=T)
+    assert_error(o, "too_large")   # TERMD_MAX_SESSIONS kept
+    ev2.call("session.close", {"session": "b"}, timeout=T)
+    wait_until(lambda: "b" not in [s["name"] for s in ev2.call("session.list", {}, timeout=T)
+                                   ["extras"]["sessions"]], timeout=T, what="b closed")
+    o = ev2.call("session.open", {"name": "d"}, timeout=T)
+    assert o["observation"] == "session.open", fmt(o)
+    obs = run_done(ev2, 'echo "${TERMD_MAX_SESSIONS-unset}|${TERMD_SCROLLBACK-unset}"', session="d")
+    assert content(obs).strip() == "unset|unset", fmt(obs)
+    # and again: the second upgrade's binary gets them too
+    code, ev3, ans = upgrade(td, ev2, cid="up-2")
+    assert ans["extras"].get("ok") is True, fmt(ans)
+    assert_error(ev3.call("session.open", {"name": "e"}, timeout=T), "too_large")
