@@ -217,6 +217,54 @@ static cJSON *session_record(struct session *s, int final)
 	return o;
 }
 
+/* ------------------------------------- what the modules keep besides */
+
+/* The parts the modules own (plugin programs, recordings, watches, ...):
+ * busy (why not now), close-on-exec, their part of the record, and taking
+ * it back once the modules have started (handover_adopt_late). */
+static const char *modules_busy(void)
+{
+	return plugin_handover_busy();
+}
+
+static void modules_keep(int keep)
+{
+	plugin_handover_keep(keep);
+}
+
+/* the last record is made: what cannot go across is answered now */
+static void modules_final(void)
+{
+	plugin_handover_fail_inflight();
+}
+
+static void modules_save(cJSON *j)
+{
+	cJSON_AddItemToObject(j, "plugins", plugin_handover_save());
+}
+
+static cJSON *late;   /* the modules' parts of the record, until taken */
+
+static void modules_take(cJSON *rec)
+{
+	late = cJSON_CreateObject();
+	static const char *const parts[] = {"plugins"};
+	for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+		cJSON *p = cJSON_DetachItemFromObject(rec, parts[i]);
+		if (p)
+			cJSON_AddItemToObject(late, parts[i], p);
+	}
+}
+
+void handover_adopt_late(void)
+{
+	if (!late)
+		return;
+	plugin_handover_load(cJSON_GetObjectItem(late, "plugins"));
+	cJSON_Delete(late);
+	late = NULL;
+}
+
 /* the sessions whose fds go across (alive, open, not closing) */
 static int kept(struct session *s)
 {
@@ -226,6 +274,7 @@ static int kept(struct session *s)
 static void keep_all(int keep, int lfd)
 {
 	keep_fd(lfd, keep);
+	modules_keep(keep);
 	for (struct session *s = srv.sessions; s; s = s->next) {
 		if (!kept(s))
 			continue;
@@ -249,6 +298,7 @@ static int write_record(int lfd, int final, char *err, size_t errlen)
 	for (struct session *s = srv.sessions; s; s = s->next)
 		if (kept(s))
 			cJSON_AddItemToArray(ss, session_record(s, final));
+	modules_save(j);
 	cJSON_AddItemToObject(j, "events", events_handover_save());
 	char *text = cJSON_PrintUnformatted(j);
 	cJSON_Delete(j);
@@ -374,6 +424,11 @@ int handover_upgrade(const char *binary, const cJSON *cause, char *err, size_t e
 			 "still serving", fswork_pending());
 		return -1;
 	}
+	const char *busy = modules_busy();
+	if (busy) {
+		snprintf(err, errlen, "%s; still serving", busy);
+		return -1;
+	}
 	if (!saved_argv) {
 		snprintf(err, errlen, "termd's command line is unknown");
 		return -1;
@@ -400,6 +455,7 @@ int handover_upgrade(const char *binary, const cJSON *cause, char *err, size_t e
 		cJSON_AddStringToObject(ex, "binary", binary);
 		events_emit(NULL, cause, "termd.upgrade", "upgraded", ex);
 	}
+	modules_final();
 	rfd = write_record(lfd, 1, err, errlen);
 	if (rfd < 0)
 		return -1;
@@ -451,6 +507,7 @@ int handover_adopt(char *err, size_t errlen)
 	if (!pending)
 		return 0;
 	events_handover_load(cJSON_GetObjectItem(pending, "events"));
+	modules_take(pending);
 	const cJSON *s;
 	int rc = 0;
 	cJSON_ArrayForEach(s, cJSON_GetObjectItem(pending, "sessions")) {

@@ -222,6 +222,12 @@ int plugin_init(char *err, size_t errlen);
 void plugin_stop_all(void);   /* their processes end with termd */
 void plugin_free(struct plugin *pl);
 void plugin_shutdown(void);
+/* upgrade in place (plugin-keep.c): the programs' pids and pipes kept */
+const char *plugin_handover_busy(void);        /* why not now, or NULL */
+void plugin_handover_fail_inflight(void);      /* requests in flight answered */
+cJSON *plugin_handover_save(void);
+void plugin_handover_keep(int keep);            /* close-on-exec off (1) or on */
+void plugin_handover_load(const cJSON *rec);    /* after plugin_init */
 
 
 /* ---- run, keys, screen actions (run.c) ---- */

@@ -37,3 +37,33 @@ def test_environment_options_kept(termd_factory):
     code, ev3, ans = upgrade(td, ev2, cid="up-2")
     assert ans["extras"].get("ok") is True, fmt(ans)
     assert_error(ev3.call("session.open", {"name": "e"}, timeout=T), "too_large")
+
+
+def test_jupyter_kernel_keeps_its_variables(termd_factory, tmp_path):
+    """The plugin's program (and so its kernel) is kept: the same pid, its
+    pipes taken back; x = 41 before, x + 1 == 42 after. A cell in flight
+    is answered with an error that says why (its re-send by id gets it)."""
+    from test_plugins import real
+    td = real(termd_factory, tmp_path, "jupyter")
+    ev = td.events()
+    obs = ev.call("run_ipython", {"code": "x = 41; import os; print(os.getpid())"}, timeout=180)
+    assert obs["observation"] == "run_ipython", fmt(obs)
+    kpid = int(obs["content"].split("\n")[0])
+    other = td.events()
+    ev.send_action("run_ipython", {"code": "import time; time.sleep(3); print('late')"},
+                   id="cell-in-flight")
+    time.sleep(0)   # sent; the upgrade is on another connection
+    other.send_action("termd.upgrade", {}, id="up-j")
+    assert wait_closed(other) == 1012
+    ev2 = reconnect(td)
+    ans = ev2.call("termd.upgrade", {}, id="up-j", timeout=T)
+    assert ans["extras"].get("ok") is True, fmt(ans)
+    obs = ev2.call("run_ipython", {"code": "print(x + 1); print(os.getpid())"}, timeout=T)
+    assert obs["observation"] == "run_ipython", fmt(obs)
+    assert obs["content"].split("\n")[:2] == ["42", str(kpid)], fmt(obs)
+    again = ev2.call("run_ipython", {"code": "print('late')"}, id="cell-in-flight", timeout=T)
+    assert again["observation"] == "error", fmt(again)   # the retained answer, not a second run
+    assert "upgraded in place" in again["content"], fmt(again)
+    # the program still answers in order after that
+    obs = ev2.call("run_ipython", {"code": "x += 1; print(x)"}, timeout=T)
+    assert obs["content"].split("\n")[0] == "42", fmt(obs)
