@@ -230,6 +230,7 @@ static const char *modules_busy(void)
 static void modules_keep(int keep)
 {
 	plugin_handover_keep(keep);
+	record_handover_keep(keep);
 }
 
 /* the last record is made: what cannot go across is answered now */
@@ -241,6 +242,19 @@ static void modules_final(void)
 static void modules_save(cJSON *j)
 {
 	cJSON_AddItemToObject(j, "plugins", plugin_handover_save());
+	cJSON_AddItemToObject(j, "recordings", record_handover_save());
+}
+
+/* before the sessions are adopted: what their listeners take back */
+static void modules_early(const cJSON *rec)
+{
+	record_handover_load(cJSON_GetObjectItem(rec, "recordings"));
+}
+
+/* after: what no session took is let go */
+static void modules_sessions_done(void)
+{
+	record_handover_done();
 }
 
 static cJSON *late;   /* the modules' parts of the record, until taken */
@@ -508,6 +522,7 @@ int handover_adopt(char *err, size_t errlen)
 		return 0;
 	events_handover_load(cJSON_GetObjectItem(pending, "events"));
 	modules_take(pending);
+	modules_early(pending);
 	const cJSON *s;
 	int rc = 0;
 	cJSON_ArrayForEach(s, cJSON_GetObjectItem(pending, "sessions")) {
@@ -529,6 +544,7 @@ int handover_adopt(char *err, size_t errlen)
 					   cJSON_IsNumber(ran) ? (uint64_t)ran->valuedouble : 0);
 		}
 	}
+	modules_sessions_done();
 	cJSON_Delete(pending);
 	pending = NULL;
 	log_info("upgraded in place (%d so far): %d sessions taken over", upgraded, srv.nsessions);

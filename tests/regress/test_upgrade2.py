@@ -67,3 +67,42 @@ def test_jupyter_kernel_keeps_its_variables(termd_factory, tmp_path):
     # the program still answers in order after that
     obs = ev2.call("run_ipython", {"code": "x += 1; print(x)"}, timeout=T)
     assert obs["content"].split("\n")[0] == "42", fmt(obs)
+
+
+def read_cast(path):
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    assert lines[-1] == "", "the file does not end with a whole line"
+    header = json.loads(lines[0])
+    events = [json.loads(l) for l in lines[1:-1]]
+    return header, events
+
+
+def test_recording_goes_on_in_the_same_file(termd_factory, tmp_path):
+    """--record: after the upgrade the session's events are appended to
+    the same asciicast v2 file, one header, times never going back."""
+    rd = tmp_path / "rec"
+    rd.mkdir(mode=0o700)
+    td = termd_factory(args=["--record", str(rd)])
+    ev = td.events()
+    run_done(ev, "echo before-up''grade")
+    files = sorted(os.listdir(rd))
+    assert len(files) == 1, files
+    t_before = read_cast(rd / files[0])[1][-1][0]
+    code, ev2, ans = upgrade(td, ev)
+    assert ans["extras"].get("ok") is True, fmt(ans)
+    run_done(ev2, "echo after-up''grade")
+    path = rd / files[0]
+    wait_until(lambda: "after-upgrade" in path.read_text(), timeout=T, what="the output recorded")
+    assert sorted(os.listdir(rd)) == files, "a second recording was started"
+    header, events = read_cast(path)
+    assert header.get("version") == 2, header
+    assert all(isinstance(e, list) and len(e) == 3 and e[1] in ("o", "i", "r", "m") for e in events), \
+        [e for e in events if not (isinstance(e, list) and len(e) == 3)][:3]
+    assert not any(isinstance(e, list) and e and isinstance(e[0], dict) for e in events)
+    times = [e[0] for e in events]
+    assert times == sorted(times), times
+    out = "".join(e[2] for e in events if e[1] == "o")
+    assert "before-upgrade" in out and "after-upgrade" in out
+    after = [e for e in events if e[1] == "o" and "after-upgrade" in e[2]]
+    assert after[0][0] >= t_before, (after[0], t_before)
