@@ -237,12 +237,73 @@ static void modules_keep(int keep)
 static void modules_final(void)
 {
 	plugin_handover_fail_inflight();
+	run_handover_answer_keys();
+}
+
+static int kept(struct session *s);
+
+/* Bytes queued for a session's input and not yet written (a pipe that is
+ * full, a pty that does not read), and an end of input asked for: they
+ * are written by the new termd in the same order. */
+static cJSON *stdin_save(void)
+{
+	static const char hex[] = "0123456789abcdef";
+	cJSON *j = cJSON_CreateObject();
+	for (struct session *s = srv.sessions; s; s = s->next) {
+		struct pty *p = &s->pty;
+		size_t n = p->inq.len > p->inq_off ? p->inq.len - p->inq_off : 0;
+		if (!kept(s) || (!n && !p->in_eof))
+			continue;
+		char *h = xmalloc(2 * n + 1);
+		for (size_t i = 0; i < n; i++) {
+			unsigned char c = (unsigned char)p->inq.p[p->inq_off + i];
+			h[2 * i] = hex[c >> 4];
+			h[2 * i + 1] = hex[c & 15];
+		}
+		h[2 * n] = 0;
+		cJSON *o = cJSON_AddObjectToObject(j, s->name);
+		cJSON_AddStringToObject(o, "hex", h);
+		cJSON_AddBoolToObject(o, "eof", p->in_eof != 0);
+		free(h);
+	}
+	return j;
+}
+
+static int unhex(char c)
+{
+	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+static void stdin_load(const cJSON *j)
+{
+	const cJSON *o;
+	cJSON_ArrayForEach(o, j) {
+		struct session *s = session_find(o->string);
+		const cJSON *h = cJSON_GetObjectItem(o, "hex");
+		if (!s || !cJSON_IsString(h))
+			continue;
+		size_t n = strlen(h->valuestring) / 2;
+		char *b = xmalloc(n + 1);
+		size_t k = 0;
+		for (size_t i = 0; i < n; i++) {
+			int hi = unhex(h->valuestring[2 * i]), lo = unhex(h->valuestring[2 * i + 1]);
+			if (hi < 0 || lo < 0)
+				break;
+			b[k++] = (char)(hi << 4 | lo);
+		}
+		pty_write(&s->pty, b, k);
+		free(b);
+		if (cJSON_IsTrue(cJSON_GetObjectItem(o, "eof")))
+			pty_close_input(&s->pty);
+	}
 }
 
 static void modules_save(cJSON *j)
 {
 	cJSON_AddItemToObject(j, "plugins", plugin_handover_save());
 	cJSON_AddItemToObject(j, "recordings", record_handover_save());
+	cJSON_AddItemToObject(j, "stdin", stdin_save());
+	cJSON_AddItemToObject(j, "pendings", pending_handover_save());
 }
 
 /* before the sessions are adopted: what their listeners take back */
@@ -252,9 +313,10 @@ static void modules_early(const cJSON *rec)
 }
 
 /* after: what no session took is let go */
-static void modules_sessions_done(void)
+static void modules_sessions_done(const cJSON *rec)
 {
 	record_handover_done();
+	stdin_load(cJSON_GetObjectItem(rec, "stdin"));
 }
 
 static cJSON *late;   /* the modules' parts of the record, until taken */
@@ -262,7 +324,7 @@ static cJSON *late;   /* the modules' parts of the record, until taken */
 static void modules_take(cJSON *rec)
 {
 	late = cJSON_CreateObject();
-	static const char *const parts[] = {"plugins"};
+	static const char *const parts[] = {"plugins", "pendings"};
 	for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
 		cJSON *p = cJSON_DetachItemFromObject(rec, parts[i]);
 		if (p)
@@ -275,6 +337,7 @@ void handover_adopt_late(void)
 	if (!late)
 		return;
 	plugin_handover_load(cJSON_GetObjectItem(late, "plugins"));
+	pending_handover_load(cJSON_GetObjectItem(late, "pendings"));
 	cJSON_Delete(late);
 	late = NULL;
 }
@@ -544,7 +607,7 @@ int handover_adopt(char *err, size_t errlen)
 					   cJSON_IsNumber(ran) ? (uint64_t)ran->valuedouble : 0);
 		}
 	}
-	modules_sessions_done();
+	modules_sessions_done(pending);
 	cJSON_Delete(pending);
 	pending = NULL;
 	log_info("upgraded in place (%d so far): %d sessions taken over", upgraded, srv.nsessions);

@@ -45,6 +45,10 @@ struct pending {
 	cJSON *ignored;
 	struct act *act;
 	int stat;                 /* actstats.c: 1 + its action's index, 0 once counted */
+	/* pending_redo: re-armed after an upgrade in place (its action is
+	 * ops->kind, run again with these args and the time left) */
+	cJSON *redo_args;
+	uint64_t redo_deadline_us;
 };
 
 /* ---- events (events.c) ---- */
@@ -192,6 +196,13 @@ cJSON *pending_extras(struct pending *p, cJSON *extras);
 int pending_rebind(const cJSON *id, struct conn *c);
 /* an action with this id is still waiting for its answer */
 int pending_has(const cJSON *id);
+/* p can be re-armed after an upgrade in place: its action (ops->kind) run
+ * again with args and "timeout" set to what is left until deadline_us */
+void pending_redo(struct pending *p, const cJSON *args, uint64_t deadline_us);
+cJSON *pending_handover_save(void);          /* those in flight, for the record */
+void pending_handover_load(const cJSON *arr);   /* run again, answers kept by id */
+/* keys in flight answered before an upgrade in place (run.c) */
+void run_handover_answer_keys(void);
 void pending_conn_gone(struct conn *c);
 void pending_session_gone(struct session *s);
 

@@ -106,3 +106,111 @@ def test_recording_goes_on_in_the_same_file(termd_factory, tmp_path):
     assert "before-upgrade" in out and "after-upgrade" in out
     after = [e for e in events if e[1] == "o" and "after-upgrade" in e[2]]
     assert after[0][0] >= t_before, (after[0], t_before)
+
+
+def test_queued_stdin_is_written_after_the_upgrade(termd):
+    """Bytes queued for a pipe session's stdin (its pipe full: the program
+    does not read yet) and the end of input asked for are carried: the
+    program reads every byte, then its end."""
+    ev = termd.events()
+    # it reads nothing until a file appears; then it counts its input
+    gate = os.path.join(str(termd.home), "gate")
+    o = ev.call("session.open", {"name": "wc2", "kind": "pipe", "stdin": True,
+                                 "command": "while [ ! -e %s ]; do sleep 0.05; done; wc -c" % gate},
+                timeout=T)
+    assert o["observation"] == "session.open", fmt(o)
+    data = "y" * 299999 + "\n"
+    r = ev.call("session.stdin", {"session": "wc2", "content": data, "eof": True}, timeout=T)
+    assert r.get("observation") == "session.stdin", fmt(r)
+    code, ev2, ans = upgrade(termd, ev)
+    assert ans["extras"].get("ok") is True, fmt(ans)
+    ev2.call("subscribe", {}, timeout=T)
+    with open(gate, "w"):
+        pass
+    out = ""
+    deadline = time.monotonic() + T
+    while time.monotonic() < deadline:
+        o = ev2.recv_obs(deadline - time.monotonic())
+        x = o.get("extras") or {}
+        if o.get("observation") == "session.output" and x.get("session") == "wc2":
+            out += o["content"]
+        if o.get("observation") == "session.exit" and x.get("name") == "wc2":
+            break
+    assert out.strip() == "300000", out
+
+
+def test_expect_in_flight_is_rearmed(termd):
+    """An expect waiting across the upgrade is armed again with its id: it
+    matches what appears after, and the client's re-sent id gets that
+    answer (here re-sent with another pattern, to tell it from a new
+    expect: a new one would not match)."""
+    ev = termd.events()
+    ev.send_action("expect", {"pattern": "ZZ[T]OP", "timeout": 60}, id="exp-1")
+    code, ev2, ans = upgrade(termd, ev)
+    assert ans["extras"].get("ok") is True, fmt(ans)
+    run_done(ev2, "echo ZZ''TOP")
+    got = ev2.call("expect", {"pattern": "NEVER-SEEN", "timeout": 0}, id="exp-1", timeout=T)
+    assert got.get("observation") == "expect", fmt(got)
+    assert got["extras"].get("matched") is True and got["extras"].get("match") == "ZZTOP", fmt(got)
+
+
+def test_expect_rearmed_keeps_its_deadline(termd):
+    """An expect re-armed after the upgrade times out when the original
+    would have: a re-sent id is bound to it and gets matched: false."""
+    ev = termd.events()
+    t0 = time.monotonic()
+    ev.send_action("expect", {"pattern": "NOT-THERE", "timeout": 6}, id="exp-2")
+    code, ev2, ans = upgrade(termd, ev)
+    assert ans["extras"].get("ok") is True, fmt(ans)
+    # the re-send comes 4 s after the first: a new expect would answer
+    # 6 s after that (10 s in all), the re-armed one at 6 s
+    while time.monotonic() < t0 + 4:
+        time.sleep(0.05)
+    got = ev2.call("expect", {"pattern": "NOT-THERE", "timeout": 6}, id="exp-2", timeout=T)
+    took = time.monotonic() - t0
+    assert got.get("observation") == "expect" and got["extras"].get("matched") is False, fmt(got)
+    assert took < 9, took
+
+
+def test_port_wait_in_flight_is_rearmed(termd):
+    import socket
+    from tdtest import free_port
+    port = free_port()
+    ev = termd.events()
+    ev.send_action("port.wait", {"port": port, "timeout": 60}, id="pw-1")
+    code, ev2, ans = upgrade(termd, ev)
+    assert ans["extras"].get("ok") is True, fmt(ans)
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("127.0.0.1", port))
+    s.listen(4)
+    try:
+        # re-sent with the same id: bound to the re-armed wait (a new one
+        # for a port nobody listens on, with timeout 0, would fail)
+        other = free_port()
+        got = ev2.call("port.wait", {"port": other, "timeout": 0}, id="pw-1", timeout=T)
+    finally:
+        s.close()
+    assert got.get("observation") == "port.wait", fmt(got)
+    assert got["extras"].get("port") == port, fmt(got)
+
+
+def test_keys_in_flight_not_typed_twice(termd):
+    """keys typed, their answer still waiting for the screen to settle:
+    answered before the exec, so the client's re-send of the id after the
+    reconnect gets that answer and does not type them again."""
+    ev = termd.events()
+    run_done(ev, "true")
+    ev.send_action("keys", {"keys": ["e", "c", "h", "o", " ", "K", "'", "'", "1", "Enter"],
+                            "settle_ms": 20000, "timeout": 30}, id="keys-1")
+    other = termd.events()
+    wait_until(lambda: "\nK1" in content(other.call("screen", {}, timeout=T)),
+               timeout=T, what="the keys typed")
+    code, ev2, ans = upgrade(termd, ev)
+    assert ans["extras"].get("ok") is True, fmt(ans)
+    got = ev2.call("keys", {"keys": ["e", "c", "h", "o", " ", "K", "'", "'", "1", "Enter"],
+                            "settle_ms": 100, "timeout": 30}, id="keys-1", timeout=T)
+    assert got.get("observation") == "screen", fmt(got)
+    run_done(ev2, "true")
+    scr = content(ev2.call("screen", {}, timeout=T))
+    assert scr.split("\n").count("K1") == 1, scr
