@@ -231,6 +231,7 @@ static void modules_keep(int keep)
 {
 	plugin_handover_keep(keep);
 	record_handover_keep(keep);
+	watch_handover_keep(keep);
 }
 
 /* the last record is made: what cannot go across is answered now */
@@ -304,6 +305,7 @@ static void modules_save(cJSON *j)
 	cJSON_AddItemToObject(j, "recordings", record_handover_save());
 	cJSON_AddItemToObject(j, "stdin", stdin_save());
 	cJSON_AddItemToObject(j, "pendings", pending_handover_save());
+	cJSON_AddItemToObject(j, "watches", watch_handover_save());
 }
 
 /* before the sessions are adopted: what their listeners take back */
@@ -324,7 +326,7 @@ static cJSON *late;   /* the modules' parts of the record, until taken */
 static void modules_take(cJSON *rec)
 {
 	late = cJSON_CreateObject();
-	static const char *const parts[] = {"plugins", "pendings"};
+	static const char *const parts[] = {"plugins", "pendings", "watches"};
 	for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
 		cJSON *p = cJSON_DetachItemFromObject(rec, parts[i]);
 		if (p)
@@ -337,6 +339,7 @@ void handover_adopt_late(void)
 	if (!late)
 		return;
 	plugin_handover_load(cJSON_GetObjectItem(late, "plugins"));
+	watch_handover_load(cJSON_GetObjectItem(late, "watches"));
 	pending_handover_load(cJSON_GetObjectItem(late, "pendings"));
 	cJSON_Delete(late);
 	late = NULL;
@@ -455,16 +458,41 @@ static int check_binary(const char *bin, int rfd, char *err, size_t errlen)
 	return -1;
 }
 
+/* A connection termd dialed (a link, a link's /tty viewer): on the links'
+ * vhost */
+static int is_dialed(struct lws *wsi)
+{
+	struct lws_vhost *vh = lws_get_vhost(wsi);
+	const char *name = vh ? lws_get_vhost_name(vh) : NULL;
+	return name && !strcmp(name, "termd-link");
+}
+
+/* a client's frames are masked (RFC 6455 5.3): the same close 1012 */
+static void send_1012_masked(int fd)
+{
+	unsigned char m[4];
+	lws_get_random(srv.ctx, m, sizeof m);
+	unsigned char frame[] = {0x88, 0x82, m[0], m[1], m[2], m[3], 0x03 ^ m[0], 0xf4 ^ m[1]};
+	if (write(fd, frame, sizeof frame) < 0)
+		return;
+}
+
 /* Every /events and /tty connection gets a close frame 1012 (service restart),
  * written straight to its socket: no loop turn is left. A connection in
  * the middle of a frame (partly written) just sees its socket close. */
 static void send_1012(struct wsconn *ws)
 {
-	static const unsigned char frame[] = {0x88, 0x02, 0x03, 0xf4};
-	if (!ws->wsi || lws_partial_buffered(ws->wsi))
-		return;
+	if (!ws->wsi || lws_partial_buffered(ws->wsi) || lws_is_ssl(ws->wsi))
+		return;   /* (in a TLS stream, bytes of ours would be garbage) */
 	int fd = (int)lws_get_socket_fd(ws->wsi);
-	if (fd >= 0 && write(fd, frame, sizeof frame) < 0)
+	if (fd < 0)
+		return;
+	if (is_dialed(ws->wsi)) {   /* termd is the client: a masked frame */
+		send_1012_masked(fd);
+		return;
+	}
+	static const unsigned char frame[] = {0x88, 0x02, 0x03, 0xf4};
+	if (write(fd, frame, sizeof frame) < 0)
 		return;
 }
 

@@ -273,6 +273,11 @@ void files_put_path(buf_t *b, const char *path);
 /* ---- watch, watch.stop, watch.list (watch.c) ---- */
 void watch_register(void);
 void watch_shutdown(void);
+/* upgrade in place: the watches (not a front door's) with their ids and
+ * inotify descriptors, so nothing that changes meanwhile is missed */
+cJSON *watch_handover_save(void);
+void watch_handover_keep(int keep);
+void watch_handover_load(const cJSON *rec);
 /* what a watch saw, for a front door that started it: type "create",
  * "write", "remove", "rename" or "chmod" with the name relative to the
  * watched folder; type NULL when the watch ended (its folder was removed:

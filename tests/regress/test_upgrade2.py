@@ -214,3 +214,50 @@ def test_keys_in_flight_not_typed_twice(termd):
     run_done(ev2, "true")
     scr = content(ev2.call("screen", {}, timeout=T))
     assert scr.split("\n").count("K1") == 1, scr
+
+
+def test_watch_goes_on_with_its_id(termd, tmp_path):
+    """A watch made before the upgrade keeps its id: what changes after
+    (and during) the upgrade comes as watch.event for that id; a new watch
+    gets a new id; watch.list names it."""
+    d = tmp_path / "watched"
+    (d / "sub").mkdir(parents=True)
+    ev = termd.events()
+    w = ev.call("watch", {"path": str(d), "recursive": True}, timeout=T)
+    assert w["observation"] == "watch", fmt(w)
+    wid = w["extras"]["watch"]
+    code, ev2, ans = upgrade(termd, ev)
+    assert ans["extras"].get("ok") is True, fmt(ans)
+    lst = ev2.call("watch.list", {}, timeout=T)
+    assert [x["watch"] for x in lst["extras"]["watches"]] == [wid], fmt(lst)
+    ev2.call("subscribe", {}, timeout=T)
+    (d / "sub" / "after.txt").write_text("x")
+    got = ev2.wait_for(lambda o: o.get("observation") == "watch.event" and
+                       (o.get("extras") or {}).get("name") == "sub/after.txt", timeout=T)
+    assert got["extras"]["watch"] == wid, fmt(got)
+    w2 = ev2.call("watch", {"path": str(d)}, timeout=T)
+    assert w2["extras"]["watch"] != wid, fmt(w2)
+
+
+def test_link_redials_at_once(termd_factory, tmp_path):
+    """A dial-out link is closed by the upgrade (1012) and the new termd
+    dials again at once, not after --connect-backoff's minimum (30 s here)."""
+    from test_link import Backend, link_args
+    b = Backend()
+    try:
+        args = link_args(b.url("/ws"), tmp_path)
+        args[args.index("--connect-backoff") + 1] = "30:60"
+        td = termd_factory(args=args)
+        link = b.accept()
+        link.send({"id": "up-link", "action": "termd.upgrade", "args": {}})
+        t0 = time.monotonic()
+        link2 = b.accept(timeout=25)
+        took = time.monotonic() - t0
+        assert took < 15, took
+        assert link.ws.close_code == 1012, link.ws.close_code
+        link2.send({"id": "up-link", "action": "termd.upgrade", "args": {}})
+        a = link2.answer("up-link")
+        assert a["extras"].get("ok") is True, a
+        assert json.loads(td.healthz()[2]).get("upgraded") == 1
+    finally:
+        b.stop()
