@@ -12,6 +12,7 @@ import pytest
 
 from tdtest import assert_error, content, fmt, run_done, wait_until
 from test_upgrade import T, reconnect, upgrade, wait_closed
+from test_od_attach import viewers  # noqa: F401 — the fixture
 
 
 def test_environment_options_kept(termd_factory):
@@ -261,3 +262,21 @@ def test_link_redials_at_once(termd_factory, tmp_path):
         assert json.loads(td.healthz()[2]).get("upgraded") == 1
     finally:
         b.stop()
+
+
+def test_od_attach_reattaches_by_itself(termd, viewers):
+    """od-attach watching main across an upgrade: closed with 1012, it
+    reconnects on its own (not restarted), shows the same screen again and
+    what comes after."""
+    from test_od_attach import attached, output_line
+    ev = termd.events()
+    run_done(ev, "echo before-$((40+1))")
+    v = attached(viewers(termd.url))
+    v.wait(lambda t: output_line(t, "before-41"), what="the output before")
+    code, ev2, ans = upgrade(termd, ev)
+    assert ans["extras"].get("ok") is True, fmt(ans)
+    v.wait(lambda t: "reconnected" in t and "WATCHING" in t, what="reconnected")
+    v.wait(lambda t: output_line(t, "before-41"), what="the same screen again")
+    run_done(ev2, "echo after-$((40+2))")
+    v.wait(lambda t: output_line(t, "after-42"), what="the output after the upgrade")
+    assert "EXIT=" not in v.capture()
