@@ -280,3 +280,4 @@ def test_od_attach_reattaches_by_itself(termd, viewers):
     run_done(ev2, "echo after-$((40+2))")
     v.wait(lambda t: output_line(t, "after-42"), what="the output after the upgrade")
     assert "EXIT=" not in v.capture()
+
