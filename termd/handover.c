@@ -1,7 +1,9 @@
 /* handover.c — upgrade in place (PROTOCOL.md §11): the action
  * termd.upgrade and SIGUSR2 write the hand-over record (versioned JSON in
  * a memfd: the listening socket, every session's fds, pid, kind, size,
- * cwd and rendered screen, the event seq and retained ring), have the new
+ * cwd and rendered screen, the event seq and retained ring; and the
+ * modules' parts: plugin programs, recordings, queued stdin, expect and
+ * port.wait re-armed, watches — see modules_*), have the new
  * binary check it (--check-handover), and execve it with the same pid;
  * at start, a termd given a record (env TERMD_HANDOVER=fd) takes it all
  * back. */
