@@ -45,6 +45,10 @@ struct pending {
 	cJSON *ignored;
 	struct act *act;
 	int stat;                 /* actstats.c: 1 + its action's index, 0 once counted */
+	/* pending_redo: re-armed after an upgrade in place (its action is
+	 * ops->kind, run again with these args and the time left) */
+	cJSON *redo_args;
+	uint64_t redo_deadline_us;
 };
 
 /* ---- events (events.c) ---- */
@@ -192,6 +196,13 @@ cJSON *pending_extras(struct pending *p, cJSON *extras);
 int pending_rebind(const cJSON *id, struct conn *c);
 /* an action with this id is still waiting for its answer */
 int pending_has(const cJSON *id);
+/* p can be re-armed after an upgrade in place: its action (ops->kind) run
+ * again with args and "timeout" set to what is left until deadline_us */
+void pending_redo(struct pending *p, const cJSON *args, uint64_t deadline_us);
+cJSON *pending_handover_save(void);          /* those in flight, for the record */
+void pending_handover_load(const cJSON *arr);   /* run again, answers kept by id */
+/* keys in flight answered before an upgrade in place (run.c) */
+void run_handover_answer_keys(void);
 void pending_conn_gone(struct conn *c);
 void pending_session_gone(struct session *s);
 
@@ -222,6 +233,12 @@ int plugin_init(char *err, size_t errlen);
 void plugin_stop_all(void);   /* their processes end with termd */
 void plugin_free(struct plugin *pl);
 void plugin_shutdown(void);
+/* upgrade in place (plugin-keep.c): the programs' pids and pipes kept */
+const char *plugin_handover_busy(void);        /* why not now, or NULL */
+void plugin_handover_fail_inflight(void);      /* requests in flight answered */
+cJSON *plugin_handover_save(void);
+void plugin_handover_keep(int keep);            /* close-on-exec off (1) or on */
+void plugin_handover_load(const cJSON *rec);    /* after plugin_init */
 
 
 /* ---- run, keys, screen actions (run.c) ---- */
@@ -256,6 +273,11 @@ void files_put_path(buf_t *b, const char *path);
 /* ---- watch, watch.stop, watch.list (watch.c) ---- */
 void watch_register(void);
 void watch_shutdown(void);
+/* upgrade in place: the watches (not a front door's) with their ids and
+ * inotify descriptors, so nothing that changes meanwhile is missed */
+cJSON *watch_handover_save(void);
+void watch_handover_keep(int keep);
+void watch_handover_load(const cJSON *rec);
 /* what a watch saw, for a front door that started it: type "create",
  * "write", "remove", "rename" or "chmod" with the name relative to the
  * watched folder; type NULL when the watch ended (its folder was removed:

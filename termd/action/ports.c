@@ -559,6 +559,7 @@ static int port_wait_action(struct act *a)
 	w->timeout = timeout;
 	w->deadline_us = mono_us() + (uint64_t)(timeout * 1e6);
 	pending_add(&w->p, &wait_ops, a, NULL);
+	pending_redo(&w->p, a->args, w->deadline_us);   /* re-armed after an upgrade in place */
 	w->next = waits;
 	waits = w;
 	if (port_accepts(w->port)) {

@@ -778,6 +778,33 @@ static int screen_action(struct act *a)
 	return 0;
 }
 
+/* An upgrade in place is about to exec (handover.c): keys in flight are
+ * answered now, so that their id re-sent after the reconnect gets this
+ * answer and does not type them twice: keys already typed with the screen
+ * as it is, keys still waiting for the shell with an error saying they
+ * were not typed. */
+void run_handover_answer_keys(void)
+{
+	for (struct session *s = srv.sessions; s; s = s->next) {
+		struct waiter *next;
+		for (struct waiter *w = s->waiters; w; w = next) {
+			next = w->next;
+			if (w->kind != WAIT_KEYS || w->detached)
+				continue;
+			if (w->pending_keys) {
+				cJSON *ex = cJSON_CreateObject();
+				cJSON_AddStringToObject(ex, "code", td_err_name(TD_ERR_BUSY));
+				pending_emit(&w->p, "error", "termd was upgraded in place before these keys "
+					     "could be typed (the shell was not ready): they were not typed; "
+					     "send them again", ex);
+			} else {
+				emit_screen(s, w->p.conn, w->p.id, w->restarted, 0, &w->p);
+			}
+			waiter_free(w);
+		}
+	}
+}
+
 void run_register(void)
 {
 	static const struct session_listener l = {

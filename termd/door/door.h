@@ -14,6 +14,13 @@
 int record_check_dir(const char *dir, char *err, size_t errlen);
 /* its session listener and the /record/ routes (after cmd_init) */
 void record_register(void);
+/* upgrade in place: each recording's fd, file, time base and bytes, so
+ * it goes on in the same file (save: an object by session name; load
+ * before the sessions are adopted, done after) */
+cJSON *record_handover_save(void);
+void record_handover_keep(int keep);
+void record_handover_load(const cJSON *recs);
+void record_handover_done(void);
 
 
 /* ---- zip archives (zip.c) ---- */
