@@ -193,6 +193,9 @@ static cJSON *session_record(struct session *s, int final)
 	cJSON_AddNumberToObject(o, "ready", s->ready);
 	cJSON_AddNumberToObject(o, "cont", s->cont);
 	cJSON_AddStringToObject(o, "nonce", shellint_nonce(s->si));
+	cJSON *cg = s->cg ? cgroup_record(s->cg) : NULL;   /* its cgroup goes on too */
+	if (cg)
+		cJSON_AddItemToObject(o, "cgroup", cg);
 	struct cmd *c = s->cmd;
 	if (s->state == SH_RUNNING && c && c->typed && c->started && !c->finished && c->text) {
 		/* a run's command still running: it goes on, its answer still comes */

@@ -605,3 +605,87 @@ void cg_sessions_end(void)
 	}
 	retry_dead(1);
 }
+
+/* ------------------------------------------- across an upgrade in place */
+
+/* what the next binary needs to take a session's cgroup back: its folder's
+ * name (the same in every hierarchy), its limits and the counters seen */
+cJSON *cgroup_record(const struct cgroup *c)
+{
+	const char *sub = NULL;
+	for (int i = 0; i < cgs.nh && !sub; i++)
+		if (c->dir[i] && strrchr(c->dir[i], '/'))
+			sub = strrchr(c->dir[i], '/') + 1;
+	if (!sub)
+		return NULL;
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "sub", sub);
+	cJSON_AddNumberToObject(o, "memory", (double)c->lim.memory);
+	cJSON_AddNumberToObject(o, "pids", (double)c->lim.pids);
+	cJSON_AddNumberToObject(o, "cpu", c->lim.cpu);
+	cJSON *seen = cJSON_AddArrayToObject(o, "seen");
+	for (int k = 0; k < 3; k++)
+		cJSON_AddItemToArray(seen, cJSON_CreateNumber((double)c->seen[k]));
+	cJSON *mark = cJSON_AddArrayToObject(o, "mark");
+	for (int k = 0; k < 2; k++)
+		cJSON_AddItemToArray(mark, cJSON_CreateNumber((double)c->mark[k]));
+	return o;
+}
+
+static double rec_num(const cJSON *o, const char *k)
+{
+	const cJSON *v = cJSON_GetObjectItem(o, k);
+	return cJSON_IsNumber(v) ? v->valuedouble : 0;
+}
+
+/* a session's cgroup from the record of the termd before (same pid, so the
+ * same termd-<pid>): its folders where they still are, its limits as they
+ * were set; NULL when there is none to take */
+struct cgroup *cgroup_adopt(const char *name, const cJSON *rec)
+{
+	const cJSON *sub = cJSON_GetObjectItem(rec, "sub");
+	if (!cgs.version || !cJSON_IsString(sub) || strncmp(sub->valuestring, "s-", 2) != 0 ||
+	    strchr(sub->valuestring, '/') || strstr(sub->valuestring, ".."))
+		return NULL;
+	struct cgroup *c = xcalloc(1, sizeof *c);
+	snprintf(c->name, sizeof c->name, "%s", name);
+	c->lim.memory = (long long)rec_num(rec, "memory");
+	c->lim.pids = (long long)rec_num(rec, "pids");
+	c->lim.cpu = rec_num(rec, "cpu");
+	c->cfd[0] = c->cfd[1] = c->cfd[2] = -1;
+	int found = 0;
+	for (int i = 0; i < cgs.nh; i++) {
+		struct stat st;
+		char *d = cg_join(cgs.h[i].base, sub->valuestring);
+		if (stat(d, &st) < 0 || !S_ISDIR(st.st_mode)) {
+			free(d);
+			continue;
+		}
+		c->dir[i] = d;
+		c->procs[i] = cg_join(d, "cgroup.procs");
+		found++;
+	}
+	if (!found) {
+		cg_release(c);
+		return NULL;
+	}
+	const cJSON *seen = cJSON_GetObjectItem(rec, "seen"), *mark = cJSON_GetObjectItem(rec, "mark");
+	for (int k = 0; k < 3; k++) {
+		const cJSON *v = cJSON_GetArrayItem(seen, k);
+		c->seen[k] = cJSON_IsNumber(v) ? (long long)v->valuedouble : 0;
+	}
+	for (int k = 0; k < 2; k++) {
+		const cJSON *v = cJSON_GetArrayItem(mark, k);
+		c->mark[k] = cJSON_IsNumber(v) ? (long long)v->valuedouble : 0;
+	}
+	/* new sessions' folders are numbered past it */
+	const char *dash = strrchr(sub->valuestring, '-');
+	unsigned long n = dash ? strtoul(dash + 1, NULL, 10) : 0;
+	if (n > cgs.n)
+		cgs.n = n;
+	open_counters(c);
+	c->next = cgs.live;
+	cgs.live = c;
+	arm();
+	return c;
+}

@@ -168,6 +168,19 @@ static int self_path(const char *ctrl, char *out, size_t n)
 		}
 	}
 	fclose(f);
+	/* after an upgrade in place (same pid, execve) termd is still in the
+	 * termd-<pid>/termd it made: the root is the cgroup above it, or every
+	 * upgrade would nest one level deeper */
+	if (found == 0) {
+		char tail[48];
+		snprintf(tail, sizeof tail, "/termd-%d/termd", (int)getpid());
+		size_t ol = strlen(out), tl = strlen(tail);
+		if (ol >= tl && strcmp(out + ol - tl, tail) == 0) {
+			out[ol - tl] = 0;
+			if (!*out)
+				snprintf(out, n, "/");
+		}
+	}
 	return found;
 }
 

@@ -81,6 +81,9 @@ void cgroup_mark(struct cgroup *cg);
 void cgroup_check(struct cgroup *cg, long long *oom, long long *refused);
 /* Before the loop goes: no more timer. */
 void cgroup_stop(void);
+/* across an upgrade in place: a session's cgroup written to the record, taken back */
+cJSON *cgroup_record(const struct cgroup *cg);
+struct cgroup *cgroup_adopt(const char *name, const cJSON *rec);
 
 /* ---- the session's side (proctree.c) ---- */
 /* A session's processes but its shell (a shell session's; a program

@@ -394,6 +394,9 @@ struct session *session_adopt(const cJSON *rec, char *err, size_t errlen)
 	if (pty_adopt(&s->pty, pipes, REC_INT("pid"), REC_INT("fd"), REC_INT("hold_fd"),
 		      REC_INT("err_fd"), REC_INT("in_fd"), &pty_hooks, s) < 0)
 		snprintf(err, errlen, "session %s: cannot watch its fds", s->name);
+	const cJSON *cg = cJSON_GetObjectItem(rec, "cgroup");
+	if (cJSON_IsObject(cg))   /* the same folders, limits and counters */
+		s->cg = cgroup_adopt(s->name, cg);
 	s->spawned_us = mono_us();
 	for (size_t i = 0; i < nlisteners; i++)
 		if (listeners[i]->started)
