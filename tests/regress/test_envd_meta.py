@@ -334,3 +334,30 @@ def test_upload_metadata_from_x_metadata_headers(termd_factory, tmp_path):
     assert status == 200, ans
     assert ans[0]["metadata"] == {"foo": "bar baz", "other": "a&b=c"}, ans
     assert xattrs(f) == {"foo": "bar baz", "other": "a&b=c"}
+
+
+def test_upload_events_as_envd(termd_factory, tmp_path):
+    """envd opens an upload as root and chowns it to the user before it
+    writes: a watcher sees CREATE, CHMOD, WRITE for a new file (e2b's SDK
+    tests count them: test_watch_iterated). termd writes as the user; its
+    chown to the user's own ids gives the same CHMOD, in the same place."""
+    td = start(termd_factory)
+    d = tmp_path / "ev"
+    d.mkdir()
+    status, _, m = unary(td, FS + "CreateWatcher", {"path": str(d)})
+    assert status == 200, m
+    wid = m["watcherId"]
+    status, ans = upload(td, d / "new.txt", b"hello")
+    assert status == 200, ans
+    deadline = time.monotonic() + 20
+    evs = []
+    while time.monotonic() < deadline:
+        status, _, m = unary(td, FS + "GetWatcherEvents", {"watcherId": wid})
+        assert status == 200, m
+        evs += [e["type"][len("EVENT_TYPE_"):] for e in m["events"] if e["name"] == "new.txt"]
+        if "WRITE" in evs:
+            break
+        time.sleep(0.05)
+    assert evs[:3] == ["CREATE", "CHMOD", "WRITE"], evs
+    assert (d / "new.txt").read_bytes() == b"hello"
+    assert (d / "new.txt").stat().st_uid == os.geteuid()
