@@ -196,10 +196,11 @@ static void child_exec(void *owner)
 /* A pipe session's screen is fed when read, not byte by byte as its
  * output comes (a program printing megabytes nobody looks at costs no
  * terminal emulation). What is due is kept while it can still show: the
- * last scrollback + rows + 1 lines, and at most DUE_MAX bytes (a line
- * longer than that shows its end). Output cut at a line's start: the
- * screen and its scrollback come out as if it had been fed every byte,
- * unless a program moves the cursor across more lines than that. */
+ * last scrollback + rows + 1 lines (older lines would have scrolled out of
+ * the scrollback by then), cut at a line's start; the screen and its
+ * scrollback come out as if fed every byte, unless a program moves the
+ * cursor back up over more lines than that. Lines too long to keep (over
+ * DUE_MAX bytes in all) are fed at once: the screen is exact, as before. */
 #define DUE_MAX ((size_t)4 << 20)
 
 static void due_trim(struct session *s)
@@ -213,21 +214,11 @@ static void due_trim(struct session *s)
 		off = (size_t)(nl - d->p) + 1;
 		s->screen_due_lines--;
 	}
-	if (d->len - off > DUE_MAX / 2) {   /* long lines: the end of the bytes */
-		off = d->len - DUE_MAX / 2;
-		const char *nl = memchr(d->p + off, '\n', d->len - off);
-		if (nl)
-			off = (size_t)(nl - d->p) + 1;
-		else   /* inside one line: at a character's start */
-			while (off < d->len && ((unsigned char)d->p[off] & 0xC0) == 0x80)
-				off++;
-		s->screen_due_lines = 0;
-		for (size_t i = off; i < d->len; i++)
-			s->screen_due_lines += d->p[i] == '\n';
-	}
 	memmove(d->p, d->p + off, d->len - off);
 	d->len -= off;
-	if (d->cap > 2 * DUE_MAX) {   /* a burst grew it: give memory back */
+	if (d->len > DUE_MAX)
+		session_screen(s);
+	else if (d->cap > 2 * DUE_MAX) {   /* a burst grew it: give memory back */
 		d->p = xrealloc(d->p, d->len + 1);
 		d->cap = d->len + 1;
 	}

@@ -145,3 +145,31 @@ def test_start_runs_as_the_user_with_its_ids_groups_and_home(termd_factory, grou
     assert f["CapEff"] == ["0000000000000000"], out
     assert "HOME=%s USER=%s" % (home, name) in out, out
     assert out.rstrip().splitlines()[-1] == home, out   # its home is the default cwd
+
+
+def test_pipe_output_kept_for_the_screen_is_bounded(termd_factory):
+    """40 MB on one line nobody looks at: what is kept for the screen stays
+    within its 4 MiB (termd's peak RSS grows by less than the output), and
+    the screen then shows the line's end."""
+    from test_hardening3 import kib, sanitized
+    td = termd_factory()
+    pid = td.proc.pid
+    ev = td.events()   # (no subscriber: its queue would hold the output events)
+    base = kib(pid, "VmHWM")
+    o = call(ev, "session.open", {"name": "flat", "kind": "pipe", "rows": 5, "cols": 40,
+                                  "command": "head -c 40000000 /dev/zero | tr '\\0' x; echo; echo end"})
+    assert o.get("observation") == "session.open", fmt(o)
+    deadline = time.monotonic() + T
+    while True:
+        ls = call(ev, "session.list")
+        me = [x for x in ls["extras"]["sessions"] if x["name"] == "flat"]
+        if me and not me[0]["alive"]:
+            break
+        assert time.monotonic() < deadline, fmt(ls)
+        time.sleep(0.05)
+    grew = (kib(pid, "VmHWM") - base) / 1024
+    print("40 MB on one line: termd's peak RSS +%.1f MiB" % grew)
+    assert sanitized(pid) or grew < 24, grew
+    sc = call(ev, "screen", {"session": "flat"})
+    got = lines_of(sc["content"])
+    assert len(got) >= 2 and got[-1] == "end" and got[-2] == "x" * 40, fmt(sc)
