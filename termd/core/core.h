@@ -49,7 +49,7 @@ enum shell_kind { SHELL_BASH, SHELL_SH };
  * command` (session_exec_next): argv exec'd as it is (execvp, no shell),
  * as uid/gid with the groups given when as_user (termd is root) — the ids
  * switched in the child, no setpriv. The command string stays what the
- * session shows and what a respawn runs. */
+ * session shows (session.list, its events). */
 struct session_exec {
 	char *const *argv;
 	int as_user;

@@ -416,7 +416,7 @@ static int proc_start(struct envd_call *c)
 	cJSON_AddNumberToObject(oargs, "rows", pty ? rows : 50);
 	buf_free(&line);
 	/* the session runs the program itself, as the user (the command above
-	 * is what it shows and what a respawn would run) */
+	 * is what it shows: the same program, the same user) */
 	size_t argc = 1 + (size_t)cJSON_GetArraySize(args);
 	char **argv = xcalloc(argc + 1, sizeof *argv);
 	argv[0] = (char *)cmd;
