@@ -173,3 +173,42 @@ def test_pipe_output_kept_for_the_screen_is_bounded(termd_factory):
     sc = call(ev, "screen", {"session": "flat"})
     got = lines_of(sc["content"])
     assert len(got) >= 2 and got[-1] == "end" and got[-2] == "x" * 40, fmt(sc)
+
+
+def test_output_past_the_kept_share_with_nobody_subscribed_leaves_the_same_notes(termd_factory):
+    """Past a pipe session's kept 4 MiB with no subscriber, only the notes
+    are built: a client subscribing later from before the flood replays
+    the kept events whole and the same notes (bytes, kept: false, "")."""
+    td = termd_factory()
+    ev = td.events()
+    first = call(ev, "ping")["seq"]
+    total = 6 * 1024 * 1024
+    o = call(ev, "session.open", {"name": "big", "kind": "pipe",
+                                  "command": "head -c %d /dev/zero | tr '\\0' x" % total})
+    assert o.get("observation") == "session.open", fmt(o)
+    deadline = time.monotonic() + T
+    while True:
+        me = [x for x in call(ev, "session.list")["extras"]["sessions"] if x["name"] == "big"]
+        if me and not me[0]["alive"]:
+            break
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    late = td.events()
+    late.send_action("subscribe", {"since": first})
+    kept = noted = 0
+    while True:
+        o = late.recv_obs(T)
+        assert o is not None
+        if o.get("observation") == "subscribe":
+            break
+        x = o.get("extras") or {}
+        if o.get("observation") == "session.output" and x.get("session") == "big":
+            assert x["stream"] == "stdout", fmt(o)
+            if x.get("kept") is False:
+                assert o["content"] == "" and x["encoding"] == "utf-8", fmt(o)
+                noted += x["bytes"]
+            else:
+                assert o["content"] == "x" * x["bytes"], fmt(o)
+                kept += x["bytes"]
+    assert kept + noted == total, (kept, noted)
+    assert 0 < kept <= 4 * 1024 * 1024 and noted >= 2 * 1024 * 1024, (kept, noted)
