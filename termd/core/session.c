@@ -199,7 +199,8 @@ static void child_exec(void *owner)
  * last scrollback + rows + 1 lines (older lines would have scrolled out of
  * the scrollback by then), cut at a line's start; the screen and its
  * scrollback come out as if fed every byte, unless a program moves the
- * cursor back up over more lines than that. Lines too long to keep (over
+ * cursor back up over more lines than that (or set a colour or mode in a
+ * line dropped that still holds: it is not carried). Lines too long to keep (over
  * DUE_MAX bytes in all) are fed at once: the screen is exact, as before. */
 #define DUE_MAX ((size_t)4 << 20)
 
