@@ -211,11 +211,11 @@ static cJSON *session_record(struct session *s, int final)
 		cJSON_AddNumberToObject(rc, "ran_us", (double)(mono_us() - c->start_us));
 	}
 	buf_t b = {0};
-	screen_scrollback_text(s->screen, screen_scrollback_lines(s->screen), &b);
+	screen_scrollback_text(session_screen(s), screen_scrollback_lines(session_screen(s)), &b);
 	buf_putc(&b, 0);
 	cJSON_AddStringToObject(o, "scrollback", b.p);
 	buf_reset(&b);
-	screen_snapshot(s->screen, &b);
+	screen_snapshot(session_screen(s), &b);
 	buf_putc(&b, 0);
 	cJSON_AddStringToObject(o, "screen", b.p);
 	buf_free(&b);

@@ -70,6 +70,9 @@ void events_hello(struct conn *c);
  * what was not kept). Takes both extras. */
 void events_emit_live(const char *observation, const char *content, cJSON *extras,
 		      cJSON *kept);
+/* someone is subscribed to the event stream (a live-only event's bulk is
+ * built only then) */
+int events_subscribers(void);
 /* In a worker thread running an action (fsact.c): events_emit hands the
  * answer to this instead of sending it (it takes extras); the loop sends
  * it later. Thread-local: the loop's own emits are never captured. */

@@ -163,7 +163,7 @@ static int expect_action(struct act *a)
 	}
 	/* the current screen first */
 	buf_t scr = {0};
-	screen_text(s->screen, &scr);
+	screen_text(session_screen(s), &scr);
 	int done = try_match(a->conn, a->id, NULL, &e->re, scr.p ? scr.p : "", scr.len, s->name);
 	buf_free(&scr);
 	if (done) {

@@ -46,6 +46,20 @@ enum shell_state { SH_STARTING, SH_IDLE, SH_RUNNING, SH_DEAD };
 /* bash (readline, PS0, PROMPT_COMMAND) or a POSIX sh (termd.sh via $ENV) */
 enum shell_kind { SHELL_BASH, SHELL_SH };
 
+/* How the next session opened runs its program instead of `sh -c
+ * command` (session_exec_next): argv exec'd as it is (execvp, no shell),
+ * as uid/gid with the groups given when as_user (termd is root) — the ids
+ * switched in the child, no setpriv. The command string stays what the
+ * session shows (session.list, its events). */
+struct session_exec {
+	char *const *argv;
+	int as_user;
+	uid_t uid;
+	gid_t gid;
+	int ngroups;
+	const gid_t *groups;
+};
+
 struct session {
 	struct session *next;
 	char name[TD_SESSION_NAME_MAX + 1];
@@ -55,8 +69,12 @@ struct session {
 	enum shell_kind shell_kind;
 	struct pty pty;           /* its process: fd, pid, alive, exit code (pty.c) */
 	const cJSON *spawn_env;   /* session.open's env, while spawning only */
+	const struct session_exec *spawn_exec; /* how it runs, while spawning only */
 	int rows, cols;
-	struct screen *screen;
+	struct screen *screen;    /* read it through session_screen() */
+	buf_t screen_due;         /* a pipe session's output not fed to its screen yet
+				   * (\n as \r\n): fed when the screen is read */
+	size_t screen_due_lines;  /* the \n in it */
 	struct shellint *si;
 	enum shell_state state;
 	uint64_t spawned_us;      /* when its process started (a shell still starting says how long) */
@@ -143,6 +161,15 @@ struct session *session_open_with(const char *name, const char *command, const c
  * it has none open. */
 int session_close_stdin(struct session *s);
 int session_respawn(struct session *s, char *err, size_t errlen);
+/* The next session_open*'s first spawn runs x (NULL: as usual). x and
+ * what it points to must live until that open returns; the caller sets
+ * NULL again after it (an open that failed early never took it). */
+void session_exec_next(const struct session_exec *x);
+/* s's screen, brought up to date first: a pipe session's screen is fed
+ * only when read (its output kept meanwhile, the lines a screen and its
+ * scrollback can show). Everything that reads or drives a screen takes
+ * it from here. */
+struct screen *session_screen(struct session *s);
 /* a session handed over across execve (handover.c); rec: its record entry */
 struct session *session_adopt(const cJSON *rec, char *err, size_t errlen);
 void session_write(struct session *s, const void *data, size_t len);

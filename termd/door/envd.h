@@ -72,6 +72,10 @@ struct envd_stream *envd_stream_open(struct envd_call *c);
 /* One message (taken over) in a data envelope. Returns the bytes the
  * socket has not taken yet. */
 size_t envd_stream_send(struct envd_stream *st, cJSON *msg);
+/* A message already written as JSON in b after 5 bytes left for the
+ * envelope's head (envd_stream_send without cJSON: the same answer).
+ * The head is written into b; b may go to several streams. */
+size_t envd_stream_send_json(struct envd_stream *st, buf_t *b);
 /* The end-of-stream message ({} or the error), then the end; st is freed
  * once its transaction is gone (envd_stream_free). */
 void envd_stream_finish(struct envd_stream *st, enum envd_code code, const char *msg);
