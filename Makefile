@@ -43,7 +43,7 @@ MAN_PAGES := share/man/termd.1 share/man/termctl.1 share/man/od-attach.1
 PREFIX  ?= /usr/local
 DESTDIR ?=
 
-.PHONY: all deps deps-e2b test-e2b run test test-suites docs-check unit regress test-asan valgrind bench clean check-layers install man-check
+.PHONY: all deps deps-e2b test-e2b test-e2b-latest run test test-suites docs-check unit regress test-asan valgrind bench clean check-layers install man-check
 all: $(BINS) $(BUILD)/man.ok
 
 # the manual pages render with no warning from man (man-db, groff)
@@ -97,6 +97,21 @@ deps-e2b:
 test-e2b: all deps-e2b
 	TERMD_BIN=$(abspath $(BUILD)/termd) TERMCTL_BIN=$(abspath $(BUILD)/termctl) \
 	  OD_ATTACH_BIN=$(abspath $(BUILD)/od-attach) \
+	  $(PY) -m pytest -q -p no:cacheprovider tests/regress/test_envd.py
+
+# the same SDK tests on the newest published e2b (not in make test: a new
+# release must not turn CI red). Installed into a scratch copy of
+# tests/e2b (drive.mjs, package.json) in $(BUILD)/e2b-latest: tests/e2b's
+# lockfile and node_modules are never touched. TERMD_E2B_DIR points
+# tests/regress/test_envd.py at it.
+test-e2b-latest: all
+	@command -v npm >/dev/null || { echo "test-e2b-latest: npm is not installed (make deps)"; exit 1; }
+	rm -rf $(BUILD)/e2b-latest && mkdir -p $(BUILD)/e2b-latest
+	cp tests/e2b/drive.mjs tests/e2b/package.json $(BUILD)/e2b-latest/
+	cd $(BUILD)/e2b-latest && npm install --no-audit --no-fund --loglevel=error --save-exact e2b@latest
+	@echo "test-e2b-latest: e2b $$(node -p "require('./$(BUILD)/e2b-latest/node_modules/e2b/package.json').version")"
+	TERMD_BIN=$(abspath $(BUILD)/termd) TERMCTL_BIN=$(abspath $(BUILD)/termctl) \
+	  OD_ATTACH_BIN=$(abspath $(BUILD)/od-attach) TERMD_E2B_DIR=$(abspath $(BUILD)/e2b-latest) \
 	  $(PY) -m pytest -q -p no:cacheprovider tests/regress/test_envd.py
 
 # shell integration scripts, embedded in termd as C string literals
@@ -294,6 +309,7 @@ bench: deps
 	TERMD_BIN=$(abspath $(BUILD)/termd) BENCH_VIEWERS_BIN=$(abspath $(BUILD)/bench-viewers) $(PY) tests/bench/bench_tty.py
 	TERMD_BIN=$(abspath $(BUILD)/termd) $(PY) tests/bench/bench_openhands.py
 	TERMD_BIN=$(abspath $(BUILD)/termd) $(PY) tests/bench/bench_envd.py
+	TERMD_BIN=$(abspath $(BUILD)/termd) $(PY) tests/bench/bench_e2b.py
 	TERMD_BIN=$(abspath $(BUILD)/termd) $(PY) tests/bench/bench_pipes.py
 	TERMD_BIN=$(abspath $(BUILD)/termd) $(PY) tests/bench/bench_filework.py
 	TERMD_BIN=$(abspath $(BUILD)/termd) $(PY) tests/bench/bench_ports.py

@@ -20,6 +20,35 @@
  * static never read is dropped by the compiler, and LeakSanitizer then
  * calls it a leak) */
 char **envopts_argv;
+/* the TERMD_<OPTION>=value strings taken (and removed from the
+ * environment): an upgrade in place gives them to the new binary's
+ * environment only (envopts_exec_env), so its options are the same */
+char **envopts_taken;
+static size_t ntaken;
+
+static void remember(const char *var, const char *v)
+{
+	buf_t b = {0};
+	buf_printf(&b, "%s=%s", var, v);
+	envopts_taken = xrealloc(envopts_taken, (ntaken + 2) * sizeof *envopts_taken);
+	envopts_taken[ntaken++] = buf_steal(&b);
+	envopts_taken[ntaken] = NULL;
+}
+
+char **envopts_exec_env(char **env)
+{
+	size_t n = 0;
+	while (env && env[n])
+		n++;
+	char **e = xcalloc(n + ntaken + 1, sizeof *e);
+	size_t k = 0;
+	for (size_t i = 0; i < ntaken; i++)
+		e[k++] = envopts_taken[i];
+	for (size_t i = 0; i < n; i++)
+		e[k++] = env[i];
+	e[k] = NULL;
+	return e;
+}
 
 static int env_name(const char *opt, char *out, size_t outlen)
 {
@@ -67,9 +96,11 @@ int envopts_apply(int *argc, char ***argv, const struct option *lo)
 		if (!v)
 			continue;
 		if (on_command_line(*argc, *argv, o->name)) {
+			remember(var, v);   /* the command line still wins after an upgrade */
 			unsetenv(var);
 			continue;
 		}
+		remember(var, v);
 		if (o->has_arg == no_argument) {
 			if (!strcasecmp(v, "1") || !strcasecmp(v, "yes") || !strcasecmp(v, "true") ||
 			    !strcasecmp(v, "on")) {

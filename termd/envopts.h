@@ -8,5 +8,10 @@
  * -1 (said on stderr) on a flag's bad value. */
 int envopts_apply(int *argc, char ***argv, const struct option *lo);
 extern char **envopts_argv;   /* the argv it made */
+extern char **envopts_taken;  /* the TERMD_<OPTION>=value strings it took */
+/* env with the taken TERMD_<OPTION> strings put back in front (a new
+ * array of the same strings, for an execve: termd's options, not its
+ * sessions') */
+char **envopts_exec_env(char **env);
 
 #endif

@@ -1,13 +1,16 @@
 /* handover.c — upgrade in place (PROTOCOL.md §11): the action
  * termd.upgrade and SIGUSR2 write the hand-over record (versioned JSON in
  * a memfd: the listening socket, every session's fds, pid, kind, size,
- * cwd and rendered screen, the event seq and retained ring), have the new
+ * cwd and rendered screen, the event seq and retained ring; and the
+ * modules' parts: plugin programs, recordings, queued stdin, expect and
+ * port.wait re-armed, watches — see modules_*), have the new
  * binary check it (--check-handover), and execve it with the same pid;
  * at start, a termd given a record (env TERMD_HANDOVER=fd) takes it all
  * back. */
 #include "handover.h"
 #include "door.h"
 #include "fswork.h"
+#include "envopts.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -190,6 +193,9 @@ static cJSON *session_record(struct session *s, int final)
 	cJSON_AddNumberToObject(o, "ready", s->ready);
 	cJSON_AddNumberToObject(o, "cont", s->cont);
 	cJSON_AddStringToObject(o, "nonce", shellint_nonce(s->si));
+	cJSON *cg = s->cg ? cgroup_record(s->cg) : NULL;   /* its cgroup goes on too */
+	if (cg)
+		cJSON_AddItemToObject(o, "cgroup", cg);
 	struct cmd *c = s->cmd;
 	if (s->state == SH_RUNNING && c && c->typed && c->started && !c->finished && c->text) {
 		/* a run's command still running: it goes on, its answer still comes */
@@ -205,15 +211,143 @@ static cJSON *session_record(struct session *s, int final)
 		cJSON_AddNumberToObject(rc, "ran_us", (double)(mono_us() - c->start_us));
 	}
 	buf_t b = {0};
-	screen_scrollback_text(s->screen, screen_scrollback_lines(s->screen), &b);
+	screen_scrollback_text(session_screen(s), screen_scrollback_lines(session_screen(s)), &b);
 	buf_putc(&b, 0);
 	cJSON_AddStringToObject(o, "scrollback", b.p);
 	buf_reset(&b);
-	screen_snapshot(s->screen, &b);
+	screen_snapshot(session_screen(s), &b);
 	buf_putc(&b, 0);
 	cJSON_AddStringToObject(o, "screen", b.p);
 	buf_free(&b);
 	return o;
+}
+
+/* ------------------------------------- what the modules keep besides */
+
+/* The parts the modules own (plugin programs, recordings, watches, ...):
+ * busy (why not now), close-on-exec, their part of the record, and taking
+ * it back once the modules have started (handover_adopt_late). */
+static const char *modules_busy(void)
+{
+	return plugin_handover_busy();
+}
+
+static void modules_keep(int keep)
+{
+	plugin_handover_keep(keep);
+	record_handover_keep(keep);
+	watch_handover_keep(keep);
+}
+
+/* the last record is made: what cannot go across is answered now */
+static void modules_final(void)
+{
+	plugin_handover_fail_inflight();
+	run_handover_answer_keys();
+}
+
+static int kept(struct session *s);
+
+/* Bytes queued for a session's input and not yet written (a pipe that is
+ * full, a pty that does not read), and an end of input asked for: they
+ * are written by the new termd in the same order. */
+static cJSON *stdin_save(void)
+{
+	static const char hex[] = "0123456789abcdef";
+	cJSON *j = cJSON_CreateObject();
+	for (struct session *s = srv.sessions; s; s = s->next) {
+		struct pty *p = &s->pty;
+		size_t n = p->inq.len > p->inq_off ? p->inq.len - p->inq_off : 0;
+		if (!kept(s) || (!n && !p->in_eof))
+			continue;
+		char *h = xmalloc(2 * n + 1);
+		for (size_t i = 0; i < n; i++) {
+			unsigned char c = (unsigned char)p->inq.p[p->inq_off + i];
+			h[2 * i] = hex[c >> 4];
+			h[2 * i + 1] = hex[c & 15];
+		}
+		h[2 * n] = 0;
+		cJSON *o = cJSON_AddObjectToObject(j, s->name);
+		cJSON_AddStringToObject(o, "hex", h);
+		cJSON_AddBoolToObject(o, "eof", p->in_eof != 0);
+		free(h);
+	}
+	return j;
+}
+
+static int unhex(char c)
+{
+	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+static void stdin_load(const cJSON *j)
+{
+	const cJSON *o;
+	cJSON_ArrayForEach(o, j) {
+		struct session *s = session_find(o->string);
+		const cJSON *h = cJSON_GetObjectItem(o, "hex");
+		if (!s || !cJSON_IsString(h))
+			continue;
+		size_t n = strlen(h->valuestring) / 2;
+		char *b = xmalloc(n + 1);
+		size_t k = 0;
+		for (size_t i = 0; i < n; i++) {
+			int hi = unhex(h->valuestring[2 * i]), lo = unhex(h->valuestring[2 * i + 1]);
+			if (hi < 0 || lo < 0)
+				break;
+			b[k++] = (char)(hi << 4 | lo);
+		}
+		pty_write(&s->pty, b, k);
+		free(b);
+		if (cJSON_IsTrue(cJSON_GetObjectItem(o, "eof")))
+			pty_close_input(&s->pty);
+	}
+}
+
+static void modules_save(cJSON *j)
+{
+	cJSON_AddItemToObject(j, "plugins", plugin_handover_save());
+	cJSON_AddItemToObject(j, "recordings", record_handover_save());
+	cJSON_AddItemToObject(j, "stdin", stdin_save());
+	cJSON_AddItemToObject(j, "pendings", pending_handover_save());
+	cJSON_AddItemToObject(j, "watches", watch_handover_save());
+}
+
+/* before the sessions are adopted: what their listeners take back */
+static void modules_early(const cJSON *rec)
+{
+	record_handover_load(cJSON_GetObjectItem(rec, "recordings"));
+}
+
+/* after: what no session took is let go */
+static void modules_sessions_done(const cJSON *rec)
+{
+	record_handover_done();
+	stdin_load(cJSON_GetObjectItem(rec, "stdin"));
+}
+
+static cJSON *late;   /* the modules' parts of the record, until taken */
+
+static void modules_take(cJSON *rec)
+{
+	late = cJSON_CreateObject();
+	static const char *const parts[] = {"plugins", "pendings", "watches"};
+	for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+		cJSON *p = cJSON_DetachItemFromObject(rec, parts[i]);
+		if (p)
+			cJSON_AddItemToObject(late, parts[i], p);
+	}
+}
+
+void handover_adopt_late(void)
+{
+	if (!late)
+		return;
+	plugin_handover_load(cJSON_GetObjectItem(late, "plugins"));
+	watch_handover_load(cJSON_GetObjectItem(late, "watches"));
+	pending_handover_load(cJSON_GetObjectItem(late, "pendings"));
+	cJSON_Delete(late);
+	late = NULL;
 }
 
 /* the sessions whose fds go across (alive, open, not closing) */
@@ -225,6 +359,7 @@ static int kept(struct session *s)
 static void keep_all(int keep, int lfd)
 {
 	keep_fd(lfd, keep);
+	modules_keep(keep);
 	for (struct session *s = srv.sessions; s; s = s->next) {
 		if (!kept(s))
 			continue;
@@ -248,6 +383,7 @@ static int write_record(int lfd, int final, char *err, size_t errlen)
 	for (struct session *s = srv.sessions; s; s = s->next)
 		if (kept(s))
 			cJSON_AddItemToArray(ss, session_record(s, final));
+	modules_save(j);
 	cJSON_AddItemToObject(j, "events", events_handover_save());
 	char *text = cJSON_PrintUnformatted(j);
 	cJSON_Delete(j);
@@ -327,16 +463,41 @@ static int check_binary(const char *bin, int rfd, char *err, size_t errlen)
 	return -1;
 }
 
+/* A connection termd dialed (a link, a link's /tty viewer): on the links'
+ * vhost */
+static int is_dialed(struct lws *wsi)
+{
+	struct lws_vhost *vh = lws_get_vhost(wsi);
+	const char *name = vh ? lws_get_vhost_name(vh) : NULL;
+	return name && !strcmp(name, "termd-link");
+}
+
+/* a client's frames are masked (RFC 6455 5.3): the same close 1012 */
+static void send_1012_masked(int fd)
+{
+	unsigned char m[4];
+	lws_get_random(srv.ctx, m, sizeof m);
+	unsigned char frame[] = {0x88, 0x82, m[0], m[1], m[2], m[3], 0x03 ^ m[0], 0xf4 ^ m[1]};
+	if (write(fd, frame, sizeof frame) < 0)
+		return;
+}
+
 /* Every /events and /tty connection gets a close frame 1012 (service restart),
  * written straight to its socket: no loop turn is left. A connection in
  * the middle of a frame (partly written) just sees its socket close. */
 static void send_1012(struct wsconn *ws)
 {
-	static const unsigned char frame[] = {0x88, 0x02, 0x03, 0xf4};
-	if (!ws->wsi || lws_partial_buffered(ws->wsi))
-		return;
+	if (!ws->wsi || lws_partial_buffered(ws->wsi) || lws_is_ssl(ws->wsi))
+		return;   /* (in a TLS stream, bytes of ours would be garbage) */
 	int fd = (int)lws_get_socket_fd(ws->wsi);
-	if (fd >= 0 && write(fd, frame, sizeof frame) < 0)
+	if (fd < 0)
+		return;
+	if (is_dialed(ws->wsi)) {   /* termd is the client: a masked frame */
+		send_1012_masked(fd);
+		return;
+	}
+	static const unsigned char frame[] = {0x88, 0x02, 0x03, 0xf4};
+	if (write(fd, frame, sizeof frame) < 0)
 		return;
 }
 
@@ -373,6 +534,11 @@ int handover_upgrade(const char *binary, const cJSON *cause, char *err, size_t e
 			 "still serving", fswork_pending());
 		return -1;
 	}
+	const char *busy = modules_busy();
+	if (busy) {
+		snprintf(err, errlen, "%s; still serving", busy);
+		return -1;
+	}
 	if (!saved_argv) {
 		snprintf(err, errlen, "termd's command line is unknown");
 		return -1;
@@ -399,6 +565,7 @@ int handover_upgrade(const char *binary, const cJSON *cause, char *err, size_t e
 		cJSON_AddStringToObject(ex, "binary", binary);
 		events_emit(NULL, cause, "termd.upgrade", "upgraded", ex);
 	}
+	modules_final();
 	rfd = write_record(lfd, 1, err, errlen);
 	if (rfd < 0)
 		return -1;
@@ -408,8 +575,10 @@ int handover_upgrade(const char *binary, const cJSON *cause, char *err, size_t e
 	setenv(HANDOVER_ENV, env, 1);
 	keep_all(1, lfd);
 	close_1012();
-	execve(binary, saved_argv, environ);
+	char **envp = envopts_exec_env(environ);   /* TERMD_<OPTION>s: same options */
+	execve(binary, saved_argv, envp);
 	int e = errno;
+	free(envp);
 	keep_all(0, lfd);
 	unsetenv(HANDOVER_ENV);
 	close(rfd);
@@ -448,6 +617,8 @@ int handover_adopt(char *err, size_t errlen)
 	if (!pending)
 		return 0;
 	events_handover_load(cJSON_GetObjectItem(pending, "events"));
+	modules_take(pending);
+	modules_early(pending);
 	const cJSON *s;
 	int rc = 0;
 	cJSON_ArrayForEach(s, cJSON_GetObjectItem(pending, "sessions")) {
@@ -469,6 +640,7 @@ int handover_adopt(char *err, size_t errlen)
 					   cJSON_IsNumber(ran) ? (uint64_t)ran->valuedouble : 0);
 		}
 	}
+	modules_sessions_done(pending);
 	cJSON_Delete(pending);
 	pending = NULL;
 	log_info("upgraded in place (%d so far): %d sessions taken over", upgraded, srv.nsessions);

@@ -15,6 +15,8 @@ int handover_check(const char *file);
 int handover_begin(char *err, size_t errlen);
 /* after the modules registered: the sessions and events taken back */
 int handover_adopt(char *err, size_t errlen);
+/* after the plugins and links started: their parts taken back */
+void handover_adopt_late(void);
 /* check BINARY (NULL: termd's own path) and execve it; returns only on
  * failure (-1, err), the old termd still serving */
 int handover_upgrade(const char *binary, const cJSON *cause, char *err, size_t errlen);

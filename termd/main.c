@@ -787,6 +787,7 @@ int main(int argc, char **argv)
 		teardown();
 		return 2;
 	}
+	handover_adopt_late();
 	if (opts.listen_none)
 		log_info("no listener: dial-out links only");
 	else if (opts.listen_unix)

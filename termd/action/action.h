@@ -45,6 +45,10 @@ struct pending {
 	cJSON *ignored;
 	struct act *act;
 	int stat;                 /* actstats.c: 1 + its action's index, 0 once counted */
+	/* pending_redo: re-armed after an upgrade in place (its action is
+	 * ops->kind, run again with these args and the time left) */
+	cJSON *redo_args;
+	uint64_t redo_deadline_us;
 };
 
 /* ---- events (events.c) ---- */
@@ -66,6 +70,9 @@ void events_hello(struct conn *c);
  * what was not kept). Takes both extras. */
 void events_emit_live(const char *observation, const char *content, cJSON *extras,
 		      cJSON *kept);
+/* someone is subscribed to the event stream (a live-only event's bulk is
+ * built only then) */
+int events_subscribers(void);
 /* In a worker thread running an action (fsact.c): events_emit hands the
  * answer to this instead of sending it (it takes extras); the loop sends
  * it later. Thread-local: the loop's own emits are never captured. */
@@ -192,6 +199,13 @@ cJSON *pending_extras(struct pending *p, cJSON *extras);
 int pending_rebind(const cJSON *id, struct conn *c);
 /* an action with this id is still waiting for its answer */
 int pending_has(const cJSON *id);
+/* p can be re-armed after an upgrade in place: its action (ops->kind) run
+ * again with args and "timeout" set to what is left until deadline_us */
+void pending_redo(struct pending *p, const cJSON *args, uint64_t deadline_us);
+cJSON *pending_handover_save(void);          /* those in flight, for the record */
+void pending_handover_load(const cJSON *arr);   /* run again, answers kept by id */
+/* keys in flight answered before an upgrade in place (run.c) */
+void run_handover_answer_keys(void);
 void pending_conn_gone(struct conn *c);
 void pending_session_gone(struct session *s);
 
@@ -222,6 +236,12 @@ int plugin_init(char *err, size_t errlen);
 void plugin_stop_all(void);   /* their processes end with termd */
 void plugin_free(struct plugin *pl);
 void plugin_shutdown(void);
+/* upgrade in place (plugin-keep.c): the programs' pids and pipes kept */
+const char *plugin_handover_busy(void);        /* why not now, or NULL */
+void plugin_handover_fail_inflight(void);      /* requests in flight answered */
+cJSON *plugin_handover_save(void);
+void plugin_handover_keep(int keep);            /* close-on-exec off (1) or on */
+void plugin_handover_load(const cJSON *rec);    /* after plugin_init */
 
 
 /* ---- run, keys, screen actions (run.c) ---- */
@@ -256,6 +276,11 @@ void files_put_path(buf_t *b, const char *path);
 /* ---- watch, watch.stop, watch.list (watch.c) ---- */
 void watch_register(void);
 void watch_shutdown(void);
+/* upgrade in place: the watches (not a front door's) with their ids and
+ * inotify descriptors, so nothing that changes meanwhile is missed */
+cJSON *watch_handover_save(void);
+void watch_handover_keep(int keep);
+void watch_handover_load(const cJSON *rec);
 /* what a watch saw, for a front door that started it: type "create",
  * "write", "remove", "rename" or "chmod" with the name relative to the
  * watched folder; type NULL when the watch ended (its folder was removed:
@@ -270,8 +295,12 @@ void watch_poll(const char *id);
 /* ---- file.stat/list/mkdir/move/remove (fsops.c) ---- */
 void fsops_register(void);
 /* path described as the file actions describe an entry (lstat: a symlink
- * is itself, with symlink_target), or NULL with errno set */
+ * is itself, with symlink_target and, when it leads somewhere, target
+ * {type, mode, metadata}), or NULL with errno set */
 cJSON *fsops_entry(const char *path);
+/* the user.e2b.<key> extended attributes as {key: value} (UTF-8 ones), of
+ * path (follow: through symlinks) or, path NULL, of fd; NULL: none */
+cJSON *fsops_metadata(const char *path, int follow, int fd);
 /* "ENOENT" for ENOENT, ...; "EIO" for one it does not name */
 const char *fsops_errno_name(int e);
 /* mkdir -p, each folder it made added to created (when not NULL): 0, or

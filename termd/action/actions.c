@@ -404,6 +404,8 @@ void pending_del(struct pending *p)
 	p->id = NULL;
 	cJSON_Delete(p->ignored);
 	p->ignored = NULL;
+	cJSON_Delete(p->redo_args);
+	p->redo_args = NULL;
 	if (p->act) {
 		p->act->pending = NULL;
 		p->act = NULL;
@@ -459,6 +461,74 @@ int pending_has(const cJSON *id)
 		if (p->id && cJSON_Compare(p->id, id, 1))
 			return 1;
 	return 0;
+}
+
+void pending_redo(struct pending *p, const cJSON *args, uint64_t deadline_us)
+{
+	cJSON_Delete(p->redo_args);
+	p->redo_args = args ? cJSON_Duplicate(args, 1) : cJSON_CreateObject();
+	p->redo_deadline_us = deadline_us;
+}
+
+cJSON *pending_handover_save(void)
+{
+	cJSON *arr = cJSON_CreateArray();
+	uint64_t now = mono_us();
+	for (struct pending *p = pendings; p; p = p->next) {
+		if (!p->redo_args || !p->id)
+			continue;   /* an answer nobody can ask for again is not re-armed */
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddStringToObject(o, "action", p->ops->kind);
+		cJSON_AddItemToObject(o, "id", cJSON_Duplicate(p->id, 1));
+		cJSON_AddItemToObject(o, "args", cJSON_Duplicate(p->redo_args, 1));
+		double left = p->redo_deadline_us > now ? (double)(p->redo_deadline_us - now) / 1e6 : 0;
+		cJSON_AddNumberToObject(o, "timeout_left", left);
+		cJSON_AddItemToArray(arr, o);
+	}
+	return arr;
+}
+
+/* An action run with no connection: its answer is retained for its id, so
+ * the client that re-sends the id after reconnecting gets it (or is bound
+ * to it while it waits: pending_rebind). */
+static void run_detached(const char *action, const cJSON *id, const cJSON *args)
+{
+	const struct action_def *e = actions_find(action);
+	if (!e || (e->flags & ACT_FILEWORK))
+		return;
+	struct act a = {.conn = NULL, .id = id, .action = action, .args = args};
+	a.stat = 1 + actstats_index(action);
+	uint64_t t0 = mono_us();
+	struct act *outer = dispatching;
+	dispatching = &a;
+	if (e->fn(&a) != 0 || a.failed)
+		act_answer_error(&a);
+	pending_settle(&a);
+	dispatching = outer;
+	free(a.read);
+	if (a.stat && (a.failed || !a.pended))
+		actstats_record(a.stat - 1, a.failed ? (int)a.code : -1, mono_us() - t0);
+	buf_free(&a.msg);
+	cJSON_Delete(a.err_extras);
+}
+
+void pending_handover_load(const cJSON *arr)
+{
+	const cJSON *o;
+	cJSON_ArrayForEach(o, arr) {
+		const cJSON *act = cJSON_GetObjectItem(o, "action"), *id = cJSON_GetObjectItem(o, "id");
+		const cJSON *args = cJSON_GetObjectItem(o, "args");
+		const cJSON *left = cJSON_GetObjectItem(o, "timeout_left");
+		if (!cJSON_IsString(act) || !id || !cJSON_IsObject(args) || pending_has(id) ||
+		    events_id_known(id))
+			continue;
+		cJSON *a = cJSON_Duplicate(args, 1);
+		cJSON_DeleteItemFromObject(a, "timeout");
+		cJSON_AddNumberToObject(a, "timeout", cJSON_IsNumber(left) && left->valuedouble > 0 ?
+					left->valuedouble : 0);
+		run_detached(act->valuestring, id, a);
+		cJSON_Delete(a);
+	}
 }
 
 void pending_conn_gone(struct conn *c)

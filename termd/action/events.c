@@ -305,20 +305,30 @@ static char *envelope(uint64_t seq, const cJSON *cause, const char *observation,
 
 static void log_failed(int err);
 
+int events_subscribers(void)
+{
+	for (struct conn *c = srv.conns; c; c = c->next)
+		if (c->subscribed && !c->closing)
+			return 1;
+	return 0;
+}
+
 void events_emit_live(const char *observation, const char *content, cJSON *extras,
 		      cJSON *kept)
 {
 	uint64_t seq = ++last_seq;
-	char *json = envelope(seq, NULL, observation, content, extras);
+	/* the whole event only for someone to send it to */
+	char *json = events_subscribers() ? envelope(seq, NULL, observation, content, extras) : NULL;
+	if (!json)
+		cJSON_Delete(extras);
 	char *stub = envelope(seq, NULL, observation, "", kept);
-	if (!json || !stub) {
+	if (!stub) {
 		log_warn("cannot serialize an observation");
 		free(json);
-		free(stub);
 		return;
 	}
-	size_t len = strlen(json);
-	for (struct conn *c = srv.conns; c; c = c->next)
+	size_t len = json ? strlen(json) : 0;
+	for (struct conn *c = srv.conns; json && c; c = c->next)
 		if (c->subscribed && !c->closing)
 			send_fn(c, json, len);
 	free(json);

@@ -163,7 +163,7 @@ static int expect_action(struct act *a)
 	}
 	/* the current screen first */
 	buf_t scr = {0};
-	screen_text(s->screen, &scr);
+	screen_text(session_screen(s), &scr);
 	int done = try_match(a->conn, a->id, NULL, &e->re, scr.p ? scr.p : "", scr.len, s->name);
 	buf_free(&scr);
 	if (done) {
@@ -173,6 +173,8 @@ static int expect_action(struct act *a)
 	}
 	e->s = s;
 	pending_add(&e->p, &expect_ops, a, s);
+	/* an upgrade in place re-arms it with the time left */
+	pending_redo(&e->p, a->args, mono_us() + (uint64_t)(timeout * 1e6));
 	e->render = render_new(200, exp_line, e);
 	s->expect = e;
 	if (!s->pty.alive) {

@@ -116,25 +116,63 @@ static void add_target(cJSON *o, const char *path)
 }
 
 /* user.e2b.<key> extended attributes (what e2b's uploads keep as
- * X-Metadata-<key>) as "metadata": {key: value}; none, no member */
-static void add_metadata(cJSON *o, const char *path)
+ * X-Metadata-<key>) as {key: value}, of path (follow: through a symlink,
+ * as envd's xattr.List) or, path NULL, of the open fd; NULL when there
+ * are none (or the file system keeps none). A name or value that is not
+ * UTF-8 text is left out, as envd does (it could not be a JSON string). */
+cJSON *fsops_metadata(const char *path, int follow, int fd)
 {
-	char names[4096];
-	ssize_t n = llistxattr(path, names, sizeof names);
+	ssize_t n = !path ? flistxattr(fd, NULL, 0) : follow ? listxattr(path, NULL, 0)
+			 : llistxattr(path, NULL, 0);
+	if (n <= 0)
+		return NULL;
+	size_t cap = (size_t)n + 256;   /* room for one added meanwhile */
+	char *names = xmalloc(cap);
+	n = !path ? flistxattr(fd, names, cap) : follow ? listxattr(path, names, cap)
+		  : llistxattr(path, names, cap);
 	cJSON *m = NULL;
+	char *v = n > 0 ? xmalloc(65536) : NULL;
 	for (ssize_t i = 0; i < n; i += (ssize_t)strlen(names + i) + 1) {
 		const char *k = names + i;
-		if (strncmp(k, "user.e2b.", 9) != 0)
+		if (strncmp(k, "user.e2b.", 9) != 0 || !utf8_text(k + 9, strlen(k + 9), NULL))
 			continue;
-		char v[4096];
-		ssize_t vn = lgetxattr(path, k, v, sizeof v - 1);
-		if (vn < 0)
+		ssize_t vn = !path ? fgetxattr(fd, k, v, 65535) : follow ? getxattr(path, k, v, 65535)
+			   : lgetxattr(path, k, v, 65535);
+		if (vn < 0 || !utf8_text(v, (size_t)vn, NULL))
 			continue;
 		v[vn] = 0;
 		if (!m)
-			m = cJSON_AddObjectToObject(o, "metadata");
+			m = cJSON_CreateObject();
 		cJSON_AddStringToObject(m, k + 9, v);
 	}
+	free(v);
+	free(names);
+	return m;
+}
+
+static void add_metadata(cJSON *o, const char *key, const char *path, int follow)
+{
+	cJSON *m = fsops_metadata(path, follow, -1);
+	if (m)
+		cJSON_AddItemToObject(o, key, m);
+}
+
+static const char *type_name(mode_t m)
+{
+	return S_ISDIR(m) ? "directory" : S_ISLNK(m) ? "symlink" : S_ISREG(m) ? "file" : "other";
+}
+
+/* what a symlink leads to, followed to the end: target {type, mode,
+ * metadata}; nothing when it leads nowhere (dangling, a loop) */
+static void add_link_target(cJSON *o, const char *path)
+{
+	struct stat sb;
+	if (stat(path, &sb) != 0)
+		return;
+	cJSON *t = cJSON_AddObjectToObject(o, "target");
+	cJSON_AddStringToObject(t, "type", type_name(sb.st_mode));
+	cJSON_AddNumberToObject(t, "mode", sb.st_mode & 07777);
+	add_metadata(t, "metadata", path, 1);
 }
 
 cJSON *fsops_entry(const char *path)
@@ -145,9 +183,7 @@ cJSON *fsops_entry(const char *path)
 	cJSON *o = cJSON_CreateObject();
 	const char *slash = strrchr(path, '/');
 	cJSON_AddStringToObject(o, "name", slash && slash[1] ? slash + 1 : path);
-	cJSON_AddStringToObject(o, "type", S_ISDIR(sb.st_mode) ? "directory" :
-				S_ISLNK(sb.st_mode) ? "symlink" :
-				S_ISREG(sb.st_mode) ? "file" : "other");
+	cJSON_AddStringToObject(o, "type", type_name(sb.st_mode));
 	cJSON_AddStringToObject(o, "path", path);
 	cJSON_AddNumberToObject(o, "size", (double)sb.st_size);
 	cJSON_AddNumberToObject(o, "mode", sb.st_mode & 07777);
@@ -167,9 +203,11 @@ cJSON *fsops_entry(const char *path)
 	snprintf(id, sizeof id, "%u", (unsigned)sb.st_gid);
 	cJSON_AddStringToObject(o, "group", gr ? gr->gr_name : id);
 	add_time(o, "modified", &sb.st_mtim);
-	if (S_ISLNK(sb.st_mode))
+	if (S_ISLNK(sb.st_mode)) {
 		add_target(o, path);
-	add_metadata(o, path);
+		add_link_target(o, path);
+	}
+	add_metadata(o, "metadata", path, 0);
 	return o;
 }
 

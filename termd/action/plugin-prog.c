@@ -351,6 +351,34 @@ int program_start(struct plugin *pl, char *err, size_t errlen)
 	return 0;
 }
 
+/* A program kept across an upgrade in place (plugin-keep.c): the same pid,
+ * still termd's child, and its two pipes, watched again as at start. */
+int program_adopt(struct plugin *pl, pid_t pid, int in_fd, int out_fd)
+{
+	fcntl(in_fd, F_SETFD, FD_CLOEXEC);
+	fcntl(out_fd, F_SETFD, FD_CLOEXEC);
+	set_nonblock(in_fd);
+	set_nonblock(out_fd);
+	if (!pl->rundir[0])
+		snprintf(pl->rundir, sizeof pl->rundir, "%s/plugin-%s", srv.rundir, pl->name);
+	pl->pid = pid;
+	pl->in_fd = in_fd;
+	child_watch(pid, program_reaped, pl);
+	pl->out_wsi = server_adopt_fd(out_fd, out_event, pl);
+	pl->in_wsi = server_adopt_fd(in_fd, in_event, pl);
+	if (!pl->out_wsi || !pl->in_wsi) {
+		if (!pl->out_wsi)
+			close(out_fd);
+		if (!pl->in_wsi)
+			close(in_fd);
+		program_dead(pl, "termd could not watch its pipes after the upgrade");
+		return -1;
+	}
+	flush_out(pl);   /* a request line left half written goes on */
+	log_info("plugin %s: program kept across the upgrade (pid %d)", pl->name, (int)pid);
+	return 0;
+}
+
 /* Send a request to the program (started first if it is not running). */
 void preq_send(struct preq *q)
 {

@@ -81,6 +81,7 @@ void preq_session_gone(struct pending *p);
 void preq_timeout(lws_sorted_usec_list_t *sul);
 int program_start(struct plugin *pl, char *err, size_t errlen);
 void program_close_fds(struct plugin *pl);
+int program_adopt(struct plugin *pl, pid_t pid, int in_fd, int out_fd);
 
 /* ---- plugin-setup.c ---- */
 void set_state(struct plugin *pl, enum pstate st, const char *why);

@@ -7,7 +7,6 @@
 #include "action.h"
 
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -223,51 +222,18 @@ static int read_listening(void)
 
 /* ---------------------------------------------------- process matching */
 
-struct proc {
-	pid_t pid, ppid, sid;
-};
-
-static int proc_cmp(const void *a, const void *b)
-{
-	pid_t x = ((const struct proc *)a)->pid, y = ((const struct proc *)b)->pid;
-	return (x > y) - (x < y);
-}
-
-static int read_ppid(pid_t pid, pid_t *ppid, pid_t *sid)
-{
-	char path[64], b[512];
-	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	ssize_t n = read(fd, b, sizeof b - 1);
-	close(fd);
-	if (n <= 0)
-		return -1;
-	b[n] = 0;
-	char *rp = strrchr(b, ')');
-	int pp, pg, sd;
-	char st;
-	if (!rp || sscanf(rp + 1, " %c %d %d %d", &st, &pp, &pg, &sd) != 4)
-		return -1;
-	*ppid = pp;
-	*sid = sd;
-	return 0;
-}
-
 /* the session whose process tree pid is in: an ancestor is a session's
  * leader, or (reparented to init) its session id is a leader's */
-static struct session *owner_of(const struct proc *tab, size_t n, const struct proc *p)
+static struct session *owner_of(const struct proc_info *tab, int n, const struct proc_info *p)
 {
-	const struct proc *cur = p;
+	const struct proc_info *cur = p;
 	for (int depth = 0; cur && depth < 128; depth++) {
 		for (struct session *s = srv.sessions; s; s = s->next)
 			if (s->pty.alive && s->pty.pid > 0 && s->pty.pid == cur->pid)
 				return s;
 		if (cur->ppid <= 1)
 			break;
-		struct proc key = {.pid = cur->ppid};
-		cur = bsearch(&key, tab, n, sizeof *tab, proc_cmp);
+		cur = procscan_find(tab, n, cur->ppid);
 	}
 	for (struct session *s = srv.sessions; s; s = s->next)
 		if (s->pty.alive && s->pty.pid > 0 && s->pty.pid == p->sid)
@@ -295,71 +261,45 @@ static char *read_cmdline(pid_t pid)
 	return xstrdup(b);
 }
 
-/* the fds of pid: match the sockets not matched yet; returns how many */
-static int scan_fds(pid_t pid, struct session *s, int left)
+/* scan_fd's: the session and how many sockets are still to match */
+struct fdscan {
+	struct session *s;
+	int left, found;
+};
+
+/* one descriptor of a session's process: a socket not matched yet is its */
+static int scan_fd(pid_t pid, long fd, const char *target, void *arg)
 {
-	char path[64];
-	snprintf(path, sizeof path, "/proc/%d/fd", (int)pid);
-	DIR *d = opendir(path);
-	if (!d)
+	struct fdscan *f = arg;
+	unsigned long inode;
+	(void)fd;
+	if (sscanf(target, "socket:[%lu]", &inode) != 1)
 		return 0;
-	int found = 0;
-	struct dirent *de;
-	while (left > found && (de = readdir(d))) {
-		if (de->d_name[0] == '.')
-			continue;
-		char lp[384], target[64];
-		snprintf(lp, sizeof lp, "/proc/%d/fd/%s", (int)pid, de->d_name);
-		ssize_t n = readlink(lp, target, sizeof target - 1);
-		if (n <= 8)
-			continue;
-		target[n] = 0;
-		unsigned long inode;
-		if (sscanf(target, "socket:[%lu]", &inode) != 1)
-			continue;
-		struct port_ent *e = ent_by_inode(inode);
-		if (!e || e->ours != -1)
-			continue;
-		e->ours = 1;
-		snprintf(e->session, sizeof e->session, "%s", s->name);
-		e->pid = pid;
-		e->command = read_cmdline(pid);
-		found++;
-	}
-	closedir(d);
-	return found;
+	struct port_ent *e = ent_by_inode(inode);
+	if (!e || e->ours != -1)
+		return 0;
+	e->ours = 1;
+	snprintf(e->session, sizeof e->session, "%s", f->s->name);
+	e->pid = pid;
+	e->command = read_cmdline(pid);
+	f->found++;
+	return f->found >= f->left;
 }
 
 /* match every new socket to a process of a session, or mark it foreign */
 static void match_new(int unmatched)
 {
-	DIR *d = opendir("/proc");
-	if (!d)
+	struct proc_info *tab;
+	int n = procscan_all(&tab);
+	if (n < 0)
 		return;
-	struct proc *tab = NULL;
-	size_t n = 0, cap = 0;
-	struct dirent *de;
-	while ((de = readdir(d))) {
-		char *end;
-		long pid = strtol(de->d_name, &end, 10);
-		struct proc p;
-		if (*end || pid <= 0)
-			continue;
-		p.pid = (pid_t)pid;
-		if (read_ppid(p.pid, &p.ppid, &p.sid) < 0)
-			continue;
-		if (n == cap) {
-			cap = cap ? cap * 2 : 256;
-			tab = xrealloc(tab, cap * sizeof *tab);
-		}
-		tab[n++] = p;
-	}
-	closedir(d);
-	qsort(tab, n, sizeof *tab, proc_cmp);
-	for (size_t i = 0; i < n && unmatched > 0; i++) {
+	for (int i = 0; i < n && unmatched > 0; i++) {
 		struct session *s = owner_of(tab, n, &tab[i]);
-		if (s)
-			unmatched -= scan_fds(tab[i].pid, s, unmatched);
+		if (!s)
+			continue;
+		struct fdscan f = {.s = s, .left = unmatched};
+		procscan_fds(tab[i].pid, scan_fd, &f);
+		unmatched -= f.found;
 	}
 	free(tab);
 	for (size_t i = 0; i < nents; i++)
@@ -619,6 +559,7 @@ static int port_wait_action(struct act *a)
 	w->timeout = timeout;
 	w->deadline_us = mono_us() + (uint64_t)(timeout * 1e6);
 	pending_add(&w->p, &wait_ops, a, NULL);
+	pending_redo(&w->p, a->args, w->deadline_us);   /* re-armed after an upgrade in place */
 	w->next = waits;
 	waits = w;
 	if (port_accepts(w->port)) {

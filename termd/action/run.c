@@ -133,7 +133,7 @@ static cJSON *screen_extras(struct session *s)
 {
 	cJSON *ex = cJSON_CreateObject();
 	int row, col, vis;
-	screen_cursor(s->screen, &row, &col, &vis);
+	screen_cursor(session_screen(s), &row, &col, &vis);
 	cJSON_AddStringToObject(ex, "session", s->name);
 	cJSON_AddNumberToObject(ex, "cols", s->cols);
 	cJSON_AddNumberToObject(ex, "rows", s->rows);
@@ -141,8 +141,8 @@ static cJSON *screen_extras(struct session *s)
 	cJSON_AddNumberToObject(cur, "row", row);
 	cJSON_AddNumberToObject(cur, "col", col);
 	cJSON_AddBoolToObject(ex, "cursor_visible", vis);
-	cJSON_AddBoolToObject(ex, "alt_screen", screen_alt(s->screen));
-	cJSON_AddStringToObject(ex, "title", screen_title(s->screen));
+	cJSON_AddBoolToObject(ex, "alt_screen", screen_alt(session_screen(s)));
+	cJSON_AddStringToObject(ex, "title", screen_title(session_screen(s)));
 	return ex;
 }
 
@@ -151,11 +151,11 @@ static void emit_screen(struct session *s, struct conn *conn, const cJSON *id, i
 			size_t scrollback, struct pending *p)
 {
 	buf_t text = {0};
-	if (scrollback && !screen_alt(s->screen))
-		screen_scrollback_text(s->screen, scrollback, &text);
-	screen_text(s->screen, &text);
+	if (scrollback && !screen_alt(session_screen(s)))
+		screen_scrollback_text(session_screen(s), scrollback, &text);
+	screen_text(session_screen(s), &text);
 	cJSON *ex = screen_extras(s);
-	cJSON_AddNumberToObject(ex, "scrollback_lines", (double)screen_scrollback_lines(s->screen));
+	cJSON_AddNumberToObject(ex, "scrollback_lines", (double)screen_scrollback_lines(session_screen(s)));
 	if (restarted)
 		cJSON_AddBoolToObject(ex, "restarted", 1);
 	events_emit(conn, id, "screen", text.p ? text.p : "", p ? pending_extras(p, ex) : ex);
@@ -212,7 +212,7 @@ static void run_answer_starting(struct waiter *w, const char *timed_out)
 	else
 		cJSON_AddNullToObject(ex, "timed_out");
 	cJSON_AddBoolToObject(ex, "waiting_for_input", 0);
-	cJSON_AddBoolToObject(ex, "alt_screen", screen_alt(s->screen));
+	cJSON_AddBoolToObject(ex, "alt_screen", screen_alt(session_screen(s)));
 	cJSON_AddBoolToObject(ex, "truncated", 0);
 	cJSON *st = cJSON_AddObjectToObject(ex, "shell_starting");
 	cJSON_AddNumberToObject(st, "for_ms", (double)(now - s->spawned_us) / 1000.0);
@@ -242,7 +242,7 @@ static void run_answer_starting(struct waiter *w, const char *timed_out)
 static void screen_last_line(struct session *s, buf_t *out)
 {
 	buf_t t = {0};
-	screen_text(s->screen, &t);
+	screen_text(session_screen(s), &t);
 	size_t end = t.len;
 	while (end && (t.p[end - 1] == ' ' || t.p[end - 1] == '\n' || t.p[end - 1] == '\t'))
 		end--;
@@ -287,7 +287,7 @@ static void run_answer(struct waiter *w, const char *timed_out, int waiting_inpu
 	}
 	struct cmd *cmd = s->cmd;
 	int finished = !cmd || cmd->finished;
-	int alt = screen_alt(s->screen);
+	int alt = screen_alt(session_screen(s));
 	int truncated = 0;
 	buf_t content = {0};
 	if (cmd) {
@@ -295,7 +295,7 @@ static void run_answer(struct waiter *w, const char *timed_out, int waiting_inpu
 		if (alt && !finished) {
 			buf_reset(&content);
 			truncated = 0;
-			screen_text(s->screen, &content);
+			screen_text(session_screen(s), &content);
 		}
 	}
 	uint64_t now = mono_us();
@@ -408,10 +408,10 @@ static void run_check(struct waiter *w)
 	/* a relay (polling the tty among other descriptors) waits for input
 	 * only when its screen looks like a question, or after a long quiet;
 	 * a process termd cannot look into only with a question on screen */
-	if (iw == IW_RELAY && !screen_cursor_after_text(s->screen) &&
+	if (iw == IW_RELAY && !screen_cursor_after_text(session_screen(s)) &&
 	    now - last < RELAY_QUIET_US)
 		iw = IW_NO;
-	if (iw == IW_HIDDEN && !screen_cursor_after_text(s->screen))
+	if (iw == IW_HIDDEN && !screen_cursor_after_text(session_screen(s)))
 		iw = IW_NO;
 	if (iw != IW_NO) {
 		/* seen twice, 30 ms apart, with no output between: a shell that
@@ -776,6 +776,33 @@ static int screen_action(struct act *a)
 		return -1;
 	emit_screen(s, a->conn, a->id, restarted, sb > 1e9 ? (size_t)1e9 : (size_t)sb, NULL);
 	return 0;
+}
+
+/* An upgrade in place is about to exec (handover.c): keys in flight are
+ * answered now, so that their id re-sent after the reconnect gets this
+ * answer and does not type them twice: keys already typed with the screen
+ * as it is, keys still waiting for the shell with an error saying they
+ * were not typed. */
+void run_handover_answer_keys(void)
+{
+	for (struct session *s = srv.sessions; s; s = s->next) {
+		struct waiter *next;
+		for (struct waiter *w = s->waiters; w; w = next) {
+			next = w->next;
+			if (w->kind != WAIT_KEYS || w->detached)
+				continue;
+			if (w->pending_keys) {
+				cJSON *ex = cJSON_CreateObject();
+				cJSON_AddStringToObject(ex, "code", td_err_name(TD_ERR_BUSY));
+				pending_emit(&w->p, "error", "termd was upgraded in place before these keys "
+					     "could be typed (the shell was not ready): they were not typed; "
+					     "send them again", ex);
+			} else {
+				emit_screen(s, w->p.conn, w->p.id, w->restarted, 0, &w->p);
+			}
+			waiter_free(w);
+		}
+	}
 }
 
 void run_register(void)

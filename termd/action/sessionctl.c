@@ -360,14 +360,25 @@ static struct tail **tail_find(struct session *s)
 static void output_event(struct session *s, struct tail *t, int stream, const char *data,
 			 size_t n)
 {
-	int text = utf8_text(data, n, NULL);
 	int keep = t->kept + n <= OUTPUT_KEPT_MAX;
+	const char *sname = stream == 2 ? "stderr" : "stdout";
+	if (!keep && !events_subscribers()) {   /* only its note is kept: the note alone */
+		cJSON *note = cJSON_CreateObject();
+		cJSON_AddStringToObject(note, "session", s->name);
+		cJSON_AddStringToObject(note, "stream", sname);
+		cJSON_AddStringToObject(note, "encoding", "utf-8");
+		cJSON_AddNumberToObject(note, "bytes", (double)n);
+		cJSON_AddBoolToObject(note, "kept", 0);
+		events_emit_live("session.output", "", cJSON_CreateObject(), note);
+		return;
+	}
+	int text = utf8_text(data, n, NULL);
 	buf_t b = {0};
 	if (!text)
 		fsio_b64_encode(data, n, &b);
 	cJSON *ex = cJSON_CreateObject();
 	cJSON_AddStringToObject(ex, "session", s->name);
-	cJSON_AddStringToObject(ex, "stream", stream == 2 ? "stderr" : "stdout");
+	cJSON_AddStringToObject(ex, "stream", sname);
 	cJSON_AddStringToObject(ex, "encoding", text ? "utf-8" : "base64");
 	cJSON_AddNumberToObject(ex, "bytes", (double)n);
 	if (text) {

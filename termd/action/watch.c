@@ -16,6 +16,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -572,6 +573,118 @@ void watch_register(void)
 		{"watch.list", watch_list_action, 0},   /* the contract: a view token uses four actions */
 	};
 	actions_register(defs, sizeof defs / sizeof defs[0]);
+}
+
+/* ---------------------------------------------- upgrade in place */
+
+/* A watch goes across an upgrade in place whole: its id, its inotify
+ * descriptor (close-on-exec off: what changes during the exec is queued
+ * in the kernel and told after), the folders it follows by watch
+ * descriptor, and the folders of a new tree not told yet. A front door's
+ * (a sink: envd's WatchDir, its polled watchers) ends: its stream or its
+ * watcher's state does not go across. */
+static int carried(const struct watch *w)
+{
+	return !w->sink && w->fd >= 0 && w->wsi;
+}
+
+cJSON *watch_handover_save(void)
+{
+	cJSON *j = cJSON_CreateObject();
+	cJSON_AddNumberToObject(j, "next", (double)nwatch);
+	cJSON *arr = cJSON_AddArrayToObject(j, "watches");
+	for (struct watch *w = watches; w; w = w->next) {
+		if (!carried(w))
+			continue;
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddStringToObject(o, "id", w->id);
+		cJSON_AddStringToObject(o, "root", w->root);
+		cJSON_AddBoolToObject(o, "recursive", w->recursive);
+		cJSON_AddNumberToObject(o, "fd", w->fd);
+		cJSON_AddBoolToObject(o, "truncated", w->truncated);
+		cJSON_AddBoolToObject(o, "limited", w->limited);
+		cJSON *d = cJSON_AddArrayToObject(o, "dirs");
+		for (size_t i = 0; i < w->ndirs; i++) {
+			cJSON *e = cJSON_CreateArray();
+			cJSON_AddItemToArray(e, cJSON_CreateNumber(w->dirs[i].wd));
+			cJSON_AddItemToArray(e, cJSON_CreateString(w->dirs[i].rel));
+			cJSON_AddItemToArray(d, e);
+		}
+		/* the folder being walked is walked again from its start */
+		cJSON *t = cJSON_AddArrayToObject(o, "todo");
+		if (w->walk_dir && w->walk_rel)
+			cJSON_AddItemToArray(t, cJSON_CreateString(w->walk_rel));
+		for (struct walk *k = w->todo; k; k = k->next)
+			cJSON_AddItemToArray(t, cJSON_CreateString(k->rel));
+		cJSON_AddItemToArray(arr, o);
+	}
+	return j;
+}
+
+void watch_handover_keep(int keep)
+{
+	for (struct watch *w = watches; w; w = w->next)
+		if (carried(w))
+			fcntl(w->fd, F_SETFD, keep ? 0 : FD_CLOEXEC);
+}
+
+void watch_handover_load(const cJSON *rec)
+{
+	const cJSON *n = cJSON_GetObjectItem(rec, "next");
+	if (cJSON_IsNumber(n) && (unsigned long long)n->valuedouble > nwatch)
+		nwatch = (unsigned long long)n->valuedouble;   /* new ids do not repeat old ones */
+	const cJSON *o;
+	cJSON_ArrayForEach(o, cJSON_GetObjectItem(rec, "watches")) {
+		const cJSON *id = cJSON_GetObjectItem(o, "id"), *root = cJSON_GetObjectItem(o, "root");
+		const cJSON *fd = cJSON_GetObjectItem(o, "fd");
+		if (!cJSON_IsNumber(fd) || fd->valueint < 0)
+			continue;
+		if (!cJSON_IsString(id) || strlen(id->valuestring) >= sizeof ((struct watch *)0)->id ||
+		    !cJSON_IsString(root) || find(id->valuestring)) {
+			close(fd->valueint);
+			continue;
+		}
+		struct watch *w = xcalloc(1, sizeof *w);
+		snprintf(w->id, sizeof w->id, "%s", id->valuestring);
+		w->root = xstrdup(root->valuestring);
+		w->recursive = cJSON_IsTrue(cJSON_GetObjectItem(o, "recursive"));
+		w->truncated = cJSON_IsTrue(cJSON_GetObjectItem(o, "truncated"));
+		w->limited = cJSON_IsTrue(cJSON_GetObjectItem(o, "limited"));
+		w->fd = fd->valueint;
+		fcntl(w->fd, F_SETFD, FD_CLOEXEC);
+		const cJSON *d;
+		cJSON_ArrayForEach(d, cJSON_GetObjectItem(o, "dirs")) {
+			const cJSON *wd = cJSON_GetArrayItem(d, 0), *rel = cJSON_GetArrayItem(d, 1);
+			if (!cJSON_IsNumber(wd) || !cJSON_IsString(rel))
+				continue;
+			w->dirs = xrealloc(w->dirs, (w->ndirs + 1) * sizeof *w->dirs);
+			w->dirs[w->ndirs].wd = wd->valueint;
+			w->dirs[w->ndirs].rel = xstrdup(rel->valuestring);
+			w->ndirs++;
+			dirs_total++;
+		}
+		struct walk **tail = &w->todo;
+		const cJSON *t;
+		cJSON_ArrayForEach(t, cJSON_GetObjectItem(o, "todo")) {
+			if (!cJSON_IsString(t))
+				continue;
+			struct walk *k = xcalloc(1, sizeof *k);
+			k->rel = xstrdup(t->valuestring);
+			*tail = k;
+			tail = &k->next;
+		}
+		w->wsi = server_adopt_fd(w->fd, watch_fd_event, w);
+		w->next = watches;
+		watches = w;
+		if (!w->wsi) {
+			log_warn("watch %s: cannot follow its inotify descriptor after the upgrade", w->id);
+			watch_ended(w, "termd could not follow it after an upgrade in place");
+			continue;
+		}
+		if (w->todo)
+			server_timer(&w->walk_sul, walk_timer, 1);
+		read_events(w, READS_PER_TURN);   /* what changed during the exec */
+	}
 }
 
 void watch_shutdown(void)

@@ -1,33 +1,22 @@
-/* cgroup.c — the kernel's side of a cgroup per session, v1 and v2 in this
- * one file. At start termd finds a cgroup2 mount whose cgroup (termd's, in
+/* cgroup.c — the kernel's side of a cgroup per session, v1 and v2: what
+ * is there and termd's own cgroup (a session's cgroup is cgroup-session.c).
+ * At start termd finds a cgroup2 mount whose cgroup (termd's, in
  * /proc/self/cgroup) offers memory and pids (/sys/fs/cgroup, else
  * /sys/fs/cgroup/unified), else the v1 hierarchies of memory, pids, cpu,
  * cpuacct and freezer (from /proc/self/mountinfo), and moves itself into
  * <its cgroup>/termd-<pid>/termd: a session's limits never count termd,
  * and on v2 termd-<pid> holds no process so its controllers can be given
- * to the sessions. termd takes oom_score_adj -1000 when allowed, and every
- * child gets 0 back before exec. A session's cgroup is
- * <its cgroup>/termd-<pid>/s-<name>-<n> (in each v1 hierarchy), its limits
- * written before its process joins it (from the child, between fork and
- * exec, so nothing it starts is ever outside). Signalling every process in
- * it: v2's cgroup.kill for KILL when nothing is spared; else the cgroup is
- * frozen (v2 cgroup.freeze, v1 freezer.state) while its cgroup.procs is
- * read and signalled, then thawed, again until only what is spared is
- * left for KILL. Usage and limit hits from memory.current/peak/events,
- * pids.current/events, cpu.stat (v1: memory.usage_in_bytes,
- * max_usage_in_bytes, oom_control's oom_kill, cpuacct.usage). A timer
- * reads the hit counters once a second while session cgroups exist and
- * sends session.limit. At exit (or when a session is freed) what is left is
- * killed and the folders removed; a folder the kernel still holds is tried
- * again on the timer and at exit. Folders of a termd that died (no such
- * pid) are removed at start when they are empty. */
-#include "core.h"
+ * to the sessions. termd takes oom_score_adj -1000 when allowed (every
+ * child gets 0 back before exec). At exit, after the sessions' cgroups,
+ * termd goes back where it was and its folders are removed. Folders of a
+ * termd that died (no such pid) are removed at start when they are empty.
+ * Also the file helpers both files use. */
+#include "cgroup-int.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,50 +24,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-enum { C_MEM, C_PIDS, C_CPU, C_CPUACCT, C_FREEZER, C_N };
 static const char *const cnames[C_N] = {"memory", "pids", "cpu", "cpuacct", "freezer"};
 
-#define POLL_US        1000000u   /* limit counters read this often */
-#define SAY_AGAIN_US   10000000u  /* pids and cpu hits: one event per 10 s at most */
-#define FREEZE_WAIT_US 200000u    /* a freeze that has not settled by then goes on anyway */
-#define KILL_WAIT_US   1000000u   /* KILL passes until the cgroup is empty, at most */
-#define DEAD_KEEP_US   60000000u  /* a busy folder is tried again this long */
-
-/* one hierarchy: v2's one, or a v1 mount (with one or more controllers) */
-struct hier {
-	char *root;               /* termd's cgroup as it started: mount point + path */
-	char *base;               /* root/termd-<pid> */
-	char *self;               /* base/termd: where termd is */
-	unsigned ctrls;           /* 1 << C_* */
-};
-
-struct cgroup {
-	struct cgroup *next;
-	char name[TD_SESSION_NAME_MAX + 1];
-	char *dir[C_N];           /* per hierarchy */
-	char *procs[C_N];         /* dir/cgroup.procs: what the child writes */
-	struct cg_limits lim;
-	long long seen[3];        /* oom kills, forks refused, cpu throttled: at the last poll */
-	long long mark[2];        /* oom kills, forks refused: when the command began */
-	uint64_t said_us[3];      /* the last session.limit of each kind */
-	int cfd[3];               /* those counters' files, kept open (pread is one syscall) */
-	uint64_t dead_since;      /* freed, its folders still held by the kernel */
-};
-
-static struct {
-	int version;              /* 0: none, 1, 2 */
-	char why[1024];
-	struct hier h[C_N];
-	int nh;
-	int of[C_N];              /* each controller's hierarchy, or -1 */
-	int track;                /* the hierarchy whose cgroup.procs lists a session */
-	int adj;                  /* termd's oom_score_adj was set: children go back to 0 */
-	unsigned long n;
-	cg_event_fn *emit;
-	struct cgroup *live, *dead;
-	lws_sorted_usec_list_t sul;
-	int timer, stopping;
-} G = {.of = {-1, -1, -1, -1, -1}, .track = -1};
+struct cg_state cgs = {.of = {-1, -1, -1, -1, -1}, .track = -1};
 
 /* ------------------------------------------------------------- files */
 
@@ -93,7 +41,7 @@ static int wr(const char *path, const char *v)
 	return n < 0 ? -e : 0;
 }
 
-static int wrf(const char *dir, const char *file, const char *v)
+int cg_wrf(const char *dir, const char *file, const char *v)
 {
 	char p[PATH_MAX];
 	if (snprintf(p, sizeof p, "%s/%s", dir, file) >= (int)sizeof p)
@@ -102,7 +50,7 @@ static int wrf(const char *dir, const char *file, const char *v)
 }
 
 /* the whole file into b (NUL-terminated): 0, or -1 */
-static int rdb(const char *dir, const char *file, buf_t *b)
+int cg_rdb(const char *dir, const char *file, buf_t *b)
 {
 	char p[PATH_MAX];
 	buf_reset(b);
@@ -126,60 +74,7 @@ static int rdb(const char *dir, const char *file, buf_t *b)
 	}
 }
 
-/* a file holding one number ("max" is LLONG_MAX), or -1 */
-static long long rd_ll(const char *dir, const char *file)
-{
-	if (!dir)
-		return -1;
-	char p[PATH_MAX], v[64];
-	if (snprintf(p, sizeof p, "%s/%s", dir, file) >= (int)sizeof p)
-		return -1;
-	int fd = open(p, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	ssize_t n = read(fd, v, sizeof v - 1);
-	close(fd);
-	if (n <= 0)
-		return -1;
-	v[n] = 0;
-	if (strncmp(v, "max", 3) == 0)
-		return LLONG_MAX;
-	char *end;
-	long long r = strtoll(v, &end, 10);
-	return end == v ? -1 : r;
-}
-
-/* "key N" lines (memory.events, cpu.stat, memory.oom_control): N, or -1 */
-static long long rd_key(const char *dir, const char *file, const char *key)
-{
-	if (!dir)
-		return -1;
-	char p[PATH_MAX], v[2048];
-	if (snprintf(p, sizeof p, "%s/%s", dir, file) >= (int)sizeof p)
-		return -1;
-	int fd = open(p, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	ssize_t n = read(fd, v, sizeof v - 1);
-	close(fd);
-	if (n <= 0)
-		return -1;
-	v[n] = 0;
-	size_t kl = strlen(key);
-	for (char *l = v; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
-		if (strncmp(l, key, kl) == 0 && l[kl] == ' ')
-			return strtoll(l + kl + 1, NULL, 10);
-	return -1;
-}
-
-static int has_file(const char *dir, const char *file)
-{
-	char p[PATH_MAX];
-	snprintf(p, sizeof p, "%s/%s", dir, file);
-	return access(p, F_OK) == 0;
-}
-
-static char *join(const char *a, const char *b)
+char *cg_join(const char *a, const char *b)
 {
 	buf_t x = {0};
 	buf_printf(&x, "%s/%s", a, b);
@@ -273,6 +168,19 @@ static int self_path(const char *ctrl, char *out, size_t n)
 		}
 	}
 	fclose(f);
+	/* after an upgrade in place (same pid, execve) termd is still in the
+	 * termd-<pid>/termd it made: the root is the cgroup above it, or every
+	 * upgrade would nest one level deeper */
+	if (found == 0) {
+		char tail[48];
+		snprintf(tail, sizeof tail, "/termd-%d/termd", (int)getpid());
+		size_t ol = strlen(out), tl = strlen(tail);
+		if (ol >= tl && strcmp(out + ol - tl, tail) == 0) {
+			out[ol - tl] = 0;
+			if (!*out)
+				snprintf(out, n, "/");
+		}
+	}
 	return found;
 }
 
@@ -303,14 +211,14 @@ static void sweep_stale(const char *root)
 		long pid = strtol(e->d_name + 6, &end, 10);
 		if (*end || pid <= 0 || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
 			continue;
-		char *dir = join(root, e->d_name);
+		char *dir = cg_join(root, e->d_name);
 		DIR *sd = opendir(dir);
 		if (sd) {
 			struct dirent *se;
 			while ((se = readdir(sd))) {
 				if (se->d_name[0] == '.' || se->d_type != DT_DIR)
 					continue;
-				char *sub = join(dir, se->d_name);
+				char *sub = cg_join(dir, se->d_name);
 				rmdir(sub);
 				free(sub);
 			}
@@ -337,16 +245,16 @@ static void hier_undo(struct hier *h)
 {
 	char pid[32];
 	snprintf(pid, sizeof pid, "%d", (int)getpid());
-	if (h->self && wrf(h->root, "cgroup.procs", pid) < 0)
+	if (h->self && cg_wrf(h->root, "cgroup.procs", pid) < 0)
 		log_debug("cgroups: cannot move termd back to %s", h->root);
 	buf_t b = {0};
-	if (h->self && rdb(h->self, "cgroup.procs", &b) == 0)
+	if (h->self && cg_rdb(h->self, "cgroup.procs", &b) == 0)
 		for (char *p = b.p, *end; p && *p; p = end) {
 			long other = strtol(p, &end, 10);
 			if (end == p)
 				break;
 			snprintf(pid, sizeof pid, "%ld", other);
-			wrf(h->root, "cgroup.procs", pid);
+			cg_wrf(h->root, "cgroup.procs", pid);
 		}
 	buf_free(&b);
 	if (h->self)
@@ -363,17 +271,17 @@ static int hier_setup(struct hier *h, char *why, size_t n)
 	snprintf(name, sizeof name, "termd-%d", (int)getpid());
 	snprintf(pid, sizeof pid, "%d", (int)getpid());
 	sweep_stale(h->root);
-	h->base = join(h->root, name);
+	h->base = cg_join(h->root, name);
 	if (mkdir(h->base, 0755) < 0 && errno != EEXIST) {
 		snprintf(why, n, "cannot make %s: %s", h->base, strerror(errno));
 		goto fail;
 	}
-	h->self = join(h->base, "termd");
+	h->self = cg_join(h->base, "termd");
 	if (mkdir(h->self, 0755) < 0 && errno != EEXIST) {
 		snprintf(why, n, "cannot make %s: %s", h->self, strerror(errno));
 		goto fail;
 	}
-	int r = wrf(h->self, "cgroup.procs", pid);
+	int r = cg_wrf(h->self, "cgroup.procs", pid);
 	if (r < 0) {
 		snprintf(why, n, "cannot move termd into %s: %s", h->self, strerror(-r));
 		goto fail;
@@ -422,10 +330,10 @@ static int try_v2(int forced, char *why, size_t n)
 		snprintf(why, n, "termd's cgroup2 path is not in /proc/self/cgroup");
 		return -1;
 	}
-	struct hier *h = &G.h[0];
+	struct hier *h = &cgs.h[0];
 	h->root = cg_dir(&best, path);
 	buf_t ctl = {0};
-	rdb(h->root, "cgroup.controllers", &ctl);
+	cg_rdb(h->root, "cgroup.controllers", &ctl);
 	while (ctl.len && (ctl.p[ctl.len - 1] == '\n' || ctl.p[ctl.len - 1] == ' '))
 		ctl.p[--ctl.len] = 0;
 	if (!forced && !(ctl.p && has_word(ctl.p, "memory") && has_word(ctl.p, "pids"))) {
@@ -451,17 +359,17 @@ static int try_v2(int forced, char *why, size_t n)
 	 * unless they are given already) */
 	static const char *const want[] = {"memory", "pids", "cpu"};
 	buf_t sub = {0};
-	rdb(h->root, "cgroup.subtree_control", &sub);
+	cg_rdb(h->root, "cgroup.subtree_control", &sub);
 	for (size_t i = 0; i < 3; i++) {
 		char v[16];
 		if (!ctl.p || !has_word(ctl.p, want[i]))
 			continue;
 		snprintf(v, sizeof v, "+%s", want[i]);
 		if (!sub.p || !has_word(sub.p, want[i]))
-			wrf(h->root, "cgroup.subtree_control", v);
-		wrf(h->base, "cgroup.subtree_control", v);
+			cg_wrf(h->root, "cgroup.subtree_control", v);
+		cg_wrf(h->base, "cgroup.subtree_control", v);
 	}
-	rdb(h->base, "cgroup.subtree_control", &sub);
+	cg_rdb(h->base, "cgroup.subtree_control", &sub);
 	for (size_t i = 0; i < 3; i++)
 		if (sub.p && has_word(sub.p, want[i]))
 			h->ctrls |= 1u << (i == 0 ? C_MEM : i == 1 ? C_PIDS : C_CPU);
@@ -478,10 +386,10 @@ static int try_v2(int forced, char *why, size_t n)
 	snprintf(probe, sizeof probe, "%s/cgroup.freeze", h->self);
 	if (access(probe, F_OK) == 0)
 		h->ctrls |= 1u << C_FREEZER;
-	G.nh = 1;
+	cgs.nh = 1;
 	for (int c = 0; c < C_N; c++)
-		G.of[c] = (h->ctrls >> c) & 1 ? 0 : -1;
-	G.track = 0;
+		cgs.of[c] = (h->ctrls >> c) & 1 ? 0 : -1;
+	cgs.track = 0;
 	return 0;
 }
 
@@ -499,23 +407,23 @@ static int try_v1(int forced, char *why, size_t n)
 		while (!found && next_mount(f, &m))
 			found = strcmp(m.fstype, "cgroup") == 0 && has_word(m.super, cnames[c]);
 		fclose(f);
-		if (!found || G.of[c] >= 0)
+		if (!found || cgs.of[c] >= 0)
 			continue;
 		char path[PATH_MAX];
 		if (self_path(cnames[c], path, sizeof path) < 0)
 			continue;
 		char *root = cg_dir(&m, path);
 		int same = -1;
-		for (int i = 0; i < G.nh; i++)
-			if (strcmp(G.h[i].root, root) == 0)
+		for (int i = 0; i < cgs.nh; i++)
+			if (strcmp(cgs.h[i].root, root) == 0)
 				same = i;
 		if (same >= 0) {   /* co-mounted with one found already (cpu,cpuacct) */
 			free(root);
-			G.h[same].ctrls |= 1u << c;
-			G.of[c] = same;
+			cgs.h[same].ctrls |= 1u << c;
+			cgs.of[c] = same;
 			continue;
 		}
-		struct hier *h = &G.h[G.nh];
+		struct hier *h = &cgs.h[cgs.nh];
 		h->root = root;
 		char w[400];
 		if (access(root, W_OK) != 0) {
@@ -531,602 +439,87 @@ static int try_v1(int forced, char *why, size_t n)
 					h->ctrls |= 1u << o;
 			for (int o = c; o < C_N; o++)
 				if ((h->ctrls >> o) & 1)
-					G.of[o] = G.nh;
-			G.nh++;
+					cgs.of[o] = cgs.nh;
+			cgs.nh++;
 			continue;
 		}
 		if (!first_why[0])
 			snprintf(first_why, sizeof first_why, "%s", w);
 	}
-	if (!G.nh || (!forced && G.of[C_MEM] < 0 && G.of[C_PIDS] < 0)) {
+	if (!cgs.nh || (!forced && cgs.of[C_MEM] < 0 && cgs.of[C_PIDS] < 0)) {
 		snprintf(why, n, "%s", first_why[0] ? first_why : "no cgroup v1 memory or pids hierarchy");
-		for (int i = 0; i < G.nh; i++)
-			hier_undo(&G.h[i]);
-		G.nh = 0;
+		for (int i = 0; i < cgs.nh; i++)
+			hier_undo(&cgs.h[i]);
+		cgs.nh = 0;
 		for (int c = 0; c < C_N; c++)
-			G.of[c] = -1;
+			cgs.of[c] = -1;
 		return -1;
 	}
 	static const int pref[] = {C_PIDS, C_MEM, C_FREEZER, C_CPU, C_CPUACCT};
-	for (size_t i = 0; i < sizeof pref / sizeof pref[0] && G.track < 0; i++)
-		G.track = G.of[pref[i]];
+	for (size_t i = 0; i < sizeof pref / sizeof pref[0] && cgs.track < 0; i++)
+		cgs.track = cgs.of[pref[i]];
 	return 0;
 }
 
 void cgroup_init(cg_event_fn *emit)
 {
-	G.emit = emit;
+	cgs.emit = emit;
 	/* headroom: the kernel's OOM killer takes a session's process before
 	 * termd (a child gets 0 back in cgroup_child_join) */
 	if (wr("/proc/self/oom_score_adj", "-1000") == 0)
-		G.adj = 1;
+		cgs.adj = 1;
 	if (opts.cgroups == CG_OFF) {
-		snprintf(G.why, sizeof G.why, "--cgroups off");
+		snprintf(cgs.why, sizeof cgs.why, "--cgroups off");
 	} else {
 		char w2[400] = "", w1[400] = "";
 		if (opts.cgroups != CG_V1 && try_v2(opts.cgroups == CG_V2, w2, sizeof w2) == 0)
-			G.version = 2;
+			cgs.version = 2;
 		else if (opts.cgroups != CG_V2 && try_v1(opts.cgroups == CG_V1, w1, sizeof w1) == 0)
-			G.version = 1;
+			cgs.version = 1;
 		else
-			snprintf(G.why, sizeof G.why, "%s%s%s", w2, w2[0] && w1[0] ? "; " : "", w1);
+			snprintf(cgs.why, sizeof cgs.why, "%s%s%s", w2, w2[0] && w1[0] ? "; " : "", w1);
 	}
-	if (!G.version) {
+	if (!cgs.version) {
 		log_info("cgroups: not used (%s): no session limits; whole-tree signals follow /proc",
-			 G.why);
+			 cgs.why);
 		if (opts.session_memory_max || opts.session_pids_max || opts.session_cpu_max)
 			log_info("cgroups: --session-*-max are not enforced");
 		return;
 	}
 	buf_t b = {0};
 	for (int c = 0; c < C_N; c++)
-		if (G.of[c] >= 0)
+		if (cgs.of[c] >= 0)
 			buf_printf(&b, " %s", cnames[c]);
-	log_info("cgroups: v%d (%s), sessions under %s", G.version, b.p ? b.p + 1 : "",
-		 G.h[G.track].base);
+	log_info("cgroups: v%d (%s), sessions under %s", cgs.version, b.p ? b.p + 1 : "",
+		 cgs.h[cgs.track].base);
 	buf_free(&b);
 }
 
 const char *cgroup_version(void)
 {
-	return G.version == 2 ? "v2" : G.version == 1 ? "v1" : NULL;
+	return cgs.version == 2 ? "v2" : cgs.version == 1 ? "v1" : NULL;
 }
 
 const char *cgroup_why(void)
 {
-	return G.why;
+	return cgs.why;
 }
 
 int cgroup_can_limit(const char *what)
 {
 	int c = strcmp(what, "memory") == 0 ? C_MEM : strcmp(what, "pids") == 0 ? C_PIDS
 		: strcmp(what, "cpu") == 0 ? C_CPU : -1;
-	return G.version && c >= 0 && G.of[c] >= 0;
-}
-
-/* ------------------------------------------------------------ sessions */
-
-static void poll_timer(lws_sorted_usec_list_t *sul);
-static void open_counters(struct cgroup *c);
-
-static void arm(void)
-{
-	if (!G.timer && !G.stopping && (G.live || G.dead)) {
-		G.timer = 1;
-		server_timer(&G.sul, poll_timer, POLL_US);
-	}
-}
-
-static int set_limits(struct cgroup *c, const struct cg_limits *l, char *err, size_t n)
-{
-	char v[64];
-	int r = 0;
-	const char *what = "";
-	if (l->memory) {
-		const char *d = c->dir[G.of[C_MEM]];
-		snprintf(v, sizeof v, "%lld", l->memory);
-		what = "memory";
-		if (G.version == 2) {
-			r = wrf(d, "memory.max", v);
-			if (!r && has_file(d, "memory.swap.max"))
-				wrf(d, "memory.swap.max", "0");   /* the limit is memory, swapped or not */
-		} else {
-			r = wrf(d, "memory.limit_in_bytes", v);
-			if (!r && has_file(d, "memory.memsw.limit_in_bytes"))
-				wrf(d, "memory.memsw.limit_in_bytes", v);
-		}
-	}
-	if (!r && l->pids) {
-		snprintf(v, sizeof v, "%lld", l->pids);
-		what = "pids";
-		r = wrf(c->dir[G.of[C_PIDS]], "pids.max", v);
-	}
-	if (!r && l->cpu > 0) {
-		const char *d = c->dir[G.of[C_CPU]];
-		long q = lround(l->cpu * 100000.0);
-		if (q < 1000)
-			q = 1000;
-		what = "cpu";
-		if (G.version == 2) {
-			snprintf(v, sizeof v, "%ld 100000", q);
-			r = wrf(d, "cpu.max", v);
-		} else {
-			snprintf(v, sizeof v, "%ld", q);
-			r = wrf(d, "cpu.cfs_period_us", "100000");
-			if (!r)
-				r = wrf(d, "cpu.cfs_quota_us", v);
-		}
-	}
-	if (r < 0)
-		snprintf(err, n, "cannot set the session's %s limit: %s", what, strerror(-r));
-	return r < 0 ? -1 : 0;
-}
-
-static void cg_release(struct cgroup *c)
-{
-	for (int k = 0; k < 3; k++)
-		if (c->cfd[k] >= 0)
-			close(c->cfd[k]);
-	for (int i = 0; i < G.nh; i++) {
-		free(c->dir[i]);
-		free(c->procs[i]);
-	}
-	free(c);
-}
-
-/* every folder removed: 1, or 0 while the kernel still holds one */
-static int cg_rmdir(struct cgroup *c)
-{
-	int all = 1;
-	for (int i = 0; i < G.nh; i++) {
-		if (!c->dir[i])
-			continue;
-		if (rmdir(c->dir[i]) == 0 || errno == ENOENT) {
-			free(c->dir[i]);
-			c->dir[i] = NULL;
-		} else {
-			all = 0;
-		}
-	}
-	return all;
-}
-
-struct cgroup *cgroup_new(const char *name, const struct cg_limits *lim, char *err,
-			  size_t errlen)
-{
-	err[0] = 0;
-	if (!G.version)
-		return NULL;
-	struct cgroup *c = xcalloc(1, sizeof *c);
-	snprintf(c->name, sizeof c->name, "%s", name);
-	c->lim = *lim;
-	c->cfd[0] = c->cfd[1] = c->cfd[2] = -1;
-	char sub[TD_SESSION_NAME_MAX + 32];
-	snprintf(sub, sizeof sub, "s-%s-%lu", name, ++G.n);
-	for (int i = 0; i < G.nh; i++) {
-		/* v1's cpu alone is only for a cpu limit (a hierarchy less to join) */
-		if (G.version == 1 && G.h[i].ctrls == 1u << C_CPU && !(lim->cpu > 0))
-			continue;
-		c->dir[i] = join(G.h[i].base, sub);
-		c->procs[i] = join(c->dir[i], "cgroup.procs");
-		if (mkdir(c->dir[i], 0755) < 0) {
-			snprintf(err, errlen, "cannot make the session's cgroup %s: %s", c->dir[i],
-				 strerror(errno));
-			free(c->dir[i]);
-			c->dir[i] = NULL;
-			cg_rmdir(c);
-			cg_release(c);
-			return NULL;
-		}
-	}
-	if (set_limits(c, lim, err, errlen) < 0) {
-		cg_rmdir(c);
-		cg_release(c);
-		return NULL;
-	}
-	open_counters(c);
-	c->next = G.live;
-	G.live = c;
-	arm();
-	return c;
-}
-
-void cgroup_child_join(const struct cgroup *c)
-{
-	if (G.adj) {
-		int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
-		if (fd >= 0) {
-			if (write(fd, "0", 1) < 0) {
-				/* nothing to do about it here */
-			}
-			close(fd);
-		}
-	}
-	if (!c)
-		return;
-	for (int i = 0; i < G.nh; i++) {
-		int fd = c->procs[i] ? open(c->procs[i], O_WRONLY | O_CLOEXEC) : -1;
-		int ok = fd >= 0 && write(fd, "0", 1) == 1;
-		if (fd >= 0)
-			close(fd);
-		if (!ok && c->procs[i]) {
-			static const char msg[] = "termd: cannot join the session's cgroup\r\n";
-			if (write(2, msg, sizeof msg - 1) < 0) {
-				/* nor can this be told */
-			}
-		}
-	}
-}
-
-const struct cg_limits *cgroup_limits(const struct cgroup *c)
-{
-	return &c->lim;
-}
-
-const char *cgroup_name(const struct cgroup *c)
-{
-	return c->name;
-}
-
-int cgroup_procs(const struct cgroup *c, pid_t **out)
-{
-	*out = NULL;
-	if (!c || G.track < 0 || !c->dir[G.track])
-		return 0;
-	buf_t b = {0};
-	if (rdb(c->dir[G.track], "cgroup.procs", &b) < 0) {
-		buf_free(&b);
-		return 0;
-	}
-	size_t cap = 0, n = 0;
-	pid_t *v = NULL;
-	for (char *p = b.p; p && *p;) {
-		char *end;
-		long pid = strtol(p, &end, 10);
-		if (end == p)
-			break;
-		if (n == cap) {
-			cap = cap ? 2 * cap : 16;
-			v = xrealloc(v, cap * sizeof *v);
-		}
-		v[n++] = (pid_t)pid;
-		p = end;
-		while (*p == '\n' || *p == ' ')
-			p++;
-	}
-	buf_free(&b);
-	*out = v;
-	return (int)n;
-}
-
-/* freeze (on) or thaw: 1 if it has a freezer */
-static int freeze(const struct cgroup *c, int on)
-{
-	int i = G.of[C_FREEZER];
-	if (i < 0 || !c->dir[i])
-		return 0;
-	const char *d = c->dir[i];
-	if (G.version == 2 ? wrf(d, "cgroup.freeze", on ? "1" : "0") < 0
-			   : wrf(d, "freezer.state", on ? "FROZEN" : "THAWED") < 0)
-		return 0;
-	if (!on)
-		return 1;
-	/* until it has settled (a task in the kernel stops when it leaves) */
-	uint64_t until = mono_us() + FREEZE_WAIT_US;
-	buf_t b = {0};
-	for (;;) {
-		int done;
-		if (G.version == 2) {
-			done = rd_key(d, "cgroup.events", "frozen") == 1;
-		} else {
-			done = rdb(d, "freezer.state", &b) == 0 && b.p && strncmp(b.p, "FROZEN", 6) == 0;
-		}
-		if (done || mono_us() > until)
-			break;
-		usleep(500);
-	}
-	buf_free(&b);
-	return 1;
-}
-
-int cgroup_signal(struct cgroup *c, int sig, pid_t spare, pid_t leader)
-{
-	if (!c)
-		return -1;
-	pid_t self = getpid(), *p = NULL;
-	/* a process just spawned joins its cgroup itself, before it execs: one
-	 * not in it yet has started nothing, and is signalled directly */
-	int early = 0;
-	if (leader > 0 && leader != spare) {
-		int n = cgroup_procs(c, &p);
-		early = 1;
-		for (int i = 0; i < n && early; i++)
-			early = p[i] != leader;
-		free(p);
-		p = NULL;
-		if (early && kill(leader, sig) < 0)
-			early = 0;
-	}
-	if (G.version == 2 && sig == SIGKILL && !spare && has_file(c->dir[0], "cgroup.kill")) {
-		int n = cgroup_procs(c, &p);
-		free(p);
-		if (wrf(c->dir[0], "cgroup.kill", "1") == 0) {
-			n += early;
-			uint64_t until = mono_us() + KILL_WAIT_US;
-			while (mono_us() < until) {
-				int left = cgroup_procs(c, &p);
-				free(p);
-				if (!left)
-					break;
-				usleep(1000);
-			}
-			return n;
-		}
-	}
-	int first = -1;
-	uint64_t until = mono_us() + KILL_WAIT_US;
-	for (int pass = 0;; pass++) {
-		int frozen = freeze(c, 1);
-		int n = cgroup_procs(c, &p), sent = 0;
-		for (int i = 0; i < n; i++) {
-			if (p[i] == spare || p[i] == self || p[i] <= 0)
-				continue;
-			if (kill(p[i], sig) == 0)
-				sent++;
-		}
-		free(p);
-		p = NULL;
-		if (frozen)
-			freeze(c, 0);
-		if (first < 0)
-			first = sent + early;
-		if (sig != SIGKILL || !sent || mono_us() > until)
-			break;
-		usleep(pass < 20 ? 1000 : 5000);   /* they go once the kernel has them exit */
-	}
-	return first;
-}
-
-int cgroup_usage(const struct cgroup *c, struct cg_usage *u)
-{
-	u->memory = u->memory_peak = u->pids = -1;
-	u->cpu_s = -1;
-	u->oom_kills = u->pids_refused = u->cpu_throttled = -1;
-	if (!c)
-		return -1;
-	const char *m = G.of[C_MEM] >= 0 ? c->dir[G.of[C_MEM]] : NULL;
-	const char *p = G.of[C_PIDS] >= 0 ? c->dir[G.of[C_PIDS]] : NULL;
-	const char *cpu = G.of[C_CPU] >= 0 ? c->dir[G.of[C_CPU]] : NULL;
-	const char *acct = G.of[C_CPUACCT] >= 0 ? c->dir[G.of[C_CPUACCT]] : NULL;
-	if (G.version == 2) {
-		u->memory = rd_ll(m, "memory.current");
-		u->memory_peak = rd_ll(m, "memory.peak");
-		u->oom_kills = rd_key(m, "memory.events", "oom_kill");
-		long long us = rd_key(c->dir[0], "cpu.stat", "usage_usec");
-		if (us >= 0)
-			u->cpu_s = (double)us / 1e6;
-		u->cpu_throttled = rd_key(cpu, "cpu.stat", "nr_throttled");
-	} else {
-		u->memory = rd_ll(m, "memory.usage_in_bytes");
-		u->memory_peak = rd_ll(m, "memory.max_usage_in_bytes");
-		u->oom_kills = rd_key(m, "memory.oom_control", "oom_kill");
-		if (u->oom_kills < 0 && m)   /* before 4.13: the times the limit was hit */
-			u->oom_kills = rd_ll(m, "memory.failcnt");
-		long long ns = rd_ll(acct, "cpuacct.usage");
-		if (ns >= 0)
-			u->cpu_s = (double)ns / 1e9;
-		u->cpu_throttled = rd_key(cpu, "cpu.stat", "nr_throttled");
-	}
-	u->pids = rd_ll(p, "pids.current");
-	u->pids_refused = rd_key(p, "pids.events", "max");
-	return 0;
-}
-
-/* the hit counters' files: oom kills, forks refused, periods throttled
- * (the last only under a cpu limit) */
-static void open_counters(struct cgroup *c)
-{
-	static const char *const file[2][3] = {
-		{"memory.oom_control", "pids.events", "cpu.stat"},
-		{"memory.events", "pids.events", "cpu.stat"},
-	};
-	static const int ctrl[3] = {C_MEM, C_PIDS, C_CPU};
-	for (int k = 0; k < 3; k++) {
-		char p[PATH_MAX];
-		int i = G.of[ctrl[k]];
-		if (i < 0 || !c->dir[i] || (k == 2 && !(c->lim.cpu > 0)))
-			continue;
-		snprintf(p, sizeof p, "%s/%s", c->dir[i], file[G.version == 2][k]);
-		c->cfd[k] = open(p, O_RDONLY | O_CLOEXEC);
-	}
-}
-
-/* "key N" from an open counters file, read again from its start */
-static long long pread_key(int fd, const char *key)
-{
-	char v[2048];
-	if (fd < 0)
-		return -1;
-	ssize_t n = pread(fd, v, sizeof v - 1, 0);
-	if (n <= 0)
-		return -1;
-	v[n] = 0;
-	size_t kl = strlen(key);
-	for (char *l = v; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
-		if (strncmp(l, key, kl) == 0 && l[kl] == ' ')
-			return strtoll(l + kl + 1, NULL, 10);
-	return -1;
-}
-
-/* the hit counters alone (what every run's answer reads): oom kills, forks
- * refused, periods throttled; -1 where unknown */
-static void counters(const struct cgroup *c, long long v[3])
-{
-	v[0] = pread_key(c->cfd[0], "oom_kill");
-	if (v[0] < 0 && G.version == 1 && c->cfd[0] >= 0)   /* before 4.13: the limit's hits */
-		v[0] = rd_ll(c->dir[G.of[C_MEM]], "memory.failcnt");
-	v[1] = pread_key(c->cfd[1], "max");
-	v[2] = pread_key(c->cfd[2], "nr_throttled");
-}
-
-/* a counter read now against the last poll's: session.limit when it grew */
-static void hit(struct cgroup *c, int k, long long now, const char *what, cJSON *limit)
-{
-	uint64_t t = mono_us();
-	if (now < 0 || now <= c->seen[k]) {
-		cJSON_Delete(limit);
-		return;
-	}
-	long long more = now - c->seen[k];
-	c->seen[k] = now;
-	if (k && c->said_us[k] && t - c->said_us[k] < SAY_AGAIN_US) {
-		cJSON_Delete(limit);
-		return;
-	}
-	c->said_us[k] = t;
-	if (!G.emit) {
-		cJSON_Delete(limit);
-		return;
-	}
-	cJSON *ex = cJSON_CreateObject();
-	cJSON_AddStringToObject(ex, "session", c->name);
-	cJSON_AddStringToObject(ex, "what", what);
-	cJSON_AddItemToObject(ex, "limit", limit);
-	cJSON_AddNumberToObject(ex, k == 0 ? "oom_kills" : k == 1 ? "forks_refused" : "throttled",
-				(double)more);
-	G.emit("session.limit", "", ex);
-}
-
-static cJSON *num_or_null(double v)
-{
-	return v > 0 ? cJSON_CreateNumber(v) : cJSON_CreateNull();
-}
-
-static void poll_with(struct cgroup *c, const long long v[3])
-{
-	hit(c, 0, v[0], "memory", num_or_null((double)c->lim.memory));
-	hit(c, 1, v[1], "pids", num_or_null((double)c->lim.pids));
-	if (c->lim.cpu > 0)
-		hit(c, 2, v[2], "cpu", num_or_null(c->lim.cpu));
-}
-
-void cgroup_poll(struct cgroup *c)
-{
-	long long v[3];
-	if (!c)
-		return;
-	counters(c, v);
-	poll_with(c, v);
-}
-
-/* no read: the counters as the last poll or answer saw them (a hit in
- * the second before the command is counted as the command's) */
-void cgroup_mark(struct cgroup *c)
-{
-	if (!c)
-		return;
-	c->mark[0] = c->seen[0];
-	c->mark[1] = c->seen[1];
-}
-
-void cgroup_check(struct cgroup *c, long long *oom, long long *refused)
-{
-	long long v[3];
-	*oom = *refused = 0;
-	if (!c)
-		return;
-	counters(c, v);
-	poll_with(c, v);
-	if (v[0] > c->mark[0] && c->mark[0] >= 0)
-		*oom = v[0] - c->mark[0];
-	if (v[1] > c->mark[1] && c->mark[1] >= 0)
-		*refused = v[1] - c->mark[1];
-}
-
-void cgroup_free(struct cgroup *c)
-{
-	if (!c)
-		return;
-	for (struct cgroup **pp = &G.live; *pp; pp = &(*pp)->next)
-		if (*pp == c) {
-			*pp = c->next;
-			break;
-		}
-	cgroup_signal(c, SIGKILL, 0, 0);
-	if (cg_rmdir(c)) {
-		cg_release(c);
-		return;
-	}
-	/* a process still exiting: tried again on the timer and at exit */
-	c->dead_since = mono_us();
-	c->next = G.dead;
-	G.dead = c;
-	arm();
-}
-
-static void retry_dead(int at_exit)
-{
-	for (struct cgroup **pp = &G.dead; *pp;) {
-		struct cgroup *c = *pp;
-		cgroup_signal(c, SIGKILL, 0, 0);
-		int gone = cg_rmdir(c);
-		if (!gone && (at_exit || mono_us() - c->dead_since > DEAD_KEEP_US)) {
-			for (int i = 0; i < G.nh; i++)
-				if (c->dir[i])
-					log_warn("cgroups: cannot remove %s: %s", c->dir[i], strerror(errno));
-			gone = 1;
-		}
-		if (gone) {
-			*pp = c->next;
-			cg_release(c);
-		} else {
-			pp = &c->next;
-		}
-	}
-}
-
-static void poll_timer(lws_sorted_usec_list_t *sul)
-{
-	(void)sul;
-	G.timer = 0;
-	for (struct cgroup *c = G.live; c; c = c->next)
-		cgroup_poll(c);
-	retry_dead(0);
-	arm();
-}
-
-void cgroup_stop(void)
-{
-	G.stopping = 1;
-	if (G.timer)
-		lws_sul_cancel(&G.sul);
-	G.timer = 0;
+	return cgs.version && c >= 0 && cgs.of[c] >= 0;
 }
 
 void cgroup_shutdown(void)
 {
-	G.stopping = 1;
-	while (G.live)
-		cgroup_free(G.live);
-	/* a second for what is still exiting */
-	for (int i = 0; G.dead && i < 100; i++) {
-		usleep(10000);
-		for (struct cgroup **pp = &G.dead; *pp;) {
-			struct cgroup *c = *pp;
-			if (cg_rmdir(c)) {
-				*pp = c->next;
-				cg_release(c);
-			} else {
-				pp = &c->next;
-			}
-		}
-	}
-	retry_dead(1);
-	for (int i = 0; i < G.nh; i++)
-		hier_undo(&G.h[i]);
-	G.nh = 0;
-	G.version = 0;
+	cg_sessions_end();
+	for (int i = 0; i < cgs.nh; i++)
+		hier_undo(&cgs.h[i]);
+	cgs.nh = 0;
+	cgs.version = 0;
 	for (int c = 0; c < C_N; c++)
-		G.of[c] = -1;
-	G.track = -1;
+		cgs.of[c] = -1;
+	cgs.track = -1;
 }

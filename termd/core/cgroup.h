@@ -1,11 +1,11 @@
 /* cgroup.h — a cgroup per session and what hangs off it: the kernel's
- * side (cgroup.c: v2 or v1 found and set up, termd in a cgroup of its own,
- * a session's cgroup made with its limits, joined by its process before
- * exec, listed, frozen and signalled, read for usage and limit hits,
- * removed) and the session's side (proctree.c: a session's processes from
- * its cgroup or, without cgroups, from /proc; signalling the whole tree,
- * counting what a command left running, the reasons a run gives, the
- * limits and usage in session.list, the session.limit events). */
+ * side (cgroup.c: v2 or v1 found and set up, termd in a cgroup of its own;
+ * cgroup-session.c: a session's cgroup made with its limits, joined by its
+ * process before exec, listed, frozen and signalled, read for usage and
+ * limit hits, removed) and the session's side (proctree.c: a session's
+ * processes from its cgroup or, without cgroups, from /proc; signalling
+ * the whole tree, counting what a command left running, the reasons a run
+ * gives, the limits and usage in session.list, the session.limit events). */
 #ifndef TERMD_CGROUP_H
 #define TERMD_CGROUP_H
 
@@ -35,7 +35,7 @@ struct cg_usage {
 /* --cgroups */
 enum cg_mode { CG_AUTO, CG_OFF, CG_V1, CG_V2 };
 
-/* ---- the kernel's side (cgroup.c) ---- */
+/* ---- the kernel's side (cgroup.c, cgroup-session.c) ---- */
 /* an event no action caused (session.limit): takes extras */
 typedef void cg_event_fn(const char *observation, const char *content, cJSON *extras);
 /* At start, before anything is spawned: find cgroups (opts.cgroups), move
@@ -81,6 +81,9 @@ void cgroup_mark(struct cgroup *cg);
 void cgroup_check(struct cgroup *cg, long long *oom, long long *refused);
 /* Before the loop goes: no more timer. */
 void cgroup_stop(void);
+/* across an upgrade in place: a session's cgroup written to the record, taken back */
+cJSON *cgroup_record(const struct cgroup *cg);
+struct cgroup *cgroup_adopt(const char *name, const cJSON *rec);
 
 /* ---- the session's side (proctree.c) ---- */
 /* A session's processes but its shell (a shell session's; a program

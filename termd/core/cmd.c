@@ -61,6 +61,7 @@ struct cmd *cmd_adopt(struct session *s, const char *text, const char *output, u
 {
 	struct cmd *cmd = cmd_new(s, text, 0);
 	cmd->typed = cmd->started = 1;
+	cmd->rec_start = 1;   /* its start marker is in the recording already */
 	uint64_t now = mono_us();
 	cmd->start_us = ran_us < now ? now - ran_us : 0;
 	/* lines, the last one too (the collect drops the final newline; a

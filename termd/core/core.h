@@ -1,5 +1,6 @@
 /* core.h — the terminal core: sessions (a pty, a screen, shell integration),
- * command life, rendering, the output store, fairness, keys and input-wait.
+ * command life, rendering, the output store, fairness, keys, input-wait and
+ * the /proc walk.
  * It knows nothing of actions, connections or front doors: what it has to
  * tell them goes through the session listeners and hooks registered from above. */
 #ifndef TERMD_CORE_H
@@ -45,6 +46,20 @@ enum shell_state { SH_STARTING, SH_IDLE, SH_RUNNING, SH_DEAD };
 /* bash (readline, PS0, PROMPT_COMMAND) or a POSIX sh (termd.sh via $ENV) */
 enum shell_kind { SHELL_BASH, SHELL_SH };
 
+/* How the next session opened runs its program instead of `sh -c
+ * command` (session_exec_next): argv exec'd as it is (execvp, no shell),
+ * as uid/gid with the groups given when as_user (termd is root) — the ids
+ * switched in the child, no setpriv. The command string stays what the
+ * session shows (session.list, its events). */
+struct session_exec {
+	char *const *argv;
+	int as_user;
+	uid_t uid;
+	gid_t gid;
+	int ngroups;
+	const gid_t *groups;
+};
+
 struct session {
 	struct session *next;
 	char name[TD_SESSION_NAME_MAX + 1];
@@ -54,8 +69,12 @@ struct session {
 	enum shell_kind shell_kind;
 	struct pty pty;           /* its process: fd, pid, alive, exit code (pty.c) */
 	const cJSON *spawn_env;   /* session.open's env, while spawning only */
+	const struct session_exec *spawn_exec; /* how it runs, while spawning only */
 	int rows, cols;
-	struct screen *screen;
+	struct screen *screen;    /* read it through session_screen() */
+	buf_t screen_due;         /* a pipe session's output not fed to its screen yet
+				   * (\n as \r\n): fed when the screen is read */
+	size_t screen_due_lines;  /* the \n in it */
 	struct shellint *si;
 	enum shell_state state;
 	uint64_t spawned_us;      /* when its process started (a shell still starting says how long) */
@@ -142,6 +161,15 @@ struct session *session_open_with(const char *name, const char *command, const c
  * it has none open. */
 int session_close_stdin(struct session *s);
 int session_respawn(struct session *s, char *err, size_t errlen);
+/* The next session_open*'s first spawn runs x (NULL: as usual). x and
+ * what it points to must live until that open returns; the caller sets
+ * NULL again after it (an open that failed early never took it). */
+void session_exec_next(const struct session_exec *x);
+/* s's screen, brought up to date first: a pipe session's screen is fed
+ * only when read (its output kept meanwhile, the lines a screen and its
+ * scrollback can show). Everything that reads or drives a screen takes
+ * it from here. */
+struct screen *session_screen(struct session *s);
 /* a session handed over across execve (handover.c); rec: its record entry */
 struct session *session_adopt(const cJSON *rec, char *err, size_t errlen);
 void session_write(struct session *s, const void *data, size_t len);
@@ -251,7 +279,32 @@ struct inputwait_what {
 };
 void inputwait_describe(struct session *s, pid_t reader, struct inputwait_what *w);
 const char *inputwait_kind_name(enum iw_kind k);
-/* State, process group and session id of a process (/proc/PID/stat). */
-int proc_stat(pid_t pid, char *state, pid_t *pgrp, pid_t *sid);
+
+/* ---- /proc (procscan.c) ---- */
+/* A process as /proc/PID/stat has it. */
+struct proc_info {
+	pid_t pid, ppid, pgrp, sid;
+	char state;               /* R, S, D, Z, T... */
+	unsigned long tty_nr;     /* controlling terminal, the kernel's encoding (0: none) */
+};
+/* pid's stat: 0, or -1 (no such process, or it cannot be read) */
+int procscan_stat(pid_t pid, struct proc_info *pi);
+/* fn for every process in /proc (those gone by the time their stat is
+ * read are passed over) until it returns non-zero: that value; 0 after
+ * the last; -1 when /proc cannot be read. */
+typedef int procscan_fn(const struct proc_info *pi, void *arg);
+int procscan_each(procscan_fn *fn, void *arg);
+/* every process, sorted by pid: the count and *out (malloc'd, may be
+ * NULL), or -1 when /proc cannot be read */
+int procscan_all(struct proc_info **out);
+/* pid in procscan_all's v of n, or NULL */
+const struct proc_info *procscan_find(const struct proc_info *v, int n, pid_t pid);
+/* what pid's descriptor fd links to (/proc/PID/fd/FD: a path, "socket:[INODE]",
+ * "pipe:[INODE]"...) into target, NUL-terminated, cut at size - 1: its length, or -1 */
+ssize_t procscan_fd_link(pid_t pid, long fd, char *target, size_t size);
+/* fn for each of pid's descriptors with its link's first 255 bytes until
+ * it returns non-zero: that value, or 0 (also when pid is gone) */
+typedef int procscan_fd_fn(pid_t pid, long fd, const char *target, void *arg);
+int procscan_fds(pid_t pid, procscan_fd_fn *fn, void *arg);
 
 #endif

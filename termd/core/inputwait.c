@@ -38,47 +38,6 @@
 #include <termios.h>
 #include <unistd.h>
 
-struct pstat {
-	char state;
-	pid_t ppid, pgrp, sid;
-	unsigned long tty_nr;     /* controlling terminal, the kernel's encoding */
-};
-
-static int read_stat(pid_t pid, struct pstat *ps)
-{
-	char p[64], buf[1024];
-	snprintf(p, sizeof p, "/proc/%d/stat", (int)pid);
-	int fd = open(p, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	ssize_t n = read(fd, buf, sizeof buf - 1);
-	close(fd);
-	if (n <= 0)
-		return -1;
-	buf[n] = 0;
-	char *rp = strrchr(buf, ')');
-	if (!rp)
-		return -1;
-	int ppid, pg, se;
-	if (sscanf(rp + 2, "%c %d %d %d %lu", &ps->state, &ppid, &pg, &se, &ps->tty_nr) != 5)
-		return -1;
-	ps->ppid = ppid;
-	ps->pgrp = pg;
-	ps->sid = se;
-	return 0;
-}
-
-int proc_stat(pid_t pid, char *state, pid_t *pgrp, pid_t *sid)
-{
-	struct pstat ps;
-	if (read_stat(pid, &ps) < 0)
-		return -1;
-	*state = ps.state;
-	*pgrp = ps.pgrp;
-	*sid = ps.sid;
-	return 0;
-}
-
 /* /proc/PID/stat's tty_nr as a dev_t (minor bits 0-7 and 20-31, major 8-19) */
 static dev_t tty_nr_dev(unsigned long nr)
 {
@@ -92,25 +51,23 @@ static int fd_is_tty(pid_t pid, long fd, dev_t tty)
 	char p[64], target[128];
 	if (fd < 0)
 		return 0;
-	snprintf(p, sizeof p, "/proc/%d/fd/%ld", (int)pid, fd);
 	/* the name first: anything but a device (a socket, a pipe, a file on
 	 * a slow network file system) is not stat'ed; a device's path may be
 	 * longer (a chroot's /srv/root/dev/pts/3) or shown in another mount
 	 * namespace */
-	ssize_t n = readlink(p, target, sizeof target - 1);
-	if (n <= 0)
+	if (procscan_fd_link(pid, fd, target, sizeof target) < 0)
 		return 0;
-	target[n] = 0;
 	if (target[0] != '/' || (!strstr(target, "/dev/") && !strstr(target, "/pts/")))
 		return 0;
 	struct stat st;
+	snprintf(p, sizeof p, "/proc/%d/fd/%ld", (int)pid, fd);
 	if (stat(p, &st) < 0 || !S_ISCHR(st.st_mode))
 		return 0;
 	if (st.st_rdev == tty)
 		return 1;
 	if (major(st.st_rdev) == 5 && minor(st.st_rdev) == 0) {   /* /dev/tty */
-		struct pstat ps;
-		return read_stat(pid, &ps) == 0 && ps.tty_nr && tty_nr_dev(ps.tty_nr) == tty;
+		struct proc_info ps;
+		return procscan_stat(pid, &ps) == 0 && ps.tty_nr && tty_nr_dev(ps.tty_nr) == tty;
 	}
 	return 0;
 }
@@ -257,6 +214,51 @@ static int task_waits_on_tty(pid_t pid, const char *task_dir, dev_t tty)
 	return yes;
 }
 
+/* the walk of the foreground group: its processes' threads */
+struct fgwalk {
+	pid_t fg;
+	dev_t tty;
+	enum inputwait waiting;
+	pid_t who, hidden;
+	int busy;
+};
+
+static int fg_process(const struct proc_info *ps, void *arg)
+{
+	struct fgwalk *w = arg;
+	pid_t pid = ps->pid;
+	if (ps->pgrp != w->fg)
+		return 0;
+	if (ps->state == 'R') {
+		w->busy = 1;   /* computing, not waiting */
+		return 1;
+	}
+	char tdir[64];
+	snprintf(tdir, sizeof tdir, "/proc/%ld/task", (long)pid);
+	DIR *td = opendir(tdir);
+	if (!td)
+		return 0;
+	struct dirent *te;
+	while (w->waiting != IW_READ && (te = readdir(td))) {
+		if (te->d_name[0] == '.')
+			continue;
+		char tpath[384];
+		snprintf(tpath, sizeof tpath, "%s/%s", tdir, te->d_name);
+		int r = task_waits_on_tty(pid, tpath, w->tty);
+		if (r < 0) {
+			if (ps->state == 'S' && !w->hidden)
+				w->hidden = pid;
+			break;
+		}
+		if (r > (int)w->waiting) {
+			w->waiting = (enum inputwait)r;
+			w->who = pid;
+		}
+	}
+	closedir(td);
+	return 0;
+}
+
 enum inputwait inputwait_blocked_on_tty(struct session *s, pid_t *reader)
 {
 	*reader = 0;
@@ -265,67 +267,23 @@ enum inputwait inputwait_blocked_on_tty(struct session *s, pid_t *reader)
 	struct stat tst;
 	if (stat(s->pty.slave, &tst) < 0)
 		return IW_NO;
-	dev_t tty = tst.st_rdev;
-	pid_t fg = tcgetpgrp(s->pty.fd);
-	if (fg <= 0)
+	struct fgwalk w = {.tty = tst.st_rdev, .waiting = IW_NO};
+	w.fg = tcgetpgrp(s->pty.fd);
+	if (w.fg <= 0)
 		return IW_NO;
-	DIR *d = opendir("/proc");
-	if (!d)
+	if (procscan_each(fg_process, &w) < 0 || w.busy)
 		return IW_NO;
-	enum inputwait waiting = IW_NO;
-	pid_t who = 0, hidden = 0;
-	int busy = 0;
-	struct dirent *e;
-	while ((e = readdir(d)) && !busy) {
-		char *end;
-		long pid = strtol(e->d_name, &end, 10);
-		if (*end || pid <= 0)
-			continue;
-		struct pstat ps;
-		if (read_stat((pid_t)pid, &ps) < 0 || ps.pgrp != fg)
-			continue;
-		if (ps.state == 'R') {
-			busy = 1;   /* computing, not waiting */
-			break;
-		}
-		char tdir[64];
-		snprintf(tdir, sizeof tdir, "/proc/%ld/task", pid);
-		DIR *td = opendir(tdir);
-		if (!td)
-			continue;
-		struct dirent *te;
-		while (waiting != IW_READ && (te = readdir(td))) {
-			if (te->d_name[0] == '.')
-				continue;
-			char tpath[384];
-			snprintf(tpath, sizeof tpath, "%s/%s", tdir, te->d_name);
-			int w = task_waits_on_tty((pid_t)pid, tpath, tty);
-			if (w < 0) {
-				if (ps.state == 'S' && !hidden)
-					hidden = (pid_t)pid;
-				break;
-			}
-			if (w > (int)waiting) {
-				waiting = (enum inputwait)w;
-				who = (pid_t)pid;
-			}
-		}
-		closedir(td);
-	}
-	closedir(d);
-	if (busy)
-		return IW_NO;
-	if (waiting == IW_NO && hidden) {
+	if (w.waiting == IW_NO && w.hidden) {
 		/* a process termd may not look into, asleep, the terminal in
 		 * password mode (canonical, no echo): sudo asking */
 		struct termios t;
 		if (tcgetattr(s->pty.fd, &t) == 0 && (t.c_lflag & ICANON) && !(t.c_lflag & ECHO)) {
-			waiting = IW_HIDDEN;
-			who = hidden;
+			w.waiting = IW_HIDDEN;
+			w.who = w.hidden;
 		}
 	}
-	*reader = waiting == IW_NO ? 0 : who;
-	return waiting;
+	*reader = w.waiting == IW_NO ? 0 : w.who;
+	return w.waiting;
 }
 
 /* ------------------------------------------------------ what it waits for */
@@ -434,8 +392,8 @@ static int last_arg_is_file(pid_t pid, const char *args, size_t n)
  * program that opens editors. */
 static int opened_by_opener(struct session *s, pid_t pid)
 {
-	struct pstat ps;
-	for (int i = 0; i < 6 && read_stat(pid, &ps) == 0; i++) {
+	struct proc_info ps;
+	for (int i = 0; i < 6 && procscan_stat(pid, &ps) == 0; i++) {
 		pid = ps.ppid;
 		if (pid <= 1 || pid == s->pty.pid)
 			return 0;

@@ -131,9 +131,9 @@ int keys_type(struct session *s, const char *item)
 			session_write(s, kn->bytes, strlen(kn->bytes));
 		}
 	} else if (kn) {
-		screen_key(s->screen, kn->key, mod);
+		screen_key(session_screen(s), kn->key, mod);
 	} else if (fkey) {
-		screen_key(s->screen, VTERM_KEY_FUNCTION(fkey), mod);
+		screen_key(session_screen(s), VTERM_KEY_FUNCTION(fkey), mod);
 	} else {
 		char out[2];
 		size_t n = 0;

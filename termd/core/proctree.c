@@ -12,7 +12,6 @@
 #include "core.h"
 
 #include <ctype.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -32,74 +31,6 @@ static pid_t shell_of(struct session *s)
 }
 
 /* ---------------------------------------------------------- from /proc */
-
-struct pinfo {
-	pid_t pid, ppid, pgrp, sid;
-	char state;
-};
-
-static int by_pid(const void *a, const void *b)
-{
-	pid_t x = ((const struct pinfo *)a)->pid, y = ((const struct pinfo *)b)->pid;
-	return x < y ? -1 : x > y;
-}
-
-static int pstat(pid_t pid, struct pinfo *o)
-{
-	char p[64], buf[1024];
-	snprintf(p, sizeof p, "/proc/%d/stat", (int)pid);
-	int fd = open(p, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	ssize_t n = read(fd, buf, sizeof buf - 1);
-	close(fd);
-	if (n <= 0)
-		return -1;
-	buf[n] = 0;
-	char *rp = strrchr(buf, ')');
-	int ppid, pg, se;
-	if (!rp || sscanf(rp + 2, "%c %d %d %d", &o->state, &ppid, &pg, &se) != 4)
-		return -1;
-	o->pid = pid;
-	o->ppid = ppid;
-	o->pgrp = pg;
-	o->sid = se;
-	return 0;
-}
-
-/* every process, sorted by pid */
-static int proc_all(struct pinfo **out)
-{
-	*out = NULL;
-	DIR *d = opendir("/proc");
-	if (!d)
-		return 0;
-	size_t n = 0, cap = 0;
-	struct pinfo *v = NULL;
-	struct dirent *e;
-	while ((e = readdir(d))) {
-		if (!isdigit((unsigned char)e->d_name[0]))
-			continue;
-		struct pinfo pi;
-		if (pstat((pid_t)atoi(e->d_name), &pi) < 0)
-			continue;
-		if (n == cap) {
-			cap = cap ? 2 * cap : 256;
-			v = xrealloc(v, cap * sizeof *v);
-		}
-		v[n++] = pi;
-	}
-	closedir(d);
-	qsort(v, n, sizeof *v, by_pid);
-	*out = v;
-	return (int)n;
-}
-
-static const struct pinfo *find(const struct pinfo *v, int n, pid_t pid)
-{
-	struct pinfo key = {.pid = pid};
-	return bsearch(&key, v, (size_t)n, sizeof *v, by_pid);
-}
 
 /* TERMD_SESSION=name in the process's environment */
 static int env_names(pid_t pid, const char *name)
@@ -129,15 +60,15 @@ static int env_names(pid_t pid, const char *name)
 /* Is v[i] one of s's processes? Its session id is the leader's, or the
  * leader is an ancestor, or its line of parents reaches termd (an orphan
  * re-parented to the subreaper) and it carries s's TERMD_SESSION. */
-static int of_session(const struct pinfo *v, int n, const struct pinfo *pi, struct session *s,
-		      pid_t self)
+static int of_session(const struct proc_info *v, int n, const struct proc_info *pi,
+		      struct session *s, pid_t self)
 {
 	pid_t leader = s->pty.pid;
 	if (pi->pid == self || pi->pid <= 1)
 		return 0;
 	if (leader > 0 && pi->sid == leader)
 		return 1;
-	const struct pinfo *at = pi;
+	const struct proc_info *at = pi;
 	for (int depth = 0; at && depth < 4096; depth++) {
 		if (leader > 0 && at->pid == leader)
 			return 1;
@@ -145,18 +76,20 @@ static int of_session(const struct pinfo *v, int n, const struct pinfo *pi, stru
 			return env_names(pi->pid, s->name);
 		if (at->ppid <= 1)
 			return 0;
-		at = find(v, n, at->ppid);
+		at = procscan_find(v, n, at->ppid);
 	}
 	return 0;
 }
 
 /* s's processes from /proc (zombies left out), not termd, not spare */
-static int tree_list(struct session *s, pid_t spare, struct pinfo **out)
+static int tree_list(struct session *s, pid_t spare, struct proc_info **out)
 {
-	struct pinfo *v;
-	int n = proc_all(&v), k = 0;
+	struct proc_info *v;
+	int n = procscan_all(&v), k = 0;
+	if (n < 0)
+		n = 0;   /* no /proc: none */
 	pid_t self = getpid();
-	struct pinfo *keep = n ? xmalloc((size_t)n * sizeof *keep) : NULL;
+	struct proc_info *keep = n ? xmalloc((size_t)n * sizeof *keep) : NULL;
 	for (int i = 0; i < n; i++)
 		if (v[i].pid != spare && v[i].state != 'Z' && of_session(v, n, &v[i], s, self))
 			keep[k++] = v[i];
@@ -178,7 +111,7 @@ static int in_list(const pid_t *v, int n, pid_t p)
  * kills them all; any other signal goes to each once */
 static int tree_signal(struct session *s, int sig, pid_t spare)
 {
-	struct pinfo *l;
+	struct proc_info *l;
 	int n;
 	if (sig != SIGKILL) {
 		n = tree_list(s, spare, &l);
@@ -243,19 +176,19 @@ int session_leftovers(struct session *s)
 		pid_t *p;
 		int n = cgroup_procs(s->cg, &p);
 		for (int i = 0; i < n; i++) {
-			char st;
-			pid_t pg, sid;
+			struct proc_info pi;
 			if (p[i] == shell || p[i] == getpid())
 				continue;
 			/* the shell's own subshells (a prompt's $(...)) share its group */
-			if (shell && proc_stat(p[i], &st, &pg, &sid) == 0 && (pg == shell || st == 'Z'))
+			if (shell && procscan_stat(p[i], &pi) == 0 &&
+			    (pi.pgrp == shell || pi.state == 'Z'))
 				continue;
 			left++;
 		}
 		free(p);
 		return left;
 	}
-	struct pinfo *l;
+	struct proc_info *l;
 	int n = tree_list(s, shell, &l);
 	for (int i = 0; i < n; i++)
 		if (!shell || l[i].pgrp != shell)

@@ -543,9 +543,19 @@ void screen_set_output(struct screen *sc, void (*cb)(const char *, size_t, void 
 	sc->out_user = user;
 }
 
+/* in slices: libvterm's text handling keeps a chunk's characters on the
+ * stack (a feed of megabytes at once, a pipe session's kept output,
+ * overflowed it) */
+#define FEED_SLICE ((size_t)64 << 10)
+
 void screen_feed(struct screen *sc, const char *data, size_t n)
 {
-	vt_write(sc, data, n);
+	do {
+		size_t k = n > FEED_SLICE ? FEED_SLICE : n;
+		vt_write(sc, data, k);
+		data += k;
+		n -= k;
+	} while (n);
 }
 
 void screen_resize(struct screen *sc, int rows, int cols)

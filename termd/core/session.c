@@ -15,12 +15,19 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
 
 
 static int rc_written;
+static const struct session_exec *exec_next;   /* session_exec_next's */
+
+void session_exec_next(const struct session_exec *x)
+{
+	exec_next = x;
+}
 
 
 struct session *session_find(const char *name)
@@ -151,6 +158,20 @@ static void child_exec(void *owner)
 	if (s->cwd && chdir(s->cwd) != 0) {
 		fprintf(stderr, "termd: cannot cd to %s: %s\n", s->cwd, strerror(errno));
 	}
+	const struct session_exec *x = s->spawn_exec;
+	if (x) {   /* the program itself, as the user: no shell, no setpriv */
+		if (x->as_user && (syscall(SYS_setgroups, (size_t)x->ngroups, x->groups) != 0 ||
+				   setresgid(x->gid, x->gid, x->gid) != 0 ||
+				   setresuid(x->uid, x->uid, x->uid) != 0)) {
+			fprintf(stderr, "termd: cannot switch to uid %u: %s\n", (unsigned)x->uid,
+				strerror(errno));
+			_exit(126);
+		}
+		execvp(x->argv[0], x->argv);
+		int e = errno;
+		fprintf(stderr, "termd: cannot run %s: %s\n", x->argv[0], strerror(e));
+		_exit(e == ENOENT || e == ENOTDIR ? 127 : 126);
+	}
 	const char *sh = session_shell_path();
 	char rc[4200];
 	if (s->is_shell && s->shell_kind == SHELL_BASH) {
@@ -172,10 +193,56 @@ static void child_exec(void *owner)
 	_exit(127);
 }
 
+/* A pipe session's screen is fed when read, not byte by byte as its
+ * output comes (a program printing megabytes nobody looks at costs no
+ * terminal emulation). What is due is kept while it can still show: the
+ * last scrollback + rows + 1 lines (older lines would have scrolled out of
+ * the scrollback by then), cut at a line's start; the screen and its
+ * scrollback come out as if fed every byte, unless a program moves the
+ * cursor back up over more lines than that (or set a colour or mode in a
+ * line dropped that still holds: it is not carried). Lines too long to keep (over
+ * DUE_MAX bytes in all) are fed at once: the screen is exact, as before. */
+#define DUE_MAX ((size_t)4 << 20)
+
+static void due_trim(struct session *s)
+{
+	buf_t *d = &s->screen_due;
+	size_t keep = (size_t)opts.scrollback + (size_t)s->rows + 1, off = 0;
+	if (s->screen_due_lines <= 4 * keep && d->len <= DUE_MAX)
+		return;   /* (trimmed now and then: a byte is moved less than once) */
+	while (s->screen_due_lines > keep) {
+		const char *nl = memchr(d->p + off, '\n', d->len - off);
+		off = (size_t)(nl - d->p) + 1;
+		s->screen_due_lines--;
+	}
+	memmove(d->p, d->p + off, d->len - off);
+	d->len -= off;
+	if (d->len > DUE_MAX)
+		session_screen(s);
+	else if (d->cap > 2 * DUE_MAX) {   /* a burst grew it: give memory back */
+		d->p = xrealloc(d->p, d->len + 1);
+		d->cap = d->len + 1;
+	}
+}
+
+struct screen *session_screen(struct session *s)
+{
+	if (s->screen_due.len) {
+		screen_feed(s->screen, s->screen_due.p, s->screen_due.len);
+		if (s->screen_due.cap > 65536)
+			buf_free(&s->screen_due);
+		else
+			buf_reset(&s->screen_due);
+		s->screen_due_lines = 0;
+	}
+	return s->screen;
+}
+
 /* pty.c's output hook: the screen, the scanner (text and marks to the
  * listeners), then the raw bytes to the listeners (viewers). A pipe
  * session's bytes go to the stream listeners as they are, then on the same
- * way with each \n as \r\n: a terminal shows them as lines. */
+ * way with each \n as \r\n: a terminal shows them as lines (its screen
+ * fed when read). */
 static void on_output(void *owner, int stream, const char *data, size_t n)
 {
 	struct session *s = owner;
@@ -184,21 +251,25 @@ static void on_output(void *owner, int stream, const char *data, size_t n)
 		for (size_t i = 0; i < nlisteners; i++)
 			if (listeners[i]->stream)
 				listeners[i]->stream(s, stream, data, n);
-		buf_t b = {0};
-		for (size_t i = 0, from = 0; i <= n; i++) {
-			if (i == n || data[i] == '\n') {
-				buf_append(&b, data + from, i - from);
-				if (i < n)
-					buf_append(&b, "\r\n", 2);
-				from = i + 1;
+		buf_t *d = &s->screen_due;
+		size_t at = d->len;
+		buf_reserve(d, n + n / 8 + 16);
+		for (const char *p = data, *end = data + n; p < end;) {
+			const char *nl = memchr(p, '\n', (size_t)(end - p));
+			size_t k = (size_t)((nl ? nl : end) - p);
+			buf_append(d, p, k);
+			p += k;
+			if (nl) {
+				buf_append(d, "\r\n", 2);
+				s->screen_due_lines++;
+				p++;
 			}
 		}
-		screen_feed(s->screen, b.p, b.len);
-		shellint_feed(s->si, b.p, b.len);
+		shellint_feed(s->si, d->p + at, d->len - at);
 		for (size_t i = 0; i < nlisteners; i++)
 			if (listeners[i]->output)
-				listeners[i]->output(s, b.p, b.len);
-		buf_free(&b);
+				listeners[i]->output(s, d->p + at, d->len - at);
+		due_trim(s);
 		return;
 	}
 	screen_feed(s->screen, data, n);
@@ -251,6 +322,7 @@ static int spawn(struct session *s, const cJSON *env, int mode, char *err, size_
 	s->spawn_env = env;   /* read by child_exec in the child only */
 	int r = pty_spawn(&s->pty, mode, s->cols, s->rows, &pty_hooks, s, err, errlen);
 	s->spawn_env = NULL;
+	s->spawn_exec = NULL;
 	if (r < 0)
 		return -1;
 	s->state = s->is_shell ? SH_STARTING : SH_RUNNING;
@@ -292,6 +364,8 @@ static struct session *open_kind(const char *name, const char *command, const ch
 	if (!lim && session_limits_parse(NULL, &defaults, err, errlen) == 0)
 		lim = &defaults;
 	s->cg = lim ? cgroup_new(name, lim, err, errlen) : NULL;
+	s->spawn_exec = exec_next;   /* its first spawn only */
+	exec_next = NULL;
 	if ((!s->cg && err[0]) || spawn(s, env, mode, err, errlen) < 0) {
 		cgroup_free(s->cg);
 		screen_free(s->screen);
@@ -394,6 +468,9 @@ struct session *session_adopt(const cJSON *rec, char *err, size_t errlen)
 	if (pty_adopt(&s->pty, pipes, REC_INT("pid"), REC_INT("fd"), REC_INT("hold_fd"),
 		      REC_INT("err_fd"), REC_INT("in_fd"), &pty_hooks, s) < 0)
 		snprintf(err, errlen, "session %s: cannot watch its fds", s->name);
+	const cJSON *cg = cJSON_GetObjectItem(rec, "cgroup");
+	if (cJSON_IsObject(cg))   /* the same folders, limits and counters */
+		s->cg = cgroup_adopt(s->name, cg);
 	s->spawned_us = mono_us();
 	for (size_t i = 0; i < nlisteners; i++)
 		if (listeners[i]->started)
@@ -441,9 +518,9 @@ void session_resize(struct session *s, int cols, int rows)
 		return;
 	if (cols == s->cols && rows == s->rows)
 		return;
+	screen_resize(session_screen(s), rows, cols);   /* what came before, at the old size */
 	s->cols = cols;
 	s->rows = rows;
-	screen_resize(s->screen, rows, cols);
 	pty_resize(&s->pty, cols, rows);
 	session_resized(s);
 }
@@ -461,6 +538,7 @@ static void session_free(struct session *s)
 	lws_sul_cancel(&s->close_sul);
 	session_gone(s);
 	screen_free(s->screen);
+	buf_free(&s->screen_due);
 	shellint_free(s->si);
 	buf_free(&s->pty.inq);
 	buf_free(&s->typed);

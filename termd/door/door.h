@@ -14,6 +14,13 @@
 int record_check_dir(const char *dir, char *err, size_t errlen);
 /* its session listener and the /record/ routes (after cmd_init) */
 void record_register(void);
+/* upgrade in place: each recording's fd, file, time base and bytes, so
+ * it goes on in the same file (save: an object by session name; load
+ * before the sessions are adopted, done after) */
+cJSON *record_handover_save(void);
+void record_handover_keep(int keep);
+void record_handover_load(const cJSON *recs);
+void record_handover_done(void);
 
 
 /* ---- zip archives (zip.c) ---- */
@@ -79,13 +86,23 @@ void web_shutdown(void);
 /* ---- the preview proxy (proxy.c, proxy-ws.c) ---- */
 /* /proxy/<port>/ and the Host route (--preview-host-suffix) */
 void proxy_register(void);
-/* what proxy.c and proxy-ws.c share: a preview's Host port (0: none); may
- * the request open a preview (full or preview token, or the cookie); a
+/* what proxy.c and proxy-ws.c share: a preview's Host port (0: none); a
  * request header copied as "Name: value\r\n", the Cookie without termd's */
 int proxy_host_port(struct lws *wsi);
-int proxy_auth_ok(struct lws *wsi, enum auth_level level);
 void proxy_copy_hdr(struct lws *wsi, buf_t *b, enum lws_token_indexes tok, const char *name);
 void proxy_copy_cookie(struct lws *wsi, buf_t *b);
+/* The preview uri names: the Host route's port (*by_host set, *rest the
+ * whole uri), else /proxy/<port>'s (*rest what follows, "/" when nothing
+ * does); 0 when it names none, -1 for a /proxy/ path without a port. */
+int proxy_target(struct lws *wsi, const char *uri, int *by_host, const char **rest);
+/* May the request reach the preview at port: access (the full or preview
+ * token, or the cookie) and a session's program listening there (its
+ * address into *addr when addr is not NULL): 0, or the HTTP status (401,
+ * 404) with *why, the answer's text. */
+int proxy_admit_check(struct lws *wsi, enum auth_level level, int port, const char **addr,
+		      const char **why);
+/* X-Forwarded-For, -Host, -Proto and, on a /proxy/<port> path, -Prefix */
+void proxy_forwarded(struct lws *wsi, buf_t *b, int port, int by_host);
 /* a socket connecting to port as bound at addr (ports_find's): loopback
  * for a wildcard, else that address of the sandbox's own; -1 on failure */
 int proxy_connect(int port, const char *addr);

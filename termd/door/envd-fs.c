@@ -4,8 +4,9 @@
  * stream) with EntryInfo as envd fills it (metadata from user.e2b.*
  * extended attributes), and the REST routes GET /files (a file's bytes,
  * gzip when accepted) and POST /files (multipart/form-data or
- * application/octet-stream, gzip or not; X-Metadata-<key> headers kept as
- * user.e2b.<key>) with envd's JSON errors. Paths are made absolute
+ * application/octet-stream, gzip or not; the X-Metadata-<key> headers,
+ * folded by the front into X-Termd-Metadata, kept as user.e2b.<key>:
+ * envd-meta.c) with envd's JSON errors. Paths are made absolute
  * against the request's user's home; what it creates belongs to that user
  * when termd is root. */
 #include "envd.h"
@@ -68,41 +69,73 @@ static int action_ok(struct envd_call *c, const cJSON *ans, const char *name)
 	return 0;
 }
 
-/* EntryInfo from a file action's entry */
+/* e's string key, else def (envd_str's third argument is another name) */
+static const char *str_or(const cJSON *e, const char *key, const char *def)
+{
+	const char *v = envd_str(e, key, NULL);
+	return v ? v : def;
+}
+
+static const char *file_type(const char *type)
+{
+	return strcmp(type, "directory") == 0 ? "FILE_TYPE_DIRECTORY" :
+	       strcmp(type, "file") == 0 ? "FILE_TYPE_FILE" : "FILE_TYPE_UNSPECIFIED";
+}
+
+/* EntryInfo from a file action's entry, as envd's GetEntryInfo fills it:
+ * mode is the permission bits only (Go's FileMode.Perm()); a symlink is
+ * never FILE_TYPE_SYMLINK but what it leads to (its type, its permission
+ * bits, its metadata) with symlinkTarget where it leads (resolved,
+ * absolute); a dangling one is FILE_TYPE_UNSPECIFIED, mode 0, its own
+ * path as symlinkTarget. Size, permissions, owner and time are the
+ * link's own, as envd's (it describes the link's Lstat). */
 static cJSON *entry_info(const cJSON *e)
 {
 	if (!e)
 		return NULL;
 	cJSON *o = cJSON_CreateObject();
-	const char *type = envd_str(e, "type", "file");
-	cJSON_AddStringToObject(o, "name", envd_str(e, "name", ""));
-	cJSON_AddStringToObject(o, "type", strcmp(type, "directory") == 0 ? "FILE_TYPE_DIRECTORY" :
-				strcmp(type, "symlink") == 0 ? "FILE_TYPE_SYMLINK" : "FILE_TYPE_FILE");
-	const char *path = envd_str(e, "path", "");
-	cJSON_AddStringToObject(o, "path", path);
+	const char *type = str_or(e, "type", "file");
+	const char *path = str_or(e, "path", "");
+	const cJSON *meta = envd_field(e, "metadata", NULL);   /* read by the worker */
+	const char *target = NULL;
 	double size = 0, mode = 0;
 	envd_num(e, "size", NULL, &size);
 	envd_num(e, "mode", NULL, &mode);
+	if (strcmp(type, "symlink") == 0) {
+		const cJSON *to = envd_field(e, "target", NULL);
+		target = to ? str_or(e, "symlink_target", path) : path;
+		type = to ? str_or(to, "type", "other") : "other";
+		mode = 0;
+		if (to)
+			envd_num(to, "mode", NULL, &mode);
+		meta = envd_field(to, "metadata", NULL);
+	}
+	cJSON_AddStringToObject(o, "name", str_or(e, "name", ""));
+	cJSON_AddStringToObject(o, "type", file_type(type));
+	cJSON_AddStringToObject(o, "path", path);
 	char num[32];
 	snprintf(num, sizeof num, "%.0f", size);   /* int64 as a string */
 	cJSON_AddStringToObject(o, "size", num);
-	cJSON_AddNumberToObject(o, "mode", mode);
-	cJSON_AddStringToObject(o, "permissions", envd_str(e, "permissions", ""));
-	cJSON_AddStringToObject(o, "owner", envd_str(e, "owner", ""));
-	cJSON_AddStringToObject(o, "group", envd_str(e, "group", ""));
-	cJSON_AddStringToObject(o, "modifiedTime", envd_str(e, "modified", ""));
-	const char *target = envd_str(e, "symlink_target", NULL);
+	cJSON_AddNumberToObject(o, "mode", (double)((unsigned)mode & 0777));
+	cJSON_AddStringToObject(o, "permissions", str_or(e, "permissions", ""));
+	cJSON_AddStringToObject(o, "owner", str_or(e, "owner", ""));
+	cJSON_AddStringToObject(o, "group", str_or(e, "group", ""));
+	cJSON_AddStringToObject(o, "modifiedTime", str_or(e, "modified", ""));
 	if (target)
 		cJSON_AddStringToObject(o, "symlinkTarget", target);
-	const cJSON *meta = envd_field(e, "metadata", NULL);   /* read by the worker */
 	if (cJSON_IsObject(meta))
 		cJSON_AddItemToObject(o, "metadata", cJSON_Duplicate(meta, 1));
 	return o;
 }
 
+/* (WatchDir's entries: described on the loop with termd's own ids, not
+ * the user's, so a link's target's metadata, which a link the user made
+ * could point anywhere for, is left out) */
 cJSON *envd_entry_info(const char *path)
 {
 	cJSON *e = fsops_entry(path);
+	cJSON_DeleteItemFromObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(e, "target"),
+						"metadata");
 	cJSON *o = entry_info(e);
 	cJSON_Delete(e);
 	return o;
@@ -361,6 +394,7 @@ struct fjob {
 	char ct[512], ce[64];
 	buf_t body;               /* POST: the request body (taken from t) */
 	int gzip;                 /* GET: the client takes gzip */
+	cJSON *meta;              /* POST: X-Termd-Metadata's {key: value}, or NULL */
 	/* the worker's result */
 	int status;               /* 0 ok, else the HTTP status of msg */
 	buf_t msg;                /* the error, or POST's answer (JSON) */
@@ -379,6 +413,7 @@ static void fjob_free(struct fjob *f)
 		deflateEnd(&f->z);
 	free(f->path);
 	free(f->home);
+	cJSON_Delete(f->meta);
 	buf_free(&f->body);
 	buf_free(&f->msg);
 	free(f);
@@ -589,13 +624,31 @@ static cJSON *write_upload(struct fjob *f, const char *path, const char *data, s
 			fj_fail(f, errno_status(e), "cannot open", path, e);
 		return NULL;
 	}
+	/* envd opens as root, then chowns the file to the user before it
+	 * writes: a watcher sees CREATE, CHMOD, WRITE (e2b's SDK tests count
+	 * them). termd opened it as the user already; the same chown, to the
+	 * user's own ids, gives the same event and changes nothing else */
+	if (fchown(fd, f->job.cred.uid, f->job.cred.gid) < 0) {
+		/* a file system without owners (vfat): as envd, nothing to say */
+	}
 	if (write_all(fd, data, len) < 0) {
 		int e = errno;
 		close(fd);
 		fj_fail(f, errno_status(e), "cannot write", path, e);
 		return NULL;
 	}
+	/* always: an upload without metadata clears what an earlier one left
+	 * (O_TRUNC keeps extended attributes); done as the user, on the fd */
+	int me = envd_meta_write(fd, f->meta);
+	if (me) {
+		close(fd);
+		fj_fail(f, me == ENOSPC || me == EDQUOT ? 507 : 500,
+			"cannot write the metadata (user.e2b.* attributes) of", path, me);
+		return NULL;
+	}
+	cJSON *meta = fsops_metadata(NULL, 0, fd);   /* what the file has now */
 	if (close(fd) != 0) {
+		cJSON_Delete(meta);
 		fj_fail(f, errno_status(errno), "cannot write", path, errno);
 		return NULL;
 	}
@@ -603,6 +656,8 @@ static cJSON *write_upload(struct fjob *f, const char *path, const char *data, s
 	cJSON_AddStringToObject(o, "path", path);
 	cJSON_AddStringToObject(o, "name", slash ? slash + 1 : path);
 	cJSON_AddStringToObject(o, "type", "file");
+	if (meta)
+		cJSON_AddItemToObject(o, "metadata", meta);
 	return o;
 }
 
@@ -716,6 +771,24 @@ void envd_files_post(struct http_txn *t)
 	struct fjob *f = fjob_new(t, post_work, post_done);
 	lws_hdr_copy(t->wsi, f->ct, sizeof f->ct, WSI_TOKEN_HTTP_CONTENT_TYPE);
 	lws_hdr_copy(t->wsi, f->ce, sizeof f->ce, WSI_TOKEN_HTTP_CONTENT_ENCODING);
+	/* the X-Metadata-<key> headers, folded into one by the front (lws
+	 * cannot list headers it does not know); checked before any write */
+	int ml = lws_hdr_custom_length(t->wsi, "x-termd-metadata:", 17);
+	if (ml >= 0) {
+		char *mh = xmalloc((size_t)ml + 1);
+		buf_t err = {0};
+		mh[0] = 0;
+		if (lws_hdr_custom_copy(t->wsi, mh, ml + 1, "x-termd-metadata:", 17) < 0)
+			mh[0] = 0;
+		f->meta = envd_meta_parse(mh, strlen(mh), &err);
+		free(mh);
+		if (!f->meta) {
+			fjob_free(f);
+			rest_error(t, 400, "%s", err.p);
+			buf_free(&err);
+			return;
+		}
+	}
 	f->body = t->body;   /* the worker's now */
 	memset(&t->body, 0, sizeof t->body);
 	fjob_submit(t, f);

@@ -8,8 +8,10 @@
  * session (session.open kind "pipe": no terminal, stdin a pipe only when
  * asked for, stdout and stderr apart); its input and end of file go
  * through session.stdin. A session listener follows the processes'
- * output (a PTY's bytes, a pipe's two streams) and end. A request for
- * another user (termd is root) runs the process through setpriv(1). */
+ * output (a PTY's bytes, a pipe's two streams) and end. The session
+ * execs the program itself (session_exec_next: no shell in between), as
+ * the request's user when termd is root (ids switched in the child); its
+ * command reads as `exec setpriv ... -- CMD ARGS`, what it runs. */
 #include "envd.h"
 #include "fsio.h"
 
@@ -154,15 +156,26 @@ static void deliver(struct eproc *p, int kind, const char *data, size_t n)
 		}
 		return;
 	}
+	/* {"event":{"data":{KEY:BASE64}}} written once, for every stream, as
+	 * data_msg would print it (base64 needs no escapes) */
+	buf_t b = {0};
+	buf_reserve(&b, 5 + 40 + (n + 2) / 3 * 4);
+	b.len = 5;
+	buf_puts(&b, "{\"event\":{\"data\":{\"");
+	buf_puts(&b, kind == 2 ? "stderr" : p->pty ? "pty" : "stdout");
+	buf_puts(&b, "\":\"");
+	fsio_b64_encode(data, n, &b);
+	buf_puts(&b, "\"}}}");
 	for (struct envd_stream *st = p->streams, *next; st; st = next) {
 		next = st->next;
 		/* a client that does not read is cut at --stream-max (http.c) */
-		if (envd_stream_send(st, data_msg(p, kind, data, n)) == HTTP_STREAM_CUT) {
+		if (envd_stream_send_json(st, &b) == HTTP_STREAM_CUT) {
 			unlink_stream(p, st);
 			envd_stream_finish(st, EC_RESOURCE_EXHAUSTED,
 					   "the client does not read its stream (--stream-max)");
 		}
 	}
+	buf_free(&b);
 }
 
 /* the end to every attached stream; the process is freed once someone saw it */
@@ -402,7 +415,23 @@ static int proc_start(struct envd_call *c)
 	cJSON_AddNumberToObject(oargs, "cols", pty ? cols : 200);
 	cJSON_AddNumberToObject(oargs, "rows", pty ? rows : 50);
 	buf_free(&line);
+	/* the session runs the program itself, as the user (the command above
+	 * is what it shows: the same program, the same user) */
+	size_t argc = 1 + (size_t)cJSON_GetArraySize(args);
+	char **argv = xcalloc(argc + 1, sizeof *argv);
+	argv[0] = (char *)cmd;
+	argc = 1;
+	cJSON_ArrayForEach(a, args)
+		argv[argc++] = a->valuestring;
+	struct session_exec x = {
+		.argv = argv, .as_user = !envd_cur.self, .uid = envd_cur.cred.uid,
+		.gid = envd_cur.cred.gid, .ngroups = envd_cur.cred.ngroups,
+		.groups = envd_cur.cred.groups,
+	};
+	session_exec_next(&x);
 	cJSON *ans = envd_action("session.open", oargs);
+	session_exec_next(NULL);
+	free(argv);
 	if (!ans || is_error(ans)) {
 		eproc_free(p);
 		free(cwd);

@@ -445,6 +445,20 @@ size_t envd_stream_send(struct envd_stream *st, cJSON *msg)
 	return pending;
 }
 
+size_t envd_stream_send_json(struct envd_stream *st, buf_t *b)
+{
+	if (st->ended || !st->t)
+		return 0;
+	size_t n = b->len - 5;
+	unsigned char *h = (unsigned char *)b->p;
+	h[0] = 0;
+	h[1] = (unsigned char)(n >> 24);
+	h[2] = (unsigned char)(n >> 16);
+	h[3] = (unsigned char)(n >> 8);
+	h[4] = (unsigned char)n;
+	return http_stream_write(st->t, b->p, b->len);
+}
+
 void envd_stream_finish(struct envd_stream *st, enum envd_code code, const char *msg)
 {
 	if (st->ended)

@@ -72,6 +72,10 @@ struct envd_stream *envd_stream_open(struct envd_call *c);
 /* One message (taken over) in a data envelope. Returns the bytes the
  * socket has not taken yet. */
 size_t envd_stream_send(struct envd_stream *st, cJSON *msg);
+/* A message already written as JSON in b after 5 bytes left for the
+ * envelope's head (envd_stream_send without cJSON: the same answer).
+ * The head is written into b; b may go to several streams. */
+size_t envd_stream_send_json(struct envd_stream *st, buf_t *b);
 /* The end-of-stream message ({} or the error), then the end; st is freed
  * once its transaction is gone (envd_stream_free). */
 void envd_stream_finish(struct envd_stream *st, enum envd_code code, const char *msg);
@@ -106,6 +110,15 @@ void envd_files_get(struct http_txn *t);
 void envd_files_post(struct http_txn *t);
 /* EntryInfo of an absolute path (lstat), or NULL and errno */
 cJSON *envd_entry_info(const char *path);
+
+/* ---- an upload's metadata (envd-meta.c) ---- */
+/* X-Termd-Metadata's value (k=v&k=v, form-urlencoded; keys lowercased,
+ * the last of a key wins, an empty key skipped) checked as envd checks
+ * X-Metadata-*: {key: value}, or NULL with "invalid metadata: ..." in err */
+cJSON *envd_meta_parse(const char *hdr, size_t len, buf_t *err);
+/* the open file's user.e2b.* attributes made exactly meta (NULL or {}:
+ * none left): 0, or the errno (a file system without them is 0) */
+int envd_meta_write(int fd, const cJSON *meta);
 
 /* ---- WatchDir (envd-watch.c) ---- */
 int envd_watch_call(struct envd_call *c);

@@ -166,15 +166,7 @@ static void build_upgrade(struct lws *wsi, buf_t *b, const char *path, int port,
 	proxy_copy_hdr(wsi, b, WSI_TOKEN_ORIGIN, "Origin");
 	proxy_copy_hdr(wsi, b, WSI_TOKEN_HTTP_USER_AGENT, "User-Agent");
 	proxy_copy_cookie(wsi, b);
-	char peer[64] = "", host[256];
-	lws_get_peer_simple(wsi, peer, sizeof peer);
-	if (peer[0])
-		buf_printf(b, "X-Forwarded-For: %s\r\n", peer);
-	if (lws_hdr_copy(wsi, host, sizeof host, WSI_TOKEN_HOST) > 0 && !strpbrk(host, "\r\n"))
-		buf_printf(b, "X-Forwarded-Host: %s\r\n", host);
-	buf_printf(b, "X-Forwarded-Proto: http\r\n");
-	if (!by_host)
-		buf_printf(b, "X-Forwarded-Prefix: /proxy/%d\r\n", port);
+	proxy_forwarded(wsi, b, port, by_host);   /* (no TLS here: Proto http) */
 	buf_append(b, "\r\n", 2);
 }
 
@@ -194,33 +186,20 @@ static int adopt_side(struct tunnel *t, int i)
 int proxy_ws_upgrade(struct lws *wsi, enum auth_level level, const char **why)
 {
 	char uri[4096];
-	int by_host = 0, port = proxy_host_port(wsi);
+	int by_host = 0;
 	if (lws_hdr_copy(wsi, uri, sizeof uri, WSI_TOKEN_GET_URI) <= 0)
 		return 0;
-	const char *rest = uri;
-	if (port) {
-		by_host = 1;
-	} else {
-		if (strncmp(uri, "/proxy/", 7) != 0)
-			return 0;
-		char *end;
-		long p = strtol(uri + 7, &end, 10);
-		if (end == uri + 7 || (*end && *end != '/') || p < 1 || p > 65535 || uri[7] == '0') {
-			*why = "not found\n";
-			return 404;
-		}
-		port = (int)p;
-		rest = *end ? end : "/";
-	}
-	if (!proxy_auth_ok(wsi, level)) {
-		*why = "a preview needs the full token or the preview token\n";
-		return 401;
-	}
-	const char *addr = ports_find(port);
-	if (!addr) {
-		*why = "no program of termd's listens on that port\n";
+	const char *rest = uri, *addr = NULL;
+	int port = proxy_target(wsi, uri, &by_host, &rest);
+	if (!port)
+		return 0;
+	if (port < 0) {
+		*why = "not found\n";
 		return 404;
 	}
+	int status = proxy_admit_check(wsi, level, port, &addr, why);
+	if (status)
+		return status;
 	if (lws_is_ssl(wsi)) {
 		*why = "WebSocket previews need a listener without TLS\n";
 		return 501;

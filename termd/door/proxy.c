@@ -448,6 +448,24 @@ int proxy_connect(int port, const char *addr)
 
 /* --------------------------------------------------------------- route */
 
+int proxy_target(struct lws *wsi, const char *uri, int *by_host, const char **rest)
+{
+	int port = proxy_host_port(wsi);
+	if (port) {
+		*by_host = 1;
+		*rest = uri;
+		return port;
+	}
+	if (strncmp(uri, "/proxy/", 7) != 0)
+		return 0;
+	char *end;
+	long p = strtol(uri + 7, &end, 10);
+	if (end == uri + 7 || (*end && *end != '/') || p < 1 || p > 65535 || uri[7] == '0')
+		return -1;
+	*rest = *end ? end : "/";
+	return (int)p;
+}
+
 /* the port and the path (+ query) to ask upstream for; 0 when not ours */
 static int target(struct http_txn *t, int *by_host, buf_t *path)
 {
@@ -459,20 +477,9 @@ static int target(struct http_txn *t, int *by_host, buf_t *path)
 	if (lws_hdr_copy(t->wsi, uri, PX_URI_MAX, tok) < 0)
 		goto out;
 	const char *rest;
-	if ((port = proxy_host_port(t->wsi))) {
-		*by_host = 1;
-		rest = uri;
-	} else {
-		if (strncmp(uri, "/proxy/", 7) != 0)
-			goto out;
-		char *end;
-		long p = strtol(uri + 7, &end, 10);
-		if (end == uri + 7 || (*end && *end != '/') || p < 1 || p > 65535 || uri[7] == '0') {
-			port = 0;
-			goto out;
-		}
-		port = (int)p;
-		rest = *end ? end : "/";
+	if ((port = proxy_target(t->wsi, uri, by_host, &rest)) <= 0) {
+		port = 0;
+		goto out;
 	}
 	put_encoded(path, rest, "/:@!$&'()*+,;=");
 	char q[PX_URI_MAX];
@@ -535,12 +542,8 @@ void proxy_copy_cookie(struct lws *wsi, buf_t *b)
 	buf_free(&keep);
 }
 
-static void build_request(struct px *x, struct http_txn *t, const char *method, const char *path)
+void proxy_forwarded(struct lws *wsi, buf_t *b, int port, int by_host)
 {
-	struct lws *wsi = t->wsi;
-	buf_t *b = &x->out;
-	buf_printf(b, "%s %s HTTP/1.1\r\nHost: localhost:%d\r\nConnection: close\r\n", method, path,
-		   x->port);
 	char peer[64] = "";
 	lws_get_peer_simple(wsi, peer, sizeof peer);
 	if (peer[0])
@@ -549,8 +552,17 @@ static void build_request(struct px *x, struct http_txn *t, const char *method, 
 	if (lws_hdr_copy(wsi, host, sizeof host, WSI_TOKEN_HOST) > 0 && !strpbrk(host, "\r\n"))
 		buf_printf(b, "X-Forwarded-Host: %s\r\n", host);
 	buf_printf(b, "X-Forwarded-Proto: %s\r\n", lws_is_ssl(wsi) ? "https" : "http");
-	if (!x->by_host)
-		buf_printf(b, "X-Forwarded-Prefix: /proxy/%d\r\n", x->port);
+	if (!by_host)
+		buf_printf(b, "X-Forwarded-Prefix: /proxy/%d\r\n", port);
+}
+
+static void build_request(struct px *x, struct http_txn *t, const char *method, const char *path)
+{
+	struct lws *wsi = t->wsi;
+	buf_t *b = &x->out;
+	buf_printf(b, "%s %s HTTP/1.1\r\nHost: localhost:%d\r\nConnection: close\r\n", method, path,
+		   x->port);
+	proxy_forwarded(wsi, b, x->port, x->by_host);
 	proxy_copy_hdr(wsi, b, WSI_TOKEN_HTTP_ACCEPT, "Accept");
 	proxy_copy_hdr(wsi, b, WSI_TOKEN_HTTP_ACCEPT_ENCODING, "Accept-Encoding");
 	proxy_copy_hdr(wsi, b, WSI_TOKEN_HTTP_ACCEPT_LANGUAGE, "Accept-Language");
@@ -576,7 +588,7 @@ static void build_request(struct px *x, struct http_txn *t, const char *method, 
 		buf_append(b, t->body.p, t->body.len);
 }
 
-int proxy_auth_ok(struct lws *wsi, enum auth_level level)
+static int proxy_auth_ok(struct lws *wsi, enum auth_level level)
 {
 	if (level == AUTH_FULL || cookie_ok(wsi))
 		return 1;
@@ -586,6 +598,23 @@ int proxy_auth_ok(struct lws *wsi, enum auth_level level)
 		return 1;
 	const char *qt = lws_get_urlarg_by_name(wsi, "token=", tok, sizeof tok);
 	return qt && preview_token_ok(qt);
+}
+
+int proxy_admit_check(struct lws *wsi, enum auth_level level, int port, const char **addr,
+		      const char **why)
+{
+	if (!proxy_auth_ok(wsi, level)) {
+		*why = "a preview needs the full token or the preview token\n";
+		return 401;
+	}
+	const char *a = ports_find(port);
+	if (!a) {
+		*why = "no program of termd's listens on that port\n";
+		return 404;
+	}
+	if (addr)
+		*addr = a;
+	return 0;
 }
 
 /* before the body: access, the port, the ?token= cookie */
@@ -601,14 +630,11 @@ static int proxy_admit(struct http_txn *t)
 	}
 	char tok[600];
 	const char *qt = lws_get_urlarg_by_name(t->wsi, "token=", tok, sizeof tok);
-	if (!proxy_auth_ok(t->wsi, t->auth)) {
+	const char *why;
+	int status = proxy_admit_check(t->wsi, t->auth, port, NULL, &why);
+	if (status) {
 		buf_free(&path);
-		http_answer_text(t, 401, "a preview needs the full token or the preview token\n");
-		return 1;
-	}
-	if (!ports_find(port)) {
-		buf_free(&path);
-		http_answer_text(t, 404, "no program of termd's listens on that port\n");
+		http_answer_text(t, status, why);
 		return 1;
 	}
 	if (qt && (opts.token || opts.preview_token)) {

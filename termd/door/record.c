@@ -184,6 +184,8 @@ static void rec_free(struct recording *r)
 
 /* ------------------------------------------------------ session hooks */
 
+static int rec_take_over(struct session *s);
+
 static void rec_on_started(struct session *s)
 {
 	if (!opts.record_dir)
@@ -192,6 +194,8 @@ static void rec_on_started(struct session *s)
 		rec_free(s->rec);
 		s->rec = NULL;
 	}
+	if (rec_take_over(s))
+		return;   /* a recording the termd before an upgrade began */
 	time_t now = time(NULL);
 	struct tm tm;
 	gmtime_r(&now, &tm);
@@ -337,6 +341,90 @@ static void rec_on_gone(struct session *s)
 		return;
 	rec_free(s->rec);
 	s->rec = NULL;
+}
+
+/* ------------------------------------------------- upgrade in place */
+
+/* The recordings go on in the same files across an upgrade in place
+ * (handover.c): the fd (O_APPEND, close-on-exec off for the exec), the
+ * file's name, the time base (CLOCK_MONOTONIC is the machine's, the same
+ * after the exec: timestamps continue) and a character cut in half. */
+static cJSON *taken;   /* the record's recordings, until their sessions are adopted */
+
+cJSON *record_handover_save(void)
+{
+	cJSON *j = cJSON_CreateObject();
+	for (struct session *s = srv.sessions; s; s = s->next) {
+		struct recording *r = s->rec;
+		if (!r || r->fd < 0)
+			continue;
+		cJSON *o = cJSON_AddObjectToObject(j, s->name);
+		cJSON_AddNumberToObject(o, "fd", r->fd);
+		cJSON_AddStringToObject(o, "file", r->file);
+		cJSON_AddNumberToObject(o, "start_us", (double)r->start_us);
+		cJSON_AddNumberToObject(o, "bytes", (double)r->bytes);
+		cJSON *h = cJSON_AddArrayToObject(o, "out_hold");
+		for (size_t i = 0; i < r->out_u8.n && i < sizeof r->out_u8.hold; i++)
+			cJSON_AddItemToArray(h, cJSON_CreateNumber(r->out_u8.hold[i]));
+	}
+	return j;
+}
+
+void record_handover_keep(int keep)
+{
+	for (struct session *s = srv.sessions; s; s = s->next)
+		if (s->rec && s->rec->fd >= 0)
+			fcntl(s->rec->fd, F_SETFD, keep ? 0 : FD_CLOEXEC);
+}
+
+void record_handover_load(const cJSON *recs)
+{
+	cJSON_Delete(taken);
+	taken = cJSON_IsObject(recs) ? cJSON_Duplicate(recs, 1) : NULL;
+}
+
+static int rec_take_over(struct session *s)
+{
+	cJSON *o = taken ? cJSON_DetachItemFromObjectCaseSensitive(taken, s->name) : NULL;
+	if (!o)
+		return 0;
+	const cJSON *fd = cJSON_GetObjectItem(o, "fd"), *file = cJSON_GetObjectItem(o, "file");
+	const cJSON *st = cJSON_GetObjectItem(o, "start_us"), *by = cJSON_GetObjectItem(o, "bytes");
+	int ok = cJSON_IsNumber(fd) && fd->valueint >= 0 && cJSON_IsString(file) &&
+		 strlen(file->valuestring) < REC_FILE_MAX && cJSON_IsNumber(st);
+	if (!ok) {
+		if (cJSON_IsNumber(fd) && fd->valueint > 2)
+			close(fd->valueint);
+		cJSON_Delete(o);
+		return 0;
+	}
+	struct recording *r = xcalloc(1, sizeof *r);
+	r->fd = fd->valueint;
+	fcntl(r->fd, F_SETFD, FD_CLOEXEC);
+	snprintf(r->file, sizeof r->file, "%s", file->valuestring);
+	r->start_us = (uint64_t)st->valuedouble;
+	r->bytes = cJSON_IsNumber(by) ? (uint64_t)by->valuedouble : 0;
+	const cJSON *b;
+	cJSON_ArrayForEach(b, cJSON_GetObjectItem(o, "out_hold"))
+		if (cJSON_IsNumber(b) && r->out_u8.n < sizeof r->out_u8.hold)
+			r->out_u8.hold[r->out_u8.n++] = (unsigned char)b->valueint;
+	r->s = s;
+	s->rec = r;
+	cJSON_Delete(o);
+	return 1;
+}
+
+/* the sessions are adopted: a recording whose session was not is closed */
+void record_handover_done(void)
+{
+	const cJSON *o;
+	cJSON_ArrayForEach(o, taken) {
+		const cJSON *fd = cJSON_GetObjectItem(o, "fd");
+		if (cJSON_IsNumber(fd) && fd->valueint > 2)
+			close(fd->valueint);
+	}
+	cJSON_Delete(taken);
+	taken = NULL;
 }
 
 /* ------------------------------------------------------------- routes */

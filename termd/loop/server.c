@@ -205,7 +205,10 @@ int server_init(const struct lws_protocols *events_channel, const struct lws_pro
 	info.protocols = protocols;
 	info.gid = (gid_t)-1;
 	info.uid = (uid_t)-1;
-	info.max_http_header_data = 4096;
+	/* a request's headers in all (held only while they are read): room
+	 * for the most upload metadata envd takes (4096 bytes of keys and
+	 * values, percent-encoded by the front: up to three times that) */
+	info.max_http_header_data = 16384;
 	info.pt_serv_buf_size = 65536;
 	info.options = LWS_SERVER_OPTION_VALIDATE_UTF8 * 0;
 	mode_t old_umask = 0;

@@ -218,7 +218,7 @@ static void push_snapshot(struct viewer *v, const buf_t *b)
 	if (v->feed)
 		v->pos = v->feed->end;
 	vq_push(v, TD_TTY_SNAPSHOT, b->p ? b->p : "", b->len);
-	const char *t = screen_title(v->s->screen);
+	const char *t = screen_title(session_screen(v->s));
 	if (*t)
 		vq_push(v, TD_TTY_TITLE, t, strlen(t));
 }
@@ -226,7 +226,7 @@ static void push_snapshot(struct viewer *v, const buf_t *b)
 static void send_snapshot(struct viewer *v)
 {
 	buf_t b = {0};
-	screen_snapshot(v->s->screen, &b);
+	screen_snapshot(session_screen(v->s), &b);
 	push_snapshot(v, &b);
 	buf_free(&b);
 }
@@ -301,7 +301,7 @@ static void frame_session(struct session *s, int *more)
 			continue;
 		}
 		if (!b.p)
-			screen_snapshot(s->screen, &b);
+			screen_snapshot(session_screen(s), &b);
 		push_snapshot(v, &b);   /* queued: it asks for writable */
 	}
 	buf_free(&b);

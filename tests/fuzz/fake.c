@@ -174,6 +174,11 @@ void fake_session_free(struct session *s)
 	free(s);
 }
 
+struct screen *session_screen(struct session *s)
+{
+	return s->screen;
+}
+
 struct session *session_find(const char *name)
 {
 	return fake_session && strcmp(name, fake_session->name) == 0 ? fake_session : NULL;

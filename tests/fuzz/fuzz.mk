@@ -23,7 +23,7 @@ FUZZ_LIBS       := $(shell pkg-config --libs vterm libcjson 2>/dev/null) -lm
 # the termd files the targets use; fake.c stands in for the rest
 FUZZ_TERMD      := termd/action/actions.c termd/action/actstats.c termd/action/events.c termd/net/tty.c termd/loop/wsconn.c termd/core/screen.c \
                    proto/vtfilter.c proto/vtparse.c termd/core/shellint.c termd/core/render.c proto/util.c \
-                   proto/proto.c termd/door/multipart.c termd/door/envelope.c
+                   proto/proto.c termd/door/multipart.c termd/door/envelope.c termd/door/envd-meta.c
 FUZZ_OBJ        := $(FUZZ_TERMD:%.c=$(FUZZ_BUILD)/obj/%.o) $(FUZZ_BUILD)/obj/tests/fuzz/fake.o
 FUZZ_BINS       := $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
 # longest input per target (shellint: past its 8 KiB OSC hold limit)

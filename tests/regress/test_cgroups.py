@@ -615,3 +615,37 @@ def test_metrics(td, tmp_path):
         assert metric(s2, "termd_session_cpu_seconds_total", session="main") > cpu0
         assert metric(s2, "termd_session_memory_peak_bytes", session="main") > \
             metric(s1, "termd_session_memory_bytes", session="main")
+
+
+def test_upgrade_in_place_keeps_termd_in_its_cgroup(td):
+    """An upgrade in place (same pid) finds termd already in
+    termd-<pid>/termd: it stays there, not nested one level deeper per
+    upgrade; a session opened after two upgrades is a sibling of termd's
+    cgroup, and everything is removed at the end (the fixture checks)."""
+    from test_upgrade import upgrade
+    t = td(["--session-pids-max", "77"])
+    need_cgroups(t)
+    pid = t.proc.pid
+    mine = "/termd-%d/termd" % pid
+
+    def where():
+        with open("/proc/%d/cgroup" % pid) as f:
+            return [l.strip().split(":", 2)[2] for l in f if "termd-%d" % pid in l]
+
+    before = where()
+    assert before and all(p.endswith(mine) for p in before), before
+    ev = t.events()
+    for n in (1, 2):
+        code, ev, ans = upgrade(t, ev, cid="up-cg-%d" % n)
+        assert ans["extras"].get("ok") is True, fmt(ans)
+        assert where() == before, (n, before, where())
+    assert ev.call("session.open", {"name": "after"})["observation"] == "session.open"
+    for name in ("main", "after"):
+        s = sessions(ev)[name]
+        with open("/proc/%d/cgroup" % s["pid"]) as f:
+            paths = [l.strip().split(":", 2)[2] for l in f]
+        assert not [p for p in paths if "/termd-%d/termd/" % pid in p], paths   # never nested
+        assert [p for p in paths if re.search(r"/termd-%d/s-%s-\d+$" % (pid, name), p)], paths
+        # the session's cgroup is still termd's: its limit and usage are told
+        assert s.get("limits", {}).get("pids") == 77, fmt(s)
+        assert (s.get("usage") or {}).get("pids", 0) >= 1, fmt(s)

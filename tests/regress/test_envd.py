@@ -30,7 +30,8 @@ import routes
 import wsclient
 
 ROOT = Path(__file__).resolve().parents[2]
-E2B = ROOT / "tests" / "e2b"
+# make test-e2b-latest: a scratch copy with the newest published SDK
+E2B = Path(os.environ.get("TERMD_E2B_DIR") or ROOT / "tests" / "e2b")
 TOKEN = "envd-test-token-0123456789"
 
 NODE = shutil.which("node")
