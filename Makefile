@@ -5,7 +5,7 @@ CC      ?= cc
 # termd/ is one folder per layer (termd/README): each header is found by its name
 TERMD_LAYERS := loop core action net door
 TERMD_INC := -Itermd $(addprefix -Itermd/,$(TERMD_LAYERS))
-PKGS    := libwebsockets vterm libcjson openssl
+PKGS    := libwebsockets vterm libcjson openssl libnghttp2
 CFLAGS  ?= -O2 -g
 # always on, whatever CFLAGS says (e.g. the sanitizer build)
 TD_CFLAGS = $(CFLAGS) -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -Iproto $(TERMD_INC) -I$(BUILD)/gen
@@ -21,7 +21,8 @@ SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-
 DEB_PKGS := build-essential pkg-config libvterm-dev libwebsockets-dev libcjson-dev \
             libssl-dev libncurses-dev libcmocka-dev python3 python3-pytest python3-pexpect \
             tmux vim-tiny procps curl clang libclang-rt-14-dev openssl valgrind zlib1g-dev \
-            asciinema python3-websockets patch sudo git less python3-prometheus-client man-db groff-base
+            asciinema python3-websockets patch sudo git less python3-prometheus-client man-db groff-base \
+            libnghttp2-dev python3-h2 python3-hpack python3-hyperframe
 
 TERMD_SRC := $(wildcard termd/*.c $(addsuffix /*.c,$(addprefix termd/,$(TERMD_LAYERS))))
 PROTO_SRC := $(wildcard proto/*.c)

@@ -6,6 +6,7 @@
  * at start, a termd given a record (env TERMD_HANDOVER=fd) takes it all
  * back. */
 #include "handover.h"
+#include "front.h"
 #include "door.h"
 #include "fswork.h"
 
@@ -142,6 +143,13 @@ static int is_our_listener(int fd)
 	return port == opts.listen_port;
 }
 
+/* The front (net/front.c) owns the TCP listeners and their TLS: its
+ * listening fds go in the record (front_handover_save), not listen_fd. */
+static int front_tls(void)
+{
+	return front_wanted() && !opts.listen_unix;
+}
+
 static int find_listener(void)
 {
 	if (srv.inherited)
@@ -225,6 +233,7 @@ static int kept(struct session *s)
 static void keep_all(int keep, int lfd)
 {
 	keep_fd(lfd, keep);
+	front_handover_keep(keep);
 	for (struct session *s = srv.sessions; s; s = s->next) {
 		if (!kept(s))
 			continue;
@@ -249,6 +258,7 @@ static int write_record(int lfd, int final, char *err, size_t errlen)
 		if (kept(s))
 			cJSON_AddItemToArray(ss, session_record(s, final));
 	cJSON_AddItemToObject(j, "events", events_handover_save());
+	front_handover_save(j);
 	char *text = cJSON_PrintUnformatted(j);
 	cJSON_Delete(j);
 	int fd = memfd_create("termd-handover", 0);
@@ -364,8 +374,9 @@ int handover_upgrade(const char *binary, const cJSON *cause, char *err, size_t e
 			*del = 0;
 		binary = self;
 	}
-	if (opts.tls_cert) {
-		snprintf(err, errlen, "an upgrade in place is not supported with --tls-cert yet");
+	if (opts.tls_cert && !front_tls()) {
+		snprintf(err, errlen, "an upgrade in place is not supported with --tls-cert on a unix "
+			 "socket (or with --front off) yet");
 		return -1;
 	}
 	if (fswork_pending()) {   /* a worker's answer would be lost with the exec */
@@ -377,8 +388,8 @@ int handover_upgrade(const char *binary, const cJSON *cause, char *err, size_t e
 		snprintf(err, errlen, "termd's command line is unknown");
 		return -1;
 	}
-	int lfd = find_listener();
-	if (!opts.listen_none && lfd < 0) {
+	int lfd = front_tls() ? -1 : find_listener();
+	if (!opts.listen_none && lfd < 0 && !front_tls()) {
 		snprintf(err, errlen, "cannot find termd's listening socket");
 		return -1;
 	}
@@ -440,6 +451,7 @@ int handover_begin(char *err, size_t errlen)
 	if (!opts.token && cJSON_IsString(t))
 		opts.token = xstrdup(t->valuestring);
 	upgraded = cJSON_IsNumber(u) ? (int)u->valuedouble : 1;
+	front_handover_load(pending);
 	return 1;
 }
 

@@ -167,7 +167,7 @@ static void build_upgrade(struct lws *wsi, buf_t *b, const char *path, int port,
 	proxy_copy_hdr(wsi, b, WSI_TOKEN_HTTP_USER_AGENT, "User-Agent");
 	proxy_copy_cookie(wsi, b);
 	char peer[64] = "", host[256];
-	lws_get_peer_simple(wsi, peer, sizeof peer);
+	http_peer(wsi, peer, sizeof peer);
 	if (peer[0])
 		buf_printf(b, "X-Forwarded-For: %s\r\n", peer);
 	if (lws_hdr_copy(wsi, host, sizeof host, WSI_TOKEN_HOST) > 0 && !strpbrk(host, "\r\n"))
@@ -221,7 +221,7 @@ int proxy_ws_upgrade(struct lws *wsi, enum auth_level level, const char **why)
 		*why = "no program of termd's listens on that port\n";
 		return 404;
 	}
-	if (lws_is_ssl(wsi)) {
+	if (lws_is_ssl(wsi)) {   /* lws's own TLS (the front's is ended before lws) */
 		*why = "WebSocket previews need a listener without TLS\n";
 		return 501;
 	}

@@ -542,13 +542,13 @@ static void build_request(struct px *x, struct http_txn *t, const char *method, 
 	buf_printf(b, "%s %s HTTP/1.1\r\nHost: localhost:%d\r\nConnection: close\r\n", method, path,
 		   x->port);
 	char peer[64] = "";
-	lws_get_peer_simple(wsi, peer, sizeof peer);
+	http_peer(wsi, peer, sizeof peer);
 	if (peer[0])
 		buf_printf(b, "X-Forwarded-For: %s\r\n", peer);
 	char host[256];
 	if (lws_hdr_copy(wsi, host, sizeof host, WSI_TOKEN_HOST) > 0 && !strpbrk(host, "\r\n"))
 		buf_printf(b, "X-Forwarded-Host: %s\r\n", host);
-	buf_printf(b, "X-Forwarded-Proto: %s\r\n", lws_is_ssl(wsi) ? "https" : "http");
+	buf_printf(b, "X-Forwarded-Proto: %s\r\n", http_tls(wsi) ? "https" : "http");
 	if (!x->by_host)
 		buf_printf(b, "X-Forwarded-Prefix: /proxy/%d\r\n", x->port);
 	proxy_copy_hdr(wsi, b, WSI_TOKEN_HTTP_ACCEPT, "Accept");
