@@ -219,6 +219,7 @@ void fr_answer(struct fconn *c, int status, const char *why)
 {
 	fq_printf(&c->cout, "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nContent-Length: %zu\r\n"
 		  "Connection: close\r\n\r\n%s\n", status, reason(status), strlen(why) + 1, why);
+	__atomic_add_fetch(&fr_n_refused, 1, __ATOMIC_RELAXED);
 	c->close_after = 1;
 }
 
@@ -467,7 +468,7 @@ int fr_h1_pump(struct fconn *c)
 				fq_drop(&h->upout, (size_t)r);
 				prog = 1;
 			} else if (r < 0 && errno != EAGAIN && errno != EINTR) {
-				h->up_eof = 1;
+				/* lws closed: what it answered is still read below */
 				fq_drop(&h->upout, h->upout.len);
 			}
 		}

@@ -92,6 +92,7 @@ static void local_answer(struct h2stream *s, const char *status, const char *why
 {
 	fq_drop(&s->body, s->body.len);
 	fq_printf(&s->body, "%s\n", why);
+	__atomic_add_fetch(&fr_n_refused, 1, __ATOMIC_RELAXED);
 	s->rst = R_DONE;
 	fr_unwatch(&s->up);
 	char len[24];
@@ -217,6 +218,7 @@ static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *f, void *u
 	c->h2->streams = s;
 	c->h2->nstreams++;
 	nghttp2_session_set_stream_user_data(ng, s->id, s);
+	__atomic_add_fetch(&fr_n_streams, 1, __ATOMIC_RELAXED);
 	return 0;
 }
 

@@ -8,6 +8,7 @@
  * place (front_handover_*). */
 #include "front.h"
 #include "loop.h"
+#include "net.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -41,6 +42,9 @@ static int running;
 static SSL_CTX *tls;
 static struct fconn *conns;
 static int nconns;
+/* counted in the front's thread, read by /metrics in the loop's */
+static unsigned long n_h1, n_h2, n_tls_failed;
+unsigned long fr_n_streams, fr_n_refused;
 static void **deferred;
 static size_t ndeferred, capdeferred;
 
@@ -259,6 +263,7 @@ static void conn_pump(struct fconn *c)
 				return;
 			}
 			log_info("front: TLS handshake with %s failed", c->peer);
+			__atomic_add_fetch(&n_tls_failed, 1, __ATOMIC_RELAXED);
 			conn_close(c);
 			return;
 		}
@@ -303,6 +308,10 @@ static void conn_pump(struct fconn *c)
 			fr_watch(&c->w, EPOLLIN);
 			return;
 		}
+	}
+	if (!c->counted) {
+		c->counted = 1;
+		__atomic_add_fetch(c->h2 ? &n_h2 : &n_h1, 1, __ATOMIC_RELAXED);
 	}
 	int r = c->h2 ? fr_h2_pump(c) : fr_h1_pump(c);
 	if (r < 0)
@@ -502,6 +511,26 @@ static int bind_one(const char *host, int port, char *err, size_t errlen)
 	return fd;
 }
 
+static void front_metrics(buf_t *b)
+{
+	metrics_head(b, "termd_front_connections_total", "counter",
+		     "client connections the front served, by protocol (h2: HTTP/2)");
+	buf_printf(b, "termd_front_connections_total{protocol=\"http/1.1\"} %lu\n",
+		   __atomic_load_n(&n_h1, __ATOMIC_RELAXED));
+	buf_printf(b, "termd_front_connections_total{protocol=\"h2\"} %lu\n",
+		   __atomic_load_n(&n_h2, __ATOMIC_RELAXED));
+	metrics_head(b, "termd_front_h2_streams_total", "counter",
+		     "HTTP/2 streams the front carried as HTTP/1.1 requests");
+	buf_printf(b, "termd_front_h2_streams_total %lu\n",
+		   __atomic_load_n(&fr_n_streams, __ATOMIC_RELAXED));
+	metrics_head(b, "termd_front_refused_total", "counter",
+		     "requests the front answered itself (400, 431, 502) and failed TLS handshakes");
+	buf_printf(b, "termd_front_refused_total{why=\"request\"} %lu\n",
+		   __atomic_load_n(&fr_n_refused, __ATOMIC_RELAXED));
+	buf_printf(b, "termd_front_refused_total{why=\"tls\"} %lu\n",
+		   __atomic_load_n(&n_tls_failed, __ATOMIC_RELAXED));
+}
+
 int front_wanted(void)
 {
 	return server_front_wanted();
@@ -549,6 +578,9 @@ int front_start(char *err, size_t errlen)
 		lis[i].reg = 0;
 		fr_watch(&lis[i], EPOLLIN);
 	}
+	static int metrics_added;
+	if (!metrics_added++)
+		metrics_extend(front_metrics);
 	if (pthread_create(&thr, NULL, front_main, NULL) != 0) {
 		snprintf(err, errlen, "front: cannot start its thread");
 		return -1;

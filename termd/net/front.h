@@ -68,6 +68,7 @@ struct fconn {
 	int eof;                /* the client sent its end */
 	int fatal;
 	int close_after;        /* close once cout is written */
+	int counted;            /* in the protocol counters */
 	char peer[64];
 	uint64_t last_us, head_us; /* last bytes either way; a head begun (0: none) */
 	struct fq cin, cout;
@@ -76,6 +77,7 @@ struct fconn {
 };
 
 /* front.c */
+extern unsigned long fr_n_streams, fr_n_refused;   /* atomic: /metrics reads them */
 ssize_t fr_cread(struct fconn *c, void *p, size_t n);   /* >0, 0 end, -1 again, -2 broken */
 int fr_cflush(struct fconn *c);                          /* cout to the client; -1 broken */
 int fr_watch(struct fwatch *w, uint32_t ev);             /* add or change */
