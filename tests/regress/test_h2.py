@@ -178,9 +178,9 @@ def tls_td(termd_factory, tmp_path, monkeypatch):
     return td
 
 
-def metric(td, name, h=None):
+def metric(td, name, h=None, token=TOKEN):
     c = h or H2(td.port, td.cert)
-    status, _, body = c.request("GET", "/metrics", {"authorization": "Bearer " + TOKEN})
+    status, _, body = c.request("GET", "/metrics", {"authorization": "Bearer " + token})
     assert status == 200
     for line in body.decode().splitlines():
         if line.startswith(name + " ") or line.startswith(name + "{"):
@@ -442,3 +442,46 @@ def test_upgrade_in_place_keeps_tls_and_every_listener(termd_factory, tmp_path, 
         assert status == 200 and json.loads(body)["upgraded"] == 1, body
         c.close()
     assert ev2.ping().get("observation") == "pong"
+
+
+@pytest.mark.parametrize("case", ["commands", "files", "reconnect", "pty"])
+def test_e2b_sdk_over_https_negotiates_h2(case, termd_factory, tmp_path, monkeypatch):
+    """tests/e2b's driver again, over https:// (the certificate trusted with
+    NODE_EXTRA_CA_CERTS): the SDK's undici (allowH2) speaks HTTP/2 to the
+    front, and test_envd.py's assertions hold as over plain HTTP/1.1."""
+    import test_envd
+    cert, key = make_cert(tmp_path)
+    monkeypatch.setattr(wsclient, "tls_cafile", str(cert))
+    started = []
+
+    def start_tls(factory, token=test_envd.TOKEN, args=()):
+        td = factory(token=token, listen="127.0.0.1:%d" % free_port(), scheme="wss",
+                     args=["--tls-cert", str(cert), "--tls-key", str(key)] + list(args))
+        started.append(td)
+        return td
+
+    orig = test_envd.drive
+
+    def drive_https(td, scenario, token=test_envd.TOKEN, extra_env=None, timeout=120):
+        env = dict(extra_env or {})
+        env["E2B_SANDBOX_URL"] = "https://localhost:%d" % test_envd.port_of(td)
+        env["NODE_EXTRA_CA_CERTS"] = str(cert)
+        return orig(td, scenario, token, env, timeout)
+
+    monkeypatch.setattr(test_envd, "start", start_tls)
+    monkeypatch.setattr(test_envd, "drive", drive_https)
+    if case == "files":
+        d = tmp_path / "sdk"
+        d.mkdir()
+        test_envd.test_sdk_files(termd_factory, d)
+    else:
+        getattr(test_envd, "test_sdk_" + {"reconnect": "reconnect_loses_nothing"}.get(case, case))(
+            termd_factory)
+    assert started
+    td = started[0]
+    td.port = test_envd.port_of(td)
+    td.cert = cert
+    c = H2(td.port, cert)
+    n = metric(td, 'termd_front_connections_total{protocol="h2"}', c, test_envd.TOKEN)
+    assert n and n >= 2, n   # the SDK's connection(s) and this one
+    c.close()
