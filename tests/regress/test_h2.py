@@ -199,8 +199,7 @@ def test_every_door_over_h2(tls_td, tmp_path):
     status, _, body = c.request("GET", "/healthz")
     assert status == 200 and json.loads(body)["ok"] is True
     status, hd, body = c.request("GET", "/metrics", {"authorization": "Bearer " + TOKEN})
-    assert status == 200 and b"termd_front_h2_streams_total" in body, body[:300]
-    assert hd["content-type"].startswith("text/plain")
+    assert status == 200 and hd["content-type"].startswith("text/plain")
     status, hd, body = c.request("GET", "/?token=" + TOKEN)
     assert status == 200 and hd["content-type"].startswith("text/html") and b"<html" in body.lower()
     # envd: /health, a unary call (and its token check), a server stream
@@ -281,6 +280,8 @@ def test_every_door_over_h2(tls_td, tmp_path):
     assert status == 200, body
     status, hd, body = c.request("GET", "/record/main", auth)
     assert status == 200 and json.loads(body.split(b"\n", 1)[0])["version"] == 2
+    # every one of them was an HTTP/2 stream of the front's
+    assert metric(td, "termd_front_h2_streams_total", c) >= 15
     c.close()
 
 
