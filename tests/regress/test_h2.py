@@ -486,3 +486,50 @@ def test_e2b_sdk_over_https_negotiates_h2(case, termd_factory, tmp_path, monkeyp
     n = metric(td, 'termd_front_connections_total{protocol="h2"}', c, test_envd.TOKEN)
     assert n and n >= 2, n   # the SDK's connection(s) and this one
     c.close()
+
+
+def _raw_http(sock, path, headers):
+    req = "GET %s HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n" % path
+    req += "".join("%s: %s\r\n" % kv for kv in headers.items()) + "\r\n"
+    sock.sendall(req.encode())
+    data = b""
+    while True:
+        d = sock.recv(65536)
+        if not d:
+            break
+        data += d
+    sock.close()
+    head, body = data.split(b"\r\n\r\n", 1)
+    return int(head.split(b" ")[1]), body
+
+
+def test_front_headers_trusted_only_from_the_front(termd_factory, tmp_path):
+    """X-Termd-Peer and X-Termd-Tls are the front's: a client's own are
+    dropped by the front, and never read on a connection that did not come
+    through it (the unix --listen, lws's own). Seen from a preview's program:
+    X-Forwarded-For and X-Forwarded-Proto."""
+    import test_ports
+    extra = free_port()
+    td = termd_factory(token="fullsecret", args=["--listen", "127.0.0.1:%d" % extra])
+    assert td.url.startswith("unix:")
+    ev = td.events(token="fullsecret")
+    port, pid = test_ports.echo_server(td, ev)
+    spoof = {"Authorization": "Bearer fullsecret", "X-Termd-Peer": "6.6.6.6",
+             "X-Termd-Tls": "1"}
+    try:
+        # through the front (TCP): the client's own are replaced
+        s = socket.create_connection(("127.0.0.1", extra), timeout=30)
+        status, body = _raw_http(s, "/proxy/%d/x" % port, spoof)
+        assert status == 200, body
+        hd = json.loads(body)["headers"]
+        assert hd["x-forwarded-for"] == "127.0.0.1" and hd["x-forwarded-proto"] == "http", hd
+        # lws's own unix socket: nothing the client says is taken as the front's
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(30)
+        s.connect(td.url[len("unix:"):])
+        status, body = _raw_http(s, "/proxy/%d/x" % port, spoof)
+        assert status == 200, body
+        hd = json.loads(body)["headers"]
+        assert hd.get("x-forwarded-for") != "6.6.6.6" and hd["x-forwarded-proto"] == "http", hd
+    finally:
+        test_ports.kill(pid)
