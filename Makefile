@@ -286,6 +286,7 @@ bench: deps
 	TERMD_BIN=$(abspath $(BUILD)/termd) BENCH_VIEWERS_BIN=$(abspath $(BUILD)/bench-viewers) $(PY) tests/bench/bench_tty.py
 	TERMD_BIN=$(abspath $(BUILD)/termd) $(PY) tests/bench/bench_openhands.py
 	TERMD_BIN=$(abspath $(BUILD)/termd) $(PY) tests/bench/bench_envd.py
+	TERMD_BIN=$(abspath $(BUILD)/termd) $(PY) tests/bench/bench_front.py
 	TERMD_BIN=$(abspath $(BUILD)/termd) $(PY) tests/bench/bench_pipes.py
 	TERMD_BIN=$(abspath $(BUILD)/termd) $(PY) tests/bench/bench_filework.py
 	TERMD_BIN=$(abspath $(BUILD)/termd) $(PY) tests/bench/bench_ports.py

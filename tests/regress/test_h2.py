@@ -56,6 +56,7 @@ class H2:
 
     def __init__(self, port, cafile=None, window=None):
         s = socket.create_connection(("127.0.0.1", port), timeout=30)
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if cafile:
             ctx = ssl.create_default_context(cafile=str(cafile))
             ctx.set_alpn_protocols(["h2"])
