@@ -35,6 +35,7 @@
 
 static struct fwatch lis[FR_MAX_LISTEN];
 static int nlis;
+static int paused;        /* a listener rests: no fd to accept with */
 static int ep = -1, stopfd = -1;
 static struct fwatch stopw;
 static pthread_t thr;
@@ -366,8 +367,16 @@ static void on_accept(struct fwatch *w)
 {
 	for (int i = 0; i < 64; i++) {
 		int fd = accept4(w->fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-		if (fd < 0)
+		if (fd < 0) {
+			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+				/* no fd to take it with: the listener rests a second
+				 * (else it stays readable and the loop spins) */
+				log_warn("front: cannot accept: %s", strerror(errno));
+				fr_watch(w, 0);
+				paused = 1;
+			}
 			break;
+		}
 		conn_new(fd, (int)(w - lis));
 	}
 }
@@ -375,6 +384,11 @@ static void on_accept(struct fwatch *w)
 static void check_timeouts(void)
 {
 	uint64_t now = fr_now();
+	if (paused) {
+		paused = 0;
+		for (int i = 0; i < nlis; i++)
+			fr_watch(&lis[i], EPOLLIN);
+	}
 	for (struct fconn *c = conns, *n; c; c = n) {
 		n = c->next;
 		if (c->handshaking && now - c->last_us > FR_HANDSHAKE_US)
