@@ -65,8 +65,10 @@ static ssize_t body_read(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t l
 	(void)user;
 	struct h2stream *s = src->ptr;
 	size_t n = s->body.len < length ? s->body.len : length;
-	memcpy(buf, s->body.p + s->body.off, n);
-	fq_drop(&s->body, n);
+	if (n) {
+		memcpy(buf, s->body.p + s->body.off, n);
+		fq_drop(&s->body, n);
+	}
 	if (!s->body.len && s->rst == R_DONE) {
 		*flags |= NGHTTP2_DATA_FLAG_EOF;
 		return (ssize_t)n;
