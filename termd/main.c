@@ -754,15 +754,22 @@ int main(int argc, char **argv)
 		fprintf(stderr, "termd: cannot take the hand-over: %s\n", herr);
 		return 1;
 	}
+	char ferr[512];
+	if (front_prepare(ferr, sizeof ferr) < 0) {
+		log_error("%s", ferr);
+		front_stop();
+		cgroup_shutdown();
+		return 1;
+	}
 	if (server_init(&conn_protocol, &tty_protocol) < 0) {
+		front_stop();
 		cgroup_shutdown();
 		server_shutdown();
 		return 1;
 	}
 	{
-		char ferr[512];
 		if (front_start(ferr, sizeof ferr) < 0) {
-			fprintf(stderr, "termd: %s\n", ferr);
+			log_error("%s", ferr);
 			front_stop();
 			cgroup_shutdown();
 			server_shutdown();

@@ -141,11 +141,14 @@ step "zlib"
 # nghttp2: the library only (termd's front speaks HTTP/2 with it: termd/net/front-h2.c)
 fetch nghttp2 "$(ver_of nghttp2)"; VERS="$VERS $(cat "$SRCDIR/.unpacked")"
 step "nghttp2"
-mkdir -p "$B/nghttp2"
-(cd "$B/nghttp2" && CC="$CC" CFLAGS="$OPT" "$SRCDIR/configure" --prefix="$PREFIX" --enable-lib-only \
-	--disable-shared --enable-static --disable-python-bindings --without-libxml2 --without-jemalloc \
-	>"$B/nghttp2.log" 2>&1 && make -j"$JOBS" -C lib >>"$B/nghttp2.log" 2>&1 \
-	&& make -C lib install >>"$B/nghttp2.log" 2>&1) \
+command -v cmake >/dev/null || die "cmake not found (make deps)"
+GEN="Unix Makefiles"; command -v ninja >/dev/null && GEN=Ninja
+(cmake -S "$SRCDIR" -B "$B/nghttp2" -G "$GEN" -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER=musl-gcc \
+	-DCMAKE_C_FLAGS="-isystem $K $OPT" -DCMAKE_INSTALL_PREFIX="$PREFIX" -DCMAKE_INSTALL_LIBDIR=lib \
+	-DENABLE_LIB_ONLY=ON -DENABLE_STATIC_LIB=ON -DENABLE_SHARED_LIB=OFF -DENABLE_DOC=OFF \
+	-DENABLE_PYTHON_BINDINGS=OFF -DWITH_LIBXML2=OFF -DWITH_JEMALLOC=OFF >"$B/nghttp2.log" 2>&1 \
+	&& cmake --build "$B/nghttp2" -j "$JOBS" >>"$B/nghttp2.log" 2>&1 \
+	&& cmake --install "$B/nghttp2" >>"$B/nghttp2.log" 2>&1) \
 	|| die "nghttp2 build failed: $(tail -5 "$B/nghttp2.log")"
 
 # libvterm: the .inc tables are in the tarball

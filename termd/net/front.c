@@ -550,9 +550,9 @@ int front_wanted(void)
 	return server_front_wanted();
 }
 
-int front_start(char *err, size_t errlen)
+int front_prepare(char *err, size_t errlen)
 {
-	if (!front_wanted() || !srv.front_sock)
+	if (!front_wanted())
 		return 0;
 	if (opts.tls_cert && tls_init(err, errlen) < 0)
 		return -1;
@@ -577,6 +577,13 @@ int front_start(char *err, size_t errlen)
 				log_info("also listening on %s:%d", h, p);
 		}
 	}
+	return 0;
+}
+
+int front_start(char *err, size_t errlen)
+{
+	if (!front_wanted() || !srv.front_sock)
+		return 0;
 	ep = epoll_create1(EPOLL_CLOEXEC);
 	stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (ep < 0 || stopfd < 0) {

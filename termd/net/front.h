@@ -17,8 +17,10 @@
 /* ---- for main.c and handover.c ---- */
 /* Is the front serving termd's TCP listeners (--front on, some TCP --listen)? */
 int front_wanted(void);
-/* Bind (or take over) the listeners and start the thread; lws must
- * already listen on srv.front_sock. */
+/* The TLS certificate loaded and the listeners bound (or taken over):
+ * before server_init, so that a port in use stops termd at once. */
+int front_prepare(char *err, size_t errlen);
+/* The thread started; lws must already listen on srv.front_sock. */
 int front_start(char *err, size_t errlen);
 /* Stop the thread, close every connection and listener. */
 void front_stop(void);
