@@ -534,3 +534,54 @@ def test_front_headers_trusted_only_from_the_front(termd_factory, tmp_path):
         assert hd.get("x-forwarded-for") != "6.6.6.6" and hd["x-forwarded-proto"] == "http", hd
     finally:
         test_ports.kill(pid)
+
+
+def _cpu_s(pid):
+    """termd's CPU seconds so far, all its threads."""
+    f = open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()
+    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_silent_tls_client_is_dropped_and_no_fd_left_does_not_spin(termd_factory, tmp_path,
+                                                                    monkeypatch):
+    """A client that never finishes its TLS handshake is closed after 10 s
+    while others are served; with no fd left to accept with, the front's
+    listener rests instead of spinning, and serves again once fds are back."""
+    cert, key = make_cert(tmp_path)
+    monkeypatch.setattr(wsclient, "tls_cafile", str(cert))
+    td = termd_factory(args=["--tls-cert", str(cert), "--tls-key", str(key)], token=TOKEN,
+                       listen="127.0.0.1:%d" % free_port(), scheme="wss")
+    port = int(td.url.rsplit(":", 1)[1])
+    pid = td.proc.pid
+    silent = socket.create_connection(("127.0.0.1", port), timeout=30)
+    t0 = time.monotonic()
+    assert H2(port, cert).request("GET", "/healthz")[0] == 200
+    silent.settimeout(25)
+    assert silent.recv(1) == b""   # closed by termd
+    assert 8 < time.monotonic() - t0 < 20
+    silent.close()
+    # no fd left: connections wait in the backlog, termd does not spin
+    nfd = len(os.listdir("/proc/%d/fd" % pid))
+    lim = [ln.split()[3:5] for ln in open("/proc/%d/limits" % pid) if ln.startswith("Max open files")][0]
+    subprocess.run(["prlimit", "--pid", str(pid), "--nofile=%d:" % (nfd + 4)], check=True)
+    held = [socket.create_connection(("127.0.0.1", port), timeout=30) for _ in range(12)]
+    time.sleep(0.3)
+    cpu0, w0 = _cpu_s(pid), time.monotonic()
+    deadline = w0 + 2
+    while time.monotonic() < deadline:
+        time.sleep(0.1)
+    used = _cpu_s(pid) - cpu0
+    assert used < 0.6 * (time.monotonic() - w0), "termd spun with no fd to accept with: %.2fs" % used
+    for s in held:
+        s.close()
+    subprocess.run(["prlimit", "--pid", str(pid), "--nofile=%s:" % lim[0]], check=True)
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            c = H2(port, cert)
+            assert c.request("GET", "/healthz", timeout=10)[0] == 200
+            c.close()
+            break
+        except (OSError, AssertionError, ssl.SSLError):
+            assert time.monotonic() < deadline, "the listener did not serve again"
+            time.sleep(0.2)
