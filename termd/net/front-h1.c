@@ -329,6 +329,11 @@ void fr_h1_free(struct fconn *c)
 	fr_defer(h);
 }
 
+int fr_h1_forwarding(struct fconn *c)
+{
+	return c->h1 && c->h1->up.fd >= 0;
+}
+
 /* a head: checked, rewritten into upout, the body's framing noted */
 static int take_head(struct fconn *c, char *p, size_t hl)
 {

@@ -395,8 +395,8 @@ static void check_timeouts(void)
 			conn_close(c);
 		else if (c->head_us && now - c->head_us > FR_HEAD_US)
 			conn_close(c);
-		else if (!c->h1 && !c->h2 && now - c->last_us > FR_HEAD_US)
-			conn_close(c);
+		else if (!c->h2 && !fr_h1_forwarding(c) && now - c->last_us > FR_HEAD_US)
+			conn_close(c);   /* no request yet: lws's idle timeout is not there to help */
 		else if (c->h2 && fr_h2_idle(c) && now - c->last_us > FR_H2_IDLE_US)
 			conn_close(c);
 	}

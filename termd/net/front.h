@@ -112,7 +112,7 @@ void fr_answer(struct fconn *c, int status, const char *why);   /* a front answe
 int fr_h1_init(struct fconn *c);
 int fr_h1_pump(struct fconn *c);   /* progress made; -1: close */
 void fr_h1_free(struct fconn *c);
-void fr_h1_upstream_event(struct fconn *c);
+int fr_h1_forwarding(struct fconn *c);   /* a connection to lws is open (its timeouts hold) */
 
 /* a chunked body's framing, followed byte by byte */
 struct fr_chunk {
