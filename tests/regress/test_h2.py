@@ -446,8 +446,9 @@ def test_upgrade_in_place_keeps_tls_and_every_listener(termd_factory, tmp_path, 
     assert ev2.ping().get("observation") == "pong"
 
 
-@pytest.mark.parametrize("case", ["commands", "files", "reconnect", "pty"])
-def test_e2b_sdk_over_https_negotiates_h2(case, termd_factory, tmp_path, monkeypatch):
+@pytest.mark.parametrize("case", ["commands", "files", "reconnect", "pty", "watch_dir", "users",
+                                  "quick"])
+def test_e2b_sdk_over_https_negotiates_h2(case, termd_factory, tmp_path, monkeypatch, request):
     """tests/e2b's driver again, over https:// (the certificate trusted with
     NODE_EXTRA_CA_CERTS): the SDK's undici (allowH2) speaks HTTP/2 to the
     front, and test_envd.py's assertions hold as over plain HTTP/1.1."""
@@ -470,15 +471,35 @@ def test_e2b_sdk_over_https_negotiates_h2(case, termd_factory, tmp_path, monkeyp
         env["NODE_EXTRA_CA_CERTS"] = str(cert)
         return orig(td, scenario, token, env, timeout)
 
+    def request_https(td, method, path, body=b"", headers=None, token=test_envd.TOKEN,
+                      timeout=30):
+        import http.client
+        ctx = ssl.create_default_context(cafile=str(cert))
+        c = http.client.HTTPSConnection("localhost", test_envd.port_of(td), timeout=timeout,
+                                        context=ctx)
+        h = {"X-Access-Token": token} if token else {}
+        h.update(headers or {})
+        c.request(method, path, body=body, headers=h)
+        r = c.getresponse()
+        data = r.read()
+        c.close()
+        return r.status, {k.lower(): v for k, v in r.getheaders()}, data
+
     monkeypatch.setattr(test_envd, "start", start_tls)
     monkeypatch.setattr(test_envd, "drive", drive_https)
-    if case == "files":
+    monkeypatch.setattr(test_envd, "request", request_https)
+    name = {"reconnect": "reconnect_loses_nothing", "users": "users_when_root",
+            "quick": "short_programs_end_with_their_own_code"}.get(case, case)
+    if case in ("files", "watch_dir"):
         d = tmp_path / "sdk"
         d.mkdir()
-        test_envd.test_sdk_files(termd_factory, d)
+        getattr(test_envd, "test_sdk_" + name)(termd_factory, d)
+    elif case == "users":
+        if os.geteuid() != 0:
+            pytest.skip("acting as another user needs termd to be root")
+        test_envd.test_sdk_users_when_root(termd_factory, request)
     else:
-        getattr(test_envd, "test_sdk_" + {"reconnect": "reconnect_loses_nothing"}.get(case, case))(
-            termd_factory)
+        getattr(test_envd, "test_sdk_" + name)(termd_factory)
     assert started
     td = started[0]
     td.port = test_envd.port_of(td)
