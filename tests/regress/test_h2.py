@@ -606,3 +606,50 @@ def test_silent_tls_client_is_dropped_and_no_fd_left_does_not_spin(termd_factory
         except (OSError, AssertionError, ssl.SSLError):
             assert time.monotonic() < deadline, "the listener did not serve again"
             time.sleep(0.2)
+
+
+def _read_answer(s, buf):
+    """One HTTP/1.1 answer (Content-Length or none) from s: (status, body, rest)."""
+    while b"\r\n\r\n" not in buf:
+        d = s.recv(65536)
+        assert d, "closed before an answer: %r" % buf
+        buf += d
+    head, rest = buf.split(b"\r\n\r\n", 1)
+    n = 0
+    for ln in head.split(b"\r\n")[1:]:
+        k, v = ln.split(b":", 1)
+        if k.strip().lower() == b"content-length":
+            n = int(v)
+    while len(rest) < n:
+        d = s.recv(65536)
+        assert d
+        rest += d
+    return int(head.split(b" ")[1]), rest[:n], rest[n:]
+
+
+def test_h1_keep_alive_with_sized_and_chunked_bodies(tls_td):
+    """HTTP/1.1 through the front: requests one after another on one TLS
+    connection (bodies with Content-Length, then a chunked one with a
+    trailer) are each found past the one before and answered."""
+    td = tls_td
+    ctx = ssl.create_default_context(cafile=str(td.cert))
+    s = ctx.wrap_socket(socket.create_connection(("127.0.0.1", td.port), timeout=30),
+                        server_hostname="localhost")
+    body = json.dumps({"path": str(td.home)}).encode()
+    hdr = ("Host: localhost\r\nContent-Type: application/json\r\nX-Access-Token: %s\r\n"
+           % TOKEN).encode()
+    sized = (b"POST /filesystem.Filesystem/Stat HTTP/1.1\r\n" + hdr +
+             b"Content-Length: %d\r\n\r\n" % len(body) + body)
+    chunked = (b"POST /filesystem.Filesystem/Stat HTTP/1.1\r\n" + hdr +
+               b"Transfer-Encoding: chunked\r\n\r\n" +
+               b"".join(b"%x\r\n%s\r\n" % (len(body[i:i + 5]), body[i:i + 5])
+                        for i in range(0, len(body), 5)) + b"0\r\nX-Trailer: t\r\n\r\n")
+    rest = b""
+    for req, want in ((sized, 200), (b"GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n", 204),
+                      (sized, 200), (chunked, 200)):
+        s.sendall(req)
+        status, answer, rest = _read_answer(s, rest)
+        assert status == want, (status, answer)
+        if want == 200:
+            assert json.loads(answer)["entry"]["type"] == "FILE_TYPE_DIRECTORY"
+    s.close()
