@@ -17,7 +17,8 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 
-enum { H_HEAD, H_CL, H_CHUNK, H_UPWAIT, H_TUNNEL, H_DRAIN };
+enum { H_HEAD, H_CL, H_CHUNK, H_UPWAIT, H_TUNNEL };
+enum { RS_HEAD, RS_CL, RS_CHUNK, RS_CLOSE };
 
 struct h1state {
 	struct fwatch up;       /* the connection to lws */
@@ -26,8 +27,14 @@ struct h1state {
 	struct fr_chunk ck;
 	struct fq upout;        /* bytes for lws */
 	int up_eof, shut;
-	char peek[12];          /* an upgrade's answer: 101 or not */
-	size_t npeek;
+	/* lws's answer to the request in flight, followed to its end: lws 4.1
+	 * answers only the first of pipelined requests, so the next one goes
+	 * to it once this answer is whole */
+	int inflight, req_head, untracked;
+	int rs;
+	unsigned long long rs_rem;
+	struct fr_chunk rs_ck;
+	struct fq rs_h;         /* the answer's head as it comes */
 };
 
 /* ------------------------------------------------------------- heads */
@@ -323,6 +330,7 @@ void fr_h1_free(struct fconn *c)
 		return;
 	fr_unwatch(&h->up);
 	fq_free(&h->upout);
+	fq_free(&h->rs_h);
 	c->h1 = NULL;
 	/* an event of this turn may still name h->up: freed with the turn */
 	h->up.fd = -1;
@@ -360,9 +368,11 @@ static int take_head(struct fconn *c, char *p, size_t hl)
 	fq_put(&h->upout, "\r\n", 2);
 	fr_rewrite(&h->upout, r.h, r.nh, c, 0);
 	fq_put(&h->upout, "\r\n", 2);
+	h->inflight = 1;
+	h->req_head = r.mlen == 4 && memcmp(r.method, "HEAD", 4) == 0;
+	h->rs = RS_HEAD;
 	if (r.upgrade) {
 		h->st = H_UPWAIT;
-		h->npeek = 0;
 	} else if (r.chunked) {
 		h->st = H_CHUNK;
 		memset(&h->ck, 0, sizeof h->ck);
@@ -383,6 +393,8 @@ static int h1_process(struct fconn *c)
 		size_t n = c->cin.len;
 		switch (h->st) {
 		case H_HEAD: {
+			if (h->inflight && !h->untracked)
+				return prog;   /* the answer before first */
 			if (!c->head_us)
 				c->head_us = fr_now();
 			char *e = memmem(p, n, "\r\n\r\n", 4);
@@ -426,17 +438,105 @@ static int h1_process(struct fconn *c)
 		}
 		case H_UPWAIT:
 			return prog;
-		case H_TUNNEL:
+		default:   /* H_TUNNEL */
 			fq_put(&h->upout, p, n);
-			fq_drop(&c->cin, n);
-			prog = 1;
-			break;
-		default:   /* an upgrade refused: nothing more is read as a request */
 			fq_drop(&c->cin, n);
 			prog = 1;
 		}
 	}
 	return prog;
+}
+
+/* an answer's head: what follows it and how it ends; 0: whole, -1 not ours */
+static int answer_head(struct h1state *h, const char *p, size_t hl)
+{
+	if (hl < 12 || memcmp(p, "HTTP/1.", 7) != 0)
+		return -1;
+	int code = atoi(p + 9);
+	if (code == 101 && h->st == H_UPWAIT) {
+		h->st = H_TUNNEL;   /* from here on, the two sides joined */
+		h->inflight = 0;
+		return 0;
+	}
+	if (code >= 100 && code < 200)
+		return 0;   /* an interim answer: the real one follows */
+	if (h->st == H_UPWAIT)
+		h->st = H_HEAD;   /* the upgrade refused: requests go on */
+	long long clen = -1;
+	int chunked = 0;
+	for (const char *l = memchr(p, '\n', hl); l && l + 1 < p + hl; l = memchr(l + 1, '\n', (size_t)(p + hl - l - 1))) {
+		const char *n = l + 1;
+		size_t left = (size_t)(p + hl - n);
+		if (left > 15 && !strncasecmp(n, "content-length:", 15))
+			clen = strtoll(n + 15, NULL, 10);
+		else if (left > 18 && !strncasecmp(n, "transfer-encoding:", 18))
+			chunked = 1;
+	}
+	if (h->req_head) {
+		/* termd's routes answer HEAD with a body (lws does not drop it):
+		 * where this answer ends is not known, so requests are no longer
+		 * held back on this connection (as lws alone would have it) */
+		h->untracked = 1;
+	} else if (code == 204 || code == 304 || clen == 0) {
+		h->inflight = 0;
+	} else if (chunked) {
+		h->rs = RS_CHUNK;
+		memset(&h->rs_ck, 0, sizeof h->rs_ck);
+	} else if (clen > 0) {
+		h->rs = RS_CL;
+		h->rs_rem = (unsigned long long)clen;
+	} else {
+		h->rs = RS_CLOSE;   /* ends with the connection */
+	}
+	return 0;
+}
+
+/* lws's bytes as they pass to the client: where the answer ends */
+static void track(struct h1state *h, const char *p, size_t n)
+{
+	while (n && h->inflight && !h->untracked && h->st != H_TUNNEL) {
+		if (h->rs == RS_HEAD) {
+			size_t had = h->rs_h.len;
+			fq_put(&h->rs_h, p, n);
+			char *b = h->rs_h.p + h->rs_h.off;
+			char *e = memmem(b, h->rs_h.len, "\r\n\r\n", 4);
+			if (!e) {
+				if (h->rs_h.len > (64u << 10))
+					h->untracked = 1;   /* not an answer lws makes: forward as they come */
+				return;
+			}
+			size_t hl = (size_t)(e - b) + 4, used = hl - had;
+			if (answer_head(h, b, hl) < 0)
+				h->untracked = 1;
+			fq_drop(&h->rs_h, h->rs_h.len);
+			p += used;
+			n -= used;
+		} else if (h->rs == RS_CL) {
+			size_t take = n < h->rs_rem ? n : (size_t)h->rs_rem;
+			h->rs_rem -= take;
+			p += take;
+			n -= take;
+			if (!h->rs_rem) {
+				h->rs = RS_HEAD;
+				h->inflight = 0;
+			}
+		} else if (h->rs == RS_CHUNK) {
+			int done;
+			long k = fr_chunk_scan(&h->rs_ck, p, n, &done, NULL);
+			if (k < 0) {
+				h->untracked = 1;
+				return;
+			}
+			p += k;
+			n -= (size_t)k;
+			if (done) {
+				h->rs = RS_HEAD;
+				h->inflight = 0;
+			}
+		} else {
+			return;   /* RS_CLOSE */
+		}
+	}
 }
 
 static int can_read_client(struct fconn *c)
@@ -491,15 +591,7 @@ int fr_h1_pump(struct fconn *c)
 				h->up_eof = 1;
 				break;
 			}
-			if (h->st == H_UPWAIT) {
-				size_t k = sizeof h->peek - h->npeek;
-				if (k > (size_t)r)
-					k = (size_t)r;
-				memcpy(h->peek + h->npeek, p, k);
-				h->npeek += k;
-				if (h->npeek == sizeof h->peek)
-					h->st = memcmp(h->peek + 8, " 101", 4) == 0 ? H_TUNNEL : H_DRAIN;
-			}
+			track(h, p, (size_t)r);
 			c->cout.len += (size_t)r;
 		}
 		if (fr_cflush(c) < 0)

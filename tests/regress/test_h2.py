@@ -653,3 +653,18 @@ def test_h1_keep_alive_with_sized_and_chunked_bodies(tls_td):
         if want == 200:
             assert json.loads(answer)["entry"]["type"] == "FILE_TYPE_DIRECTORY"
     s.close()
+    # pipelined: written in one go, each answered in order (lws itself
+    # answers only the first: the front hands it one at a time)
+    s = ctx.wrap_socket(socket.create_connection(("127.0.0.1", td.port), timeout=30),
+                        server_hostname="localhost")
+    s.sendall(sized + b"GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n" + sized +
+              b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n" + chunked)
+    rest = b""
+    for want, head in ((200, False), (204, False), (200, False), (200, True), (200, False)):
+        status, answer, rest = _read_answer(s, rest)
+        assert status == want, (status, answer, rest)
+        if head:
+            assert json.loads(answer)["ok"] is True
+        elif want == 200:
+            assert json.loads(answer)["entry"]["type"] == "FILE_TYPE_DIRECTORY"
+    s.close()
