@@ -549,8 +549,9 @@ static int can_read_client(struct fconn *c)
 int fr_h1_pump(struct fconn *c)
 {
 	struct h1state *h = c->h1;
-	for (int round = 0; round < 64; round++) {
-		int prog = 0;
+	int prog = 1;
+	for (int round = 0; round < 64 && prog; round++) {
+		prog = 0;
 		while (can_read_client(c)) {
 			char *p = fq_room(&c->cin, 16384);
 			ssize_t r = fr_cread(c, p, 16384);
@@ -594,11 +595,15 @@ int fr_h1_pump(struct fconn *c)
 			track(h, p, (size_t)r);
 			c->cout.len += (size_t)r;
 		}
+		size_t before = c->cout.len;
 		if (fr_cflush(c) < 0)
 			return -1;
-		if (!prog)
-			break;
+		if (c->cout.len < before)
+			prog = 1;   /* room again: more may be made to go */
 	}
+	/* still moving after 64 turns: again on the loop's next turn, after
+	 * the other connections' events */
+	c->again = prog;
 	if (!c->cout.len && (h->up_eof || c->close_after || (c->eof && h->up.fd < 0)))
 		return -1;
 	uint32_t ev = 0;

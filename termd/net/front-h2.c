@@ -565,8 +565,9 @@ int fr_h2_idle(struct fconn *c)
 int fr_h2_pump(struct fconn *c)
 {
 	struct h2state *h = c->h2;
-	for (int round = 0; round < 64; round++) {
-		int prog = 0;
+	int prog = 1;
+	for (int round = 0; round < 64 && prog; round++) {
+		prog = 0;
 		while (!c->eof && c->cout.len < FR_BUF_CAP) {
 			char buf[16384];
 			ssize_t r = fr_cread(c, buf, sizeof buf);
@@ -595,11 +596,15 @@ int fr_h2_pump(struct fconn *c)
 			fq_put(&c->cout, d, (size_t)n);
 			prog = 1;
 		}
+		size_t before = c->cout.len;
 		if (fr_cflush(c) < 0)
 			return -1;
-		if (!prog)
-			break;
+		if (c->cout.len < before)
+			prog = 1;   /* room again: more may be made to go */
 	}
+	/* still moving after 64 turns: again on the loop's next turn, after
+	 * the other connections' events */
+	c->again = prog;
 	if (!c->cout.len && (c->eof || (!nghttp2_session_want_read(h->ng) &&
 					!nghttp2_session_want_write(h->ng))))
 		return -1;

@@ -408,7 +408,10 @@ static void *front_main(void *arg)
 	struct epoll_event evs[64];
 	uint64_t last_tick = fr_now();
 	for (;;) {
-		int n = epoll_wait(ep, evs, 64, 1000);
+		int busy = 0;
+		for (struct fconn *c = conns; c && !busy; c = c->next)
+			busy = c->again;
+		int n = epoll_wait(ep, evs, 64, busy ? 0 : 1000);
 		int stop = 0;
 		for (int i = 0; i < n; i++) {
 			struct fwatch *w = evs[i].data.ptr;
@@ -425,6 +428,14 @@ static void *front_main(void *arg)
 		}
 		if (stop)
 			break;
+		/* the ones whose pump stopped while still moving: a turn each */
+		for (struct fconn *c = conns, *nx; busy && c; c = nx) {
+			nx = c->next;
+			if (c->again && !c->dead) {
+				c->again = 0;
+				conn_pump(c);
+			}
+		}
 		uint64_t now = fr_now();
 		if (now - last_tick >= 1000000) {
 			last_tick = now;

@@ -71,6 +71,7 @@ struct fconn {
 	int fatal;
 	int close_after;        /* close once cout is written */
 	int counted;            /* in the protocol counters */
+	int again;              /* its pump stopped while bytes still moved */
 	char peer[64];
 	uint64_t last_us, head_us; /* last bytes either way; a head begun (0: none) */
 	struct fq cin, cout;

@@ -668,3 +668,23 @@ def test_h1_keep_alive_with_sized_and_chunked_bodies(tls_td):
         elif want == 200:
             assert json.loads(answer)["entry"]["type"] == "FILE_TYPE_DIRECTORY"
     s.close()
+
+
+def test_fast_h2_downloads_never_stall(tls_td):
+    """curl (a reader as fast as the front) takes a 64 MiB download over h2
+    whole, again and again: the front keeps sending while its output drains
+    (it once stopped when its buffer emptied with DATA still to send)."""
+    import shutil
+    if not shutil.which("curl"):
+        pytest.skip("curl is not installed")
+    td = tls_td
+    big = td.home / "big64.bin"
+    with open(big, "wb") as f:
+        f.truncate(64 << 20)
+    url = "https://localhost:%d/files?path=%s" % (td.port, big)
+    for _ in range(20):
+        p = subprocess.run(["curl", "-s", "--http2", "--max-time", "20", "--cacert", str(td.cert),
+                            "-H", "X-Access-Token: " + TOKEN, "-o", "/dev/null",
+                            "-w", "%{http_version} %{http_code} %{size_download}", url],
+                           capture_output=True, text=True, timeout=60)
+        assert p.stdout == "2 200 %d" % (64 << 20), (p.stdout, p.stderr)
