@@ -138,6 +138,8 @@ int fr_parse_head(char *p, size_t len, struct fr_req *r)
 			conn_upgrade |= has_token(v, h->vlen, "upgrade");
 		} else if (name_is(h, "upgrade")) {
 			upgrade = 1;
+		} else if (name_is(h, "expect")) {
+			r->expect_continue = has_token(v, h->vlen, "100-continue");
 		}
 		l = e + 1;
 	}
@@ -368,6 +370,11 @@ static int take_head(struct fconn *c, char *p, size_t hl)
 	fq_put(&h->upout, "\r\n", 2);
 	fr_rewrite(&h->upout, r.h, r.nh, c, 0);
 	fq_put(&h->upout, "\r\n", 2);
+	/* lws never answers Expect: 100-continue (curl then waits a second
+	 * before its body): the front says go on, the answer before being
+	 * whole in cout already (lws still sees the header: it ignores it) */
+	if (r.expect_continue && !h->untracked && (r.clen > 0 || r.chunked))
+		fq_put(&c->cout, "HTTP/1.1 100 Continue\r\n\r\n", 25);
 	h->inflight = 1;
 	h->req_head = r.mlen == 4 && memcmp(r.method, "HEAD", 4) == 0;
 	h->rs = RS_HEAD;

@@ -101,6 +101,7 @@ struct fr_req {
 	int nh;
 	long long clen;         /* -1: none */
 	int chunked, upgrade;
+	int expect_continue;     /* Expect: 100-continue */
 };
 /* 0, or the status to answer (400, 431) */
 int fr_parse_head(char *p, size_t len, struct fr_req *r);

@@ -688,3 +688,30 @@ def test_fast_h2_downloads_never_stall(tls_td):
                             "-w", "%{http_version} %{http_code} %{size_download}", url],
                            capture_output=True, text=True, timeout=60)
         assert p.stdout == "2 200 %d" % (64 << 20), (p.stdout, p.stderr)
+
+
+def test_h1_expect_100_continue_is_answered(tls_td):
+    """Expect: 100-continue (curl's, for bodies over 1 MiB) gets its 100 from
+    the front at once: lws never sends one, and the client waited a second."""
+    td = tls_td
+    ctx = ssl.create_default_context(cafile=str(td.cert))
+    s = ctx.wrap_socket(socket.create_connection(("127.0.0.1", td.port), timeout=30),
+                        server_hostname="localhost")
+    body = os.urandom(2 << 20)
+    dest = td.home / "expect.bin"
+    s.sendall(("POST /files?path=%s HTTP/1.1\r\nHost: localhost\r\nX-Access-Token: %s\r\n"
+               "Content-Type: application/octet-stream\r\nContent-Length: %d\r\n"
+               "Expect: 100-continue\r\n\r\n" % (dest, TOKEN, len(body))).encode())
+    s.settimeout(5)
+    got = b""
+    while b"\r\n\r\n" not in got:
+        d = s.recv(4096)   # a timeout here: no 100 Continue
+        assert d
+        got += d
+    assert got.startswith(b"HTTP/1.1 100 Continue\r\n\r\n"), got
+    s.settimeout(30)
+    s.sendall(body)
+    status, answer, _ = _read_answer(s, got[len(b"HTTP/1.1 100 Continue\r\n\r\n"):])
+    assert status == 200, answer
+    assert dest.read_bytes() == body
+    s.close()
