@@ -268,6 +268,10 @@ int server_init(const struct lws_protocols *events_channel, const struct lws_pro
 		info.options |= LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
 		info.ssl_cert_filepath = opts.tls_cert;
 		info.ssl_private_key_filepath = opts.tls_key;
+		/* lws 4.1's HTTP/2 drops every header it has no token for
+		 * (X-Access-Token...): where lws does TLS itself, ALPN offers
+		 * HTTP/1.1 only (HTTP/2 is the front's) */
+		info.alpn = "http/1.1";
 	}
 	srv.ctx = lws_create_context(&info);
 	if (info.options & LWS_SERVER_OPTION_UNIX_SOCK)

@@ -382,6 +382,24 @@ def test_h2c_prior_knowledge_on_a_plain_listener(termd_factory):
     c.close()
 
 
+def test_front_off_tls_offers_http1_only(termd_factory, tmp_path, monkeypatch):
+    """--front off: lws does TLS itself, and its HTTP/2 (which drops the
+    doors' headers) is not offered: ALPN gives http/1.1."""
+    cert, key = make_cert(tmp_path)
+    monkeypatch.setattr(wsclient, "tls_cafile", str(cert))
+    td = termd_factory(args=["--tls-cert", str(cert), "--tls-key", str(key), "--front", "off"],
+                       token=TOKEN, listen="127.0.0.1:%d" % free_port(), scheme="wss")
+    port = int(td.url.rsplit(":", 1)[1])
+    ctx = ssl.create_default_context(cafile=str(cert))
+    ctx.set_alpn_protocols(["h2", "http/1.1"])
+    s = ctx.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=30),
+                        server_hostname="localhost")
+    assert s.selected_alpn_protocol() in (None, "http/1.1")
+    s.close()
+    ev = td.events(token=TOKEN)
+    assert ev.ping()["observation"] == "pong"
+
+
 def test_front_off_serves_lws_directly(termd_factory):
     td = termd_factory(token=TOKEN, tcp=True, args=["--front", "off"])
     port = int(td.url.rsplit(":", 1)[1])
