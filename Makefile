@@ -5,7 +5,7 @@ CC      ?= cc
 # termd/ is one folder per layer (termd/README): each header is found by its name
 TERMD_LAYERS := loop core action net door
 TERMD_INC := -Itermd $(addprefix -Itermd/,$(TERMD_LAYERS))
-PKGS    := libwebsockets vterm libcjson openssl
+PKGS    := libwebsockets vterm libcjson openssl libnghttp2
 CFLAGS  ?= -O2 -g
 # always on, whatever CFLAGS says (e.g. the sanitizer build)
 TD_CFLAGS = $(CFLAGS) -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -Iproto $(TERMD_INC) -I$(BUILD)/gen
@@ -22,7 +22,8 @@ DEB_PKGS := build-essential pkg-config libvterm-dev libwebsockets-dev libcjson-d
             libssl-dev libncurses-dev libcmocka-dev python3 python3-pytest python3-pexpect \
             tmux vim-tiny procps curl clang libclang-rt-14-dev openssl valgrind zlib1g-dev \
             asciinema python3-websockets patch sudo git less python3-prometheus-client man-db groff-base \
-            python3-venv python3-setuptools python3-wheel
+            python3-venv python3-setuptools python3-wheel \
+            libnghttp2-dev python3-h2 python3-hpack python3-hyperframe
 
 TERMD_SRC := $(wildcard termd/*.c $(addsuffix /*.c,$(addprefix termd/,$(TERMD_LAYERS))))
 PROTO_SRC := $(wildcard proto/*.c)
@@ -311,6 +312,7 @@ bench: deps
 	TERMD_BIN=$(abspath $(BUILD)/termd) $(PY) tests/bench/bench_openhands.py
 	TERMD_BIN=$(abspath $(BUILD)/termd) $(PY) tests/bench/bench_envd.py
 	TERMD_BIN=$(abspath $(BUILD)/termd) $(PY) tests/bench/bench_e2b.py
+	TERMD_BIN=$(abspath $(BUILD)/termd) $(PY) tests/bench/bench_front.py
 	TERMD_BIN=$(abspath $(BUILD)/termd) $(PY) tests/bench/bench_pipes.py
 	TERMD_BIN=$(abspath $(BUILD)/termd) $(PY) tests/bench/bench_filework.py
 	TERMD_BIN=$(abspath $(BUILD)/termd) $(PY) tests/bench/bench_ports.py

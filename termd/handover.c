@@ -8,6 +8,7 @@
  * at start, a termd given a record (env TERMD_HANDOVER=fd) takes it all
  * back. */
 #include "handover.h"
+#include "front.h"
 #include "door.h"
 #include "fswork.h"
 #include "envopts.h"
@@ -143,6 +144,13 @@ static int is_our_listener(int fd)
 	int port = ss.ss_family == AF_INET ? ntohs(((struct sockaddr_in *)&ss)->sin_port) :
 		   ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port) : -1;
 	return port == opts.listen_port;
+}
+
+/* The front (net/front.c) owns the TCP listeners and their TLS: its
+ * listening fds go in the record (front_handover_save), not listen_fd. */
+static int front_tls(void)
+{
+	return front_wanted() && !opts.listen_unix;
 }
 
 static int find_listener(void)
@@ -360,6 +368,7 @@ static void keep_all(int keep, int lfd)
 {
 	keep_fd(lfd, keep);
 	modules_keep(keep);
+	front_handover_keep(keep);
 	for (struct session *s = srv.sessions; s; s = s->next) {
 		if (!kept(s))
 			continue;
@@ -385,6 +394,7 @@ static int write_record(int lfd, int final, char *err, size_t errlen)
 			cJSON_AddItemToArray(ss, session_record(s, final));
 	modules_save(j);
 	cJSON_AddItemToObject(j, "events", events_handover_save());
+	front_handover_save(j);
 	char *text = cJSON_PrintUnformatted(j);
 	cJSON_Delete(j);
 	int fd = memfd_create("termd-handover", 0);
@@ -525,8 +535,9 @@ int handover_upgrade(const char *binary, const cJSON *cause, char *err, size_t e
 			*del = 0;
 		binary = self;
 	}
-	if (opts.tls_cert) {
-		snprintf(err, errlen, "an upgrade in place is not supported with --tls-cert yet");
+	if (opts.tls_cert && !front_tls()) {
+		snprintf(err, errlen, "an upgrade in place is not supported with --tls-cert on a unix "
+			 "socket (or with --front off) yet");
 		return -1;
 	}
 	if (fswork_pending()) {   /* a worker's answer would be lost with the exec */
@@ -543,8 +554,8 @@ int handover_upgrade(const char *binary, const cJSON *cause, char *err, size_t e
 		snprintf(err, errlen, "termd's command line is unknown");
 		return -1;
 	}
-	int lfd = find_listener();
-	if (!opts.listen_none && lfd < 0) {
+	int lfd = front_tls() ? -1 : find_listener();
+	if (!opts.listen_none && lfd < 0 && !front_tls()) {
 		snprintf(err, errlen, "cannot find termd's listening socket");
 		return -1;
 	}
@@ -609,6 +620,7 @@ int handover_begin(char *err, size_t errlen)
 	if (!opts.token && cJSON_IsString(t))
 		opts.token = xstrdup(t->valuestring);
 	upgraded = cJSON_IsNumber(u) ? (int)u->valuedouble : 1;
+	front_handover_load(pending);
 	return 1;
 }
 

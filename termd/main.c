@@ -7,6 +7,7 @@
 #include "fswork.h"
 #include "handover.h"
 #include "envopts.h"
+#include "front.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -89,7 +90,9 @@ static void usage(FILE *f)
 		"  --token-file F          full-access token (also env TERMD_TOKEN)\n"
 		"  --view-token-file F     read-only token\n"
 		"  --insecure-no-token     serve a non-loopback address without a token (loudly)\n"
-		"  --tls-cert F --tls-key F   serve wss:// and https:// with this PEM pair\n"
+		"  --tls-cert F --tls-key F   serve wss:// and https:// (HTTP/2 too) with this PEM pair\n"
+		"  --front on|off          TCP listeners served by termd's front: TLS with HTTP/2,\n"
+		"                          h2c, X-Metadata-* headers (default on; off: lws alone)\n"
 		"  --shell PATH            shell for sessions (default bash, else sh)\n"
 		"  --cwd DIR               start directory of sessions (default: current)\n"
 		"  --event-log FILE        append every event as a JSON line\n"
@@ -371,6 +374,7 @@ static void stop_all(void)
  * listener and run folder; then what the modules and options hold. */
 static void teardown(void)
 {
+	front_stop();   /* its thread first: it forwards to the loop's socket */
 	link_stop();
 	plugin_stop_all();
 	stop_all();
@@ -420,7 +424,7 @@ int main(int argc, char **argv)
 	if (argc == 3 && !strcmp(argv[1], "--check-handover"))
 		return handover_check(argv[2]);
 	handover_set_argv(argv);
-	enum { O_LISTEN = 256, O_TOKEN, O_VIEW, O_SHELL, O_CWD, O_LOG, O_TLS_CERT, O_TLS_KEY,
+	enum { O_LISTEN = 256, O_TOKEN, O_VIEW, O_SHELL, O_CWD, O_LOG, O_TLS_CERT, O_TLS_KEY, O_FRONT,
 	       O_PLUGINS, O_PLUGIN_DIR, O_STATE_DIR, O_INSECURE, O_RECORD, O_RECORD_INPUT,
 	       O_CONNECT, O_CONNECT_TOKEN, O_SANDBOX_ID, O_CACERT, O_BACKOFF, O_PING, O_USER,
 	       O_PREVIEW_TOKEN, O_PREVIEW_SUFFIX,
@@ -434,6 +438,7 @@ int main(int argc, char **argv)
 		{"event-log", required_argument, NULL, O_LOG},
 		{"tls-cert", required_argument, NULL, O_TLS_CERT},
 		{"tls-key", required_argument, NULL, O_TLS_KEY},
+		{"front", required_argument, NULL, O_FRONT},
 		{"plugins", required_argument, NULL, O_PLUGINS},
 		{"plugin-dir", required_argument, NULL, O_PLUGIN_DIR},
 		{"state-dir", required_argument, NULL, O_STATE_DIR},
@@ -466,6 +471,7 @@ int main(int argc, char **argv)
 		*limits[i].dst = limits[i].def;
 	}
 	lo[nfixed + NLIMITS] = (struct option){NULL, 0, NULL, 0};
+	opts.front = 1;
 	if (envopts_apply(&argc, &argv, lo) < 0)   /* TERMD_<OPTION> first */
 		return 2;
 	int c;
@@ -506,6 +512,13 @@ int main(int argc, char **argv)
 			break;
 		case O_TLS_KEY:
 			set_str(&opts.tls_key, optarg);
+			break;
+		case O_FRONT:
+			if (strcmp(optarg, "on") && strcmp(optarg, "off")) {
+				fprintf(stderr, "termd: --front wants on or off\n");
+				return 2;
+			}
+			opts.front = !strcmp(optarg, "on");
 			break;
 		case O_PLUGINS:
 			set_str(&opts.plugins, optarg);
@@ -741,10 +754,27 @@ int main(int argc, char **argv)
 		fprintf(stderr, "termd: cannot take the hand-over: %s\n", herr);
 		return 1;
 	}
+	char ferr[512];
+	if (front_prepare(ferr, sizeof ferr) < 0) {
+		log_error("%s", ferr);
+		front_stop();
+		cgroup_shutdown();
+		return 1;
+	}
 	if (server_init(&conn_protocol, &tty_protocol) < 0) {
+		front_stop();
 		cgroup_shutdown();
 		server_shutdown();
 		return 1;
+	}
+	{
+		if (front_start(ferr, sizeof ferr) < 0) {
+			log_error("%s", ferr);
+			front_stop();
+			cgroup_shutdown();
+			server_shutdown();
+			return 1;
+		}
 	}
 	events_init(conn_send);
 	/* every module registers its actions (plugins will add theirs) */

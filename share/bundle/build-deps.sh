@@ -1,6 +1,6 @@
 #!/bin/sh
-# share/bundle/build-deps.sh — builds termd's five libraries (OpenSSL, libwebsockets, libvterm, cJSON,
-# ncursesw) as static musl archives from Debian's source packages, pinned to the versions the normal
+# share/bundle/build-deps.sh — builds termd's libraries (OpenSSL, libwebsockets, nghttp2, libvterm, cJSON,
+# ncursesw, zlib) as static musl archives from Debian's source packages, pinned to the versions the normal
 # build links against, into a cache: CACHE/musl -> CACHE/prefix-<key> (lib/*.a, include/).
 # Usage: build-deps.sh CACHE_DIR     (env BUNDLE_JOBS: make -j for OpenSSL/ncurses, default 1)
 # A second run with the same versions does nothing but check the stamp.
@@ -18,7 +18,7 @@ log() { echo "build-deps: $*" >&2; }
 command -v musl-gcc >/dev/null || die "musl-gcc not found (apt-get install musl-tools; make deps)"
 
 # source package and the -dev package whose installed version pins it
-PKGS="cjson:libcjson-dev libvterm:libvterm-dev libwebsockets:libwebsockets-dev ncurses:libncurses-dev openssl:libssl-dev zlib:zlib1g-dev"
+PKGS="cjson:libcjson-dev libvterm:libvterm-dev libwebsockets:libwebsockets-dev ncurses:libncurses-dev openssl:libssl-dev zlib:zlib1g-dev nghttp2:libnghttp2-dev"
 
 # The recipe is part of the key: a change to this script rebuilds.
 RECIPE=$(cksum < "$0" | cut -d' ' -f1)
@@ -137,6 +137,19 @@ step "zlib"
 (cd "$SRCDIR" && CC="$CC" CFLAGS="$OPT" ./configure --static --prefix="$PREFIX" >"$B/zlib.log" 2>&1 \
 	&& make -j"$JOBS" libz.a >>"$B/zlib.log" 2>&1 && make install >>"$B/zlib.log" 2>&1) \
 	|| die "zlib build failed: $(tail -5 "$B/zlib.log")"
+
+# nghttp2: the library only (termd's front speaks HTTP/2 with it: termd/net/front-h2.c)
+fetch nghttp2 "$(ver_of nghttp2)"; VERS="$VERS $(cat "$SRCDIR/.unpacked")"
+step "nghttp2"
+command -v cmake >/dev/null || die "cmake not found (make deps)"
+GEN="Unix Makefiles"; command -v ninja >/dev/null && GEN=Ninja
+(cmake -S "$SRCDIR" -B "$B/nghttp2" -G "$GEN" -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER=musl-gcc \
+	-DCMAKE_C_FLAGS="-isystem $K $OPT" -DCMAKE_INSTALL_PREFIX="$PREFIX" -DCMAKE_INSTALL_LIBDIR=lib \
+	-DENABLE_LIB_ONLY=ON -DENABLE_STATIC_LIB=ON -DENABLE_SHARED_LIB=OFF -DENABLE_DOC=OFF \
+	-DENABLE_PYTHON_BINDINGS=OFF -DWITH_LIBXML2=OFF -DWITH_JEMALLOC=OFF >"$B/nghttp2.log" 2>&1 \
+	&& cmake --build "$B/nghttp2" -j "$JOBS" >>"$B/nghttp2.log" 2>&1 \
+	&& cmake --install "$B/nghttp2" >>"$B/nghttp2.log" 2>&1) \
+	|| die "nghttp2 build failed: $(tail -5 "$B/nghttp2.log")"
 
 # libvterm: the .inc tables are in the tarball
 fetch libvterm "$(ver_of libvterm)"; VERS="$VERS $(cat "$SRCDIR/.unpacked")"

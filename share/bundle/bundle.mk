@@ -22,7 +22,7 @@ BUNDLE_CFLAGS := -ffunction-sections -fdata-sections -std=c11 -Wall -Wextra -Wer
                  -Iproto $(TERMD_INC) -I$(BUILD)/gen -I$(BUNDLE_MUSL)/include -I$(BUNDLE_MUSL)/include/cjson \
                  -I$(BUNDLE_MUSL)/include/ncursesw -DNCURSES_WIDECHAR=1
 BUNDLE_LDFLAGS := -static -Wl,--gc-sections -s
-BUNDLE_LIBS   := -L$(BUNDLE_MUSL)/lib -lwebsockets -lvterm -lcjson -lncursesw -lssl -lcrypto -lz -lm
+BUNDLE_LIBS   := -L$(BUNDLE_MUSL)/lib -lwebsockets -lnghttp2 -lvterm -lcjson -lncursesw -lssl -lcrypto -lz -lm
 
 BUNDLE_SRC := $(TERMD_SRC) $(PROTO_SRC) viewer/termctl.c $(wildcard viewer/attach*.c) share/bundle/multicall.c
 BUNDLE_OBJ := $(BUNDLE_SRC:%.c=$(BUNDLE_B)/obj/%.o)

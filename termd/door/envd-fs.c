@@ -772,8 +772,10 @@ void envd_files_post(struct http_txn *t)
 	lws_hdr_copy(t->wsi, f->ct, sizeof f->ct, WSI_TOKEN_HTTP_CONTENT_TYPE);
 	lws_hdr_copy(t->wsi, f->ce, sizeof f->ce, WSI_TOKEN_HTTP_CONTENT_ENCODING);
 	/* the X-Metadata-<key> headers, folded into one by the front (lws
-	 * cannot list headers it does not know); checked before any write */
-	int ml = lws_hdr_custom_length(t->wsi, "x-termd-metadata:", 17);
+	 * cannot list headers it does not know); checked before any write.
+	 * Only the front's: without it (--front off, a unix --listen) there is
+	 * no metadata, as a client's own X-Termd-Metadata is not envd's API */
+	int ml = server_via_front(t->wsi) ? lws_hdr_custom_length(t->wsi, "x-termd-metadata:", 17) : -1;
 	if (ml >= 0) {
 		char *mh = xmalloc((size_t)ml + 1);
 		buf_t err = {0};

@@ -200,7 +200,7 @@ int proxy_ws_upgrade(struct lws *wsi, enum auth_level level, const char **why)
 	int status = proxy_admit_check(wsi, level, port, &addr, why);
 	if (status)
 		return status;
-	if (lws_is_ssl(wsi)) {
+	if (lws_is_ssl(wsi)) {   /* lws's own TLS (the front's is ended before lws) */
 		*why = "WebSocket previews need a listener without TLS\n";
 		return 501;
 	}

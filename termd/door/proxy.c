@@ -545,13 +545,13 @@ void proxy_copy_cookie(struct lws *wsi, buf_t *b)
 void proxy_forwarded(struct lws *wsi, buf_t *b, int port, int by_host)
 {
 	char peer[64] = "";
-	lws_get_peer_simple(wsi, peer, sizeof peer);
+	http_peer(wsi, peer, sizeof peer);
 	if (peer[0])
 		buf_printf(b, "X-Forwarded-For: %s\r\n", peer);
 	char host[256];
 	if (lws_hdr_copy(wsi, host, sizeof host, WSI_TOKEN_HOST) > 0 && !strpbrk(host, "\r\n"))
 		buf_printf(b, "X-Forwarded-Host: %s\r\n", host);
-	buf_printf(b, "X-Forwarded-Proto: %s\r\n", lws_is_ssl(wsi) ? "https" : "http");
+	buf_printf(b, "X-Forwarded-Proto: %s\r\n", http_tls(wsi) ? "https" : "http");
 	if (!by_host)
 		buf_printf(b, "X-Forwarded-Prefix: /proxy/%d\r\n", port);
 }

@@ -72,6 +72,7 @@ struct termd_opts {
 	char *record_dir;         /* --record DIR: an asciicast v2 file per session (record.c) */
 	int record_input;         /* --record-input: "i" events too */
 	int listen_none;          /* --listen none: no listener at all */
+	int front;                /* --front on (1, default) | off (0): net/front.c owns the TCP listeners */
 	/* dial-out links (door/link.c) */
 	char **connect;           /* --connect URL, each given */
 	size_t nconnect;
@@ -111,6 +112,9 @@ struct server {
 	int inherit_fd;           /* -1: none (--listen none) */
 	char *inherit_rundir;
 	void (*on_usr2)(void);    /* SIGUSR2 (set from above) */
+	/* --front on: lws listens on this unix socket (mode 0600, in rundir)
+	 * and the front (net/front.c) owns the TCP listeners; NULL: no front */
+	char *front_sock;
 };
 
 extern struct server srv;
@@ -121,6 +125,11 @@ extern struct server srv;
  * (the transport's entries, given from above) */
 int server_init(const struct lws_protocols *events_channel, const struct lws_protocols *tty_channel);
 void server_run(void);
+/* Does the front serve the TCP listeners (--front on, a TCP --listen)? */
+int server_front_wanted(void);
+/* Did wsi come through the front's internal socket (its X-Termd-Peer,
+ * X-Termd-Tls and X-Termd-Metadata headers are the front's)? */
+int server_via_front(struct lws *wsi);
 /* the loop goes: every connection and adopted fd is closed */
 void server_close_loop(void);
 /* then the listener's socket and the runtime folder */

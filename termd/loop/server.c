@@ -20,6 +20,7 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 
@@ -212,10 +213,29 @@ int server_init(const struct lws_protocols *events_channel, const struct lws_pro
 	info.pt_serv_buf_size = 65536;
 	info.options = LWS_SERVER_OPTION_VALIDATE_UTF8 * 0;
 	mode_t old_umask = 0;
-	if (opts.listen_none || srv.inherited) {
+	int front = server_front_wanted();
+	if (front) {
+		buf_t fs = {0};
+		buf_printf(&fs, "%s/front.sock", srv.rundir);
+		srv.front_sock = buf_steal(&fs);
+		if (strlen(srv.front_sock) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
+			log_error("the runtime folder's path %s is too long for a unix socket "
+				  "(set TMPDIR shorter, or --front off)", srv.rundir);
+			return -1;
+		}
+		unlink(srv.front_sock);   /* the one of the termd before an upgrade */
+	}
+	if (opts.listen_none || (srv.inherited && !(front && !opts.listen_unix))) {
 		/* dial-out links only, or the listener kept across an upgrade
 		 * (adopted below) */
 		info.port = CONTEXT_PORT_NO_LISTEN;
+	} else if (front && !opts.listen_unix) {
+		/* the TCP listeners are the front's (net/front.c): lws serves
+		 * what it forwards, on a socket only termd's user can open */
+		info.options |= LWS_SERVER_OPTION_UNIX_SOCK;
+		info.iface = srv.front_sock;
+		info.port = 0;
+		old_umask = umask(077);
 	} else if (opts.listen_unix) {
 		info.options |= LWS_SERVER_OPTION_UNIX_SOCK;
 		info.iface = opts.listen_unix;
@@ -246,17 +266,23 @@ int server_init(const struct lws_protocols *events_channel, const struct lws_pro
 	}
 	if (opts.nconnect)   /* a wss:// link's client side */
 		info.options |= LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
-	if (opts.tls_cert && !opts.listen_none) {
+	/* with the front, TLS is the front's (lws keeps it for a unix --listen) */
+	if (opts.tls_cert && !opts.listen_none && (!front || opts.listen_unix)) {
 		info.options |= LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
 		info.ssl_cert_filepath = opts.tls_cert;
 		info.ssl_private_key_filepath = opts.tls_key;
+		/* lws 4.1's HTTP/2 drops every header it has no token for
+		 * (X-Access-Token...): where lws does TLS itself, ALPN offers
+		 * HTTP/1.1 only (HTTP/2 is the front's) */
+		info.alpn = "http/1.1";
 	}
 	srv.ctx = lws_create_context(&info);
-	if (opts.listen_unix)
+	if (info.options & LWS_SERVER_OPTION_UNIX_SOCK)
 		umask(old_umask);
 	if (!srv.ctx) {
 		log_warn("cannot %s %s%s", opts.listen_none ? "start the loop" : "listen on",
-			 opts.listen_none ? "" : opts.listen_unix ? opts.listen_unix : opts.listen_host,
+			 opts.listen_none ? "" : opts.listen_unix ? opts.listen_unix :
+			 front ? srv.front_sock : opts.listen_host,
 			 opts.tls_cert ? " (or the TLS certificate and key were not accepted)" : "");
 		return -1;
 	}
@@ -265,8 +291,26 @@ int server_init(const struct lws_protocols *events_channel, const struct lws_pro
 		log_warn("no default vhost");
 		return -1;
 	}
-	/* --listen given again: a vhost per address, the same channels */
-	for (int i = 0; i < opts.nextra; i++) {
+	if (front && opts.listen_unix) {
+		/* a unix --listen is lws's own; the front's socket is one more vhost */
+		struct lws_context_creation_info vi = info;
+		vi.vhost_name = "front";
+		vi.options &= ~(uint64_t)(LWS_SERVER_OPTION_DISABLE_IPV6 | LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT);
+		vi.options |= LWS_SERVER_OPTION_UNIX_SOCK;
+		vi.iface = srv.front_sock;
+		vi.port = 0;
+		vi.ssl_cert_filepath = vi.ssl_private_key_filepath = NULL;
+		mode_t um = umask(077);
+		struct lws_vhost *fv = lws_create_vhost(srv.ctx, &vi);
+		umask(um);
+		if (!fv) {
+			log_error("cannot listen on %s", srv.front_sock);
+			return -1;
+		}
+	}
+	/* --listen given again: a vhost per address, the same channels (with
+	 * the front, they are the front's) */
+	for (int i = 0; i < opts.nextra && !front; i++) {
 		struct lws_context_creation_info vi = info;
 		char name[32];
 		snprintf(name, sizeof name, "listen-%d", i + 1);
@@ -285,6 +329,8 @@ int server_init(const struct lws_protocols *events_channel, const struct lws_pro
 		}
 		log_info("also listening on %s:%d", vi.iface, vi.port);
 	}
+	if (front)
+		chmod(srv.front_sock, 0600);
 	if (srv.inherited && srv.inherit_fd >= 0) {
 		fcntl(srv.inherit_fd, F_SETFD, FD_CLOEXEC);
 		fcntl(srv.inherit_fd, F_SETFL, fcntl(srv.inherit_fd, F_GETFL) | O_NONBLOCK);
@@ -342,6 +388,25 @@ static void rm_rf(const char *dir)
 	rmdir(dir);
 }
 
+int server_front_wanted(void)
+{
+	return opts.front && !opts.listen_none && (!opts.listen_unix || opts.nextra);
+}
+
+int server_via_front(struct lws *wsi)
+{
+	if (!srv.front_sock || !wsi)
+		return 0;
+	struct lws *nw = lws_get_network_wsi(wsi);
+	int fd = (int)lws_get_socket_fd(nw ? nw : wsi);
+	struct sockaddr_un su;
+	socklen_t l = sizeof su;
+	memset(&su, 0, sizeof su);
+	if (fd < 0 || getsockname(fd, (struct sockaddr *)&su, &l) < 0 || su.sun_family != AF_UNIX)
+		return 0;
+	return strncmp(su.sun_path, srv.front_sock, sizeof su.sun_path) == 0;
+}
+
 void server_close_loop(void)
 {
 	/* closes every connection and adopted fd (ptys, pipes) */
@@ -355,6 +420,8 @@ void server_shutdown(void)
 	server_close_loop();
 	if (srv.unix_bound)
 		unlink(opts.listen_unix);
+	free(srv.front_sock);
+	srv.front_sock = NULL;
 	if (srv.rundir) {
 		rm_rf(srv.rundir);
 		free(srv.rundir);

@@ -249,10 +249,49 @@ void http_set_header(struct http_txn *t, const char *name, const char *value)
 	buf_append(&t->hdrs, value, strlen(value) + 1);
 }
 
+/* A header only the front sets ("x-termd-peer:"): read on a connection
+ * that came through the front's socket, never from anyone else. */
+static int front_header(struct lws *wsi, const char *name, char *out, size_t n)
+{
+	out[0] = 0;
+	if (!server_via_front(wsi))
+		return -1;
+	int l = lws_hdr_custom_length(wsi, name, (int)strlen(name));
+	if (l < 0 || (size_t)l >= n)
+		return -1;
+	if (lws_hdr_custom_copy(wsi, out, (int)n, name, (int)strlen(name)) < 0)
+		return -1;
+	return l;
+}
+
+int http_front_header(struct http_txn *t, const char *name, char *out, size_t n)
+{
+	return front_header(t->wsi, name, out, n);
+}
+
+const char *http_peer(struct lws *wsi, char *out, size_t n)
+{
+	if (server_via_front(wsi))
+		return front_header(wsi, "x-termd-peer:", out, n) > 0 ? out : NULL;
+	if (!lws_get_peer_simple(wsi, out, n)) {
+		out[0] = 0;
+		return NULL;
+	}
+	return out;
+}
+
+int http_tls(struct lws *wsi)
+{
+	char v[8];
+	if (server_via_front(wsi))
+		return front_header(wsi, "x-termd-tls:", v, sizeof v) > 0 && !strcmp(v, "1");
+	return lws_is_ssl(wsi);
+}
+
 int http_stream_admit(struct http_txn *t, char *why, size_t n)
 {
-	if (!t->peer[0] && lws_get_peer_simple(t->wsi, t->peer, sizeof t->peer) == NULL)
-		t->peer[0] = 0;
+	if (!t->peer[0])
+		http_peer(t->wsi, t->peer, sizeof t->peer);
 	size_t all = 0, mine = 0;
 	for (struct http_txn *x = streams; x; x = x->snext) {
 		all++;

@@ -114,6 +114,14 @@ void http_stream_end(struct http_txn *t);
 /* A request header by lws custom name ("x-session-api-key:"): its length,
  * or -1 when absent. */
 int http_header(struct http_txn *t, const char *name, char *out, size_t n);
+/* A header only termd's front sets (X-Termd-Metadata: "x-termd-metadata:"):
+ * its length, or -1 when absent or the request did not come through the
+ * front (net/front.c), whatever the client sent. */
+int http_front_header(struct http_txn *t, const char *name, char *out, size_t n);
+/* The client's address (the front's X-Termd-Peer when it came through
+ * the front, else the socket's), or NULL; and whether it came over TLS. */
+const char *http_peer(struct lws *wsi, char *out, size_t n);
+int http_tls(struct lws *wsi);
 /* A query argument ("destination="), URL-decoded, or NULL. */
 const char *http_arg(struct http_txn *t, const char *name, char *out, size_t n);
 /* Does token equal termd's full token (constant time)? No token set: 1. */

@@ -1,0 +1,135 @@
+/* front.h — what the front's files share: termd's TCP listeners served by a
+ * thread of their own (front.c: TLS with ALPN h2/http/1.1, timeouts, the
+ * internal unix socket lws listens on), the HTTP/1.1 heads parsed and
+ * rewritten (front-h1.c) and HTTP/2 streams carried as HTTP/1.1 requests
+ * (front-h2.c). The front touches no termd state: it only moves bytes. */
+#ifndef TERMD_FRONT_H
+#define TERMD_FRONT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <cJSON.h>
+#include <openssl/ssl.h>
+#include <nghttp2/nghttp2.h>
+
+#include "util.h"
+
+/* ---- for main.c and handover.c ---- */
+/* Is the front serving termd's TCP listeners (--front on, some TCP --listen)? */
+int front_wanted(void);
+/* The TLS certificate loaded and the listeners bound (or taken over):
+ * before server_init, so that a port in use stops termd at once. */
+int front_prepare(char *err, size_t errlen);
+/* The thread started; lws must already listen on srv.front_sock. */
+int front_start(char *err, size_t errlen);
+/* Stop the thread, close every connection and listener. */
+void front_stop(void);
+/* upgrade in place: the listening fds into the record, kept across exec */
+void front_handover_save(cJSON *record);
+void front_handover_keep(int keep);
+/* the new termd takes them from the record (before front_start) */
+void front_handover_load(const cJSON *record);
+
+/* ---- shared by the front's files ---- */
+#define FR_HEAD_MAX 4096          /* a request head, as lws's max_http_header_data */
+#define FR_BUF_CAP (64u << 10)    /* each direction's buffer before reads stop */
+#define FR_MAX_HDRS 100
+
+/* a byte queue: data at p + off, len bytes */
+struct fq {
+	char *p;
+	size_t off, len, cap;
+};
+void fq_put(struct fq *q, const void *d, size_t n);
+void fq_printf(struct fq *q, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void fq_drop(struct fq *q, size_t n);
+/* room to read into (at least want bytes), compacting first */
+char *fq_room(struct fq *q, size_t want);
+void fq_free(struct fq *q);
+
+/* an epoll registration: what the fd is and whose */
+enum fr_kind { FK_LISTEN, FK_CLIENT, FK_UP };
+struct fwatch {
+	int kind;
+	int fd;
+	uint32_t ev;            /* the events registered */
+	int reg;                /* in the epoll set */
+	void *owner;
+};
+
+struct h1state;
+struct h2state;
+
+struct fconn {
+	struct fwatch w;
+	struct fconn *next;
+	int dead;
+	SSL *ssl;               /* NULL: plain */
+	int handshaking;
+	int rd_wants_out, wr_wants_in;   /* TLS: the last read wanted to write, ... */
+	int eof;                /* the client sent its end */
+	int fatal;
+	int close_after;        /* close once cout is written */
+	int counted;            /* in the protocol counters */
+	int again;              /* its pump stopped while bytes still moved */
+	char peer[64];
+	uint64_t last_us, head_us; /* last bytes either way; a head begun (0: none) */
+	struct fq cin, cout;
+	struct h1state *h1;
+	struct h2state *h2;
+};
+
+/* front.c */
+extern unsigned long fr_n_streams, fr_n_refused;   /* atomic: /metrics reads them */
+ssize_t fr_cread(struct fconn *c, void *p, size_t n);   /* >0, 0 end, -1 again, -2 broken */
+int fr_cflush(struct fconn *c);                          /* cout to the client; -1 broken */
+int fr_watch(struct fwatch *w, uint32_t ev);             /* add or change */
+void fr_unwatch(struct fwatch *w);
+int fr_upstream(void);                                   /* a connection to lws, non-blocking */
+uint64_t fr_now(void);
+void fr_defer(void *p);                                  /* free()d after this turn's events */
+
+/* front-h1.c: heads */
+struct fr_hdr {
+	const char *name, *val;
+	size_t nlen, vlen;
+};
+struct fr_req {
+	const char *method, *target, *version;
+	size_t mlen, tlen, vlen;
+	struct fr_hdr h[FR_MAX_HDRS];
+	int nh;
+	long long clen;         /* -1: none */
+	int chunked, upgrade;
+	int expect_continue;     /* Expect: 100-continue */
+};
+/* 0, or the status to answer (400, 431) */
+int fr_parse_head(char *p, size_t len, struct fr_req *r);
+/* the headers a request goes to lws with: X-Metadata-* folded into
+ * X-Termd-Metadata, the client's X-Termd-* dropped, X-Termd-Peer and
+ * X-Termd-Tls added; skip_hop: drop HTTP/2's connection-specific ones */
+void fr_rewrite(struct fq *out, const struct fr_hdr *h, int nh, const struct fconn *c, int from_h2);
+void fr_answer(struct fconn *c, int status, const char *why);   /* a front answer, then close */
+/* an HTTP/1.1 connection: its bytes as they come */
+int fr_h1_init(struct fconn *c);
+int fr_h1_pump(struct fconn *c);   /* progress made; -1: close */
+void fr_h1_free(struct fconn *c);
+int fr_h1_forwarding(struct fconn *c);   /* a connection to lws is open (its timeouts hold) */
+
+/* a chunked body's framing, followed byte by byte */
+struct fr_chunk {
+	int st, sawdigit, inext, lastcr;
+	unsigned long long rem;
+	size_t linelen;
+};
+/* how many of n bytes belong to the body (the rest follows it); *done at
+ * its end; out (may be NULL) gets the data bytes only; -1: malformed */
+long fr_chunk_scan(struct fr_chunk *k, const char *p, size_t n, int *done, struct fq *data);
+
+/* front-h2.c */
+int fr_h2_init(struct fconn *c, const char *pre, size_t n);
+int fr_h2_pump(struct fconn *c);
+void fr_h2_free(struct fconn *c);
+int fr_h2_idle(struct fconn *c);   /* no stream open */
+
+#endif
