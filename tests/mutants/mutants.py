@@ -177,8 +177,8 @@ MUTANTS = [
          why="a plugin action's answer names every argument as ignored (termd reads none)"),
     dict(name="watch-no-announce",
          file="termd/action/watch.c",
-         search="\t\t\t\tadd_dir(w, rel, 1);",
-         replace="\t\t\t\tadd_dir(w, rel, 0);",
+         search="\tk->next = w->todo;\n\tw->todo = k;\n\tif (idle && !w->walking)\n\t\twalk_slice(w);",
+         replace="\tfree(k->rel);\n\tfree(k);\n\t(void)idle;",
          tests=[R + "test_watch.py::test_a_folder_moved_in_whole_is_told_with_what_it_holds",
                 R + "test_watch.py::test_recursive_follows_new_folders_and_plain_does_not"],
          why="what a new folder holds before it is followed is never told (the second test "
