@@ -16,12 +16,15 @@ import pytest
 
 import cdp
 from tdtest import run_done
-from test_web import TOKEN, WAIT, base, http_get, open_session_page, screen_text, start
+from test_web import TOKEN, base, http_get, start, wait_text
 
 pytestmark = pytest.mark.skipif(not os.access(cdp.CHROMIUM, os.X_OK),
                                 reason="Chromium is not installed at %s" % cdp.CHROMIUM)
 
 LINE = "u:__________ s:          |"   # ten underscores, then ten spaces
+# headless Chromium on a loaded machine may take long to parse and paint: every
+# wait here is for a condition, with this generous deadline
+WAIT = 60.0
 
 
 @pytest.fixture(scope="module")
@@ -102,7 +105,7 @@ def cells_of(page, text):
     """[(col, pixels of the cell)] for each column of the line starting with text."""
     g = page.wait(lambda: page.eval(CELL_JS % json.dumps(text)), WAIT, "the line on screen")
     clip = {"x": g["x"], "y": g["y"], "width": g["w"] * len(LINE), "height": g["h"], "scale": 1}
-    shot = page.call("Page.captureScreenshot", {"format": "png", "clip": clip}, timeout=60)
+    shot = page.call("Page.captureScreenshot", {"format": "png", "clip": clip}, timeout=WAIT)
     w, h, rows = png_pixels(base64.b64decode(shot["data"]))
     cells = []
     for col in range(len(LINE)):
@@ -146,8 +149,10 @@ def test_underscores_are_drawn_in_the_session_page(termd_factory, tmp_path, page
     run_done(ev, "clear; printf '%s\\n'" % LINE)
     # wide enough for the session at 14 px; then each size a read-only page
     # shrinks its font to (term.js fitFont: 14 down to 9)
-    p = open_session_page(pages, t, width=1600, height=900)
-    p.wait(lambda: LINE in (screen_text(p) or ""), WAIT, "the line in the page")
+    p = pages(base(t) + "/s/main?token=" + TOKEN, 1600, 900)
+    p.wait_js("window.tdPage && tdPage.connected && tdPage.snapshots > 0", WAIT,
+              "the page's first snapshot")
+    wait_text(p, LINE, WAIT)
     assert p.eval("term.options.fontSize") == 14
     assert_underscores_drawn(p, "session page")
     for size in range(13, 8, -1):
@@ -165,6 +170,8 @@ def test_underscores_are_drawn_in_the_player(termd_factory, tmp_path, pages):
     main = next(f for f in json.loads(body) if f["session"] == "main")
     name = main["file"][:-5] if main["file"].endswith(".cast") else main["file"]
     p = pages(base(t) + "/r/" + name + "?token=" + TOKEN)
-    p.wait_js("window.player && player.ended", 60, "the player at the end")
-    assert LINE in screen_text(p)
+    p.wait_js("window.player && player.ended", WAIT, "the player at the end")
+    # ended is set when the last output is handed to term.write, which parses
+    # it later (asynchronously): the line is in the buffer only after that
+    wait_text(p, LINE, WAIT)
     assert_underscores_drawn(p, "player")
