@@ -130,6 +130,16 @@ def idle_baseline(port, n=40):
     return statistics.median(lat)
 
 
+def calm_max(port, secs=1.0):
+    """The longest /healthz of a second of probes: what the scheduler alone
+    does to one probe now, on this machine as loaded as it is."""
+    with Probe(port) as calm:
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < secs or len(calm.lat) < 5:
+            time.sleep(0.05)
+    return max(calm.lat)
+
+
 def request(td, method, path, body=b"", headers=None, token=TOKEN, timeout=T):
     c = http.client.HTTPConnection("127.0.0.1", port_of(td), timeout=timeout)
     h = {"X-Access-Token": token} if token else {}
@@ -354,13 +364,8 @@ def test_128_mib_of_input_drains_without_stalling_the_loop(termd_factory):
         assert o.get("observation") == "session.stdin", fmt(o)
     o = ev.call("session.stdin", {"session": "slow", "eof": True}, timeout=T)
     assert o.get("observation") == "session.stdin", fmt(o)
-    # what the scheduler alone does to a probe now, on this machine as
-    # loaded as it is: a second of probes just before the drain
     idle = idle_baseline(port)
-    with Probe(port) as calm:
-        t0 = time.monotonic()
-        while time.monotonic() - t0 < 1.0 or len(calm.lat) < 5:
-            time.sleep(0.05)
+    calm = calm_max(port)
     sub = subscribed(td)
     with Probe(port) as p:
         t0 = time.monotonic()
@@ -369,9 +374,8 @@ def test_128_mib_of_input_drains_without_stalling_the_loop(termd_factory):
                      "drained" in o.get("content", ""), 120)
         took = time.monotonic() - t0
     lat = sorted(p.lat)
-    calm_max = max(calm.lat)
     print("128 MiB drained in %.2f s; /healthz idle %.2f ms (max %.2f), during: median %.2f "
-          "max %.2f ms (%d probes)" % (took, idle, calm_max, statistics.median(lat), lat[-1],
+          "max %.2f ms (%d probes)" % (took, idle, calm, statistics.median(lat), lat[-1],
                                       len(lat)))
     assert len(lat) >= 3
     # The drain must not hold the loop: the old one held one /healthz 8.9 s
@@ -380,8 +384,8 @@ def test_128_mib_of_input_drains_without_stalling_the_loop(termd_factory):
     # so the longest probe is held to a second, or 4 times the longest the
     # scheduler alone gave just before, whichever is more.
     slow = 2.0 if sanitized(td.proc.pid) else 1.0
-    bound = max(1000.0, 4 * calm_max) * slow
-    assert lat[-1] < bound, (idle, calm_max, lat[-1], bound, lat[-10:])
+    bound = max(1000.0, 4 * calm) * slow
+    assert lat[-1] < bound, (idle, calm, lat[-1], bound, lat[-10:])
 
 
 # ------------------------------------------------- 6, 7: HTTP streams
@@ -684,17 +688,24 @@ def test_moved_in_tree_is_walked_a_slice_at_a_time(termd_factory, tmp_path):
     th = threading.Thread(target=count, daemon=True)
     th.start()
     idle = idle_baseline(port)
+    calm = calm_max(port)
     with Probe(port) as p:
         t0 = time.monotonic()
         os.rename(src, dest / "big")
         done.wait(120)
         took = time.monotonic() - t0
     lat = sorted(p.lat)
-    print("%d entries told to 4 watches in %.2f s; /healthz idle %.2f ms, during: median %.2f "
-          "max %.2f ms (%d probes)" % (n, took, idle, statistics.median(lat), lat[-1], len(lat)))
+    print("%d entries told to 4 watches in %.2f s; /healthz idle %.2f ms (max %.2f), during: "
+          "median %.2f max %.2f ms (%d probes)" % (n, took, idle, calm, statistics.median(lat),
+                                                 lat[-1], len(lat)))
     assert done.is_set(), told              # every entry told to every watch
+    # The walk in one go held the loop 1 s (issue 31, idle machine). One
+    # probe may wait for the scheduler on a busy one (269 ms was seen with
+    # two CPU hogs), so the longest is held to half a second, or 4 times
+    # the longest the scheduler alone gave just before, whichever is more.
     slow = 3.0 if sanitized(td.proc.pid) else 1.0
-    assert lat[-1] < max(150.0, 30 * idle) * slow, (idle, lat[-10:])
+    bound = max(500.0, 4 * calm) * slow
+    assert lat[-1] < bound, (idle, calm, lat[-1], bound, lat[-10:])
 
 
 # --------------------------------------------- 14: link.tty's origin
