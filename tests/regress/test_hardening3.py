@@ -130,6 +130,16 @@ def idle_baseline(port, n=40):
     return statistics.median(lat)
 
 
+def calm_max(port, secs=1.0):
+    """The longest /healthz of a second of probes: what the scheduler alone
+    does to one probe now, on this machine as loaded as it is."""
+    with Probe(port) as calm:
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < secs or len(calm.lat) < 5:
+            time.sleep(0.05)
+    return max(calm.lat)
+
+
 def request(td, method, path, body=b"", headers=None, token=TOKEN, timeout=T):
     c = http.client.HTTPConnection("127.0.0.1", port_of(td), timeout=timeout)
     h = {"X-Access-Token": token} if token else {}
@@ -355,6 +365,7 @@ def test_128_mib_of_input_drains_without_stalling_the_loop(termd_factory):
     o = ev.call("session.stdin", {"session": "slow", "eof": True}, timeout=T)
     assert o.get("observation") == "session.stdin", fmt(o)
     idle = idle_baseline(port)
+    calm = calm_max(port)
     sub = subscribed(td)
     with Probe(port) as p:
         t0 = time.monotonic()
@@ -363,12 +374,18 @@ def test_128_mib_of_input_drains_without_stalling_the_loop(termd_factory):
                      "drained" in o.get("content", ""), 120)
         took = time.monotonic() - t0
     lat = sorted(p.lat)
-    p95 = lat[int(len(lat) * 0.95)]
-    print("128 MiB drained in %.2f s; /healthz idle %.2f ms, during: median %.2f p95 %.2f "
-          "max %.2f ms (%d probes)" % (took, idle, statistics.median(lat), p95, lat[-1], len(lat)))
-    assert len(lat) >= 5
-    slow = 3.0 if sanitized(td.proc.pid) else 1.0
-    assert p95 < max(20.0, 10 * idle) * slow, (idle, p95, lat[-10:])
+    print("128 MiB drained in %.2f s; /healthz idle %.2f ms (max %.2f), during: median %.2f "
+          "max %.2f ms (%d probes)" % (took, idle, calm, statistics.median(lat), lat[-1],
+                                      len(lat)))
+    assert len(lat) >= 3
+    # The drain must not hold the loop: the old one held one /healthz 8.9 s
+    # (9.5 s in all). Any one probe may wait for the scheduler on a busy
+    # machine (73 ms was seen with two CPU hogs beside a second make test),
+    # so the longest probe is held to a second, or 4 times the longest the
+    # scheduler alone gave just before, whichever is more.
+    slow = 2.0 if sanitized(td.proc.pid) else 1.0
+    bound = max(1000.0, 4 * calm) * slow
+    assert lat[-1] < bound, (idle, calm, lat[-1], bound, lat[-10:])
 
 
 # ------------------------------------------------- 6, 7: HTTP streams
@@ -498,7 +515,9 @@ def test_stream_read_slower_than_written_holds_at_most_the_bound(termd_factory):
 # --------------------------------------------- 11: polled watchers
 
 def test_polled_watcher_keeps_a_bounded_tail_and_expires(termd_factory):
-    td = start(termd_factory, *opt("watcher-max", 65536), *opt("watcher-expiry", 3))
+    # the default --watcher-expiry (600 s): nothing here may expire however
+    # slow the machine; expiry has its own test below
+    td = start(termd_factory, *opt("watcher-max", 65536))
     ev = td.events()
     d = td.home / "polled"
     d.mkdir()
@@ -518,14 +537,40 @@ def test_polled_watcher_keeps_a_bounded_tail_and_expires(termd_factory):
         {k: v for k, v in m.items() if k != "events"}
     assert names[-1].startswith("e%05d-" % (n - 1)), names[-3:]   # the newest kept
     assert not any(x.startswith("e00000-") for x in names)          # the oldest dropped
-    # polled: it stays; then left alone past --watcher-expiry, it and its watch go
     status, m = unary(td, "filesystem.Filesystem/GetWatcherEvents", {"watcherId": wid})
     assert status == 200 and m["events"] == [] and "dropped" not in m, m
     assert len(ev.call("watch.list", timeout=T)["extras"]["watches"]) == 1
-    time.sleep(4.5)
+
+
+def test_polled_watcher_expires_when_left_alone(termd_factory):
+    """Left alone past --watcher-expiry, a watcher and its watch go, and not
+    before: each poll starts the time again. Asserted from what the test
+    can know whatever the load: the watch goes eventually, and never less
+    than the expiry after the start of the last poll."""
+    expiry = 2
+    td = start(termd_factory, *opt("watcher-expiry", expiry))
+    ev = td.events()
+    d = td.home / "polled"
+    d.mkdir()
+    last = time.monotonic()                  # its time starts at the latest here
+    status, m = unary(td, "filesystem.Filesystem/CreateWatcher", {"path": str(d)})
+    assert status == 200, m
+    wid = m["watcherId"]
+    for _ in range(3):                       # polled: each poll starts its time again
+        time.sleep(expiry / 2)
+        t = time.monotonic()
+        status, m = unary(td, "filesystem.Filesystem/GetWatcherEvents", {"watcherId": wid})
+        if status != 200:
+            break                            # this machine was slower than the expiry
+        last = t
+    deadline = time.monotonic() + 60
+    while ev.call("watch.list", timeout=T)["extras"]["watches"]:
+        assert time.monotonic() < deadline, "a watcher left alone never expired"
+        time.sleep(0.1)
+    gone = time.monotonic()
+    assert gone - last >= expiry - 0.05, (gone - last, expiry)   # not before its time
     status, m = unary(td, "filesystem.Filesystem/GetWatcherEvents", {"watcherId": wid})
     assert status == 404 and "--watcher-expiry" in m["message"], m
-    assert ev.call("watch.list", timeout=T)["extras"]["watches"] == []
 
 
 # ---------------------------------------- 12: the kernel's watch budget
@@ -643,17 +688,24 @@ def test_moved_in_tree_is_walked_a_slice_at_a_time(termd_factory, tmp_path):
     th = threading.Thread(target=count, daemon=True)
     th.start()
     idle = idle_baseline(port)
+    calm = calm_max(port)
     with Probe(port) as p:
         t0 = time.monotonic()
         os.rename(src, dest / "big")
         done.wait(120)
         took = time.monotonic() - t0
     lat = sorted(p.lat)
-    print("%d entries told to 4 watches in %.2f s; /healthz idle %.2f ms, during: median %.2f "
-          "max %.2f ms (%d probes)" % (n, took, idle, statistics.median(lat), lat[-1], len(lat)))
+    print("%d entries told to 4 watches in %.2f s; /healthz idle %.2f ms (max %.2f), during: "
+          "median %.2f max %.2f ms (%d probes)" % (n, took, idle, calm, statistics.median(lat),
+                                                 lat[-1], len(lat)))
     assert done.is_set(), told              # every entry told to every watch
+    # The walk in one go held the loop 1 s (issue 31, idle machine). One
+    # probe may wait for the scheduler on a busy one (269 ms was seen with
+    # two CPU hogs), so the longest is held to half a second, or 4 times
+    # the longest the scheduler alone gave just before, whichever is more.
     slow = 3.0 if sanitized(td.proc.pid) else 1.0
-    assert lat[-1] < max(150.0, 30 * idle) * slow, (idle, lat[-10:])
+    bound = max(500.0, 4 * calm) * slow
+    assert lat[-1] < bound, (idle, calm, lat[-1], bound, lat[-10:])
 
 
 # --------------------------------------------- 14: link.tty's origin
