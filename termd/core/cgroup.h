@@ -90,6 +90,8 @@ struct cgroup *cgroup_adopt(const char *name, const cJSON *rec);
  * session's leader counts) and the shell's own subshells (prompt
  * expansions): from its cgroup, or from /proc. */
 int session_leftovers(struct session *s);
+/* SIGHUP+SIGCONT to what is left in the session of its ended leader: how many */
+int session_hangup_rest(struct session *s);
 /* Signal every process of the session (spare_shell: a shell session's
  * shell is left alone): the processes signalled. */
 int session_signal_tree(struct session *s, int sig, int spare_shell);

@@ -168,6 +168,31 @@ int session_signal_tree(struct session *s, int sig, int spare_shell)
 	return n < 0 ? 0 : n;
 }
 
+/* The session's leader (its shell) has ended: what is still in the
+ * terminal's session gets SIGHUP and SIGCONT, as a hangup would give it.
+ * The kernel hangs up only the foreground process group when the leader
+ * dies; a job the shell had forked but not yet given the terminal (the
+ * leader killed between its fork and its tcsetpgrp) would run on, orphaned
+ * to termd, for as long as it likes. Only the session id counts here: what
+ * left the session (setsid, nohup's daemons) is left alone. */
+int session_hangup_rest(struct session *s)
+{
+	pid_t leader = s->pty.pid;
+	if (leader <= 0)
+		return 0;
+	struct proc_info *v;
+	int n = procscan_all(&v), k = 0;
+	for (int i = 0; i < n; i++) {
+		if (v[i].sid != leader || v[i].pid == leader || v[i].state == 'Z')
+			continue;
+		kill(v[i].pid, SIGHUP);
+		kill(v[i].pid, SIGCONT);
+		k++;
+	}
+	free(v);
+	return k;
+}
+
 int session_leftovers(struct session *s)
 {
 	pid_t shell = shell_of(s);

@@ -85,6 +85,8 @@ void session_gone(struct session *s)
 
 static void session_exited(struct session *s)
 {
+	if (!s->pty.pipes)
+		session_hangup_rest(s);   /* the terminal is gone for all of them */
 	for (size_t i = 0; i < nlisteners; i++)
 		if (listeners[i]->exit)
 			listeners[i]->exit(s);

@@ -199,7 +199,38 @@ def test_shell_killed_with_sigkill_during_a_run(termd):
     tpid = termd.proc.pid
     wait_until(lambda: not zombies_of(tpid) and not [
         c for c in children_of(tpid) if cmdline(c[0]) == "sleep 300"],
-        timeout=30, what="the old sleep gone and no zombies")
+        timeout=120, what="the old sleep gone and no zombies")
+
+
+def test_job_not_yet_in_the_foreground_is_hung_up_with_the_shell(termd):
+    """The ordering behind a loaded machine's leftover sleep: the shell is
+    SIGKILLed after forking a job but before giving it the terminal, so the
+    kernel's hangup (foreground group only) misses it. termd hangs up what
+    is left in the dead shell's session; what left the session is spared."""
+    a = termd.events()
+    open_session(a, "victim2")
+    run_done(a, "true", session="victim2")
+    pid = sessions(a)["victim2"]["pid"]
+    # a job in a process group of its own, not the terminal's foreground one
+    run_done(a, "sleep 301 & setsid sleep 302 & true", session="victim2")
+    tpid = termd.proc.pid
+
+    def procs(cmd):
+        return [p for p in (int(d) for d in os.listdir("/proc") if d.isdigit())
+                if cmdline(p) == cmd]
+    wait_until(lambda: procs("sleep 301") and procs("sleep 302"), timeout=60,
+               what="both sleeps to run")
+    spared = procs("sleep 302")
+    try:
+        os.kill(pid, signal.SIGKILL)
+        wait_until(lambda: not procs("sleep 301") and not zombies_of(tpid), timeout=120,
+                   what="the background sleep hung up and reaped")
+        assert procs("sleep 302") == spared, "a process out of the session was signalled"
+    finally:
+        for p in procs("sleep 301") + procs("sleep 302"):
+            os.kill(p, signal.SIGKILL)
+        wait_until(lambda: not procs("sleep 301") and not procs("sleep 302"), timeout=60,
+                   what="the sleeps gone")
 
 
 # ---------------------------------------------------------------- 2. reaping

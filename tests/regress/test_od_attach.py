@@ -405,14 +405,22 @@ def test_attach_while_vim_is_open(termd, ev, viewers):
     obs = tdtest.run(ev, "%s -u NONE" % vim, timeout=3)
     assert obs["extras"]["alt_screen"] is True
     try:
-        v = viewers(termd.url)
-        text = v.wait(lambda t: sum(1 for l in t.split("\n") if l.startswith("~")) >= 20,
-                      what="vim's tildes")
-        assert "WATCHING" in text
-        # the session's own screen and the viewer's agree on the first rows
-        screen = ev.call("screen", {})["content"].split("\n")
-        shown = text.split("\n")
-        assert [l.rstrip() for l in shown[:10]] == [l[:120].rstrip() for l in screen[:10]]
+        # vim's screen and od-attach's status line are drawn in steps (and
+        # vim may still be drawing): wait until both are there
+        v = attached(viewers(termd.url))
+        text = v.wait(lambda t: sum(1 for l in t.split("\n") if l.startswith("~")) >= 20
+                      and "WATCHING" in t, timeout=max(WAIT, 60),
+                      what="vim's tildes under the status line")
+        # the session's own screen and the viewer's come to agree on the first rows
+        seen = {}
+
+        def agree():
+            seen["screen"] = ev.call("screen", {})["content"].split("\n")
+            seen["shown"] = v.capture().split("\n")
+            return ([l.rstrip() for l in seen["shown"][:10]]
+                    == [l[:120].rstrip() for l in seen["screen"][:10]])
+        tdtest.wait_until(agree, timeout=max(WAIT, 60), what="the viewer's rows to be the session's")
+        assert "WATCHING" in v.status()
     finally:
         ev.call("keys", {"keys": ["Escape", ":q!", "Enter"]})
 
