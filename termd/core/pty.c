@@ -43,9 +43,37 @@ static void pty_end(struct pty *p)
 	p->hooks->ended(p->owner);
 }
 
+/* What the output fds hold now, read whatever the hold says: the grace
+ * time ends a process whose output never reaches EOF (a background job
+ * keeps the pty or a pipe open), not the bytes it wrote before it exited
+ * (a session held for fairness, or a slow loop, had not read them yet:
+ * a pipe's last 64 KiB of stderr were lost). Bounded: what is there now,
+ * at most 4 MiB a fd. */
+static void drain_now(struct pty *p)
+{
+	static char buf[PTY_READ_MAX];
+	int fds[2] = {p->fd, p->err_fd};
+	for (int i = 0; i < 2; i++) {
+		size_t left = 4u << 20;
+		while (fds[i] >= 0 && left && p->alive) {
+			int avail = 0;
+			if (ioctl(fds[i], FIONREAD, &avail) < 0 || avail <= 0)
+				break;
+			size_t want = (size_t)avail < sizeof buf ? (size_t)avail : sizeof buf;
+			ssize_t n = read(fds[i], buf, want < left ? want : left);
+			if (n <= 0)
+				break;
+			p->hooks->output(p->owner, i ? 2 : 1, buf, (size_t)n);
+			left -= (size_t)n;
+		}
+	}
+}
+
 static void end_timer(lws_sorted_usec_list_t *sul)
 {
-	pty_end(lws_container_of(sul, struct pty, end_sul));
+	struct pty *p = lws_container_of(sul, struct pty, end_sul);
+	drain_now(p);
+	pty_end(p);
 }
 
 static void pty_reaped(void *arg, pid_t pid, int st)
