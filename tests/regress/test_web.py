@@ -416,21 +416,23 @@ def test_player_plays_a_recording(termd_factory, tmp_path, pages):
     name = main["file"][:-5] if main["file"].endswith(".cast") else main["file"]
     p = pages(base(t) + "/r/" + name + "?token=" + TOKEN)
     p.wait_js("window.player && player.ended", 60, "the player at the end")
-    assert "PLAYED-25" in screen_text(p)
+    # ended is set as the last output is handed to xterm.js, which writes
+    # it into its buffer later (asynchronously): the text is awaited
+    wait_text(p, "PLAYED-25", 60)
     markers = p.eval("player.markers")
     assert any("PLAYED" in (m["label"] or "") for m in markers), markers
     assert p.eval("document.querySelectorAll('#markers li').length") == len(markers)
     # back to the start, at another speed: the screen is rebuilt to that point
     p.eval("player.pause(); player.setSpeed(4); player.seek(0); true")
-    assert "PLAYED-25" not in screen_text(p)
+    p.wait(lambda: "PLAYED-25" not in (screen_text(p) or ""), 60, "the screen rebuilt to the start")
     assert p.eval("player.speed") == 4
     p.eval("player.play(); true")
     p.wait_js("player.ended", 60, "the second play to the end")
-    assert "PLAYED-25" in screen_text(p)
+    wait_text(p, "PLAYED-25", 60)
     # /r/<session>: the session's current recording
     p.goto(base(t) + "/r/main")
     p.wait_js("window.player && player.ended", 60, "the session's recording played")
-    assert "PLAYED-25" in screen_text(p)
+    wait_text(p, "PLAYED-25", 60)
     # the list page links the recording
     p.goto(base(t) + "/")
     p.wait_js("document.querySelector('#recordings a[href=\"/r/%s\"]') !== null" % name, WAIT,
