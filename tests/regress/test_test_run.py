@@ -126,3 +126,51 @@ def test_a_signal_to_the_wrapper_goes_to_the_command_then_the_check_runs(tmp_pat
         p.wait()
         if pid:
             kill_all([pid])
+
+
+def test_orphans_are_reaped_while_the_run_goes_on(tmp_path):
+    # an orphan that ends mid-run must not stay a zombie until the end: the
+    # command itself waits (up to 20 s) for the orphan's pid to disappear
+    pidfile = tmp_path / "pid"
+    script = ("(true & echo $! > %s); p=$(cat %s); i=0; "
+              "while [ -e /proc/$p ]; do i=$((i+1)); [ $i -gt 400 ] && exit 9; sleep 0.05; done; "
+              "exit 0" % (pidfile, pidfile))
+    r = run("--settle", "0.2", "sh", "-c", script)
+    assert r.returncode == 0, (r, "the orphan's zombie was not reaped during the run")
+
+
+REAPER = r"""
+import ctypes, os, sys, time
+ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)          # PR_SET_CHILD_SUBREAPER
+child = os.spawnv(os.P_NOWAIT, sys.executable, [sys.executable] + sys.argv[1:])
+os.waitpid(child, 0)
+time.sleep(0.3)
+me = str(os.getpid())
+left = []
+for name in os.listdir("/proc"):
+    try:
+        with open("/proc/%s/stat" % name) as f:
+            rest = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        continue
+    if rest[1] == me:
+        left.append("%s %s" % (name, rest[0]))
+print(";".join(left))
+for pid in left:
+    os.waitpid(int(pid.split()[0]), 0)
+"""
+
+
+def test_no_zombie_is_handed_on_when_the_wrapper_exits(tmp_path):
+    # The orphans that ended in the last moments of the run are reaped by the
+    # wrapper, not left to whoever inherits them (on this VM, an init that
+    # reaps lazily). The outer reaper here is a subreaper and lists every
+    # process re-parented to it after the wrapper ended.
+    script = "for i in 1 2 3 4 5; do (sleep 0.2 & :); done; sleep 0.6; exit 0"
+    with tempfile.TemporaryFile("w+") as out:
+        p = subprocess.run([sys.executable, "-c", REAPER, TEST_RUN, "--settle", "0.2",
+                            "sh", "-c", script], stdout=out, timeout=60, stdin=subprocess.DEVNULL)
+        out.seek(0)
+        handed = out.read().strip()
+    assert p.returncode == 0
+    assert handed == "", "processes handed on by the wrapper: " + handed
