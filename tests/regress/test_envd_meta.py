@@ -381,6 +381,20 @@ def test_upload_metadata_from_x_metadata_headers(termd_factory, tmp_path):
     assert xattrs(f) == {"foo": "bar baz", "other": "a&b=c"}
 
 
+@pytest.mark.parametrize("front", ["on", "off"])
+def test_a_clients_own_x_termd_metadata_is_never_taken(termd_factory, tmp_path, front):
+    """X-Termd-Metadata is the front's: a client that sends it itself gets no
+    metadata stored, whether it comes through the front (which drops a
+    client's X-Termd-* headers) or straight to lws (--front off: the header
+    is read only on connections from the front's socket)."""
+    td = start(termd_factory, args=["--front", front])
+    f = tmp_path / ("spoof-%s.txt" % front)
+    status, ans = upload(td, f, b"x", headers={"X-Termd-Metadata": "spoof=1"})
+    assert status == 200, ans
+    assert ans[0].get("metadata") in (None, {}), ans
+    assert f.read_bytes() == b"x" and xattrs(f) == {}
+
+
 def test_upload_events_as_envd(termd_factory, tmp_path):
     """envd opens an upload as root and chowns it to the user before it
     writes: a watcher sees CREATE, CHMOD, WRITE for a new file (e2b's SDK
