@@ -641,6 +641,7 @@ def test_upgrade_in_place_keeps_termd_in_its_cgroup(td):
         assert where() == before, (n, before, where())
     assert ev.call("session.open", {"name": "after"})["observation"] == "session.open"
     for name in ("main", "after"):
+        run_done(ev, "true", session=name)   # (a process joins its cgroup itself, before it execs)
         s = sessions(ev)[name]
         with open("/proc/%d/cgroup" % s["pid"]) as f:
             paths = [l.strip().split(":", 2)[2] for l in f]
