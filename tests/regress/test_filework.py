@@ -143,6 +143,22 @@ def healthz_latency_during(td, attack, min_samples=3):
     return worst, out["dur"], out["result"]
 
 
+def loop_answers_during(td, attack, share, tries=3):
+    """The loop answers /healthz while attack() runs: in some try of
+    `tries`, the worst /healthz round trip is under `share` of the attack's
+    own time. A loop that waits for the work fails every try (its worst is
+    the whole attack); a scheduler's one-off pause under load fails one try,
+    not all of them. The last try's result is returned."""
+    seen = []
+    for _ in range(tries):
+        worst, dur, res = healthz_latency_during(td, attack)
+        seen.append((round(worst, 4), round(dur, 4)))
+        if worst < dur * share:
+            return res
+    raise AssertionError("the loop waited for the work in every try: (worst /healthz, "
+                         "work) = %s" % seen)
+
+
 def test_fifo_never_freezes_termd(termd_factory, tmp_path):
     """Finding 3: a FIFO at the path of GET /files or POST /files is
     refused at once; nothing waits for its other end."""
@@ -176,12 +192,11 @@ def test_big_listing_does_not_stall_the_loop(termd_factory, tmp_path):
         for k in range(199):
             (d / ("f%03d" % k)).touch()
     ev = td.events()
-    worst, dur, o = healthz_latency_during(
+    o = loop_answers_during(
         td, lambda: ev.call("file.list", {"path": str(big), "depth": 2, "offset": 39990,
-                                          "max_entries": 10}, timeout=300))
+                                          "max_entries": 10}, timeout=300), 1 / 4)
     names = [e["path"][len(str(big)) + 1:] for e in o["extras"]["entries"]]
     assert names == ["d199/f%03d" % k for k in range(189, 199)], names
-    assert worst < dur / 4, (worst, dur)
     st, _, m = unary(td, "filesystem.Filesystem/ListDir", {"path": str(big), "depth": 2})
     assert st == 200 and len(m["entries"]) == 40000
     # past --list-max: refused, saying which option
@@ -205,11 +220,9 @@ def test_many_part_upload_does_not_stall_the_loop(termd_factory, tmp_path):
         return b"".join(parts) + b"--BB--\r\n"
 
     hdr = {"Content-Type": "multipart/form-data; boundary=BB"}
-    worst, dur, res = healthz_latency_during(
-        td, lambda: request(td, "POST", "/files", body(1000), hdr, timeout=300))
-    st, _, out = res
+    st, _, out = loop_answers_during(
+        td, lambda: request(td, "POST", "/files", body(1000), hdr, timeout=300), 1 / 2)
     assert st == 200 and len(json.loads(out)) == 1000
-    assert worst < dur / 2, (worst, dur)
     st, _, out = request(td, "POST", "/files", body(1001), hdr)
     assert st == 413 and b"--upload-parts" in out
 
