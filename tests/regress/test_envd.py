@@ -670,11 +670,21 @@ def test_polled_watchers(termd_factory, tmp_path):
     wid = m["watcherId"]
     (d / "sub" / "f.txt").write_text("x")
     (d / "g.txt").write_text("y")
-    time.sleep(0.2)
-    status, _, m = unary(td, "filesystem.Filesystem/GetWatcherEvents", {"watcherId": wid})
-    evs = [(e["type"], e["name"]) for e in m["events"]]
+    # termd reads the kernel's events when its loop next runs (late under
+    # load, where a fixed 0.2 s was not always enough): polled until both
+    # have come (g.txt's WRITE is the last event made: nothing comes after)
+    want = [("EVENT_TYPE_CREATE", "sub/f.txt"), ("EVENT_TYPE_WRITE", "g.txt")]
+    got, deadline = [], time.monotonic() + 20
+    while not all(w in [(e["type"], e["name"]) for e in got] for w in want):
+        assert time.monotonic() < deadline, "not all of %r within 20 s: %r" % (want, got)
+        status, _, m = unary(td, "filesystem.Filesystem/GetWatcherEvents", {"watcherId": wid})
+        assert status == 200, m
+        got += m["events"]
+        if not m["events"]:
+            time.sleep(0.05)
+    evs = [(e["type"], e["name"]) for e in got]
     assert ("EVENT_TYPE_CREATE", "sub/f.txt") in evs and ("EVENT_TYPE_WRITE", "g.txt") in evs
-    assert m["events"][0]["entry"]["path"].startswith(str(d))
+    assert got[0]["entry"]["path"].startswith(str(d))
     status, _, m = unary(td, "filesystem.Filesystem/GetWatcherEvents", {"watcherId": wid})
     assert status == 200 and m["events"] == []          # fetched once
     status, _, m = unary(td, "filesystem.Filesystem/RemoveWatcher", {"watcherId": wid})
