@@ -3,8 +3,6 @@ and keys are carried out at once while another action (from this or another
 connection) waits on the same session; the waiting action still gets its
 own answer when its command ends; only a second non-input command is busy."""
 
-import time
-
 from tdtest import assert_error, content, fmt, run_done, run_obs
 
 T = 60
@@ -29,11 +27,16 @@ def test_ctrl_c_from_second_client_while_run_waits(termd):
     assert content(run_done(b, "echo works", session="flood")) == "works"
 
 
-def test_input_on_same_connection_while_its_run_waits(ev):
+def test_input_on_same_connection_while_its_run_waits(termd, ev):
     """The run waits (sleep reads nothing); input typed meanwhile reaches the
     program once it reads; both actions are answered, the output not twice."""
-    ev.send_action("run", {"command": "sleep 2; cat", "idle_timeout": 120}, id="long")
-    time.sleep(0.3)
+    ev.send_action("run", {"command": "echo started; sleep 2; cat", "idle_timeout": 120},
+                   id="long")
+    # typed once the command runs (its own "started" is on the screen):
+    # typed while bash still reads its line, the tty would not echo it (a
+    # fixed 0.3 s was not always enough on a loaded machine)
+    up = termd.events().call("expect", {"pattern": "^started$", "timeout": 30}, timeout=T)
+    assert up["extras"]["matched"] is True, fmt(up)
     ev.send_action("run", {"command": "hello", "is_input": True, "idle_timeout": 120}, id="inp")
     got = {}
     while len(got) < 2:
@@ -71,7 +74,10 @@ def test_second_command_is_busy_input_is_not(termd):
 def test_keys_while_keys_wait(ev, termd):
     b = termd.events()
     ev.send_action("keys", {"keys": ["echo one"], "settle_ms": 2000, "timeout": 10}, id="k1")
-    time.sleep(0.2)
+    # the second keys are typed after the first are on the screen (after a
+    # fixed 0.2 s, a loaded termd could read both connections in one turn)
+    up = b.call("expect", {"pattern": "echo one", "timeout": 30}, timeout=T)
+    assert up["extras"]["matched"] is True, fmt(up)
     obs = b.call("keys", {"keys": [" two", "Enter"], "settle_ms": 300}, timeout=T)
     assert obs["observation"] == "screen", fmt(obs)
     first = ev.recv_obs(timeout=T)
