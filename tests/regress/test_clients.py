@@ -12,7 +12,7 @@ T = 90.0
 
 
 
-def test_two_clients_two_sessions_concurrently(termd):
+def test_two_clients_two_sessions_concurrently(termd, tmp_path):
     a = termd.events()
     b = termd.events()
     for ev, name in ((a, "sa"), (b, "sb")):
@@ -21,17 +21,32 @@ def test_two_clients_two_sessions_concurrently(termd):
         run_done(ev, "true", session=name)   # shell up
     ids_a, ids_b = [], []
     t0 = time.monotonic()
+
+    def cmd(tag, i):
+        # each command notes when its sleep began and ended (not in its output)
+        f = tmp_path / ("%s%d" % (tag, i))
+        return "date +%%s.%%N > %s.start; sleep 2; date +%%s.%%N > %s.end; echo %s-%d" % (
+            f, f, tag.upper(), i)
+
+    def when(tag, i, what):
+        return float((tmp_path / ("%s%d.%s" % (tag, i, what))).read_text())
     for i in range(2):
-        ids_a.append(a.send_action("run", {"session": "sa", "command": "sleep 2; echo A-%d" % i}))
-        ids_b.append(b.send_action("run", {"session": "sb", "command": "sleep 2; echo B-%d" % i}))
+        ids_a.append(a.send_action("run", {"session": "sa", "command": cmd("a", i)}))
+        ids_b.append(b.send_action("run", {"session": "sb", "command": cmd("b", i)}))
         oa = a.wait_for(lambda o: o.get("cause") == ids_a[-1], T)
         ob = b.wait_for(lambda o: o.get("cause") == ids_b[-1], T)
         assert oa.get("observation") == "run" and content(oa) == "A-%d" % i, fmt(oa)
         assert ob.get("observation") == "run" and content(ob) == "B-%d" % i, fmt(ob)
         assert oa["extras"]["session"] == "sa" and ob["extras"]["session"] == "sb"
+        # the two sleeps overlapped: each began before the other ended (one
+        # at a time, they never would; before, this was "4 runs of sleep 2
+        # in under 7 s", which load alone could pass over)
+        sa, ea, sb, eb = when("a", i, "start"), when("a", i, "end"), when("b", i, "start"), \
+            when("b", i, "end")
+        assert sa < eb and sb < ea, "round %d: sa ran %.2f-%.2f, sb %.2f-%.2f: not at once" % (
+            i, sa, ea, sb, eb)
     elapsed = time.monotonic() - t0
-    # serially this would take 4 x 2 = 8 s at least
-    assert elapsed < 7, "two sessions did not run concurrently: %.1fs" % elapsed
+    print("4 runs of sleep 2 in two sessions at once: %.1f s" % elapsed)
     for ev, mine in ((a, ids_a), (b, ids_b)):
         stray = drain(ev, 0.5)
         assert not stray, "observations not caused by this client: %r" % [fmt(o) for o in stray]
