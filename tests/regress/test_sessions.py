@@ -164,11 +164,16 @@ def test_background_job_http_server(termd, ev):
     assert content(run_done(ev, "echo again", session="srv")) == "again"
 
 
-def test_sleep_in_one_session_does_not_delay_another(termd):
+def test_sleep_in_one_session_does_not_delay_another(termd, tmp_path):
     a = termd.events()
     b = termd.events()
     open_session(a, "build")
-    rid = a.send_action("run", {"session": "build", "command": "sleep 5; echo built"})
+    # build stays busy until the test opens its gate (after main's answer):
+    # with "sleep 5" alone, a loaded machine could end build's command
+    # before main's `true` had answered, and fail a termd that is right
+    gate = tmp_path / "build-gate"
+    rid = a.send_action("run", {"session": "build", "command": "sleep 5; while [ ! -e %s ]; "
+                                "do sleep 0.05; done; echo built" % gate})
     t0 = time.monotonic()
     # build is really running the sleep
     wait_until(lambda: (sessions(b).get("build") or {}).get("command"), timeout=30,
@@ -188,6 +193,7 @@ def test_sleep_in_one_session_does_not_delay_another(termd):
         early = None
     assert early is None, "build's run answered before main's `true`: %r" % (early,)
     assert t2 - t1 < 4.0, "run true in main took %.1fs while build slept" % (t2 - t1)
+    gate.touch()
     obs = a.wait_for(lambda o: o.get("cause") == rid, T)
     assert obs.get("observation") == "run" and content(obs) == "built", fmt(obs)
     assert obs["extras"]["session"] == "build" and obs["extras"]["exit_code"] == 0, fmt(obs)
