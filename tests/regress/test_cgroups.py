@@ -317,7 +317,7 @@ def test_double_forked_daemon_killed_by_tree(td, tmp_path, cgroups):
     ev = t.events()
     assert ev.call("session.open", {"name": "d"})["observation"] == "session.open"
     pidfile = tmp_path / "daemon.pid"
-    o = run_done(ev, "(setsid sh -c 'sleep 1000 & echo $! > %s' &); sleep 0.3" % pidfile,
+    o = run_done(ev, "setsid -w sh -c 'sleep 1000 & echo $! > %s'" % pidfile,
                  session="d")
     pid = int(pidfile.read_text())
     td.kill_later(pid)
@@ -355,7 +355,7 @@ def test_close_kills_leftovers_and_removes_the_cgroup(td, tmp_path):
         assert d.endswith("/termd-%d/termd" % t.proc.pid), d
     assert ev.call("session.open", {"name": "c"})["observation"] == "session.open"
     pidfile = tmp_path / "daemon.pid"
-    run_done(ev, "(setsid sh -c 'sleep 1000 & echo $! > %s' &); sleep 0.3" % pidfile, session="c")
+    run_done(ev, "setsid -w sh -c 'sleep 1000 & echo $! > %s'" % pidfile, session="c")
     pid = int(pidfile.read_text())
     td.kill_later(pid)
     shell = sessions(ev)["c"]["pid"]
@@ -467,7 +467,7 @@ def test_cgroup_v2_tree(td, tmp_path):
     ev = subscribed(t)
     assert cgroup_of(t.proc.pid, "").endswith("/termd-%d/termd" % t.proc.pid)
     pidfile = tmp_path / "daemon.pid"
-    o = run_done(ev, "(setsid sh -c 'sleep 1000 & echo $! > %s' &); sleep 0.3" % pidfile)
+    o = run_done(ev, "setsid -w sh -c 'sleep 1000 & echo $! > %s'" % pidfile)
     pid = int(pidfile.read_text())
     td.kill_later(pid)
     assert o["extras"]["left_running"] == 1, fmt(o)
@@ -500,7 +500,7 @@ def test_openhands_ctrl_c_kills_what_runs_behind_the_prompt(td, tmp_path, cgroup
         need_cgroups(t)
     oh = OH(int(t.url.rsplit(":", 1)[1]))
     pidfile = tmp_path / "daemon.pid"
-    check_run(oh.run("(setsid sh -c 'sleep 1000 & echo $! > %s' &); sleep 0.3" % pidfile), 0)
+    check_run(oh.run("setsid -w sh -c 'sleep 1000 & echo $! > %s'" % pidfile), 0)
     pid = int(pidfile.read_text())
     td.kill_later(pid)
     obs = oh.run("C-c")
