@@ -201,8 +201,17 @@ def test_full_screen_program_same_cells(termd):
         assert time.monotonic() < deadline, fmt(scr)
         time.sleep(0.05)
     ev.call("keys", {"keys": ["j", "j", "j", "l", "l"]}, timeout=T)
-    time.sleep(0)
-    before = ev.call("screen", {}, timeout=T)
+    # the screen once vim has moved its cursor there (line 4, column 3):
+    # the keys' answer comes after 100 ms of quiet, which a loaded vim can
+    # let pass before it moves at all, and 'before' would miss the move
+    deadline = time.monotonic() + T
+    while True:
+        before = ev.call("screen", {}, timeout=T)
+        cur = (before.get("extras") or {}).get("cursor") or {}
+        if (cur.get("row"), cur.get("col")) == (3, 2):
+            break
+        assert time.monotonic() < deadline, fmt(before)
+        time.sleep(0.05)
     code, ev2, ans = upgrade(termd, ev)
     assert ans["extras"].get("ok") is True, fmt(ans)
     after = ev2.call("screen", {}, timeout=T)
