@@ -181,7 +181,11 @@ def test_run_before_a_slow_shell_is_ready_says_so_and_is_typed_once(termd_factor
     home = tmp_path / "slowhome"
     home.mkdir()
     marker = tmp_path / "ran-count"
-    (home / ".bashrc").write_text("sleep 3\n")
+    # the rc file sleeps 3 s at a time until the test opens its gate: a
+    # single "sleep 3" could be over before a loaded termd had started and
+    # taken the first run, and the shell would be ready already
+    gate = tmp_path / "rc-gate"
+    (home / ".bashrc").write_text("while [ ! -e %s ]; do sleep 3; done\n" % gate)
     t = termd_factory(env={"HOME": str(home)})
     c = termd_client.Termd(t.url, wait=60)
     try:
@@ -192,6 +196,7 @@ def test_run_before_a_slow_shell_is_ready_says_so_and_is_typed_once(termd_factor
         assert st["running"] == "sleep 3", r          # what the rc file is doing
         with pytest.raises(termd_client.BusyError):   # it is queued: nothing else is typed
             c.run("echo other")
+        gate.touch()
         r = c.run("")                                  # waits for the queued command
         assert r.running is False and r.exit_code == 0 and r.output == "made", r
         assert marker.read_text() == "x\n"             # typed exactly once
