@@ -327,12 +327,22 @@ def test_text_typed_before_first_prompt_names_the_command(termd_factory, tmp_pat
     command.start names it from the typed bytes."""
     home = tmp_path / "t0" / "home"
     home.mkdir(parents=True)
-    (home / ".bashrc").write_text("sleep 2\n")
+    # the rc file runs until the test has typed (a "sleep 2" could be over
+    # before a loaded termd had started and attached the viewer: the line
+    # would then be typed at the prompt, not before it)
+    gate = tmp_path / "rc-gate"
+    (home / ".bashrc").write_text("while [ ! -e %s ]; do sleep 0.1; done\n" % gate)
     termd = termd_factory()
     sub = subscribed(termd)
     ws = attach(termd, mode="rw")
     frame(ws), frame(ws)
     ws.send_binary(b"Iecho early-bird\r")
+    # in the pty before the prompt: the tty (cooked while the rc file runs)
+    # echoed it
+    other = termd.events()
+    tdtest.wait_until(lambda: "echo early-bird" in tdtest.content(other.call("screen", {})),
+                      30, what="the typed line echoed before the prompt")
+    gate.touch()
     got = events_until(sub, lambda o: o["observation"] == "command.start", timeout=30)
     start = got[-1]["extras"]
     assert start["command"] == "echo early-bird", got[-1]
