@@ -52,14 +52,15 @@ def serve(ev, port, bind):
 
 def listening(port, timeout=60):
     """The moment the port first accepted a connection of the test's own."""
-    deadline = time.monotonic() + timeout
-    while True:
+    def accepts():
         try:
             socket.create_connection(("127.0.0.1", port), timeout=5).close()
-            return time.monotonic()
+            return True
         except OSError:
-            assert time.monotonic() < deadline, "nothing listened on %d within %d s" % (port, timeout)
-            time.sleep(0.02)
+            return False
+
+    tdtest.wait_until(accepts, timeout, 0.02, what="a listener on %d" % port)
+    return time.monotonic()
 
 
 def kill(pid):

@@ -16,7 +16,7 @@ import pytest
 
 import wsclient
 from conftest import TERMD_BIN
-from tdtest import run_done, content, fmt
+from tdtest import run_done, content, fmt, wait_until
 
 T = 60.0
 
@@ -193,25 +193,23 @@ def test_full_screen_program_same_cells(termd):
     with open(f, "w") as fh:
         fh.write("".join("line %d of the file\n" % i for i in range(60)))
     obs = ev.call("run", {"command": "vim -u NONE -N %s" % f, "timeout": 2}, timeout=T)
-    deadline = time.monotonic() + T
-    while True:
+
+    def screen_if(ok):
         scr = ev.call("screen", {}, timeout=T)
-        if "line 0 of the file" in content(scr) and "notes.txt" in content(scr):
-            break
-        assert time.monotonic() < deadline, fmt(scr)
-        time.sleep(0.05)
+        return scr if ok(scr) else None
+
+    wait_until(lambda: screen_if(lambda scr: "line 0 of the file" in content(scr) and
+                                 "notes.txt" in content(scr)), T, 0.05, what="vim's first screen")
     ev.call("keys", {"keys": ["j", "j", "j", "l", "l"]}, timeout=T)
     # the screen once vim has moved its cursor there (line 4, column 3):
     # the keys' answer comes after 100 ms of quiet, which a loaded vim can
     # let pass before it moves at all, and 'before' would miss the move
-    deadline = time.monotonic() + T
-    while True:
-        before = ev.call("screen", {}, timeout=T)
-        cur = (before.get("extras") or {}).get("cursor") or {}
-        if (cur.get("row"), cur.get("col")) == (3, 2):
-            break
-        assert time.monotonic() < deadline, fmt(before)
-        time.sleep(0.05)
+    def cursor(scr):
+        cur = (scr.get("extras") or {}).get("cursor") or {}
+        return cur.get("row"), cur.get("col")
+
+    before = wait_until(lambda: screen_if(lambda scr: cursor(scr) == (3, 2)), T, 0.05,
+                        what="vim's cursor at row 3, column 2")
     code, ev2, ans = upgrade(termd, ev)
     assert ans["extras"].get("ok") is True, fmt(ans)
     after = ev2.call("screen", {}, timeout=T)
