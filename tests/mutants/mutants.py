@@ -270,4 +270,12 @@ MUTANTS = [
          replace=".as_user = 0,",
          tests=[R + "test_envd_fast.py::test_start_runs_as_the_user_with_its_ids_groups_and_home"],
          why="a process for another user runs as root"),
+    # ---- issue 44, file work
+    dict(name="zip-write-follows-links",
+         file="termd/action/fswork.c",
+         search="\tconst int fl = O_WRONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW;",
+         replace="\tconst int fl = O_WRONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK;",
+         tests=[R + "test_filework.py::test_zip_entry_never_writes_through_a_link_to_an_existing_file"],
+         why="a zip entry is written through a link planted in the destination to an existing "
+             "file outside it (O_EXCL refuses the name, the reopen follows the link)"),
 ]

@@ -409,3 +409,36 @@ def test_zip_upload_never_goes_through_a_planted_link(termd_factory, tmp_path):
             {"Content-Type": "multipart/form-data; boundary=%s" % boundary})
         assert status == 500 and b"Errno" in data, (name, status, data)
     assert os.listdir(outside) == []
+
+
+def oh_upload(oh, dest, name, data, ctype="application/octet-stream", recursive=False):
+    boundary = "----fwu"
+    body = ("--%s\r\nContent-Disposition: form-data; name=\"file\"; filename=\"%s\"\r\n"
+            "Content-Type: %s\r\n\r\n" % (boundary, name, ctype)).encode() + data + \
+        ("\r\n--%s--\r\n" % boundary).encode()
+    return oh.request("POST", "/upload_file?destination=%s&recursive=%s"
+                      % (dest, "true" if recursive else "false"), body,
+                      {"Content-Type": "multipart/form-data; boundary=%s" % boundary})
+
+
+def test_zip_entry_never_writes_through_a_link_to_an_existing_file(termd_factory, tmp_path):
+    """The planted link points at a file that exists: O_EXCL alone (the
+    entry's name is taken) does not refuse it, O_NOFOLLOW on the reopen
+    must. The outside file keeps its content and the link stays a link."""
+    import io
+    import zipfile
+    from test_openhands import oh_termd
+    td, oh = oh_termd(termd_factory)
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    outside = tmp_path / "outside.txt"
+    outside.write_text("keep me\n")
+    os.symlink(outside, dest / "top.txt")
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("top.txt", "pwned")
+    status, _, data = oh_upload(oh, dest, "a.zip", buf.getvalue(), "application/zip", True)
+    assert status == 500 and b"top.txt" in data, (status, data)
+    assert outside.read_text() == "keep me\n"
+    assert os.readlink(dest / "top.txt") == str(outside)
+
