@@ -278,4 +278,11 @@ MUTANTS = [
          tests=[R + "test_filework.py::test_zip_entry_never_writes_through_a_link_to_an_existing_file"],
          why="a zip entry is written through a link planted in the destination to an existing "
              "file outside it (O_EXCL refuses the name, the reopen follows the link)"),
+    dict(name="upload-not-truncated",
+         file="termd/action/fswork.c",
+         search="\tint fd = open(path, fl | O_CREAT | O_EXCL, mode);",
+         replace="\tint fd = open(path, fl | O_CREAT, mode);",
+         tests=[R + "test_filework.py::test_upload_over_a_longer_file_leaves_only_the_upload"],
+         why="an upload over an existing file counts it as created and never truncates it: "
+             "the old file's tail stays after the upload"),
 ]

@@ -442,3 +442,24 @@ def test_zip_entry_never_writes_through_a_link_to_an_existing_file(termd_factory
     assert outside.read_text() == "keep me\n"
     assert os.readlink(dest / "top.txt") == str(outside)
 
+
+def test_upload_over_a_longer_file_leaves_only_the_upload(termd_factory, tmp_path):
+    """An upload over an existing file replaces all of it: 100 bytes, then
+    10 uploaded over them, leave exactly the 10, through envd's POST /files
+    and OpenHands' /upload_file (fs_open_write truncates a file it did not
+    create)."""
+    from test_openhands import OH
+    td = start(termd_factory)
+    old, new = bytes(range(65, 65 + 25)) * 4, b"0123456789"
+    f = tmp_path / "envd.bin"
+    f.write_bytes(old)
+    st, _, body = request(td, "POST", files_url(f), new,
+                          {"Content-Type": "application/octet-stream"})
+    assert st == 200, body
+    assert f.read_bytes() == new
+    oh = OH(port_of(td), key=TOKEN)
+    g = tmp_path / "oh.bin"
+    g.write_bytes(old)
+    status, _, data = oh_upload(oh, tmp_path, "oh.bin", new)
+    assert status == 200, data
+    assert g.read_bytes() == new
