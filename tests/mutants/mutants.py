@@ -285,4 +285,11 @@ MUTANTS = [
          tests=[R + "test_filework.py::test_upload_over_a_longer_file_leaves_only_the_upload"],
          why="an upload over an existing file counts it as created and never truncates it: "
              "the old file's tail stays after the upload"),
+    dict(name="edit-not-serialized",
+         file="termd/action/edit.c",
+         search="{\"edit\", edit_action, ACT_FILEWORK | ACT_SERIAL},",
+         replace="{\"edit\", edit_action, ACT_FILEWORK},",
+         tests=[R + "test_files.py::test_edits_from_four_connections_lose_no_line"],
+         why="edits run in parallel in the worker pool: concurrent read-modify-writes of one "
+             "file lose lines (and share the undo history unlocked)"),
 ]

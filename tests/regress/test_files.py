@@ -9,6 +9,7 @@ import base64
 import hashlib
 import os
 import stat
+import threading
 import time
 
 import pytest
@@ -682,6 +683,48 @@ def test_undo_edit_refuses_to_lose_outside_changes(ev, tmp_path):
     p.write_text("changed by someone else\n")
     assert_error(edit(ev, "undo_edit", p), "mismatch")
     assert p.read_text() == "changed by someone else\n"
+
+
+# ------------------------------------------------------------------ one at a time
+
+def test_edits_from_four_connections_lose_no_line(termd, tmp_path):
+    """write and edit run one at a time (fsact.c's ACT_SERIAL): 4
+    connections each send 50 inserts of their own lines into one file, all
+    at once (the worker pool runs 4 jobs in parallel); every line is there
+    at the end. Unserialized, two read-modify-writes of the same text lose
+    one of the lines (or the undo history is corrupted)."""
+    p = tmp_path / "shared.txt"
+    p.write_text("end\n")
+    evs = [termd.events() for _ in range(4)]
+    answers = [[] for _ in evs]
+    errors = []
+
+    def client(k):
+        try:
+            ev = evs[k]
+            ids = [ev.send_action("edit", {"command": "insert", "path": str(p), "insert_line": 0,
+                                           "new_str": "conn %d line %02d" % (k, i)},
+                                  id="ins-%d-%d" % (k, i))
+                   for i in range(50)]
+            for i in ids:
+                answers[k].append(ev.wait_for(lambda o, i=i: o.get("cause") == i, timeout=120))
+        except Exception as e:   # noqa: BLE001 - shown by the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(180)
+    assert not errors, errors
+    for a in answers:
+        assert len(a) == 50 and all(o.get("observation") == "edit" for o in a), \
+            [fmt(o) for o in a if o.get("observation") != "edit"][:3]
+    got = p.read_text().split("\n")
+    want = ["conn %d line %02d" % (k, i) for k in range(4) for i in range(50)]
+    assert sorted(x for x in got if x.startswith("conn")) == sorted(want), \
+        "lost %d lines" % (len(want) - len([x for x in got if x.startswith("conn")]))
+    assert got[-2:] == ["end", ""]
 
 
 # ------------------------------------------------------------------ big files
