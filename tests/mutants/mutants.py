@@ -292,4 +292,10 @@ MUTANTS = [
          tests=[R + "test_files.py::test_edits_from_four_connections_lose_no_line"],
          why="edits run in parallel in the worker pool: concurrent read-modify-writes of one "
              "file lose lines (and share the undo history unlocked)"),
+    dict(name="read-cap-off-by-one",
+         file="termd/action/fsio.c",
+         search="\tif ((uint64_t)st->st_size > max) {",
+         replace="\tif ((uint64_t)st->st_size >= max) {",
+         tests=[R + "test_files.py::test_read_cap_is_exact"],
+         why="a file of exactly the 64 MiB cap is refused as too_large"),
 ]

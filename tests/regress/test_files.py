@@ -218,6 +218,25 @@ def test_read_too_large(ev, tmp_path):
     assert_error(read(ev, p), "too_large")
 
 
+CAP = 64 * 1024 * 1024   # FSIO_MAX_BYTES (termd/action/fsio.h; no option changes it)
+
+
+def test_read_cap_is_exact(ev, tmp_path):
+    """A text file of exactly the cap is read (its first line, the whole
+    file's hash); one byte more is too_large. Off by one either way fails."""
+    p = tmp_path / "at-cap.txt"
+    data = b"first line\n" + b"y" * (CAP - 11)
+    p.write_bytes(data)
+    assert os.path.getsize(p) == CAP
+    obs = obs_ok(ev.call("read", {"path": str(p), "end": 1}, timeout=120), "read")
+    assert content(obs) == "first line\n"
+    assert obs["extras"]["sha256"] == sha(data) and obs["extras"]["total_lines"] == 2
+    with open(p, "ab") as f:
+        f.write(b"y")
+    assert os.path.getsize(p) == CAP + 1
+    assert_error(ev.call("read", {"path": str(p), "end": 1}, timeout=120), "too_large")
+
+
 def test_read_base64(ev, tmp_path):
     p = tmp_path / "bin"
     data = bytes(range(256)) * 3 + b"\n\x00tail"
