@@ -298,4 +298,11 @@ MUTANTS = [
          replace="\tif ((uint64_t)st->st_size >= max) {",
          tests=[R + "test_files.py::test_read_cap_is_exact"],
          why="a file of exactly the 64 MiB cap is refused as too_large"),
+    dict(name="reown-needs-both-ids",
+         file="termd/action/fsio.c",
+         search="if (!rc && old && (old->st_uid != geteuid() || old->st_gid != getegid()))",
+         replace="if (!rc && old && (old->st_uid != geteuid() && old->st_gid != getegid()))",
+         tests=[R + "test_files.py::test_atomic_replace_keeps_owner_and_group"],
+         why="an atomic write gives the file back its owner only when both uid and gid differ "
+             "from termd's: root:nogroup becomes root:root, nobody:root root:root"),
 ]

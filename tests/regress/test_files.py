@@ -8,6 +8,7 @@ relative paths against main's cwd and a 20 MB binary round trip."""
 import base64
 import hashlib
 import os
+import pwd
 import stat
 import threading
 import time
@@ -744,6 +745,35 @@ def test_edits_from_four_connections_lose_no_line(termd, tmp_path):
     assert sorted(x for x in got if x.startswith("conn")) == sorted(want), \
         "lost %d lines" % (len(want) - len([x for x in got if x.startswith("conn")]))
     assert got[-2:] == ["end", ""]
+
+
+# ------------------------------------------------------------------ owners
+
+ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="files of other owners need root")
+
+
+@ROOT_ONLY
+@pytest.mark.parametrize("action", ["write", "str_replace", "insert"])
+def test_atomic_replace_keeps_owner_and_group(ev, tmp_path, action):
+    """The new file of an atomic write is given the old one's owner and
+    group when either differs from termd's (root): root:nogroup keeps its
+    group, nobody:root its owner."""
+    nobody = pwd.getpwnam("nobody")
+    nogroup = nobody.pw_gid   # nogroup (65534)
+    assert nogroup != 0 and nobody.pw_uid != 0
+    for name, uid, gid in (("gid.txt", 0, nogroup), ("uid.txt", nobody.pw_uid, 0)):
+        p = tmp_path / name
+        p.write_text("old\n")
+        os.chown(p, uid, gid)
+        if action == "write":
+            write_ok(ev, p, "new\n")
+        elif action == "str_replace":
+            edit_ok(ev, "str_replace", p, old_str="old", new_str="new")
+        else:
+            edit_ok(ev, "insert", p, insert_line=1, new_str="new")
+        assert "new" in p.read_text()
+        st = os.stat(p)
+        assert (st.st_uid, st.st_gid) == (uid, gid), (name, st.st_uid, st.st_gid)
 
 
 # ------------------------------------------------------------------ big files
