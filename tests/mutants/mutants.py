@@ -270,4 +270,14 @@ MUTANTS = [
          replace=".as_user = 0,",
          tests=[R + "test_envd_fast.py::test_start_runs_as_the_user_with_its_ids_groups_and_home"],
          why="a process for another user runs as root"),
+    # ---- issue 44, ports, cgroups and upgrade
+    dict(name="ports-orphan-not-by-sid",
+         file="termd/action/ports.c",
+         search="\tfor (struct session *s = srv.sessions; s; s = s->next)\n"
+                "\t\tif (s->pty.alive && s->pty.pid > 0 && s->pty.pid == p->sid)\n"
+                "\t\t\treturn s;\n\treturn NULL;",
+         replace="\treturn NULL;",
+         tests=[R + "test_ports.py::test_a_listener_left_to_termd_is_still_the_sessions"],
+         why="a listener re-parented to termd (no session's shell its ancestor) is not matched "
+             "by its session id: `(server &)` is nobody's port"),
 ]
