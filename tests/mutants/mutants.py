@@ -280,4 +280,18 @@ MUTANTS = [
          tests=[R + "test_ports.py::test_a_listener_left_to_termd_is_still_the_sessions"],
          why="a listener re-parented to termd (no session's shell its ancestor) is not matched "
              "by its session id: `(server &)` is nobody's port"),
+    dict(name="cgroup-memory-limit-not-handed-over",
+         file="termd/core/cgroup-session.c",
+         search="\tcJSON_AddNumberToObject(o, \"memory\", (double)c->lim.memory);\n",
+         replace="",
+         tests=[R + "test_cgroups.py::test_memory_and_cpu_limits_kept_across_two_upgrades"],
+         why="a session's memory limit is left out of the hand-over record: after an upgrade "
+             "it is told as none and an oom kill's answer names no limit"),
+    dict(name="cgroup-count-not-handed-over",
+         file="termd/core/cgroup-session.c",
+         search="\tcJSON_AddNumberToObject(o, \"n\", (double)cgs.n);\n",
+         replace="",
+         tests=[R + "test_cgroups.py::test_cgroup_numbers_go_on_after_an_upgrade"],
+         why="the cgroup folders' count restarts after an upgrade from the live sessions' "
+             "highest: a closed session's number (and folder name) is given again"),
 ]
