@@ -217,6 +217,13 @@ static cJSON *session_record(struct session *s, int final)
 		cJSON_AddStringToObject(rc, "output", out.p);
 		buf_free(&out);
 		cJSON_AddNumberToObject(rc, "ran_us", (double)(mono_us() - c->start_us));
+	} else if (s->state == SH_IDLE && s->cont && c && c->typed && !c->started && !c->finished &&
+		   c->text) {
+		/* a run's command the shell reads the rest of (PS2): still the
+		 * session's command, is_input lines go on typing into it */
+		cJSON *rc = cJSON_AddObjectToObject(o, "cmd");
+		cJSON_AddStringToObject(rc, "text", c->text);
+		cJSON_AddBoolToObject(rc, "cont", 1);
 	}
 	buf_t b = {0};
 	screen_scrollback_text(session_screen(s), screen_scrollback_lines(session_screen(s)), &b);
@@ -662,7 +669,8 @@ int handover_adopt(char *err, size_t errlen)
 			f->text = xstrdup(text->valuestring);
 			f->cmd = cmd_adopt(ns, text->valuestring,
 					   cJSON_IsString(out) ? out->valuestring : "",
-					   cJSON_IsNumber(ran) ? (uint64_t)ran->valuedouble : 0);
+					   cJSON_IsNumber(ran) ? (uint64_t)ran->valuedouble : 0,
+					   !cJSON_IsTrue(cJSON_GetObjectItem(c, "cont")));
 		}
 	}
 	modules_sessions_done(pending);
