@@ -294,4 +294,18 @@ MUTANTS = [
          tests=[R + "test_cgroups.py::test_cgroup_numbers_go_on_after_an_upgrade"],
          why="the cgroup folders' count restarts after an upgrade from the live sessions' "
              "highest: a closed session's number (and folder name) is given again"),
+    dict(name="ps2-cont-lost-in-upgrade",
+         file="termd/core/session.c",
+         search="\ts->cont = REC_INT(\"cont\") == 1;",
+         replace="\ts->cont = 0;",
+         tests=[R + "test_upgrade2.py::test_shell_continuation_kept_across_an_upgrade"],
+         why="a shell reading the rest of a command (PS2) is taken over as not: the run waits "
+             "for a key, not a line, and a line typed in is not the command's end"),
+    dict(name="ps2-cmd-not-handed-over",
+         file="termd/handover.c",
+         search="} else if (s->state == SH_IDLE && s->cont && c && c->typed && !c->started",
+         replace="} else if (0 && s->state == SH_IDLE && s->cont && c && c->typed && !c->started",
+         tests=[R + "test_upgrade2.py::test_shell_continuation_kept_across_an_upgrade"],
+         why="the run's command the shell reads the rest of (PS2) is not in the hand-over "
+             "record: after an upgrade nothing is running and is_input lines are refused"),
 ]
