@@ -217,6 +217,13 @@ static cJSON *session_record(struct session *s, int final)
 		cJSON_AddStringToObject(rc, "output", out.p);
 		buf_free(&out);
 		cJSON_AddNumberToObject(rc, "ran_us", (double)(mono_us() - c->start_us));
+	} else if (s->state == SH_IDLE && s->cont && c && c->typed && !c->started && !c->finished &&
+		   c->text) {
+		/* a run's command the shell reads the rest of (PS2): still the
+		 * session's command, is_input lines go on typing into it */
+		cJSON *rc = cJSON_AddObjectToObject(o, "cmd");
+		cJSON_AddStringToObject(rc, "text", c->text);
+		cJSON_AddBoolToObject(rc, "cont", 1);
 	}
 	buf_t b = {0};
 	screen_scrollback_text(session_screen(s), screen_scrollback_lines(session_screen(s)), &b);
@@ -247,14 +254,25 @@ static void modules_keep(int keep)
 	watch_handover_keep(keep);
 }
 
+static int kept(struct session *s);
+
 /* the last record is made: what cannot go across is answered now */
 static void modules_final(void)
 {
 	plugin_handover_fail_inflight();
 	run_handover_answer_keys();
+	/* a session that does not go across (being closed, its program ended):
+	 * what it still runs is killed now (a close's KILL would have come),
+	 * and the folders of its cgroup the kernel still holds are the next
+	 * termd's to remove (cgroup_handover_save) */
+	struct session *lists[2] = {srv.sessions, srv.closing};
+	for (int i = 0; i < 2; i++)
+		for (struct session *s = lists[i]; s; s = s->next)
+			if (!kept(s) && s->cg) {
+				cgroup_free(s->cg);
+				s->cg = NULL;
+			}
 }
-
-static int kept(struct session *s);
 
 /* Bytes queued for a session's input and not yet written (a pipe that is
  * full, a pty that does not read), and an end of input asked for: they
@@ -394,6 +412,7 @@ static int write_record(int lfd, int final, char *err, size_t errlen)
 			cJSON_AddItemToArray(ss, session_record(s, final));
 	modules_save(j);
 	cJSON_AddItemToObject(j, "events", events_handover_save());
+	cJSON_AddItemToObject(j, "cgroups", cgroup_handover_save());
 	front_handover_save(j);
 	char *text = cJSON_PrintUnformatted(j);
 	cJSON_Delete(j);
@@ -631,6 +650,7 @@ int handover_adopt(char *err, size_t errlen)
 	events_handover_load(cJSON_GetObjectItem(pending, "events"));
 	modules_take(pending);
 	modules_early(pending);
+	cgroup_handover_load(cJSON_GetObjectItem(pending, "cgroups"));
 	const cJSON *s;
 	int rc = 0;
 	cJSON_ArrayForEach(s, cJSON_GetObjectItem(pending, "sessions")) {
@@ -649,7 +669,8 @@ int handover_adopt(char *err, size_t errlen)
 			f->text = xstrdup(text->valuestring);
 			f->cmd = cmd_adopt(ns, text->valuestring,
 					   cJSON_IsString(out) ? out->valuestring : "",
-					   cJSON_IsNumber(ran) ? (uint64_t)ran->valuedouble : 0);
+					   cJSON_IsNumber(ran) ? (uint64_t)ran->valuedouble : 0,
+					   !cJSON_IsTrue(cJSON_GetObjectItem(c, "cont")));
 		}
 	}
 	modules_sessions_done(pending);

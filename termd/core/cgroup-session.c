@@ -638,20 +638,15 @@ static double rec_num(const cJSON *o, const char *k)
 	return cJSON_IsNumber(v) ? v->valuedouble : 0;
 }
 
-/* a session's cgroup from the record of the termd before (same pid, so the
- * same termd-<pid>): its folders where they still are, its limits as they
- * were set; NULL when there is none to take */
-struct cgroup *cgroup_adopt(const char *name, const cJSON *rec)
+/* the folders named sub (s-NAME-N) in every hierarchy where they still
+ * are, as a cgroup named name; NULL when there are none to take */
+static struct cgroup *cg_take(const char *name, const cJSON *sub)
 {
-	const cJSON *sub = cJSON_GetObjectItem(rec, "sub");
 	if (!cgs.version || !cJSON_IsString(sub) || strncmp(sub->valuestring, "s-", 2) != 0 ||
 	    strchr(sub->valuestring, '/') || strstr(sub->valuestring, ".."))
 		return NULL;
 	struct cgroup *c = xcalloc(1, sizeof *c);
 	snprintf(c->name, sizeof c->name, "%s", name);
-	c->lim.memory = (long long)rec_num(rec, "memory");
-	c->lim.pids = (long long)rec_num(rec, "pids");
-	c->lim.cpu = rec_num(rec, "cpu");
 	c->cfd[0] = c->cfd[1] = c->cfd[2] = -1;
 	int found = 0;
 	for (int i = 0; i < cgs.nh; i++) {
@@ -669,6 +664,21 @@ struct cgroup *cgroup_adopt(const char *name, const cJSON *rec)
 		cg_release(c);
 		return NULL;
 	}
+	return c;
+}
+
+/* a session's cgroup from the record of the termd before (same pid, so the
+ * same termd-<pid>): its folders where they still are, its limits as they
+ * were set; NULL when there is none to take */
+struct cgroup *cgroup_adopt(const char *name, const cJSON *rec)
+{
+	const cJSON *sub = cJSON_GetObjectItem(rec, "sub");
+	struct cgroup *c = cg_take(name, sub);
+	if (!c)
+		return NULL;
+	c->lim.memory = (long long)rec_num(rec, "memory");
+	c->lim.pids = (long long)rec_num(rec, "pids");
+	c->lim.cpu = rec_num(rec, "cpu");
 	const cJSON *seen = cJSON_GetObjectItem(rec, "seen"), *mark = cJSON_GetObjectItem(rec, "mark");
 	for (int k = 0; k < 3; k++) {
 		const cJSON *v = cJSON_GetArrayItem(seen, k);
@@ -688,4 +698,38 @@ struct cgroup *cgroup_adopt(const char *name, const cJSON *rec)
 	cgs.live = c;
 	arm();
 	return c;
+}
+
+/* what is no session's: the folders' count, so that new ones are numbered
+ * past every earlier one (a closed session's too), and the folders of
+ * closed sessions the kernel still held, for the next termd to remove */
+cJSON *cgroup_handover_save(void)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddNumberToObject(o, "n", (double)cgs.n);
+	cJSON *dead = cJSON_AddArrayToObject(o, "dead");
+	for (struct cgroup *c = cgs.dead; c; c = c->next)
+		for (int i = 0; i < cgs.nh; i++)
+			if (c->dir[i] && strrchr(c->dir[i], '/')) {
+				cJSON_AddItemToArray(dead, cJSON_CreateString(strrchr(c->dir[i], '/') + 1));
+				break;
+			}
+	return o;
+}
+
+void cgroup_handover_load(const cJSON *rec)
+{
+	const cJSON *n = cJSON_GetObjectItem(rec, "n");
+	if (cJSON_IsNumber(n) && n->valuedouble > (double)cgs.n)
+		cgs.n = (unsigned long)n->valuedouble;
+	const cJSON *sub;
+	cJSON_ArrayForEach(sub, cJSON_GetObjectItem(rec, "dead")) {
+		struct cgroup *c = cg_take(cJSON_IsString(sub) ? sub->valuestring : "", sub);
+		if (!c)
+			continue;
+		c->dead_since = mono_us();   /* tried again on the timer and at exit */
+		c->next = cgs.dead;
+		cgs.dead = c;
+		arm();
+	}
 }

@@ -84,6 +84,10 @@ void cgroup_stop(void);
 /* across an upgrade in place: a session's cgroup written to the record, taken back */
 cJSON *cgroup_record(const struct cgroup *cg);
 struct cgroup *cgroup_adopt(const char *name, const cJSON *rec);
+/* and what is no session's: the folders' count, closed sessions' folders
+ * still held by the kernel */
+cJSON *cgroup_handover_save(void);
+void cgroup_handover_load(const cJSON *rec);
 
 /* ---- the session's side (proctree.c) ---- */
 /* A session's processes but its shell (a shell session's; a program

@@ -56,12 +56,15 @@ struct cmd *cmd_new(struct session *s, const char *text, int by_viewer)
 
 /* A command a `run` typed that was still running when termd upgraded in
  * place (handover.c): its text, what it printed so far (fed again as
- * lines) and how long it has run; it goes on as the session's command. */
-struct cmd *cmd_adopt(struct session *s, const char *text, const char *output, uint64_t ran_us)
+ * lines) and how long it has run; it goes on as the session's command.
+ * Not started: the shell was still reading the rest of it (PS2). */
+struct cmd *cmd_adopt(struct session *s, const char *text, const char *output, uint64_t ran_us,
+		      int started)
 {
 	struct cmd *cmd = cmd_new(s, text, 0);
-	cmd->typed = cmd->started = 1;
-	cmd->rec_start = 1;   /* its start marker is in the recording already */
+	cmd->typed = 1;
+	cmd->started = started;
+	cmd->rec_start = started;   /* its start marker is in the recording already */
 	uint64_t now = mono_us();
 	cmd->start_us = ran_us < now ? now - ran_us : 0;
 	/* lines, the last one too (the collect drops the final newline; a

@@ -237,7 +237,8 @@ void cmd_init(cmd_event_fn *emit);      /* its session listener: before run.c's 
 struct cmd *cmd_new(struct session *s, const char *text, int by_viewer);
 void cmd_free(struct cmd *cmd);
 /* a running command taken over across an upgrade in place (handover.c) */
-struct cmd *cmd_adopt(struct session *s, const char *text, const char *output, uint64_t ran_us);
+struct cmd *cmd_adopt(struct session *s, const char *text, const char *output, uint64_t ran_us,
+		      int started);
 /* make cmd the session's command (the previous one is freed) */
 void cmd_set(struct session *s, struct cmd *cmd);
 /* what the command printed since the last answer (output_collect) */

@@ -305,4 +305,42 @@ MUTANTS = [
          tests=[R + "test_files.py::test_atomic_replace_keeps_owner_and_group"],
          why="an atomic write gives the file back its owner only when both uid and gid differ "
              "from termd's: root:nogroup becomes root:root, nobody:root root:root"),
+    # ---- issue 44, ports, cgroups and upgrade
+    dict(name="ports-orphan-not-by-sid",
+         file="termd/action/ports.c",
+         search="\tfor (struct session *s = srv.sessions; s; s = s->next)\n"
+                "\t\tif (s->pty.alive && s->pty.pid > 0 && s->pty.pid == p->sid)\n"
+                "\t\t\treturn s;\n\treturn NULL;",
+         replace="\treturn NULL;",
+         tests=[R + "test_ports.py::test_a_listener_left_to_termd_is_still_the_sessions"],
+         why="a listener re-parented to termd (no session's shell its ancestor) is not matched "
+             "by its session id: `(server &)` is nobody's port"),
+    dict(name="cgroup-memory-limit-not-handed-over",
+         file="termd/core/cgroup-session.c",
+         search="\tcJSON_AddNumberToObject(o, \"memory\", (double)c->lim.memory);\n",
+         replace="",
+         tests=[R + "test_cgroups.py::test_memory_and_cpu_limits_kept_across_two_upgrades"],
+         why="a session's memory limit is left out of the hand-over record: after an upgrade "
+             "it is told as none and an oom kill's answer names no limit"),
+    dict(name="cgroup-count-not-handed-over",
+         file="termd/core/cgroup-session.c",
+         search="\tcJSON_AddNumberToObject(o, \"n\", (double)cgs.n);\n",
+         replace="",
+         tests=[R + "test_cgroups.py::test_cgroup_numbers_go_on_after_an_upgrade"],
+         why="the cgroup folders' count restarts after an upgrade from the live sessions' "
+             "highest: a closed session's number (and folder name) is given again"),
+    dict(name="ps2-cont-lost-in-upgrade",
+         file="termd/core/session.c",
+         search="\ts->cont = REC_INT(\"cont\") == 1;",
+         replace="\ts->cont = 0;",
+         tests=[R + "test_upgrade2.py::test_shell_continuation_kept_across_an_upgrade"],
+         why="a shell reading the rest of a command (PS2) is taken over as not: the run waits "
+             "for a key, not a line, and a line typed in is not the command's end"),
+    dict(name="ps2-cmd-not-handed-over",
+         file="termd/handover.c",
+         search="} else if (s->state == SH_IDLE && s->cont && c && c->typed && !c->started",
+         replace="} else if (0 && s->state == SH_IDLE && s->cont && c && c->typed && !c->started",
+         tests=[R + "test_upgrade2.py::test_shell_continuation_kept_across_an_upgrade"],
+         why="the run's command the shell reads the rest of (PS2) is not in the hand-over "
+             "record: after an upgrade nothing is running and is_input lines are refused"),
 ]

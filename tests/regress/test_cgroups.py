@@ -5,7 +5,9 @@ the pids limit, termd still opening sessions, `session.signal tree` ending
 every bomb process; a double-forked daemon found and killed by `tree` (with
 cgroups and, from /proc, without); limits per session over the defaults;
 /metrics parsed and moving; cgroup v2 code on the unified tree where one is
-writable; termd's own cgroup and its folders gone at exit.
+writable; termd's own cgroup and its folders gone at exit; across upgrades
+in place a session's limits kept and new folders numbered past every
+earlier one.
 
 Needs root and writable cgroups for most tests (skipped with the reason
 termd gives otherwise). Every test removes what it made, failing or not:
@@ -650,3 +652,92 @@ def test_upgrade_in_place_keeps_termd_in_its_cgroup(td):
         # the session's cgroup is still termd's: its limit and usage are told
         assert s.get("limits", {}).get("pids") == 77, fmt(s)
         assert (s.get("usage") or {}).get("pids", 0) >= 1, fmt(s)
+
+
+def test_memory_and_cpu_limits_kept_across_two_upgrades(td):
+    """A session opened with memory, pids and cpu limits: after two upgrades
+    in place session.list still tells them and its usage, they are still
+    in its cgroup's files, and they still hold: a hog past the memory limit
+    is killed for it (killed "oom" and the limit) and a busy loop throttled
+    at the cpu limit is told (session.limit "cpu")."""
+    from test_upgrade import upgrade
+    t = td(["--session-pids-max", "77"])
+    version = need_cgroups(t)
+    ev = t.events()
+    lim = {"memory": 96 << 20, "pids": 40, "cpu": 0.25}
+    o = ev.call("session.open", {"name": "lim", "limits": {"memory": "96M", "pids": 40,
+                                                            "cpu": 0.25}})
+    assert o["observation"] == "session.open" and o["extras"]["limits"] == lim, fmt(o)
+    run_done(ev, "true", session="lim")   # (a process joins its cgroup itself, before it execs)
+    pid = sessions(ev)["lim"]["pid"]
+
+    def files():
+        if version == "v1":
+            return (_read(cgroup_of(pid, "memory") + "/memory.limit_in_bytes").strip(),
+                    _read(cgroup_of(pid, "pids") + "/pids.max").strip(),
+                    _read(cgroup_of(pid, "cpu") + "/cpu.cfs_quota_us").strip())
+        d = cgroup_of(pid, "")
+        return (_read(d + "/memory.max").strip(), _read(d + "/pids.max").strip(),
+                _read(d + "/cpu.max").split()[0])
+
+    assert files() == (str(96 << 20), "40", "25000")
+    for n in (1, 2):
+        code, ev, ans = upgrade(t, ev, cid="up-lim-%d" % n)
+        assert ans["extras"].get("ok") is True, fmt(ans)
+    assert ev.call("subscribe")["observation"] == "subscribe"
+    s = sessions(ev)["lim"]
+    assert s["pid"] == pid and s["limits"] == lim, fmt(s)
+    u = s.get("usage") or {}
+    assert u.get("memory", 0) > 0 and u.get("pids", 0) >= 1, u
+    assert u.get("cpu_s", -1) >= 0 and u.get("memory_peak", 0) >= u["memory"], u
+    assert files() == (str(96 << 20), "40", "25000")
+    # the memory limit holds, and the answer tells it
+    hog = "%s -c \"a = b'x' * (768 << 20); print(len(a))\"" % PY
+    o = run_obs(ev, hog, session="lim", timeout=120)
+    x = o["extras"]
+    assert x["running"] is False and x["exit_code"] == 137, fmt(o)
+    assert x.get("killed") == "oom" and x.get("limit") == 96 << 20, fmt(o)
+    ev_lim = limit_event(ev, "memory", 20)
+    assert ev_lim["extras"]["session"] == "lim" and ev_lim["extras"]["limit"] == 96 << 20, \
+        fmt(ev_lim)
+    # the cpu limit: a second of work at a quarter of a core is throttled
+    run_done(ev, "%s -c 'sum(range(20000000))'" % PY, session="lim", timeout=120)
+    ev_cpu = limit_event(ev, "cpu", 20)
+    assert ev_cpu["extras"]["session"] == "lim" and ev_cpu["extras"]["limit"] == 0.25, fmt(ev_cpu)
+    assert ev_cpu["extras"]["throttled"] > 0, fmt(ev_cpu)
+
+
+def test_cgroup_numbers_go_on_after_an_upgrade(td):
+    """A session's cgroup folder is s-<name>-<n>, n counted by termd. An
+    upgrade in place goes on counting where the termd before stopped: a
+    session opened after it gets a number above every earlier one, a
+    closed session's too (a folder of the same name, the kernel still
+    holding it, would make the session's open fail)."""
+    from test_upgrade import upgrade
+    t = td(["--session-pids-max", "77"])
+    need_cgroups(t)
+    ev = t.events()
+
+    def number(name):
+        run_done(ev, "true", session=name)   # (a process joins its cgroup itself, before it execs)
+        pid = sessions(ev)[name]["pid"]
+        with open("/proc/%d/cgroup" % pid) as f:
+            found = {int(m.group(1)) for m in (
+                re.search(r"/termd-%d/s-%s-(\d+)$" % (t.proc.pid, name), l.strip()) for l in f) if m}
+        assert len(found) == 1, (name, found)
+        return found.pop()
+
+    earlier = [number("main")]
+    for name in ("a", "b"):
+        assert ev.call("session.open", {"name": name})["observation"] == "session.open"
+        earlier.append(number(name))
+    assert earlier == sorted(set(earlier)), earlier
+    o = ev.call("session.close", {"name": "b"})   # the last number, now nobody's
+    assert o["observation"] == "session.close", fmt(o)
+    for n, name in ((1, "c"), (2, "d")):
+        code, ev, ans = upgrade(t, ev, cid="up-num-%d" % n)
+        assert ans["extras"].get("ok") is True, fmt(ans)
+        assert ev.call("session.open", {"name": name})["observation"] == "session.open"
+        got = number(name)
+        assert got > max(earlier), (name, got, earlier)
+        earlier.append(got)

@@ -173,6 +173,53 @@ def test_foreign_listener_not_listed_and_timeout_says_what_listens(termd, ev):
             assert o["extras"]["port"] != foreign, fmt(o)
 
 
+# python3 -m http.server that binds only once its parent (argv[1], the
+# subshell that started it) is gone: by then it is termd's child
+ORPHAN_SERVER = """import os, runpy, sys, time
+parent = int(sys.argv[1])
+while os.getppid() == parent:
+    time.sleep(0.01)
+sys.argv = ["http.server", sys.argv[2], "--bind", "127.0.0.1"]
+runpy.run_module("http.server", run_name="__main__", alter_sys=True)
+"""
+
+
+def test_a_listener_left_to_termd_is_still_the_sessions(termd, ev):
+    """`(python3 -m http.server P &)` in main: the subshell exits at once and
+    the server, orphaned, is re-parented to termd (a subreaper), so no
+    session's shell is its ancestor any more: it is matched by its session
+    id, and port.open and ports.list name main. (The server listens only
+    once it has been re-parented, so it cannot be matched through the
+    subshell.)"""
+    sub = subscribed(termd)
+    script = os.path.join(str(termd.home), "orphan_server.py")
+    with open(script, "w") as f:
+        f.write(ORPHAN_SERVER)
+    port = tdtest.free_port()
+    o = tdtest.run_done(ev, "(sub=$BASHPID; %s %s $sub %d >/dev/null 2>&1 & echo PID=$!)"
+                        % (tdtest.PY, script, port))
+    pids = [int(l[4:]) for l in tdtest.lines(o) if l.startswith("PID=")]
+    assert len(pids) == 1, fmt(o)
+    pid = pids[0]
+    try:
+        listening(port)
+        with open("/proc/%d/status" % pid) as f:
+            ppid = [int(l.split()[1]) for l in f if l.startswith("PPid:")][0]
+        assert ppid == termd.proc.pid, "the server's parent is %d, not termd" % ppid
+        o = wait_event(sub, is_open(port), 20.0, "port.open for %d" % port)
+        x = o["extras"]
+        assert x["session"] == "main" and x["pid"] == pid, fmt(o)
+        assert "orphan_server.py" in x["command"], fmt(o)
+        lst = ev.call("ports.list", {}, timeout=T)
+        ports = [(p["port"], p["session"], p["pid"]) for p in lst["extras"]["ports"]]
+        assert (port, "main", pid) in ports, fmt(lst)
+    finally:
+        kill(pid)
+    o = wait_event(sub, lambda o: o["observation"] == "port.close" and o["extras"]["port"] == port,
+                   20.0, "port.close for %d" % port)
+    assert o["extras"]["session"] == "main", fmt(o)
+
+
 def test_view_token_lists_but_cannot_wait(termd_factory, tmp_path):
     vt = tmp_path / "view"
     vt.write_text("viewsecret\n")

@@ -2,7 +2,8 @@
 (test_upgrade.py): TERMD_<OPTION> settings, plugin programs (a Jupyter
 kernel's variables), recordings in the same file, an expect in flight and
 stdin queued for a session, watches with their ids, dial-out links at once,
-and od-attach reattaching by itself."""
+od-attach reattaching by itself, and a shell reading the rest of a command
+(its PS2) with the run's command it completes."""
 
 import json
 import os
@@ -10,7 +11,7 @@ import time
 
 import pytest
 
-from tdtest import assert_error, content, fmt, run_done, wait_until
+from tdtest import assert_error, content, fmt, run, run_done, wait_until
 from test_upgrade import T, reconnect, upgrade, wait_closed
 from test_od_attach import viewers  # noqa: F401 — the fixture
 
@@ -286,3 +287,26 @@ def test_od_attach_reattaches_by_itself(termd, viewers):
     v.wait(lambda t: output_line(t, "after-42"), what="the output after the upgrade")
     assert "EXIT=" not in v.capture()
 
+
+
+def test_shell_continuation_kept_across_an_upgrade(termd):
+    """`echo "a` leaves the shell reading the rest of the command (its PS2):
+    a run waiting for a line. After an upgrade in place it still is (a poll
+    says so), and `b"` typed into it completes the command: its answer has
+    the output a, b and exit code 0."""
+    ev = termd.events()
+    o = run(ev, 'echo "a')
+    x = o.get("extras") or {}
+    assert o.get("observation") == "run" and x.get("running") is True, fmt(o)
+    assert x.get("waiting_for_input") is True and x["waiting"]["kind"] == "line", fmt(o)
+    code, ev2, ans = upgrade(termd, ev)
+    assert ans["extras"].get("ok") is True, fmt(ans)
+    o = run(ev2, "")
+    x = o.get("extras") or {}
+    assert o.get("observation") == "run" and x.get("running") is True, fmt(o)
+    assert x.get("waiting_for_input") is True and x["waiting"]["kind"] == "line", fmt(o)
+    o = run(ev2, 'b"', is_input=True)
+    x = o.get("extras") or {}
+    assert o.get("observation") == "run" and x.get("running") is False, fmt(o)
+    assert x.get("exit_code") == 0 and content(o) == "a\nb", fmt(o)
+    assert content(run_done(ev2, "echo after")) == "after"
