@@ -270,4 +270,13 @@ MUTANTS = [
          replace=".as_user = 0,",
          tests=[R + "test_envd_fast.py::test_start_runs_as_the_user_with_its_ids_groups_and_home"],
          why="a process for another user runs as root"),
+    # ---- issue 46, a session's last output
+    dict(name="hangup-drops-held-tail",
+         file="termd/core/pty.c",
+         search="\t\t\tdrain_fd(p, wsi == p->err_wsi ? p->err_fd : p->fd,\n"
+                "\t\t\t\t wsi == p->err_wsi ? 2 : 1);\n",
+         replace="",
+         tests=[R + "test_session_tail.py::test_last_output_comes_before_the_end_while_another_session_is_busy"],
+         why="a held session's output fd that hangs up is closed unread: the last (up to "
+             "64 KiB) of its output is lost and its session.exit / e2b end comes without it"),
 ]
