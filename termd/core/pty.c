@@ -43,30 +43,35 @@ static void pty_end(struct pty *p)
 	p->hooks->ended(p->owner);
 }
 
+/* Read one output fd now, whatever the hold says, until it has nothing
+ * more (EAGAIN), or has ended (EOF; a pty's EIO once its slave is
+ * closed), or 4 MiB were read: a read, not FIONREAD, decides, because
+ * FIONREAD on a pty leaves out what the kernel has not yet moved to the
+ * line discipline, which the read waits for. */
+static void drain_fd(struct pty *p, int fd, int stream)
+{
+	static char buf[PTY_READ_MAX];
+	size_t left = 4u << 20;
+	while (fd >= 0 && left && p->alive) {
+		ssize_t n = read(fd, buf, left < sizeof buf ? left : sizeof buf);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		p->hooks->output(p->owner, stream, buf, (size_t)n);
+		left -= (size_t)n;
+	}
+}
+
 /* What the output fds hold now, read whatever the hold says: the grace
  * time ends a process whose output never reaches EOF (a background job
  * keeps the pty or a pipe open), not the bytes it wrote before it exited
  * (a session held for fairness, or a slow loop, had not read them yet:
- * a pipe's last 64 KiB of stderr were lost). Bounded: what is there now,
- * at most 4 MiB a fd. */
+ * a pipe's last 64 KiB of stderr were lost). */
 static void drain_now(struct pty *p)
 {
-	static char buf[PTY_READ_MAX];
-	int fds[2] = {p->fd, p->err_fd};
-	for (int i = 0; i < 2; i++) {
-		size_t left = 4u << 20;
-		while (fds[i] >= 0 && left && p->alive) {
-			int avail = 0;
-			if (ioctl(fds[i], FIONREAD, &avail) < 0 || avail <= 0)
-				break;
-			size_t want = (size_t)avail < sizeof buf ? (size_t)avail : sizeof buf;
-			ssize_t n = read(fds[i], buf, want < left ? want : left);
-			if (n <= 0)
-				break;
-			p->hooks->output(p->owner, i ? 2 : 1, buf, (size_t)n);
-			left -= (size_t)n;
-		}
-	}
+	drain_fd(p, p->fd, 1);
+	drain_fd(p, p->err_fd, 2);
 }
 
 static void end_timer(lws_sorted_usec_list_t *sul)
@@ -554,8 +559,18 @@ static int pty_event(struct lws *wsi, enum lws_callback_reasons reason, void *ar
 			flush_input(p);
 		break;
 	case LWS_CALLBACK_RAW_CLOSE_FILE:
-		if (p && (p->wsi == wsi || p->err_wsi == wsi))
+		if (p && (p->wsi == wsi || p->err_wsi == wsi)) {
+			/* The loop closes an fd that hangs up (its writers
+			 * are gone: the process exited) when it was not asked
+			 * for POLLIN, which is so while the session is held
+			 * (pty_hold): the bytes the process wrote last, up to
+			 * a pipe's 64 KiB, are still in it. They are read
+			 * here, before the fd is closed, so all of a
+			 * session's output comes before its end (issue 46). */
+			drain_fd(p, wsi == p->err_wsi ? p->err_fd : p->fd,
+				 wsi == p->err_wsi ? 2 : 1);
 			output_closed(p, wsi);
+		}
 		break;
 	default:
 		break;

@@ -343,4 +343,13 @@ MUTANTS = [
          tests=[R + "test_upgrade2.py::test_shell_continuation_kept_across_an_upgrade"],
          why="the run's command the shell reads the rest of (PS2) is not in the hand-over "
              "record: after an upgrade nothing is running and is_input lines are refused"),
+    # ---- issue 46, a session's last output
+    dict(name="hangup-drops-held-tail",
+         file="termd/core/pty.c",
+         search="\t\t\tdrain_fd(p, wsi == p->err_wsi ? p->err_fd : p->fd,\n"
+                "\t\t\t\t wsi == p->err_wsi ? 2 : 1);\n",
+         replace="",
+         tests=[R + "test_session_tail.py::test_last_output_comes_before_the_end_while_another_session_is_busy"],
+         why="a held session's output fd that hangs up is closed unread: the last (up to "
+             "64 KiB) of its output is lost and its session.exit / e2b end comes without it"),
 ]
