@@ -2,8 +2,10 @@
 # Feature macros live here only (pkg-config ncursesw already sets some).
 
 CC      ?= cc
-# termd/ is one folder per layer (termd/README): each header is found by its name
-TERMD_LAYERS := loop core action net door
+# termd/ is one folder per layer (termd/README): each header is found by its name;
+# a layer's sub-folders (door/envd/, action/plugin/, ...) include their own
+# header by its name too (the including file's folder is searched first)
+TERMD_LAYERS := codec loop fs core action net door
 TERMD_INC := -Itermd $(addprefix -Itermd/,$(TERMD_LAYERS))
 PKGS    := libwebsockets vterm libcjson openssl libnghttp2
 CFLAGS  ?= -O2 -g
@@ -25,7 +27,8 @@ DEB_PKGS := build-essential pkg-config libvterm-dev libwebsockets-dev libcjson-d
             python3-venv python3-setuptools python3-wheel \
             libnghttp2-dev python3-h2 python3-hpack python3-hyperframe
 
-TERMD_SRC := $(wildcard termd/*.c $(addsuffix /*.c,$(addprefix termd/,$(TERMD_LAYERS))))
+TERMD_SRC := $(wildcard termd/*.c $(addsuffix /*.c,$(addprefix termd/,$(TERMD_LAYERS))) \
+               $(addsuffix /*/*.c,$(addprefix termd/,$(TERMD_LAYERS))))
 PROTO_SRC := $(wildcard proto/*.c)
 TERMD_OBJ := $(TERMD_SRC:%.c=$(BUILD)/obj/%.o)
 PROTO_OBJ := $(PROTO_SRC:%.c=$(BUILD)/obj/%.o)
