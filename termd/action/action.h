@@ -236,7 +236,7 @@ int plugin_init(char *err, size_t errlen);
 void plugin_stop_all(void);   /* their processes end with termd */
 void plugin_free(struct plugin *pl);
 void plugin_shutdown(void);
-/* upgrade in place (plugin-keep.c): the programs' pids and pipes kept */
+/* upgrade in place (plugin/keep.c): the programs' pids and pipes kept */
 const char *plugin_handover_busy(void);        /* why not now, or NULL */
 void plugin_handover_fail_inflight(void);      /* requests in flight answered */
 cJSON *plugin_handover_save(void);

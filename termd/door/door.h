@@ -1,6 +1,11 @@
-/* door.h — the front doors: OpenHands' API, the web page, recordings (and the
- * zip and multipart readers they use), and the dial-out links. Each translates its wire onto
- * actions_dispatch or the session listeners; see termd/README. */
+/* door.h — the front doors' entry points for main.c and handover.c, and what
+ * the doors of more than one file share across folders: recordings
+ * (record.c), the web page (web.c), the preview proxy (preview/), the
+ * dial-out links (link/), OpenHands' API (openhands/) and e2b's envd API
+ * (envd/). A door with a folder keeps its files' shared header there
+ * (envd/envd.h, openhands/openhands.h); the formats the doors read and
+ * write are codec/'s (codec.h, included here). Each door translates its
+ * wire onto actions_dispatch or the session listeners; see termd/README. */
 #ifndef TERMD_DOOR_H
 #define TERMD_DOOR_H
 
@@ -27,10 +32,10 @@ void record_handover_done(void);
 void web_register(void);
 void web_shutdown(void);
 
-/* ---- the preview proxy (proxy.c, proxy-ws.c) ---- */
+/* ---- the preview proxy (preview/proxy.c, preview/proxy-ws.c) ---- */
 /* /proxy/<port>/ and the Host route (--preview-host-suffix) */
 void proxy_register(void);
-/* what proxy.c and proxy-ws.c share: a preview's Host port (0: none); a
+/* what preview/proxy.c and proxy-ws.c share: a preview's Host port (0: none); a
  * request header copied as "Name: value\r\n", the Cookie without termd's */
 int proxy_host_port(struct lws *wsi);
 void proxy_copy_hdr(struct lws *wsi, buf_t *b, enum lws_token_indexes tok, const char *name);
@@ -54,7 +59,7 @@ int proxy_connect(int port, const char *addr);
 int proxy_ws_upgrade(struct lws *wsi, enum auth_level level, const char **why);
 
 
-/* ---- dial-out links (link.c): --connect URL ---- */
+/* ---- dial-out links (link/link.c): --connect URL ---- */
 /* Is url a ws:// or wss:// URL a link can dial? 0, or -1 and why. */
 int link_check_url(const char *url, char *err, size_t errlen);
 /* Dial every --connect URL (after the server and the actions are up):
@@ -63,7 +68,7 @@ int link_start(char *err, size_t errlen);
 /* Before the loop goes: no more reconnects. */
 void link_stop(void);
 void link_shutdown(void);
-/* link.proxy (link-proxy.c) and what it uses of link.c: the dial (from a
+/* link.proxy (link/proxy.c) and what it uses of link.c: the dial (from a
  * link's backend c, to its origin only: 0, or -1 with a code and err),
  * the link's handshake headers, its protocol's callback */
 int link_dial_back(struct conn *c, const char *url, const char *proto, void *arg, td_err *code,
@@ -74,12 +79,12 @@ int link_proxy_callback(struct lws *wsi, enum lws_callback_reasons reason, void 
 void link_proxy_register(void);
 
 
-/* ---- OpenHands' action execution server API (openhands.c) ---- */
+/* ---- OpenHands' action execution server API (openhands/) ---- */
 void openhands_register(void);
 void openhands_shutdown(void);
 
 
-/* ---- e2b's envd API: Connect-RPC process/filesystem, /files (envd*.c) ---- */
+/* ---- e2b's envd API: Connect-RPC process/filesystem, /files (envd/) ---- */
 void envd_register(void);
 void envd_shutdown(void);
 

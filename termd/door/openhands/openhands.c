@@ -1,11 +1,11 @@
 /* openhands.c — OpenHands' action execution server API on termd's listener
  * (PROTOCOL.md §8): its routes (/alive, /server_info, /execute_action, and
- * the file transfer ones of openhands-transfer.c), the X-Session-API-Key
+ * the file transfer ones of transfer.c), the X-Session-API-Key
  * check, the request queue (one action at a time, in arrival order), and
  * the socketless connection through which each step is dispatched onto
  * termd's action layer like /events (conn.sink brings the answers back
  * here, and subscribers see them like any other). The mappings of
- * OpenHands' actions are openhands-run.c, -files.c and -plugins.c. */
+ * OpenHands' actions are run.c, -files.c and -plugins.c. */
 #include "openhands.h"
 
 #include <sys/random.h>
