@@ -787,6 +787,7 @@ int main(int argc, char **argv)
 	expect_register();
 	tty_register();
 	sessionctl_register();   /* after tty: session.exit after the viewers' exit frames */
+	fsact_register();     /* the worker that runs the file actions below */
 	files_register();
 	edit_register();
 	fsops_register();
