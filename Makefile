@@ -168,9 +168,12 @@ run: deps
 	@echo "termd: listening on 127.0.0.1:8421 — try: $(BUILD)/termctl run 'echo hello'   (Ctrl-C stops termd)"
 	./$(BUILD)/termd --listen 127.0.0.1:8421
 
-# calls and includes go down the layers named in tools/layers (nm on the built objects)
+# calls and includes go down the layers named in tools/layers (nm on the built objects),
+# no circle of calls over four files or across a folder, no function over 200 lines;
+# termd/ACTIONS (action name -> file) is what the action tables say
 check-layers: all
 	$(PY) tools/check-layers --build $(BUILD)
+	$(PY) tools/action-index --check
 
 unit: $(UNIT_BIN)
 	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; $$t; done
