@@ -170,10 +170,12 @@ run: deps
 
 # calls and includes go down the layers named in tools/layers (nm on the built objects),
 # no circle of calls over four files or across a folder, no function over 200 lines;
-# termd/ACTIONS (action name -> file) is what the action tables say
+# termd/ACTIONS (action name -> file) is what the action tables say; CODE-MAP has a
+# row for every tracked file, sorted by path
 check-layers: all
 	$(PY) tools/check-layers --build $(BUILD)
 	$(PY) tools/action-index --check
+	$(PY) tools/check-code-map
 
 unit: $(UNIT_BIN)
 	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; $$t; done
