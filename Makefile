@@ -2,8 +2,10 @@
 # Feature macros live here only (pkg-config ncursesw already sets some).
 
 CC      ?= cc
-# termd/ is one folder per layer (termd/README): each header is found by its name
-TERMD_LAYERS := loop core action net door
+# termd/ is one folder per layer (termd/README): each header is found by its name;
+# a layer's sub-folders (door/envd/, action/plugin/, ...) include their own
+# header by its name too (the including file's folder is searched first)
+TERMD_LAYERS := codec loop fs core action net door
 TERMD_INC := -Itermd $(addprefix -Itermd/,$(TERMD_LAYERS))
 PKGS    := libwebsockets vterm libcjson openssl libnghttp2
 CFLAGS  ?= -O2 -g
@@ -25,7 +27,8 @@ DEB_PKGS := build-essential pkg-config libvterm-dev libwebsockets-dev libcjson-d
             python3-venv python3-setuptools python3-wheel \
             libnghttp2-dev python3-h2 python3-hpack python3-hyperframe
 
-TERMD_SRC := $(wildcard termd/*.c $(addsuffix /*.c,$(addprefix termd/,$(TERMD_LAYERS))))
+TERMD_SRC := $(wildcard termd/*.c $(addsuffix /*.c,$(addprefix termd/,$(TERMD_LAYERS))) \
+               $(addsuffix /*/*.c,$(addprefix termd/,$(TERMD_LAYERS))))
 PROTO_SRC := $(wildcard proto/*.c)
 TERMD_OBJ := $(TERMD_SRC:%.c=$(BUILD)/obj/%.o)
 PROTO_OBJ := $(PROTO_SRC:%.c=$(BUILD)/obj/%.o)
@@ -165,9 +168,14 @@ run: deps
 	@echo "termd: listening on 127.0.0.1:8421 — try: $(BUILD)/termctl run 'echo hello'   (Ctrl-C stops termd)"
 	./$(BUILD)/termd --listen 127.0.0.1:8421
 
-# calls and includes go down the layers named in tools/layers (nm on the built objects)
+# calls and includes go down the layers named in tools/layers (nm on the built objects),
+# no circle of calls over four files or across a folder, no function over 200 lines;
+# termd/ACTIONS (action name -> file) is what the action tables say; CODE-MAP has a
+# row for every tracked file, sorted by path
 check-layers: all
 	$(PY) tools/check-layers --build $(BUILD)
+	$(PY) tools/action-index --check
+	$(PY) tools/check-code-map
 
 unit: $(UNIT_BIN)
 	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; $$t; done

@@ -419,16 +419,19 @@ static void teardown(void)
 	free(opts.cacert);
 }
 
-int main(int argc, char **argv)
+/* getopt_long's values of the long options (O_LIMIT + i: limits[i]) */
+enum { O_LISTEN = 256, O_TOKEN, O_VIEW, O_SHELL, O_CWD, O_LOG, O_TLS_CERT, O_TLS_KEY, O_FRONT,
+       O_PLUGINS, O_PLUGIN_DIR, O_STATE_DIR, O_INSECURE, O_RECORD, O_RECORD_INPUT,
+       O_CONNECT, O_CONNECT_TOKEN, O_SANDBOX_ID, O_CACERT, O_BACKOFF, O_PING, O_USER,
+       O_PREVIEW_TOKEN, O_PREVIEW_SUFFIX,
+       O_CGROUPS, O_NO_CGROUPS, O_SESS_MEM, O_SESS_PIDS, O_SESS_CPU, O_HELP, O_VERSION, O_LIMIT /* + index into limits[] */ };
+
+#define NFIXED_OPTIONS 32   /* options_table's fixed[] (checked there) */
+
+/* every long option, the limits' after the fixed ones, into lo (which has
+ * room for them and the end mark); each limit at its default */
+static void options_table(struct option lo[])
 {
-	if (argc == 3 && !strcmp(argv[1], "--check-handover"))
-		return handover_check(argv[2]);
-	handover_set_argv(argv);
-	enum { O_LISTEN = 256, O_TOKEN, O_VIEW, O_SHELL, O_CWD, O_LOG, O_TLS_CERT, O_TLS_KEY, O_FRONT,
-	       O_PLUGINS, O_PLUGIN_DIR, O_STATE_DIR, O_INSECURE, O_RECORD, O_RECORD_INPUT,
-	       O_CONNECT, O_CONNECT_TOKEN, O_SANDBOX_ID, O_CACERT, O_BACKOFF, O_PING, O_USER,
-	       O_PREVIEW_TOKEN, O_PREVIEW_SUFFIX,
-	       O_CGROUPS, O_NO_CGROUPS, O_SESS_MEM, O_SESS_PIDS, O_SESS_CPU, O_HELP, O_VERSION, O_LIMIT /* + index into limits[] */ };
 	static const struct option fixed[] = {
 		{"listen", required_argument, NULL, O_LISTEN},
 		{"token-file", required_argument, NULL, O_TOKEN},
@@ -463,170 +466,197 @@ int main(int argc, char **argv)
 		{"help", no_argument, NULL, O_HELP},
 		{"version", no_argument, NULL, O_VERSION},
 	};
-	const size_t nfixed = sizeof fixed / sizeof fixed[0];
-	struct option lo[sizeof fixed / sizeof fixed[0] + NLIMITS + 1];
+	_Static_assert(sizeof fixed / sizeof fixed[0] == NFIXED_OPTIONS, "NFIXED_OPTIONS");
+	const size_t nfixed = NFIXED_OPTIONS;
 	memcpy(lo, fixed, sizeof fixed);
 	for (size_t i = 0; i < NLIMITS; i++) {
 		lo[nfixed + i] = (struct option){limits[i].name, required_argument, NULL, O_LIMIT + (int)i};
 		*limits[i].dst = limits[i].def;
 	}
 	lo[nfixed + NLIMITS] = (struct option){NULL, 0, NULL, 0};
+}
+
+/* one option getopt_long returned (c, with optarg): -1 to go on, else the
+ * exit status termd ends with now (0 after --help or --version, 2 on an
+ * error said on stderr) */
+static int take_option(int c, char **argv)
+{
+	switch (c) {
+	case O_LISTEN:
+		if (parse_listen(optarg) < 0)
+			return 2;
+		break;
+	case O_TOKEN:
+		if (!(opts.token = read_token_file(optarg)))
+			return 2;
+		break;
+	case O_VIEW:
+		if (!(opts.view_token = read_token_file(optarg)))
+			return 2;
+		break;
+	case O_PREVIEW_TOKEN:
+		free(opts.preview_token);
+		if (!(opts.preview_token = read_token_file(optarg)))
+			return 2;
+		break;
+	case O_PREVIEW_SUFFIX:
+		set_str(&opts.preview_host_suffix, optarg);
+		break;
+	case O_SHELL:
+		set_str(&opts.shell, optarg);
+		break;
+	case O_CWD:
+		set_str(&opts.cwd, optarg);
+		break;
+	case O_LOG:
+		set_str(&opts.event_log, optarg);
+		break;
+	case O_TLS_CERT:
+		set_str(&opts.tls_cert, optarg);
+		break;
+	case O_TLS_KEY:
+		set_str(&opts.tls_key, optarg);
+		break;
+	case O_FRONT:
+		if (strcmp(optarg, "on") && strcmp(optarg, "off")) {
+			fprintf(stderr, "termd: --front wants on or off\n");
+			return 2;
+		}
+		opts.front = !strcmp(optarg, "on");
+		break;
+	case O_PLUGINS:
+		set_str(&opts.plugins, optarg);
+		break;
+	case O_PLUGIN_DIR:
+		set_str(&opts.plugin_dir, optarg);
+		break;
+	case O_STATE_DIR:
+		set_str(&opts.state_dir, optarg);
+		break;
+	case O_USER:
+		if (!getpwnam(optarg)) {
+			fprintf(stderr, "termd: --user %s: no such user\n", optarg);
+			return 2;
+		}
+		opts.envd_user = optarg;
+		break;
+	case O_INSECURE:
+		opts.insecure_no_token = 1;
+		break;
+	case O_RECORD:
+		set_str(&opts.record_dir, optarg);
+		break;
+	case O_RECORD_INPUT:
+		opts.record_input = 1;
+		break;
+	case O_CONNECT: {
+		char uerr[512];
+		if (link_check_url(optarg, uerr, sizeof uerr) < 0) {
+			fprintf(stderr, "termd: %s\n", uerr);
+			return 2;
+		}
+		opts.connect = xrealloc(opts.connect, (opts.nconnect + 1) * sizeof *opts.connect);
+		opts.connect[opts.nconnect++] = xstrdup(optarg);
+		break;
+	}
+	case O_CONNECT_TOKEN:
+		free(opts.connect_token);
+		if (!(opts.connect_token = read_token_file(optarg)))
+			return 2;
+		break;
+	case O_SANDBOX_ID:
+		if (check_sandbox_id(optarg) < 0)
+			return 2;
+		set_str(&opts.sandbox_id, optarg);
+		break;
+	case O_CACERT:
+		set_str(&opts.cacert, optarg);
+		break;
+	case O_BACKOFF:
+		if (parse_backoff(optarg) < 0)
+			return 2;
+		break;
+	case O_PING: {
+		char *end;
+		long n = strtol(optarg, &end, 10);
+		if (*end || end == optarg || n < 1 || n > 3600) {
+			fprintf(stderr, "termd: --connect-ping wants seconds from 1 to 3600\n");
+			return 2;
+		}
+		opts.connect_ping = (unsigned)n;
+		break;
+	}
+	case O_CGROUPS:
+	case O_NO_CGROUPS:
+		if (parse_cgroups(c == O_NO_CGROUPS ? "off" : optarg) < 0)
+			return 2;
+		break;
+	case O_SESS_MEM:
+	case O_SESS_PIDS:
+	case O_SESS_CPU:
+		if (parse_session_limit(c == O_SESS_MEM ? "memory" : c == O_SESS_PIDS ? "pids" : "cpu",
+					optarg) < 0)
+			return 2;
+		break;
+	case 'v':
+		opts.verbose = log_verbose = 1;
+		break;
+	case 'h':
+	case O_HELP:
+		usage(stdout);
+		return 0;
+	case 'V':
+	case O_VERSION:
+		printf("termd %s (contract %s, protocol %d)\n", TERMD_VERSION, TD_CONTRACT_VERSION,
+		       PROTOCOL_VERSION);
+		return 0;
+	default:
+		if (c >= O_LIMIT && c < O_LIMIT + (int)NLIMITS) {
+			if (parse_limit(&limits[c - O_LIMIT], optarg) < 0)
+				return 2;
+			break;
+		}
+		if (c == ':')
+			fprintf(stderr, "termd: %s needs a value", argv[optind - 1]);
+		else if (optopt)
+			fprintf(stderr, "termd: unknown option -%c", optopt);
+		else
+			fprintf(stderr, "termd: unknown option %s", argv[optind - 1]);
+		fputs(" (termd --help lists the options)\n", stderr);
+		return 2;
+	}
+	return -1;
+}
+
+/* TERMD_<OPTION> variables, then the command line, into opts: -1 to go
+ * on, else the exit status */
+static int parse_options(int argc, char **argv)
+{
+	struct option lo[NFIXED_OPTIONS + NLIMITS + 1];
+	options_table(lo);
 	opts.front = 1;
 	if (envopts_apply(&argc, &argv, lo) < 0)   /* TERMD_<OPTION> first */
 		return 2;
 	int c;
 	opterr = 0;   /* one line naming the option, below, not the whole usage */
 	while ((c = getopt_long(argc, argv, ":vhV", lo, NULL)) != -1) {
-		switch (c) {
-		case O_LISTEN:
-			if (parse_listen(optarg) < 0)
-				return 2;
-			break;
-		case O_TOKEN:
-			if (!(opts.token = read_token_file(optarg)))
-				return 2;
-			break;
-		case O_VIEW:
-			if (!(opts.view_token = read_token_file(optarg)))
-				return 2;
-			break;
-		case O_PREVIEW_TOKEN:
-			free(opts.preview_token);
-			if (!(opts.preview_token = read_token_file(optarg)))
-				return 2;
-			break;
-		case O_PREVIEW_SUFFIX:
-			set_str(&opts.preview_host_suffix, optarg);
-			break;
-		case O_SHELL:
-			set_str(&opts.shell, optarg);
-			break;
-		case O_CWD:
-			set_str(&opts.cwd, optarg);
-			break;
-		case O_LOG:
-			set_str(&opts.event_log, optarg);
-			break;
-		case O_TLS_CERT:
-			set_str(&opts.tls_cert, optarg);
-			break;
-		case O_TLS_KEY:
-			set_str(&opts.tls_key, optarg);
-			break;
-		case O_FRONT:
-			if (strcmp(optarg, "on") && strcmp(optarg, "off")) {
-				fprintf(stderr, "termd: --front wants on or off\n");
-				return 2;
-			}
-			opts.front = !strcmp(optarg, "on");
-			break;
-		case O_PLUGINS:
-			set_str(&opts.plugins, optarg);
-			break;
-		case O_PLUGIN_DIR:
-			set_str(&opts.plugin_dir, optarg);
-			break;
-		case O_STATE_DIR:
-			set_str(&opts.state_dir, optarg);
-			break;
-		case O_USER:
-			if (!getpwnam(optarg)) {
-				fprintf(stderr, "termd: --user %s: no such user\n", optarg);
-				return 2;
-			}
-			opts.envd_user = optarg;
-			break;
-		case O_INSECURE:
-			opts.insecure_no_token = 1;
-			break;
-		case O_RECORD:
-			set_str(&opts.record_dir, optarg);
-			break;
-		case O_RECORD_INPUT:
-			opts.record_input = 1;
-			break;
-		case O_CONNECT: {
-			char uerr[512];
-			if (link_check_url(optarg, uerr, sizeof uerr) < 0) {
-				fprintf(stderr, "termd: %s\n", uerr);
-				return 2;
-			}
-			opts.connect = xrealloc(opts.connect, (opts.nconnect + 1) * sizeof *opts.connect);
-			opts.connect[opts.nconnect++] = xstrdup(optarg);
-			break;
-		}
-		case O_CONNECT_TOKEN:
-			free(opts.connect_token);
-			if (!(opts.connect_token = read_token_file(optarg)))
-				return 2;
-			break;
-		case O_SANDBOX_ID:
-			if (check_sandbox_id(optarg) < 0)
-				return 2;
-			set_str(&opts.sandbox_id, optarg);
-			break;
-		case O_CACERT:
-			set_str(&opts.cacert, optarg);
-			break;
-		case O_BACKOFF:
-			if (parse_backoff(optarg) < 0)
-				return 2;
-			break;
-		case O_PING: {
-			char *end;
-			long n = strtol(optarg, &end, 10);
-			if (*end || end == optarg || n < 1 || n > 3600) {
-				fprintf(stderr, "termd: --connect-ping wants seconds from 1 to 3600\n");
-				return 2;
-			}
-			opts.connect_ping = (unsigned)n;
-			break;
-		}
-		case O_CGROUPS:
-		case O_NO_CGROUPS:
-			if (parse_cgroups(c == O_NO_CGROUPS ? "off" : optarg) < 0)
-				return 2;
-			break;
-		case O_SESS_MEM:
-		case O_SESS_PIDS:
-		case O_SESS_CPU:
-			if (parse_session_limit(c == O_SESS_MEM ? "memory" : c == O_SESS_PIDS ? "pids" : "cpu",
-						optarg) < 0)
-				return 2;
-			break;
-		case 'v':
-			opts.verbose = log_verbose = 1;
-			break;
-		case 'h':
-		case O_HELP:
-			usage(stdout);
-			return 0;
-		case 'V':
-		case O_VERSION:
-			printf("termd %s (contract %s, protocol %d)\n", TERMD_VERSION, TD_CONTRACT_VERSION,
-			       PROTOCOL_VERSION);
-			return 0;
-		default:
-			if (c >= O_LIMIT && c < O_LIMIT + (int)NLIMITS) {
-				if (parse_limit(&limits[c - O_LIMIT], optarg) < 0)
-					return 2;
-				break;
-			}
-			if (c == ':')
-				fprintf(stderr, "termd: %s needs a value", argv[optind - 1]);
-			else if (optopt)
-				fprintf(stderr, "termd: unknown option -%c", optopt);
-			else
-				fprintf(stderr, "termd: unknown option %s", argv[optind - 1]);
-			fputs(" (termd --help lists the options)\n", stderr);
-			return 2;
-		}
+		int rc = take_option(c, argv);
+		if (rc >= 0)
+			return rc;
 	}
 	if (optind < argc) {
 		fprintf(stderr, "termd: unexpected argument '%s' (termd --help lists the options)\n",
 			argv[optind]);
 		return 2;
 	}
+	return -1;
+}
+
+/* The listeners, the links and the credentials, settled after parsing:
+ * defaults filled in, the combinations refused that cannot work (said on
+ * stderr): 0, or the exit status. */
+static int settle_listen(void)
+{
 	if (opts.listen_none) {
 		free(opts.listen_host);
 		free(opts.listen_unix);
@@ -696,6 +726,13 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
+	return 0;
+}
+
+/* The folders and files the options name, checked and made absolute:
+ * 0, or the exit status. */
+static int settle_paths(void)
+{
 	if (!opts.cwd) {
 		char buf[4096];
 		opts.cwd = xstrdup(getcwd(buf, sizeof buf) ? buf : "/");
@@ -736,7 +773,14 @@ int main(int argc, char **argv)
 		fprintf(stderr, "termd: --shell %s is not executable\n", opts.shell);
 		return 2;
 	}
+	return 0;
+}
 
+/* The process set up (locale, signals, subreaper, its cgroup), the
+ * hand-over taken, then the listeners: the front's sockets and lws's
+ * context: 0, or the exit status (what started is stopped). */
+static int start_listeners(void)
+{
 	setlocale(LC_CTYPE, "C.UTF-8");
 	/* a peer gone mid-write is EPIPE, a write past RLIMIT_FSIZE is EFBIG:
 	 * errors for the code that wrote, never the end of termd (sessions get
@@ -767,15 +811,21 @@ int main(int argc, char **argv)
 		server_shutdown();
 		return 1;
 	}
-	{
-		if (front_start(ferr, sizeof ferr) < 0) {
-			log_error("%s", ferr);
-			front_stop();
-			cgroup_shutdown();
-			server_shutdown();
-			return 1;
-		}
+	if (front_start(ferr, sizeof ferr) < 0) {
+		log_error("%s", ferr);
+		front_stop();
+		cgroup_shutdown();
+		server_shutdown();
+		return 1;
 	}
+	return 0;
+}
+
+/* Each layer started and wired to the one below: the event stream onto
+ * the connections, then every module's actions, routes and listeners, in
+ * the order their hooks must run. */
+static void register_modules(void)
+{
 	events_init(conn_send);
 	/* every module registers its actions (plugins will add theirs) */
 	actions_init();
@@ -787,6 +837,7 @@ int main(int argc, char **argv)
 	expect_register();
 	tty_register();
 	sessionctl_register();   /* after tty: session.exit after the viewers' exit frames */
+	fsact_register();     /* the worker that runs the file actions below */
 	files_register();
 	edit_register();
 	fsops_register();
@@ -798,6 +849,12 @@ int main(int argc, char **argv)
 	proxy_register();
 	handover_register();
 	metrics_register();
+}
+
+/* The sessions (the main shell, or those handed over), the plugins and
+ * the links: 0, or the exit status (torn down). */
+static int start_work(void)
+{
 	char err[256];
 	td_err code;
 	if (srv.inherited) {
@@ -824,7 +881,23 @@ int main(int argc, char **argv)
 		log_info("listening on unix:%s", opts.listen_unix);
 	else
 		log_info("listening on %s:%d", opts.listen_host, opts.listen_port);
-	server_run();
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 3 && !strcmp(argv[1], "--check-handover"))
+		return handover_check(argv[2]);
+	handover_set_argv(argv);
+	int rc = parse_options(argc, argv);
+	if (rc >= 0)
+		return rc;
+	if ((rc = settle_listen()) || (rc = settle_paths()) || (rc = start_listeners()))
+		return rc;
+	register_modules();
+	if ((rc = start_work()))
+		return rc;
+	server_run();   /* the loop */
 	teardown();
 	return 0;
 }

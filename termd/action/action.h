@@ -145,6 +145,15 @@ void actions_unregister(const char *name);
 const struct action_def *actions_find(const char *name);
 void actions_init(void);
 void actions_shutdown(void);
+/* Hooks the files that own them register, so that actions.c calls no
+ * action file by name (the layer's calls stay out of one circle): what
+ * runs an ACT_FILEWORK action in a worker (fsact.c's fsact_defer, from
+ * fsact_register), and who announces a session arg_session opened
+ * (sessionctl.c, from sessionctl_register). */
+typedef int actions_defer_fn(struct act *a, const struct action_def *def);
+void actions_set_defer(actions_defer_fn *fn);
+typedef void actions_session_fn(struct session *s);
+void actions_on_session_opened(actions_session_fn *fn);
 void actions_dispatch(struct conn *c, const char *json, size_t len);
 cJSON *actions_list_json(void);
 /* Record why the action fails (answered by actions_dispatch); returns -1.
@@ -236,7 +245,7 @@ int plugin_init(char *err, size_t errlen);
 void plugin_stop_all(void);   /* their processes end with termd */
 void plugin_free(struct plugin *pl);
 void plugin_shutdown(void);
-/* upgrade in place (plugin-keep.c): the programs' pids and pipes kept */
+/* upgrade in place (plugin/keep.c): the programs' pids and pipes kept */
 const char *plugin_handover_busy(void);        /* why not now, or NULL */
 void plugin_handover_fail_inflight(void);      /* requests in flight answered */
 cJSON *plugin_handover_save(void);
@@ -264,6 +273,8 @@ struct fs_cred;
 /* run def's handler for a in a worker (ACT_FILEWORK): 0, the answer
  * comes later; -1 (act_error called: busy) */
 int fsact_defer(struct act *a, const struct action_def *def);
+/* fsact_defer as actions.c's ACT_FILEWORK hook (before the first dispatch) */
+void fsact_register(void);
 /* the user the next dispatched file action acts as (NULL: termd's own);
  * a front door sets it around actions_dispatch */
 void fsact_as(const struct fs_cred *c);

@@ -73,6 +73,19 @@ static int ping_action(struct act *a)
 	return 0;
 }
 
+static actions_defer_fn *defer_hook;
+static actions_session_fn *opened_hook;
+
+void actions_set_defer(actions_defer_fn *fn)
+{
+	defer_hook = fn;
+}
+
+void actions_on_session_opened(actions_session_fn *fn)
+{
+	opened_hook = fn;
+}
+
 void actions_init(void)
 {
 	static const struct action_def own[] = {
@@ -333,7 +346,8 @@ int arg_session(struct act *a, const char *key, int flags, struct session **out,
 		s = session_open(name, NULL, NULL, NULL, 0, 0, &code, err, sizeof err);
 		if (!s)
 			return act_error(a, code, "cannot start a shell: %s", err);
-		sessionctl_announce(NULL, NULL, s);
+		if (opened_hook)
+			opened_hook(s);
 		if (restarted)
 			*restarted = 2;   /* created: the answer says so (a typo?) */
 	}
@@ -617,7 +631,11 @@ void actions_dispatch(struct conn *c, const char *json, size_t len)
 	} else if (e->flags & ACT_FILEWORK) {
 		/* run in a worker (fsact.c), answered later; the worker's own
 		 * reading of the arguments names what was not read */
-		if (fsact_defer(&a, e) < 0)
+		if (!defer_hook) {
+			act_error(&a, TD_ERR_BUSY, "file actions are not running");
+			goto answer;
+		}
+		if (defer_hook(&a, e) < 0)
 			goto answer;
 		goto done;
 	} else {

@@ -151,3 +151,8 @@ int fsact_defer(struct act *a, const struct action_def *def)
 	a->pending = NULL;
 	return 0;
 }
+
+void fsact_register(void)
+{
+	actions_set_defer(fsact_defer);
+}

@@ -477,8 +477,16 @@ static void sessionctl_on_exit(struct session *s)
 	events_emit(NULL, NULL, "session.exit", "", ex);
 }
 
+/* a session arg_session opened (actions.c's hook): announced as
+ * session.open's are, with no client's id */
+static void announce_opened(struct session *s)
+{
+	sessionctl_announce(NULL, NULL, s);
+}
+
 void sessionctl_register(void)
 {
+	actions_on_session_opened(announce_opened);
 	static const struct session_listener l = {
 		.exit = sessionctl_on_exit, .stream = on_stream, .gone = on_gone,
 	};

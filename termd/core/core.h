@@ -308,4 +308,25 @@ ssize_t procscan_fd_link(pid_t pid, long fd, char *target, size_t size);
 typedef int procscan_fd_fn(pid_t pid, long fd, const char *target, void *arg);
 int procscan_fds(pid_t pid, procscan_fd_fn *fn, void *arg);
 
+/* ---- listening sockets (portscan.c) ---- */
+/* one listening socket termd saw */
+struct port_ent {
+	unsigned long inode;
+	int port;
+	char addr[INET6_ADDRSTRLEN];
+	int ours;                /* a process of a session holds it */
+	int seen;                /* in this tick's reading */
+	int told;                /* its port.open was sent */
+	char session[TD_SESSION_NAME_MAX + 1];
+	pid_t pid;
+	char *command;
+};
+/* One reading: every LISTEN socket marked seen, the new ones matched to a
+ * session's process (ours 1) or not (0); each socket no longer there handed
+ * to gone, then dropped. How many were new. */
+int portscan_update(void (*gone)(const struct port_ent *e));
+/* the table as the last reading left it */
+struct port_ent *portscan_ents(size_t *n);
+void portscan_free(void);
+
 #endif

@@ -1,6 +1,6 @@
 /* procscan.c — the walk of /proc that the process finders share
  * (proctree.c: a session's processes without cgroups; inputwait.c: the
- * foreground group's readers; action/ports.c: the sockets of a session's
+ * foreground group's readers; portscan.c: the sockets of a session's
  * tree): every process in /proc with its /proc/PID/stat fields (state,
  * parent, process group, session id, controlling terminal), or all of
  * them at once sorted by pid, and a process's descriptors with what their

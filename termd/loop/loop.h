@@ -73,7 +73,7 @@ struct termd_opts {
 	int record_input;         /* --record-input: "i" events too */
 	int listen_none;          /* --listen none: no listener at all */
 	int front;                /* --front on (1, default) | off (0): net/front.c owns the TCP listeners */
-	/* dial-out links (door/link.c) */
+	/* dial-out links (door/link/link.c) */
 	char **connect;           /* --connect URL, each given */
 	size_t nconnect;
 	char *connect_token;      /* --connect-token-file: sent as a bearer credential */
@@ -82,7 +82,7 @@ struct termd_opts {
 	double backoff_min, backoff_max; /* --connect-backoff MIN:MAX seconds */
 	unsigned connect_ping;    /* --connect-ping S: a ping after S idle seconds, dead after 2 S */
 	const char *envd_user;    /* --user: e2b's default user (NULL: termd's own) */
-	char *preview_token;      /* --preview-token-file: opens previews only (door/proxy.c) */
+	char *preview_token;      /* --preview-token-file: opens previews only (door/preview/proxy.c) */
 	char *preview_host_suffix; /* --preview-host-suffix: Host <port>-<any><suffix> is a preview */
 	/* a cgroup per session (core/cgroup.c) */
 	int cgroups;              /* --cgroups: enum cg_mode (auto, off, v1, v2) */

@@ -174,9 +174,10 @@ static int probe_bind(const char *host, int port)
 	return 0;
 }
 
-int server_init(const struct lws_protocols *events_channel, const struct lws_protocols *tty_channel)
+/* the runtime folder (the front's socket): the one handed over, else a
+ * new one under $TMPDIR (or /tmp): 0, or -1 and why in the log */
+static int make_rundir(void)
 {
-	srv.start_mono = mono_us();
 	if (srv.inherited) {
 		srv.rundir = srv.inherit_rundir;
 		srv.inherit_rundir = NULL;
@@ -197,23 +198,15 @@ int server_init(const struct lws_protocols *events_channel, const struct lws_pro
 	} else {
 		srv.rundir = buf_steal(&dir);
 	}
+	return 0;
+}
 
-	lws_set_log_level(LLL_ERR | LLL_WARN | (log_verbose ? LLL_NOTICE : 0), lws_log);
-	struct lws_context_creation_info info;
-	memset(&info, 0, sizeof info);
-	protocols[0] = *events_channel;
-	protocols[1] = *tty_channel;
-	info.protocols = protocols;
-	info.gid = (gid_t)-1;
-	info.uid = (uid_t)-1;
-	/* a request's headers in all (held only while they are read): room
-	 * for the most upload metadata envd takes (4096 bytes of keys and
-	 * values, percent-encoded by the front: up to three times that) */
-	info.max_http_header_data = 16384;
-	info.pt_serv_buf_size = 65536;
-	info.options = LWS_SERVER_OPTION_VALIDATE_UTF8 * 0;
-	mode_t old_umask = 0;
-	int front = server_front_wanted();
+/* Where lws listens (info): nowhere (links only, or the listener handed
+ * over), the front's unix socket, a unix --listen, or --listen HOST:PORT
+ * (probed first, to fail clearly); TLS where lws does it. *old_umask: the
+ * umask to put back once a unix socket is made. 0, or -1 and why. */
+static int choose_listener(struct lws_context_creation_info *info, int front, mode_t *old_umask)
+{
 	if (front) {
 		buf_t fs = {0};
 		buf_printf(&fs, "%s/front.sock", srv.rundir);
@@ -228,18 +221,18 @@ int server_init(const struct lws_protocols *events_channel, const struct lws_pro
 	if (opts.listen_none || (srv.inherited && !(front && !opts.listen_unix))) {
 		/* dial-out links only, or the listener kept across an upgrade
 		 * (adopted below) */
-		info.port = CONTEXT_PORT_NO_LISTEN;
+		info->port = CONTEXT_PORT_NO_LISTEN;
 	} else if (front && !opts.listen_unix) {
 		/* the TCP listeners are the front's (net/front.c): lws serves
 		 * what it forwards, on a socket only termd's user can open */
-		info.options |= LWS_SERVER_OPTION_UNIX_SOCK;
-		info.iface = srv.front_sock;
-		info.port = 0;
-		old_umask = umask(077);
+		info->options |= LWS_SERVER_OPTION_UNIX_SOCK;
+		info->iface = srv.front_sock;
+		info->port = 0;
+		*old_umask = umask(077);
 	} else if (opts.listen_unix) {
-		info.options |= LWS_SERVER_OPTION_UNIX_SOCK;
-		info.iface = opts.listen_unix;
-		info.port = 0;
+		info->options |= LWS_SERVER_OPTION_UNIX_SOCK;
+		info->iface = opts.listen_unix;
+		info->port = 0;
 		/* a stale socket from an earlier run is replaced; anything else at
 		 * that path is left alone */
 		struct stat st;
@@ -250,50 +243,43 @@ int server_init(const struct lws_protocols *events_channel, const struct lws_pro
 			}
 			unlink(opts.listen_unix);
 		}
-		old_umask = umask(077);
+		*old_umask = umask(077);
 	} else {
-		info.iface = opts.listen_host;
-		info.port = opts.listen_port;
+		info->iface = opts.listen_host;
+		info->port = opts.listen_port;
 		/* lws opens an IPv6 (dual-stack) socket by default and cannot bind
 		 * one to an IPv4 address: it then listened on every interface,
 		 * 127.0.0.1 included. An IPv4 address gets an IPv4 socket. */
 		if (!strchr(opts.listen_host, ':'))
-			info.options |= LWS_SERVER_OPTION_DISABLE_IPV6;
+			info->options |= LWS_SERVER_OPTION_DISABLE_IPV6;
 		/* and when lws cannot bind an address it says so in its log and
 		 * serves nothing: try the address first, to fail clearly */
 		if (probe_bind(opts.listen_host, opts.listen_port) < 0)
 			return -1;
 	}
 	if (opts.nconnect)   /* a wss:// link's client side */
-		info.options |= LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
+		info->options |= LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
 	/* with the front, TLS is the front's (lws keeps it for a unix --listen) */
 	if (opts.tls_cert && !opts.listen_none && (!front || opts.listen_unix)) {
-		info.options |= LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
-		info.ssl_cert_filepath = opts.tls_cert;
-		info.ssl_private_key_filepath = opts.tls_key;
+		info->options |= LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
+		info->ssl_cert_filepath = opts.tls_cert;
+		info->ssl_private_key_filepath = opts.tls_key;
 		/* lws 4.1's HTTP/2 drops every header it has no token for
 		 * (X-Access-Token...): where lws does TLS itself, ALPN offers
 		 * HTTP/1.1 only (HTTP/2 is the front's) */
-		info.alpn = "http/1.1";
+		info->alpn = "http/1.1";
 	}
-	srv.ctx = lws_create_context(&info);
-	if (info.options & LWS_SERVER_OPTION_UNIX_SOCK)
-		umask(old_umask);
-	if (!srv.ctx) {
-		log_warn("cannot %s %s%s", opts.listen_none ? "start the loop" : "listen on",
-			 opts.listen_none ? "" : opts.listen_unix ? opts.listen_unix :
-			 front ? srv.front_sock : opts.listen_host,
-			 opts.tls_cert ? " (or the TLS certificate and key were not accepted)" : "");
-		return -1;
-	}
-	srv.vhost = lws_get_vhost_by_name(srv.ctx, "default");
-	if (!srv.vhost) {
-		log_warn("no default vhost");
-		return -1;
-	}
+	return 0;
+}
+
+/* The vhosts beyond the default one: the front's socket beside a unix
+ * --listen, and a vhost per extra --listen address (without the front):
+ * 0, or -1 and why. */
+static int more_vhosts(const struct lws_context_creation_info *info, int front)
+{
 	if (front && opts.listen_unix) {
 		/* a unix --listen is lws's own; the front's socket is one more vhost */
-		struct lws_context_creation_info vi = info;
+		struct lws_context_creation_info vi = *info;
 		vi.vhost_name = "front";
 		vi.options &= ~(uint64_t)(LWS_SERVER_OPTION_DISABLE_IPV6 | LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT);
 		vi.options |= LWS_SERVER_OPTION_UNIX_SOCK;
@@ -311,7 +297,7 @@ int server_init(const struct lws_protocols *events_channel, const struct lws_pro
 	/* --listen given again: a vhost per address, the same channels (with
 	 * the front, they are the front's) */
 	for (int i = 0; i < opts.nextra && !front; i++) {
-		struct lws_context_creation_info vi = info;
+		struct lws_context_creation_info vi = *info;
 		char name[32];
 		snprintf(name, sizeof name, "listen-%d", i + 1);
 		vi.vhost_name = name;
@@ -329,6 +315,14 @@ int server_init(const struct lws_protocols *events_channel, const struct lws_pro
 		}
 		log_info("also listening on %s:%d", vi.iface, vi.port);
 	}
+	return 0;
+}
+
+/* the sockets' modes, the listener handed over watched, and the signals
+ * (SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGUSR2) through a signalfd in the
+ * loop: 0, or -1 and why */
+static int watch_listener_and_signals(int front)
+{
 	if (front)
 		chmod(srv.front_sock, 0600);
 	if (srv.inherited && srv.inherit_fd >= 0) {
@@ -358,6 +352,50 @@ int server_init(const struct lws_protocols *events_channel, const struct lws_pro
 		return -1;
 	}
 	return 0;
+}
+
+int server_init(const struct lws_protocols *events_channel, const struct lws_protocols *tty_channel)
+{
+	srv.start_mono = mono_us();
+	if (make_rundir() < 0)
+		return -1;
+
+	lws_set_log_level(LLL_ERR | LLL_WARN | (log_verbose ? LLL_NOTICE : 0), lws_log);
+	struct lws_context_creation_info info;
+	memset(&info, 0, sizeof info);
+	protocols[0] = *events_channel;
+	protocols[1] = *tty_channel;
+	info.protocols = protocols;
+	info.gid = (gid_t)-1;
+	info.uid = (uid_t)-1;
+	/* a request's headers in all (held only while they are read): room
+	 * for the most upload metadata envd takes (4096 bytes of keys and
+	 * values, percent-encoded by the front: up to three times that) */
+	info.max_http_header_data = 16384;
+	info.pt_serv_buf_size = 65536;
+	info.options = LWS_SERVER_OPTION_VALIDATE_UTF8 * 0;
+	mode_t old_umask = 0;
+	int front = server_front_wanted();
+	if (choose_listener(&info, front, &old_umask) < 0)
+		return -1;
+	srv.ctx = lws_create_context(&info);
+	if (info.options & LWS_SERVER_OPTION_UNIX_SOCK)
+		umask(old_umask);
+	if (!srv.ctx) {
+		log_warn("cannot %s %s%s", opts.listen_none ? "start the loop" : "listen on",
+			 opts.listen_none ? "" : opts.listen_unix ? opts.listen_unix :
+			 front ? srv.front_sock : opts.listen_host,
+			 opts.tls_cert ? " (or the TLS certificate and key were not accepted)" : "");
+		return -1;
+	}
+	srv.vhost = lws_get_vhost_by_name(srv.ctx, "default");
+	if (!srv.vhost) {
+		log_warn("no default vhost");
+		return -1;
+	}
+	if (more_vhosts(&info, front) < 0)
+		return -1;
+	return watch_listener_and_signals(front);
 }
 
 void server_run(void)

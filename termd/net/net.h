@@ -22,7 +22,7 @@ struct upgrade {
 extern const struct lws_protocols conn_protocol;
 /* Queue one observation for c (dropped if c is closing). */
 void conn_send(struct conn *c, const char *data, size_t len);
-/* The channel on any WebSocket, accepted or dialed (door/link.c): c's
+/* The channel on any WebSocket, accepted or dialed (door/link/link.c): c's
  * socket is up (hello sent, c joins srv.conns); a piece of an incoming
  * message; the socket is writable (-1: close it); the socket is gone
  * (actions c waited on are told, its queue freed). */
@@ -172,7 +172,7 @@ extern const struct lws_protocols tty_protocol;
 /* every /tty viewer's connection (an upgrade in place closes them) */
 void tty_each_viewer(void (*fn)(struct wsconn *ws));
 void tty_register(void);   /* its session listener */
-/* A viewer on a socket termd dialed (door/link.c): user is its
+/* A viewer on a socket termd dialed (door/link/link.c): user is its
  * per-connection data (tty_protocol's size), set up as the upgrade check
  * does for one that dialed in; then tty_protocol's callback serves it. */
 void tty_viewer_prepare(void *user, const char *session, int rw);

@@ -18,12 +18,12 @@ FUZZ_SHORT_TIME ?= 300
 FUZZ_TARGETS    := action tty shellint render vtparse wire
 FUZZ_SAN        := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 FUZZ_CFLAGS     := -O1 -g $(FUZZ_SAN) -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE \
-                   -Iproto $(TERMD_INC) -Itests/fuzz -I$(FUZZ_BUILD)/gen
+                   -Iproto $(TERMD_INC) -Itermd/door/envd -Itests/fuzz -I$(FUZZ_BUILD)/gen
 FUZZ_LIBS       := $(shell pkg-config --libs vterm libcjson 2>/dev/null) -lm
 # the termd files the targets use; fake.c stands in for the rest
 FUZZ_TERMD      := termd/action/actions.c termd/action/actstats.c termd/action/events.c termd/net/tty.c termd/loop/wsconn.c termd/core/screen.c \
                    proto/vtfilter.c proto/vtparse.c termd/core/shellint.c termd/core/render.c proto/util.c \
-                   proto/proto.c termd/door/multipart.c termd/door/envelope.c termd/door/envd-meta.c
+                   proto/proto.c termd/codec/multipart.c termd/codec/envelope.c termd/door/envd/meta.c
 FUZZ_OBJ        := $(FUZZ_TERMD:%.c=$(FUZZ_BUILD)/obj/%.o) $(FUZZ_BUILD)/obj/tests/fuzz/fake.o
 FUZZ_BINS       := $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
 # longest input per target (shellint: past its 8 KiB OSC hold limit)

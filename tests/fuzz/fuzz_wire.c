@@ -1,7 +1,7 @@
 /* fuzz_wire.c — owns the libFuzzer target for the request formats the
  * front doors parse from a body: multipart/form-data (multipart.c, as
  * POST /files walks its parts), the Connect request envelope
- * (envelope.c) and an upload's X-Termd-Metadata (envd-meta.c). Input:
+ * (envelope.c) and an upload's X-Termd-Metadata (meta.c). Input:
  * byte 0 even → multipart: up to the first '\n' the Content-Type, the
  * rest the body; 3 modulo 4 → the rest is X-Termd-Metadata's value; else
  * (odd) → an envelope body, with bytes 1-2 as the size limit. Every part

@@ -2,8 +2,8 @@
 walk (test_routes.py; test_hardening.py and test_envd.py take their rows
 from it): termd's own (termd/net/http.c: /healthz, the /events and /tty
 upgrades), the web page (termd/door/web.c), recordings (termd/door/record.c),
-e2b's envd (termd/door/envd*.c: every Connect method, /health, /envs,
-/files) and OpenHands' action server (termd/door/openhands*.c).
+e2b's envd (termd/door/envd/: every Connect method, /health, /envs,
+/files) and OpenHands' action server (termd/door/openhands/).
 
 A row: door, method ("GET", "POST", or "WS" for an upgrade), path (with a
 query where the route needs one), who may use it, and for a POST the body
@@ -66,7 +66,7 @@ ROUTES = [
     dict(door="web", method="GET", path="/auth", access="view"),
     # Prometheus metrics (termd/net/metrics.c): behind the full or the view token
     dict(door="termd", method="GET", path="/metrics", access="view"),
-    # the preview proxy (termd/door/proxy.c): a port nobody listens on is the
+    # the preview proxy (termd/door/preview/proxy.c): a port nobody listens on is the
     # proxy's own 404 once past the check (a listening one: test_ports.py)
     dict(door="termd", method="GET", path="/proxy/9/", access="full",
          admitted_when=b"no program of termd's listens on that port"),
@@ -74,7 +74,7 @@ ROUTES = [
     dict(door="record", method="GET", path="/record/", access="view"),
     dict(door="record", method="GET", path="/record/" + SESSION, access="view"),
     dict(door="record", method="GET", path="/record/{cast}", access="view"),
-    # e2b's envd (termd/door/envd.c, envd-process.c, envd-fs.c, envd-watch.c)
+    # e2b's envd (termd/door/envd/: envd.c, process.c, fs.c, watch.c)
     dict(door="envd", method="GET", path="/health", access="public"),
     dict(door="envd", method="GET", path="/envs", access="full"),
     dict(door="envd", method="GET", path="/files?path={home}/hello.txt", access="full"),
@@ -97,7 +97,7 @@ ROUTES = [
     _envd("filesystem.Filesystem/CreateWatcher", {"path": "{home}/none"}),
     _envd("filesystem.Filesystem/GetWatcherEvents", {"watcherId": "none"}),
     _envd("filesystem.Filesystem/RemoveWatcher", {"watcherId": "none"}),
-    # OpenHands' action execution server (termd/door/openhands.c, -run.c, -files.c, -transfer.c)
+    # OpenHands' action execution server (termd/door/openhands/: openhands.c, run.c, files.c, transfer.c)
     _oh("GET", "/alive", access="public"),
     _oh("GET", "/server_info", access="public"),
     _oh("POST", "/execute_action", {"action": {"action": "run", "args": {"command": "true",

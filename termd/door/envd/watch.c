@@ -1,4 +1,4 @@
-/* envd-watch.c — envd's filesystem.Filesystem/WatchDir and the polled
+/* watch.c — envd's filesystem.Filesystem/WatchDir and the polled
  * watchers (CreateWatcher, GetWatcherEvents, RemoveWatcher) on termd's
  * `watch` action (watch.c: inotify, recursive, on the event stream): the
  * door starts and stops the watch through the action layer and follows it

@@ -1,5 +1,5 @@
 /* envd.h — what the envd door's files share (envd.c the Connect wire and
- * routes, envd-process.c process.Process, envd-fs.c filesystem.Filesystem
+ * routes, process.c process.Process, fs.c filesystem.Filesystem
  * and /files): one Connect call, the error codes, the stream writer. */
 #ifndef TERMD_ENVD_H
 #define TERMD_ENVD_H
@@ -98,20 +98,20 @@ cJSON *envd_action(const char *action, cJSON *args);
 typedef void envd_then_fn(struct envd_call *c, const cJSON *ans);
 void envd_action_then(struct envd_call *c, const char *action, cJSON *args, envd_then_fn *then);
 
-/* ---- process.Process (envd-process.c) ---- */
+/* ---- process.Process (process.c) ---- */
 void envd_process_register(void);
 void envd_process_shutdown(void);
 /* method by name: 0 handled, -1 unknown method */
 int envd_process_call(struct envd_call *c, const char *method);
 
-/* ---- filesystem.Filesystem and /files (envd-fs.c) ---- */
+/* ---- filesystem.Filesystem and /files (fs.c) ---- */
 int envd_fs_call(struct envd_call *c, const char *method);
 void envd_files_get(struct http_txn *t);
 void envd_files_post(struct http_txn *t);
 /* EntryInfo of an absolute path (lstat), or NULL and errno */
 cJSON *envd_entry_info(const char *path);
 
-/* ---- an upload's metadata (envd-meta.c) ---- */
+/* ---- an upload's metadata (meta.c) ---- */
 /* X-Termd-Metadata's value (k=v&k=v, form-urlencoded; keys lowercased,
  * the last of a key wins, an empty key skipped) checked as envd checks
  * X-Metadata-*: {key: value}, or NULL with "invalid metadata: ..." in err */
@@ -120,7 +120,7 @@ cJSON *envd_meta_parse(const char *hdr, size_t len, buf_t *err);
  * none left): 0, or the errno (a file system without them is 0) */
 int envd_meta_write(int fd, const cJSON *meta);
 
-/* ---- WatchDir (envd-watch.c) ---- */
+/* ---- WatchDir (watch.c) ---- */
 int envd_watch_call(struct envd_call *c);
 /* CreateWatcher, GetWatcherEvents, RemoveWatcher */
 int envd_watcher_call(struct envd_call *c, const char *method);

@@ -1,4 +1,4 @@
-/* plugin-keep.c — plugin programs across an upgrade in place (handover.c):
+/* keep.c — plugin programs across an upgrade in place (handover.c):
  * each running program's pid and stdin/stdout pipes (close-on-exec off),
  * the bytes not yet written to it or not yet read as a whole line, and the
  * request counter go in the hand-over record; the new termd watches the

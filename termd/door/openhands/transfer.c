@@ -1,4 +1,4 @@
-/* openhands-transfer.c — OpenHands' file transfer routes: /list_files,
+/* transfer.c — OpenHands' file transfer routes: /list_files,
  * /upload_file (a file, or a zip unpacked into a folder) and
  * /download_files (a folder as a zip). */
 #include "openhands.h"

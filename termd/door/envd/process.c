@@ -1,4 +1,4 @@
-/* envd-process.c — envd's process.Process on termd sessions: Start opens
+/* process.c — envd's process.Process on termd sessions: Start opens
  * a session (session.open through the action layer, so it is on the
  * event stream, has a screen, viewers, /tty and recordings like any
  * other) running the process, and streams its output; Connect (by pid or

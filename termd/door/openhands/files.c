@@ -1,4 +1,4 @@
-/* openhands-files.c — OpenHands' `read`, `write` and `edit` (its file editor
+/* files.c — OpenHands' `read`, `write` and `edit` (its file editor
  * commands) on termd's read/write/edit actions, answers in OpenHands' shapes
  * and texts (line ranges, media files, the unified diff). */
 #include "openhands.h"

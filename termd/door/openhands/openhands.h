@@ -1,7 +1,8 @@
-/* openhands.h — what the OpenHands door's files share (openhands.c: routes,
- * the request queue and its socketless connection; openhands-run.c,
- * -files.c, -plugins.c: OpenHands' actions mapped onto termd's;
- * openhands-transfer.c: file transfer routes). Nothing else includes it. */
+/* openhands.h — what the OpenHands door's files share (register.c: the
+ * door's entry, its routes and action types; openhands.c: the route
+ * handlers, the request queue and its socketless connection; run.c,
+ * files.c, plugins.c: OpenHands' actions mapped onto termd's;
+ * transfer.c: file transfer routes). Nothing else includes it. */
 #ifndef TERMD_OPENHANDS_H
 #define TERMD_OPENHANDS_H
 
@@ -80,19 +81,33 @@ void oh_answer_json(struct http_txn *t, int status, const char *json);
 void oh_answer_detail(struct http_txn *t, int status, const char *detail);
 void oh_answer_422(struct http_txn *t, const char *errors);
 
-/* ---- openhands-run.c ---- */
+/* ---- openhands.c: the routes and the start ---- */
+/* an OpenHands action type and the function that starts it */
+struct oh_action {
+	const char *type;
+	void (*fn)(struct ohreq *r);
+};
+/* the door's state set up; acts: the action types /execute_action runs */
+void oh_init(const struct oh_action *acts, size_t n);
+int oh_admit_key(struct http_txn *t);
+void oh_alive(struct http_txn *t);
+void oh_server_info(struct http_txn *t);
+void oh_execute_action(struct http_txn *t);
+void oh_vscode_token(struct http_txn *t);
+
+/* ---- run.c ---- */
 void oh_run_start(struct ohreq *r);
 
-/* ---- openhands-files.c ---- */
+/* ---- files.c ---- */
 void oh_read_start(struct ohreq *r);
 void oh_write_start(struct ohreq *r);
 void oh_edit_start(struct ohreq *r);
 
-/* ---- openhands-plugins.c ---- */
+/* ---- plugins.c ---- */
 void oh_ipython_start(struct ohreq *r);
 void oh_browse_start(struct ohreq *r);
 
-/* ---- openhands-transfer.c ---- */
+/* ---- transfer.c ---- */
 void oh_list_files(struct http_txn *t);
 void oh_upload_file(struct http_txn *t);
 void oh_download_files(struct http_txn *t);

@@ -1,11 +1,13 @@
 /* openhands.c — OpenHands' action execution server API on termd's listener
- * (PROTOCOL.md §8): its routes (/alive, /server_info, /execute_action, and
- * the file transfer ones of openhands-transfer.c), the X-Session-API-Key
+ * (PROTOCOL.md §8): its own routes' handlers (/alive, /server_info,
+ * /execute_action, /vscode/connection_token; register.c's table names them
+ * with the file transfer ones of transfer.c), the X-Session-API-Key
  * check, the request queue (one action at a time, in arrival order), and
  * the socketless connection through which each step is dispatched onto
  * termd's action layer like /events (conn.sink brings the answers back
  * here, and subscribers see them like any other). The mappings of
- * OpenHands' actions are openhands-run.c, -files.c and -plugins.c. */
+ * OpenHands' actions are run.c, files.c and plugins.c, reached through the
+ * table register.c gives oh_init: this file calls none of them by name. */
 #include "openhands.h"
 
 #include <sys/random.h>
@@ -18,6 +20,9 @@
 #include <sys/statvfs.h>
 
 static void oh_start(struct ohreq *r);
+/* the action types and their files' entry points (register.c's, given to oh_init) */
+static const struct oh_action *oh_actions;
+static size_t oh_nactions;
 
 struct ohstate oh;
 
@@ -263,18 +268,13 @@ void oh_done_errorf(struct ohreq *r, const char *fmt, ...)
 static void oh_start(struct ohreq *r)
 {
 	oh.last_exec_us = mono_us();
-	static const struct { const char *type; void (*fn)(struct ohreq *); } map[] = {
-		{"run", oh_run_start}, {"read", oh_read_start}, {"write", oh_write_start},
-		{"edit", oh_edit_start}, {"run_ipython", oh_ipython_start}, {"browse", oh_browse_start},
-		{"browse_interactive", oh_browse_start},
-	};
 	if (r->args && !cJSON_IsObject(r->args)) {
 		oh_done_error(r, "'args' of an action must be an object");
 		return;
 	}
-	for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
-		if (strcmp(map[i].type, r->type) == 0) {
-			map[i].fn(r);
+	for (size_t i = 0; i < oh_nactions; i++) {
+		if (strcmp(oh_actions[i].type, r->type) == 0) {
+			oh_actions[i].fn(r);
 			return;
 		}
 	}
@@ -326,7 +326,7 @@ void oh_answer_422(struct http_txn *t, const char *errors)
 	cJSON_Delete(o);
 }
 
-static void execute_action(struct http_txn *t)
+void oh_execute_action(struct http_txn *t)
 {
 	cJSON *body = cJSON_ParseWithLength(t->body.p ? t->body.p : "", t->body.len);
 	if (!body || !cJSON_IsObject(body)) {
@@ -376,7 +376,7 @@ static void execute_action(struct http_txn *t)
 
 /* ============================================================ the rest */
 
-static int admit_key(struct http_txn *t)
+int oh_admit_key(struct http_txn *t)
 {
 	if (!opts.token) {
 		/* no key to check: only a request http.c found full acts (no
@@ -399,12 +399,12 @@ static int admit_key(struct http_txn *t)
 	return 1;
 }
 
-static void alive(struct http_txn *t)
+void oh_alive(struct http_txn *t)
 {
 	oh_answer_json(t, 200, "{\"status\":\"ok\"}");
 }
 
-static void vscode_token(struct http_txn *t)
+void oh_vscode_token(struct http_txn *t)
 {
 	oh_answer_json(t, 200, "{\"token\":null}");
 }
@@ -426,7 +426,7 @@ static unsigned long long proc_field_ull(const char *file, const char *key)
 	return v;
 }
 
-static void server_info(struct http_txn *t)
+void oh_server_info(struct http_txn *t)
 {
 	uint64_t now = mono_us();
 	unsigned long long utime = 0, stime = 0, vsize = 0;
@@ -484,18 +484,10 @@ static void server_info(struct http_txn *t)
 	cJSON_Delete(o);
 }
 
-void openhands_register(void)
+void oh_init(const struct oh_action *acts, size_t n)
 {
-	static const struct http_route routes[] = {
-		{"GET", "/alive", NULL, alive, 0},
-		{"GET", "/server_info", NULL, server_info, 0},
-		{"POST", "/execute_action", admit_key, execute_action, 0},
-		{"POST", "/list_files", admit_key, oh_list_files, 0},
-		{"POST", "/upload_file", admit_key, oh_upload_file, 0},
-		{"GET", "/download_files", admit_key, oh_download_files, 0},
-		{"GET", "/vscode/connection_token", admit_key, vscode_token, 0},
-	};
-	http_routes_register(routes, sizeof routes / sizeof routes[0]);
+	oh_actions = acts;
+	oh_nactions = n;
 	oh.conn.sink = oh_sink;
 	oh.start_us = oh.last_exec_us = mono_us();
 	const char *nc = getenv("NO_CHANGE_TIMEOUT_SECONDS");

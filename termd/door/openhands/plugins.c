@@ -1,4 +1,4 @@
-/* openhands-plugins.c — OpenHands' `run_ipython`, `browse` and
+/* plugins.c — OpenHands' `run_ipython`, `browse` and
  * `browse_interactive` on the jupyter and browser plugins' actions, answers
  * in OpenHands' shapes. */
 #include "openhands.h"

@@ -5,9 +5,10 @@
  * count, declared sizes, entries sharing bytes); a writer of whole archives
  * in memory that deflates each entry or stores it when that is no smaller;
  * and a writer that streams (entries deflated in pieces, data descriptors). */
-#include "door.h"
+#include "codec.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <zlib.h>

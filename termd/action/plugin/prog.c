@@ -1,4 +1,4 @@
-/* plugin-prog.c — a plugin's program (PROTOCOL.md §7): started on first
+/* prog.c — a plugin's program (PROTOCOL.md §7): started on first
  * use with its own run folder, fed JSON lines on stdin through a
  * non-blocking queue, its answers read from stdout line by line and matched
  * to the requests in flight (pending actions, timed out by termd's net past
@@ -351,7 +351,7 @@ int program_start(struct plugin *pl, char *err, size_t errlen)
 	return 0;
 }
 
-/* A program kept across an upgrade in place (plugin-keep.c): the same pid,
+/* A program kept across an upgrade in place (keep.c): the same pid,
  * still termd's child, and its two pipes, watched again as at start. */
 int program_adopt(struct plugin *pl, pid_t pid, int in_fd, int out_fd)
 {

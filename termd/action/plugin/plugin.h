@@ -1,6 +1,6 @@
 /* plugin.h — what the plugin host's three files share (plugin.c: the
- * registry, manifests, actions, start and stop; plugin-prog.c: a plugin's
- * program and the requests in flight to it; plugin-setup.c: setups once per
+ * registry, manifests, actions, start and stop; prog.c: a plugin's
+ * program and the requests in flight to it; setup.c: setups once per
  * image): the structs and the functions one calls in another. Nothing
  * outside the plugin host includes it. */
 #ifndef TERMD_PLUGIN_H
@@ -69,7 +69,7 @@ void child_env(struct plugin *pl);
 void child_prepare(void);
 void plugin_register_actions(struct plugin *pl);   /* once ready: its actions in the table */
 
-/* ---- plugin-prog.c ---- */
+/* ---- prog.c ---- */
 extern const struct pending_ops preq_ops;
 void program_dead(struct plugin *pl, const char *why);
 void program_eof(struct plugin *pl);
@@ -83,7 +83,7 @@ int program_start(struct plugin *pl, char *err, size_t errlen);
 void program_close_fds(struct plugin *pl);
 int program_adopt(struct plugin *pl, pid_t pid, int in_fd, int out_fd);
 
-/* ---- plugin-setup.c ---- */
+/* ---- setup.c ---- */
 void set_state(struct plugin *pl, enum pstate st, const char *why);
 void plugin_setup_next(void);
 char *find_sandbox_type(void);

@@ -1,4 +1,4 @@
-/* openhands-run.c — OpenHands' `run` on termd's run: the command as OpenHands
+/* run.c — OpenHands' `run` on termd's run: the command as OpenHands
  * sends it (blocking, is_input, static, hidden), its answer in OpenHands'
  * shape (metadata, prefix and suffix, the no-change timeout text), output
  * cleaned and truncated as OpenHands does; C-c with nothing in the

@@ -1,4 +1,4 @@
-/* link-proxy.c — link.proxy {port, url}: a preview over a dial-out link.
+/* proxy.c — link.proxy {port, url}: a preview over a dial-out link.
  * The backend asks on its link; termd dials url (the link's own origin
  * only) offering termd.proxy.v1, connects to the port where the session's
  * program listens, answers `link.proxy` once both are up, and from then on

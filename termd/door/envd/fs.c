@@ -1,4 +1,4 @@
-/* envd-fs.c — envd's filesystem.Filesystem (Stat, MakeDir, Move, ListDir
+/* fs.c — envd's filesystem.Filesystem (Stat, MakeDir, Move, ListDir
  * with depth, Remove) translated onto termd's file actions (file.stat,
  * file.mkdir, file.move, file.list, file.remove: so they are on the event
  * stream) with EntryInfo as envd fills it (metadata from user.e2b.*
@@ -6,7 +6,7 @@
  * gzip when accepted) and POST /files (multipart/form-data or
  * application/octet-stream, gzip or not; the X-Metadata-<key> headers,
  * folded by the front into X-Termd-Metadata, kept as user.e2b.<key>:
- * envd-meta.c) with envd's JSON errors. Paths are made absolute
+ * meta.c) with envd's JSON errors. Paths are made absolute
  * against the request's user's home; what it creates belongs to that user
  * when termd is root. */
 #include "envd.h"

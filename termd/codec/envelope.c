@@ -1,7 +1,7 @@
 /* envelope.c — owns reading one Connect request envelope (flags byte,
  * 4-byte big-endian length, the message) from a request body: no I/O, no
  * state, so the fuzzer can drive it (tests/fuzz/fuzz_wire.c). */
-#include "door.h"
+#include "codec.h"
 
 #include <stdio.h>
 

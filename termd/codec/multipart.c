@@ -2,7 +2,7 @@
  * 7578): the boundary from the Content-Type, each part's
  * Content-Disposition name and filename, the part's bytes. No copies: the
  * part points into the body. */
-#include "door.h"
+#include "codec.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -539,7 +539,7 @@ static int ltty_callback(struct lws *wsi, enum lws_callback_reasons reason, void
 static struct lws_protocols link_protocols[] = {
 	{TD_SUBPROTO_EVENTS, link_callback, 0, 65536, 0, NULL, 0},
 	{TD_SUBPROTO_TTY, ltty_callback, 0, 65536, 0, NULL, 0},   /* size: tty_protocol's */
-	{TD_SUBPROTO_PROXY, link_proxy_callback, 0, 65536, 0, NULL, 0},   /* link-proxy.c */
+	{TD_SUBPROTO_PROXY, link_proxy_callback, 0, 65536, 0, NULL, 0},   /* proxy.c */
 	{NULL, NULL, 0, 0, 0, NULL, 0},
 };
 
@@ -588,7 +588,7 @@ static int link_tty_action(struct act *a)
 	return 0;
 }
 
-/* link.proxy's dial (link-proxy.c): from a link's backend only, to its
+/* link.proxy's dial (proxy.c): from a link's backend only, to its
  * own origin only (scheme, host and port), offering proto */
 int link_append_headers(struct lws *wsi, unsigned char **p, size_t room)
 {

@@ -1,4 +1,4 @@
-/* plugin-setup.c — plugin setups (PROTOCOL.md §7): the image's
+/* setup.c — plugin setups (PROTOCOL.md §7): the image's
  * SANDBOX_TYPE and package manager, each enabled plugin's setup script run
  * once per image in the background (a marker in the state folder), its
  * stderr's last line as the failure's reason, plugins that need another

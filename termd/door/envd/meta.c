@@ -1,4 +1,4 @@
-/* envd-meta.c — the metadata of an envd upload (POST /files), as envd's
+/* meta.c — the metadata of an envd upload (POST /files), as envd's
  * api/upload.go and its xattr.go keep it: the X-Termd-Metadata header the
  * front folds the request's X-Metadata-<key> headers into (k=v&k=v,
  * application/x-www-form-urlencoded) parsed and checked as envd checks

@@ -5,7 +5,7 @@
  * end-of-stream message; Connect error codes and their HTTP statuses),
  * X-Access-Token against termd's full token, keepalives on open streams,
  * the REST routes /health and /envs, and the socketless connection
- * through which the services (envd-process.c, envd-fs.c) dispatch termd
+ * through which the services (process.c, fs.c) dispatch termd
  * actions. */
 #include "envd.h"
 #include "fsio.h"
