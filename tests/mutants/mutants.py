@@ -272,14 +272,14 @@ MUTANTS = [
          why="a process for another user runs as root"),
     # ---- issue 44, file work
     dict(name="zip-write-follows-links",
-         file="termd/action/fswork.c",
+         file="termd/fs/fswork.c",
          search="\tconst int fl = O_WRONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW;",
          replace="\tconst int fl = O_WRONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK;",
          tests=[R + "test_filework.py::test_zip_entry_never_writes_through_a_link_to_an_existing_file"],
          why="a zip entry is written through a link planted in the destination to an existing "
              "file outside it (O_EXCL refuses the name, the reopen follows the link)"),
     dict(name="upload-not-truncated",
-         file="termd/action/fswork.c",
+         file="termd/fs/fswork.c",
          search="\tint fd = open(path, fl | O_CREAT | O_EXCL, mode);",
          replace="\tint fd = open(path, fl | O_CREAT, mode);",
          tests=[R + "test_filework.py::test_upload_over_a_longer_file_leaves_only_the_upload"],
@@ -293,13 +293,13 @@ MUTANTS = [
          why="edits run in parallel in the worker pool: concurrent read-modify-writes of one "
              "file lose lines (and share the undo history unlocked)"),
     dict(name="read-cap-off-by-one",
-         file="termd/action/fsio.c",
+         file="termd/fs/fsio.c",
          search="\tif ((uint64_t)st->st_size > max) {",
          replace="\tif ((uint64_t)st->st_size >= max) {",
          tests=[R + "test_files.py::test_read_cap_is_exact"],
          why="a file of exactly the 64 MiB cap is refused as too_large"),
     dict(name="reown-needs-both-ids",
-         file="termd/action/fsio.c",
+         file="termd/fs/fsio.c",
          search="if (!rc && old && (old->st_uid != geteuid() || old->st_gid != getegid()))",
          replace="if (!rc && old && (old->st_uid != geteuid() && old->st_gid != getegid()))",
          tests=[R + "test_files.py::test_atomic_replace_keeps_owner_and_group"],
@@ -307,7 +307,7 @@ MUTANTS = [
              "from termd's: root:nogroup becomes root:root, nobody:root root:root"),
     # ---- issue 44, ports, cgroups and upgrade
     dict(name="ports-orphan-not-by-sid",
-         file="termd/action/ports.c",
+         file="termd/core/portscan.c",
          search="\tfor (struct session *s = srv.sessions; s; s = s->next)\n"
                 "\t\tif (s->pty.alive && s->pty.pid > 0 && s->pty.pid == p->sid)\n"
                 "\t\t\treturn s;\n\treturn NULL;",
