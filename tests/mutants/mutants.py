@@ -270,4 +270,12 @@ MUTANTS = [
          replace=".as_user = 0,",
          tests=[R + "test_envd_fast.py::test_start_runs_as_the_user_with_its_ids_groups_and_home"],
          why="a process for another user runs as root"),
+    # ---- issue 44, input-wait and bounds
+    dict(name="password-mode-echo-ignored",
+         file="termd/core/inputwait.c",
+         search="if (tcgetattr(s->pty.fd, &t) == 0 && (t.c_lflag & ICANON) && !(t.c_lflag & ECHO)) {",
+         replace="if (tcgetattr(s->pty.fd, &t) == 0 && (t.c_lflag & ICANON)) {",
+         tests=[R + "test_input_wait.py::test_sudo_without_a_password_is_not_waiting_with_termd_not_root"],
+         why="a process termd may not look into, asleep in a canonical terminal that echoes "
+             "(sudo sleep, no password asked), is taken for a password prompt"),
 ]

@@ -239,6 +239,26 @@ def test_sudo_password_with_termd_not_root(sudo_user):
         assert r.output == "slept", r
 
 
+def test_sudo_without_a_password_is_not_waiting_with_termd_not_root(sudo_user):
+    """`sudo sleep` that asks no password (NOPASSWD), termd not root: the
+    set-uid sudo sleeps where termd may not look, text sits before the
+    cursor, but the terminal still echoes (canonical, echo on): that is no
+    password prompt, and the run answers when the command ends, never
+    waiting for input. (sudo without use_pty, as many systems have it,
+    leaves the terminal as it is; with use_pty it makes it raw.)"""
+    name, _ = sudo_user
+    sudoers = Path("/etc/sudoers.d") / (name + "-sleep")
+    try:
+        sudoers.write_text("Defaults:%s !use_pty\n"
+                           "%s ALL=(root) NOPASSWD: /bin/sleep, /usr/bin/sleep\n" % (name, name))
+        sudoers.chmod(0o440)
+        with termd_as(name) as c:
+            r = done(c.run("printf 'syncing... '; sudo sleep 5; echo rc=$?", timeout=TIMEOUT))
+            assert r.output == "syncing... rc=0", r
+    finally:
+        sudoers.unlink(missing_ok=True)
+
+
 # ------------------------------------------------------------ keys
 
 def test_read_one_key(client):
