@@ -278,4 +278,16 @@ MUTANTS = [
          tests=[R + "test_input_wait.py::test_sudo_without_a_password_is_not_waiting_with_termd_not_root"],
          why="a process termd may not look into, asleep in a canonical terminal that echoes "
              "(sudo sleep, no password asked), is taken for a password prompt"),
+    dict(name="stdin-max-one-short",
+         file="termd/action/sessionctl.c",
+         search="if (n && (n > opts.stdin_max || queued > opts.stdin_max - n)) {",
+         replace="if (n && (n > opts.stdin_max || queued >= opts.stdin_max - n)) {",
+         tests=[R + "test_hardening3.py::test_stdin_max_takes_exactly_what_fits_and_not_a_byte_more"],
+         why="session.stdin refuses input that fills --stdin-max exactly"),
+    dict(name="stdin-max-one-over",
+         file="termd/action/sessionctl.c",
+         search="if (n && (n > opts.stdin_max || queued > opts.stdin_max - n)) {",
+         replace="if (n && (n > opts.stdin_max || queued > opts.stdin_max - n + 1)) {",
+         tests=[R + "test_hardening3.py::test_stdin_max_takes_exactly_what_fits_and_not_a_byte_more"],
+         why="session.stdin takes one byte past --stdin-max"),
 ]

@@ -40,7 +40,7 @@ import pytest
 
 import conftest
 from conftest import TERMD_BIN
-from tdtest import assert_error, fmt
+from tdtest import assert_error, fmt, wait_until
 
 T = 60.0
 TOKEN = "hardening3-token-0123456789"
@@ -344,6 +344,48 @@ def test_input_waiting_for_a_session_is_bounded_and_refused_whole(termd_factory)
     assert codes[-1] == 429 and m["code"] == "resource_exhausted", (codes, m)
     assert "--stdin-max" in m["message"], m
     s.close()
+
+
+def test_stdin_max_takes_exactly_what_fits_and_not_a_byte_more(termd_factory):
+    """With Q bytes waiting for a program that does not read, exactly
+    limit - Q more are taken and limit - Q + 1 refused whole; full, one
+    byte is refused."""
+    limit = 1 << 20
+    td = start(termd_factory, "--stdin-max", str(limit))
+    ev = td.events()
+    o = ev.call("session.open", {"name": "deaf", "kind": "pipe", "command": "sleep 600",
+                                 "stdin": True}, timeout=T)
+    assert o.get("observation") == "session.open", fmt(o)
+
+    def send(n):
+        return ev.call("session.stdin", {"session": "deaf", "encoding": "base64",
+                                         "content": base64.b64encode(b"q" * n).decode()},
+                       timeout=T)
+
+    def refused(o):
+        assert_error(o, "too_large")
+        assert "--stdin-max" in o["content"] and "nothing was written" in o["content"], fmt(o)
+        assert o["extras"]["limit"] == limit, fmt(o)
+        return o["extras"]["queued"]
+
+    o = send(300000)                    # more than the pipe takes: the rest waits
+    assert o.get("observation") == "session.stdin" and o["extras"]["bytes"] == 300000, fmt(o)
+    # what waits, as any write past the limit says it: asked until it says
+    # the same twice (the pipe full, termd no longer writing to it)
+    seen = []
+
+    def settled():
+        seen.append(refused(send(limit + 1)))
+        return len(seen) > 1 and seen[-1] == seen[-2]
+    wait_until(settled, what="the input waiting to settle")
+    queued = seen[-1]
+    assert 0 < queued < 300000, seen
+    assert refused(send(limit - queued + 1)) == queued     # one byte too many: none taken
+    o = send(limit - queued)                               # exactly what fits
+    assert o.get("observation") == "session.stdin", fmt(o)
+    assert o["extras"]["bytes"] == limit - queued, fmt(o)
+    o = ev.call("session.stdin", {"session": "deaf", "content": "x"}, timeout=T)
+    assert refused(o) == limit, fmt(o)                     # full: not one byte more
 
 
 def test_128_mib_of_input_drains_without_stalling_the_loop(termd_factory):
