@@ -290,4 +290,11 @@ MUTANTS = [
          replace="if (n && (n > opts.stdin_max || queued > opts.stdin_max - n + 1)) {",
          tests=[R + "test_hardening3.py::test_stdin_max_takes_exactly_what_fits_and_not_a_byte_more"],
          why="session.stdin takes one byte past --stdin-max"),
+    dict(name="stream-held-unsent-only",
+         file="termd/net/http.c",
+         search="\tif (t->out.len + n > opts.stream_max) {",
+         replace="\tif (t->out.len - t->off + n > opts.stream_max) {",
+         tests=[R + "test_hardening3.py::test_stream_counts_what_went_out_but_is_still_held"],
+         why="--stream-max counts only bytes not sent yet: what went out but is not moved out "
+             "of the buffer is held uncounted, a slow reader is not cut at the bound"),
 ]

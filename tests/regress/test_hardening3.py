@@ -562,6 +562,85 @@ def test_stream_read_slower_than_written_holds_at_most_the_bound(termd_factory):
     assert sanitized(pid) or grew < 8 * 2 + 24, grew
 
 
+def kernel_send_buffer_max():
+    with open("/proc/sys/net/ipv4/tcp_wmem") as f:
+        return int(f.read().split()[2])
+
+
+def test_stream_counts_what_went_out_but_is_still_held(termd_factory):
+    """Bytes termd sent but has not moved out of a stream's buffer yet are
+    held too. In k's (what the kernel's buffers may take, termd's send
+    buffer and the client's receive buffer: about 5 MiB), with --stream-max
+    8k: the program prints 7k (as base64 on the stream); the client reads
+    2k in small bursts; 2.5k more come. termd has then sent at most 3k of
+    the 7k (less than half: not moved out), and moved out only what it sent
+    before, while it was given the first 7k: at most k. It holds at least
+    8.5k, past the bound (only 7.5k never sent): the stream is cut, and
+    termd's memory stays near the bound. Each step waits for the last: the
+    program prints, then waits until termd has read its pipe empty."""
+    rcvbuf = 1 << 18                                     # fixed: the kernel does not grow it
+    k = kernel_send_buffer_max() + (1 << 20)
+    limit = 8 * k
+    td = start(termd_factory, "--stream-max", str(limit))
+    pid = td.proc.pid
+    d = td.home / "steps"
+    d.mkdir()
+    first, then = 7 * k * 3 // 4, 5 * k // 2 * 3 // 4     # printed: base64 adds a third
+    prog = ("import fcntl,os,struct,sys,termios,time\n"
+            "d=sys.argv[1]\n"
+            "def put(n, done):\n"
+            "  b=b'x'*n\n"
+            "  while b: b=b[os.write(1,b):]\n"
+            "  while struct.unpack('i',fcntl.ioctl(1,termios.FIONREAD,b'1234'))[0]: time.sleep(0.01)\n"
+            "  open(os.path.join(d,done),'w').close()\n"
+            "def gate(name):\n"
+            "  while not os.path.exists(os.path.join(d,name)): time.sleep(0.01)\n"
+            "put(%d,'first'); gate('go'); put(%d,'then'); gate('end')\n" % (first, then))
+    base = kib(pid, "VmHWM")
+    s = open_stream(td, "process.Process/Start",
+                    {"process": {"cmd": "/usr/bin/python3", "args": ["-c", prog, str(d)]}},
+                    rcvbuf=rcvbuf)
+    s.settimeout(T)
+    got = bytearray()
+    try:
+        wait_until(lambda: (d / "first").exists(), timeout=T,
+                   what="termd to read the program's output")
+        while len(got) < 2 * k:
+            c = s.recv(1 << 14)
+            assert c, "the stream ended after %d bytes" % len(got)
+            got += c
+        (d / "go").write_text("")
+        wait_until(lambda: (d / "then").exists(), timeout=T, what="termd to read the rest")
+    finally:
+        (d / "go").write_text("")
+        (d / "end").write_text("")      # the program ends (a stream not cut ends with it)
+    while True:                         # the rest, at once (a cut stream is closed 30 s on)
+        try:
+            c = s.recv(1 << 16)
+        except ConnectionResetError:
+            break
+        if not c:
+            break
+        got += c
+    s.close()
+    got = bytes(got)
+    grew = (kib(pid, "VmHWM") - base) / 1024
+    envs = envelopes(got.split(b"\r\n\r\n", 1)[1])
+    printed = sum(len(base64.b64decode(m["event"]["data"]["stdout"])) for f, m in envs
+                  if f == 0 and "data" in m.get("event", {}))
+    print("--stream-max %.1f MiB: read %.1f MiB of the stream, %.1f of %.1f MiB printed, "
+          "peak RSS +%.1f MiB" % (limit / 1048576, len(got) / 1048576, printed / 1048576,
+                                  (first + then) / 1048576, grew))
+    flags, end = envs[-1]
+    assert flags == 2 and "error" in end, \
+        "a stream holding 8.5k of --stream-max 8k (k = %d) was not cut: it ended %s" % (
+            k, "with the program" if flags == 2 else "mid-stream")
+    assert end["error"]["code"] == "resource_exhausted", end
+    assert "--stream-max" in end["error"]["message"], end
+    assert printed < first + then, printed
+    assert sanitized(pid) or grew < limit / 1048576 + 24, grew
+
+
 # --------------------------------------------- 11: polled watchers
 
 def test_polled_watcher_keeps_a_bounded_tail_and_expires(termd_factory):
