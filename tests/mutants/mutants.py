@@ -352,4 +352,31 @@ MUTANTS = [
          tests=[R + "test_session_tail.py::test_last_output_comes_before_the_end_while_another_session_is_busy"],
          why="a held session's output fd that hangs up is closed unread: the last (up to "
              "64 KiB) of its output is lost and its session.exit / e2b end comes without it"),
+    # ---- issue 44, input-wait and bounds
+    dict(name="password-mode-echo-ignored",
+         file="termd/core/inputwait.c",
+         search="if (tcgetattr(s->pty.fd, &t) == 0 && (t.c_lflag & ICANON) && !(t.c_lflag & ECHO)) {",
+         replace="if (tcgetattr(s->pty.fd, &t) == 0 && (t.c_lflag & ICANON)) {",
+         tests=[R + "test_input_wait.py::test_sudo_without_a_password_is_not_waiting_with_termd_not_root"],
+         why="a process termd may not look into, asleep in a canonical terminal that echoes "
+             "(sudo sleep, no password asked), is taken for a password prompt"),
+    dict(name="stdin-max-one-short",
+         file="termd/action/sessionctl.c",
+         search="if (n && (n > opts.stdin_max || queued > opts.stdin_max - n)) {",
+         replace="if (n && (n > opts.stdin_max || queued >= opts.stdin_max - n)) {",
+         tests=[R + "test_hardening3.py::test_stdin_max_takes_exactly_what_fits_and_not_a_byte_more"],
+         why="session.stdin refuses input that fills --stdin-max exactly"),
+    dict(name="stdin-max-one-over",
+         file="termd/action/sessionctl.c",
+         search="if (n && (n > opts.stdin_max || queued > opts.stdin_max - n)) {",
+         replace="if (n && (n > opts.stdin_max || queued > opts.stdin_max - n + 1)) {",
+         tests=[R + "test_hardening3.py::test_stdin_max_takes_exactly_what_fits_and_not_a_byte_more"],
+         why="session.stdin takes one byte past --stdin-max"),
+    dict(name="stream-held-unsent-only",
+         file="termd/net/http.c",
+         search="\tif (t->out.len + n > opts.stream_max) {",
+         replace="\tif (t->out.len - t->off + n > opts.stream_max) {",
+         tests=[R + "test_hardening3.py::test_stream_counts_what_went_out_but_is_still_held"],
+         why="--stream-max counts only bytes not sent yet: what went out but is not moved out "
+             "of the buffer is held uncounted, a slow reader is not cut at the bound"),
 ]
