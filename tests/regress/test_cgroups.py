@@ -26,7 +26,7 @@ import pytest
 
 import wsclient
 from conftest import Termd, log_tail
-from tdtest import PY, assert_error, fmt, run, run_done, run_obs, wait_until
+from tdtest import PY, assert_error, fmt, run, run_done, run_obs, subscribed, wait_until
 
 try:   # Debian's python3-prometheus-client (make deps)
     from prometheus_client.parser import text_string_to_metric_families
@@ -209,12 +209,6 @@ def sessions(ev):
     o = ev.call("session.list")
     assert o["observation"] == "session.list", fmt(o)
     return {s["name"]: s for s in o["extras"]["sessions"]}
-
-
-def subscribed(t):
-    ev = t.events()
-    assert ev.call("subscribe")["observation"] == "subscribe"
-    return ev
 
 
 def limit_event(ev, what, timeout=20):

@@ -28,6 +28,7 @@ import pytest
 from conftest import TERMD_BIN
 import routes
 import wsclient
+from tdtest import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 # make test-e2b-latest: a scratch copy with the newest published SDK
@@ -616,14 +617,6 @@ def test_sdk_short_programs_end_with_their_own_code(termd_factory):
     td = start(termd_factory)
     o = drive(td, "quick")
     assert o["codes"] == [0] * 40
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 def test_listen_more_than_once(termd_factory, tmp_path):

@@ -19,7 +19,7 @@ import time
 import pytest
 
 import wsclient
-from tdtest import content, free_port, run_done
+from tdtest import content, free_port, make_cert, run_done
 
 h2 = pytest.importorskip("h2.connection", reason="python3-h2 is needed (make deps)")
 import h2.config  # noqa: E402
@@ -28,16 +28,6 @@ import h2.settings  # noqa: E402
 import h2.errors  # noqa: E402
 
 TOKEN = "h2-test-token-0123456789"
-
-
-def make_cert(d):
-    cert, key = d / "cert.pem", d / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-                    "-subj", "/CN=localhost",
-                    "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
-                    "-keyout", str(key), "-out", str(cert)],
-                   check=True, capture_output=True, timeout=60)
-    return cert, key
 
 
 class Stream:

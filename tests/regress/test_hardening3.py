@@ -40,7 +40,7 @@ import pytest
 
 import conftest
 from conftest import TERMD_BIN
-from tdtest import assert_error, fmt, wait_until
+from tdtest import assert_error, fmt, subscribed, wait_until
 
 T = 60.0
 TOKEN = "hardening3-token-0123456789"
@@ -228,12 +228,6 @@ def kernel_watches(pid):
         except OSError:
             pass
     return n
-
-
-def subscribed(td):
-    sub = td.events()
-    assert sub.call("subscribe", timeout=T).get("observation") == "subscribe"
-    return sub
 
 
 # ------------------------------------------------ 4: the freed path

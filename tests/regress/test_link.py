@@ -20,17 +20,10 @@ import pytest
 import websockets
 
 from conftest import TERMD_BIN, VALGRIND_FACTOR, base_env
+from tdtest import free_port, make_cert
 
 SUB = "termd.events.v1"
 TTY = "termd.tty.v1"
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 class Link:
@@ -304,14 +297,6 @@ def test_backoff_counted_by_accepts(termd_factory, tmp_path):
     assert 3 <= len(accepts) <= 12, accepts
     gaps = [b - a for a, b in zip(accepts, accepts[1:])]
     assert min(gaps) >= 0.25, gaps
-
-
-def make_cert(tmp_path, name):
-    key, crt = tmp_path / (name + ".key"), tmp_path / (name + ".pem")
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-                    "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost",
-                    "-keyout", str(key), "-out", str(crt)], check=True, capture_output=True)
-    return crt, key
 
 
 def test_wrong_certificate_refused(termd_factory, tmp_path):

@@ -12,15 +12,9 @@ import socket
 import time
 
 import tdtest
-from tdtest import assert_error, fmt
+from tdtest import assert_error, fmt, subscribed
 
 T = 60.0
-
-
-def subscribed(termd):
-    sub = termd.events()
-    assert sub.call("subscribe", {}, timeout=T).get("observation") == "subscribe"
-    return sub
 
 
 def wait_event(sub, pred, timeout, what):

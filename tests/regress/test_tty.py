@@ -7,6 +7,7 @@ import time
 import pytest
 
 import tdtest
+from tdtest import subscribed
 import wsclient
 
 TTY = "termd.tty.v1"
@@ -37,13 +38,6 @@ def frames_until(ws, pred, timeout=15.0):
         if pred(got):
             return got
     raise AssertionError("condition not met; frames: %r" % [(t, p[:80]) for t, p in got])
-
-
-def subscribed(termd):
-    ev = termd.events()
-    obs = ev.call("subscribe", {})
-    assert obs["observation"] == "subscribe"
-    return ev
 
 
 def events_until(ev, pred, timeout=15.0):
