@@ -21,6 +21,7 @@ import websockets
 
 from conftest import TERMD_BIN, VALGRIND_FACTOR, base_env
 from tdtest import free_port, make_cert
+import wsserver
 
 SUB = "termd.events.v1"
 TTY = "termd.tty.v1"
@@ -353,8 +354,6 @@ def raw_backend(behaviour):
     stop = threading.Event()
 
     def handshake(c):
-        import base64
-        import hashlib
         data = b""
         while b"\r\n\r\n" not in data:
             chunk = c.recv(4096)
@@ -363,8 +362,7 @@ def raw_backend(behaviour):
             data += chunk
         key = [l.split(b":", 1)[1].strip() for l in data.split(b"\r\n")
                if l.lower().startswith(b"sec-websocket-key:")][0]
-        acc = base64.b64encode(hashlib.sha1(key + b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11")
-                               .digest())
+        acc = wsserver.accept_key(key).encode()
         c.sendall(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
                   b"Connection: Upgrade\r\nSec-WebSocket-Accept: " + acc +
                   b"\r\nSec-WebSocket-Protocol: " + SUB.encode() + b"\r\n\r\n")
@@ -762,8 +760,6 @@ def test_a_connection_resets_the_backoff(termd_factory, tmp_path):
     stop = threading.Event()
 
     def serve():
-        import base64
-        import hashlib
         while not stop.is_set():
             try:
                 c, _ = srv.accept()
@@ -780,7 +776,7 @@ def test_a_connection_resets_the_backoff(termd_factory, tmp_path):
                 data += c.recv(4096)
             key = [ln.split(b":", 1)[1].strip() for ln in data.split(b"\r\n")
                    if ln.lower().startswith(b"sec-websocket-key:")][0]
-            acc = base64.b64encode(hashlib.sha1(key + b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11").digest())
+            acc = wsserver.accept_key(key).encode()
             c.sendall(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
                       b"Connection: Upgrade\r\nSec-WebSocket-Accept: " + acc +
                       b"\r\nSec-WebSocket-Protocol: " + SUB.encode() + b"\r\n\r\n")

@@ -12,6 +12,7 @@ import socket
 import time
 
 import tdtest
+import wsserver
 from tdtest import assert_error, fmt, subscribed
 
 T = 60.0
@@ -500,57 +501,28 @@ def test_termctl_and_python_client(termd, ev, client):
 # a WebSocket echo server in plain Python (no package needed): it answers
 # with the subprotocol asked for and echoes each frame's payload, prefixed
 # with the request path once
-WSECHO = r'''
-import base64, hashlib, socket, struct, sys, threading
+WSECHO = wsserver.script(r'''
+import socket, sys, threading
 def serve(c):
-    data = b""
-    while b"\r\n\r\n" not in data:
-        d = c.recv(4096)
-        if not d:
-            return
-        data += d
-    head = data.split(b"\r\n\r\n")[0].decode()
-    lines = head.split("\r\n")
-    path = lines[0].split()[1]
-    h = {k.strip().lower(): v.strip() for k, v in (l.split(":", 1) for l in lines[1:])}
-    acc = base64.b64encode(hashlib.sha1((h["sec-websocket-key"] +
-          "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").encode()).digest()).decode()
+    r = read_head(c)
+    if r is None:
+        return
+    line, h, rest = r
+    path = line.split()[1]
     resp = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" \
-           "Sec-WebSocket-Accept: %s\r\n" % acc
+           "Sec-WebSocket-Accept: %s\r\n" % accept_key(h["sec-websocket-key"])
     if "sec-websocket-protocol" in h:
         resp += "Sec-WebSocket-Protocol: %s\r\n" % h["sec-websocket-protocol"].split(",")[0].strip()
     c.sendall((resp + "\r\n").encode())
-    def frame(op, p):
-        n = len(p)
-        hd = bytes([0x80 | op]) + (bytes([n]) if n < 126 else
-             bytes([126]) + struct.pack(">H", n) if n < 65536 else bytes([127]) + struct.pack(">Q", n))
-        c.sendall(hd + p)
-    frame(1, ("path " + path + " fwd " + h.get("x-forwarded-prefix", "-")).encode())
-    buf = b""
-    def need(n):
-        nonlocal buf
-        while len(buf) < n:
-            d = c.recv(65536)
-            if not d:
-                raise EOFError
-            buf += d
-        out, buf = buf[:n], buf[n:]
-        return out
+    c.sendall(frame(1, ("path " + path + " fwd " + h.get("x-forwarded-prefix", "-")).encode()))
+    rd = Reader(c, rest)
     try:
         while True:
-            b0, b1 = need(2)
-            n = b1 & 0x7f
-            if n == 126:
-                n = struct.unpack(">H", need(2))[0]
-            elif n == 127:
-                n = struct.unpack(">Q", need(8))[0]
-            mask = need(4) if b1 & 0x80 else b"\0\0\0\0"
-            p = bytes(x ^ mask[i % 4] for i, x in enumerate(need(n)))
-            op = b0 & 0x0f
+            b0, op, p = rd.frame()
             if op == 8:
-                frame(8, p[:2])
+                c.sendall(frame(8, p[:2]))
                 return
-            frame(op, p)
+            c.sendall(frame(op, p))
     except EOFError:
         pass
     finally:
@@ -562,7 +534,7 @@ s.listen(16)
 while True:
     c, _ = s.accept()
     threading.Thread(target=serve, args=(c,), daemon=True).start()
-'''
+''')
 
 
 def test_proxy_websocket_passes_through(termd_factory, tmp_path):
