@@ -42,7 +42,7 @@ struct h2stream {
 	/* the answer */
 	int rst, is_head, submitted, deferred, up_eof;
 	unsigned long long rem;
-	struct fr_chunk ck;
+	struct h1_chunk ck;
 	struct fq rin, body;
 };
 
@@ -118,7 +118,7 @@ static void start_request(struct h2stream *s)
 		local_answer(s, "431", "the request's head is too large");
 		return;
 	}
-	struct fr_hdr h[FR_MAX_HDRS];
+	struct h1_hdr h[FR_MAX_HDRS];
 	int nh = 0;
 	const char *method = NULL, *path = NULL, *auth = NULL;
 	size_t ml = 0, pl = 0, al = 0;
@@ -397,6 +397,11 @@ static int take_answer_head(struct h2stream *s)
 	return 1;
 }
 
+static void body_sink(void *arg, const char *p, size_t n)
+{
+	fq_put(arg, p, n);
+}
+
 /* lws's bytes for this stream: the head, then the body into s->body */
 static void take_answer(struct h2stream *s)
 {
@@ -426,7 +431,7 @@ static void take_answer(struct h2stream *s)
 				s->rst = R_DONE;
 		} else if (s->rst == R_CHUNK) {
 			int done;
-			long k = fr_chunk_scan(&s->ck, p, n, &done, &s->body);
+			long k = h1_chunk_scan(&s->ck, p, n, &done, body_sink, &s->body);
 			if (k < 0) {
 				fail_stream(s);
 				return;

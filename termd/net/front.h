@@ -1,7 +1,7 @@
 /* front.h — what the front's files share: termd's TCP listeners served by a
  * thread of their own (front.c: TLS with ALPN h2/http/1.1, timeouts, the
- * internal unix socket lws listens on), the HTTP/1.1 heads parsed and
- * rewritten (front-h1.c) and HTTP/2 streams carried as HTTP/1.1 requests
+ * internal unix socket lws listens on), HTTP/1.1 requests followed and their
+ * heads rewritten (front-h1.c; heads and chunks read by proto/h1wire.c) and HTTP/2 streams carried as HTTP/1.1 requests
  * (front-h2.c). The front touches no termd state: it only moves bytes. */
 #ifndef TERMD_FRONT_H
 #define TERMD_FRONT_H
@@ -13,6 +13,7 @@
 #include <nghttp2/nghttp2.h>
 
 #include "util.h"
+#include "h1wire.h"
 
 /* ---- for main.c and handover.c ---- */
 /* Is the front serving termd's TCP listeners (--front on, some TCP --listen)? */
@@ -33,7 +34,7 @@ void front_handover_load(const cJSON *record);
 /* ---- shared by the front's files ---- */
 #define FR_HEAD_MAX 4096          /* a request head, as lws's max_http_header_data */
 #define FR_BUF_CAP (64u << 10)    /* each direction's buffer before reads stop */
-#define FR_MAX_HDRS 100
+#define FR_MAX_HDRS H1_MAX_HDRS
 
 /* a byte queue: data at p + off, len bytes */
 struct fq {
@@ -89,42 +90,17 @@ int fr_upstream(void);                                   /* a connection to lws,
 uint64_t fr_now(void);
 void fr_defer(void *p);                                  /* free()d after this turn's events */
 
-/* front-h1.c: heads */
-struct fr_hdr {
-	const char *name, *val;
-	size_t nlen, vlen;
-};
-struct fr_req {
-	const char *method, *target, *version;
-	size_t mlen, tlen, vlen;
-	struct fr_hdr h[FR_MAX_HDRS];
-	int nh;
-	long long clen;         /* -1: none */
-	int chunked, upgrade;
-	int expect_continue;     /* Expect: 100-continue */
-};
-/* 0, or the status to answer (400, 431) */
-int fr_parse_head(char *p, size_t len, struct fr_req *r);
+/* front-h1.c: heads (parsed by proto/h1wire.c) */
 /* the headers a request goes to lws with: X-Metadata-* folded into
  * X-Termd-Metadata, the client's X-Termd-* dropped, X-Termd-Peer and
  * X-Termd-Tls added; skip_hop: drop HTTP/2's connection-specific ones */
-void fr_rewrite(struct fq *out, const struct fr_hdr *h, int nh, const struct fconn *c, int from_h2);
+void fr_rewrite(struct fq *out, const struct h1_hdr *h, int nh, const struct fconn *c, int from_h2);
 void fr_answer(struct fconn *c, int status, const char *why);   /* a front answer, then close */
 /* an HTTP/1.1 connection: its bytes as they come */
 int fr_h1_init(struct fconn *c);
 int fr_h1_pump(struct fconn *c);   /* progress made; -1: close */
 void fr_h1_free(struct fconn *c);
 int fr_h1_forwarding(struct fconn *c);   /* a connection to lws is open (its timeouts hold) */
-
-/* a chunked body's framing, followed byte by byte */
-struct fr_chunk {
-	int st, sawdigit, inext, lastcr;
-	unsigned long long rem;
-	size_t linelen;
-};
-/* how many of n bytes belong to the body (the rest follows it); *done at
- * its end; out (may be NULL) gets the data bytes only; -1: malformed */
-long fr_chunk_scan(struct fr_chunk *k, const char *p, size_t n, int *done, struct fq *data);
 
 /* front-h2.c */
 int fr_h2_init(struct fconn *c, const char *pre, size_t n);
