@@ -315,16 +315,6 @@ static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t err, void *
 
 /* ----------------------------------------------------------- answers */
 
-static int hop_by_hop(const char *n, size_t l)
-{
-	static const char *const names[] = {"connection", "keep-alive", "proxy-connection",
-					    "transfer-encoding", "upgrade", "te", "trailer", NULL};
-	for (int i = 0; names[i]; i++)
-		if (hdr_is(n, l, names[i]))
-			return 1;
-	return 0;
-}
-
 static void fail_stream(struct h2stream *s)
 {
 	if (!s->submitted) {
@@ -340,47 +330,33 @@ static void fail_stream(struct h2stream *s)
 static int take_answer_head(struct h2stream *s)
 {
 	char *p = s->rin.p + s->rin.off;
-	char *e = memmem(p, s->rin.len, "\r\n\r\n", 4);
-	if (!e)
+	size_t hl = h1_head_len(p, s->rin.len);
+	if (!hl)
 		return s->rin.len > H2_RESP_HEAD_MAX ? -1 : 0;
-	size_t hl = (size_t)(e - p) + 4;
-	if (hl < 16 || memcmp(p, "HTTP/1.", 7) || !isdigit((unsigned char)p[9]))
+	struct h1_head a;
+	if (h1_parse_answer(p, hl, &a) < 0)
 		return -1;
-	char status[4] = {p[9], p[10], p[11], 0};
-	int code = atoi(status);
-	if (code >= 100 && code < 200) {   /* an interim answer: not passed on */
+	int code = a.status;
+	if (code < 200) {   /* an interim answer: not passed on */
 		fq_drop(&s->rin, hl);
 		return 1;
 	}
+	char status[4] = {p[9], p[10], p[11], 0};
 	nghttp2_nv nv[FR_MAX_HDRS + 1];
 	size_t n = 0;
 	nv[n++] = (nghttp2_nv)NV(":status", status);
-	long long clen = -1;
-	int chunked = 0;
-	for (char *l = memchr(p, '\n', hl) + 1; l < e + 2 && n <= FR_MAX_HDRS;) {
-		char *le = memchr(l, '\n', (size_t)(e + 4 - l));
-		if (!le || le - l < 2)
-			break;
-		char *colon = memchr(l, ':', (size_t)(le - l));
-		if (colon) {
-			size_t nl = (size_t)(colon - l);
-			char *v = colon + 1, *ve = le - 1;
-			while (v < ve && (*v == ' ' || *v == '\t'))
-				v++;
-			while (ve > v && (ve[-1] == ' ' || ve[-1] == '\t' || ve[-1] == '\r'))
-				ve--;
-			for (size_t k = 0; k < nl; k++)
-				l[k] = (char)tolower((unsigned char)l[k]);
-			if (hdr_is(l, nl, "transfer-encoding"))
-				chunked = ve - v >= 7 && !strncasecmp(ve - 7, "chunked", 7);
-			if (hdr_is(l, nl, "content-length"))
-				clen = strtoll(v, NULL, 10);
-			if (!hop_by_hop(l, nl))
-				nv[n++] = (nghttp2_nv){(uint8_t *)l, (uint8_t *)v, nl, (size_t)(ve - v),
-						       NGHTTP2_NV_FLAG_NONE};
-		}
-		l = le + 1;
+	for (int i = 0; i < a.nh; i++) {
+		const struct h1_hdr *h = &a.h[i];
+		if (h1_hop_by_hop(h->name, h->nlen))
+			continue;
+		char *name = p + (h->name - p);   /* HTTP/2's names are lowercase */
+		for (size_t k = 0; k < h->nlen; k++)
+			name[k] = (char)tolower((unsigned char)name[k]);
+		nv[n++] = (nghttp2_nv){(uint8_t *)name, (uint8_t *)(p + (h->val - p)), h->nlen, h->vlen,
+				       NGHTTP2_NV_FLAG_NONE};
 	}
+	long long clen = a.clen;
+	int chunked = a.chunked;
 	if (s->is_head || code == 204 || code == 304) {
 		s->rst = R_DONE;
 	} else if (chunked) {
