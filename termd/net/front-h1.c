@@ -1,10 +1,12 @@
 /* front-h1.c — the front's HTTP/1.1: a request head parsed (limit
- * FR_HEAD_MAX, else 431) and rewritten for lws (X-Metadata-<key> folded into
+ * FR_HEAD_MAX, else 431; proto/h1wire.c reads heads and chunks) and
+ * rewritten for lws (X-Metadata-<key> folded into
  * one X-Termd-Metadata, the client's X-Termd-* dropped, X-Termd-Peer and
  * X-Termd-Tls added: fr_rewrite, which HTTP/2 uses too), bodies followed by
  * Content-Length or chunked framing so that the next pipelined head is found,
  * answers passed back byte for byte, and after a WebSocket upgrade answered
- * 101 the two sides joined. Every buffer bounded: reads stop while full. */
+ * 101 the two sides joined. Every buffer bounded: reads stop while full.
+ * Its part of front.c's pump: fr_h1. */
 #include "front.h"
 
 #include <ctype.h>
@@ -82,16 +84,10 @@ void fr_rewrite(struct fq *out, const struct h1_hdr *h, int nh, const struct fco
 		}
 		if (from_h2 && h2_dropped(&h[i]))
 			continue;
-		fq_put(out, h[i].name, h[i].nlen);
-		fq_put(out, ": ", 2);
-		fq_put(out, h[i].val, h[i].vlen);
-		fq_put(out, "\r\n", 2);
+		fq_field(out, h[i].name, h[i].nlen, h[i].val, h[i].vlen);
 	}
-	if (meta.len) {
-		fq_put(out, "X-Termd-Metadata: ", 18);
-		fq_put(out, meta.p + meta.off, meta.len);
-		fq_put(out, "\r\n", 2);
-	}
+	if (meta.len)
+		fq_field(out, "X-Termd-Metadata", 16, meta.p + meta.off, meta.len);
 	fq_free(&meta);
 	if (c->peer[0])
 		fq_printf(out, "X-Termd-Peer: %s\r\n", c->peer);
@@ -166,12 +162,7 @@ static int take_head(struct fconn *c, char *p, size_t hl)
 		}
 		h->up.reg = 0;
 	}
-	fq_put(&h->upout, r.method, r.mlen);
-	fq_put(&h->upout, " ", 1);
-	fq_put(&h->upout, r.target, r.tlen);
-	fq_put(&h->upout, " ", 1);
-	fq_put(&h->upout, r.version, r.vlen);
-	fq_put(&h->upout, "\r\n", 2);
+	fq_reqline(&h->upout, r.method, r.mlen, r.target, r.tlen, r.version, r.vlen);
 	fr_rewrite(&h->upout, r.h, r.nh, c, 0);
 	fq_put(&h->upout, "\r\n", 2);
 	/* lws never answers Expect: 100-continue (curl then waits a second
@@ -223,16 +214,11 @@ static int h1_process(struct fconn *c)
 			prog = 1;
 			break;
 		}
-		case H_CL: {
-			size_t take = n < h->rem ? n : (size_t)h->rem;
-			fq_put(&h->upout, p, take);
-			fq_drop(&c->cin, take);
-			h->rem -= take;
-			if (!h->rem)
+		case H_CL:
+			if (fq_take(&h->upout, &c->cin, n, &h->rem))
 				h->st = H_HEAD;
 			prog = 1;
 			break;
-		}
 		case H_CHUNK: {
 			int done;
 			long k = h1_chunk_scan(&h->ck, p, n, &done, NULL, NULL);
@@ -350,79 +336,55 @@ static int can_read_client(struct fconn *c)
 	       h->upout.len < FR_BUF_CAP;
 }
 
-int fr_h1_pump(struct fconn *c)
+/* lws's side of a turn: the client's bytes to it, its bytes to cout */
+static int h1_work(struct fconn *c)
 {
 	struct h1state *h = c->h1;
-	int prog = 1;
-	for (int round = 0; round < 64 && prog; round++) {
-		prog = 0;
-		while (can_read_client(c)) {
-			char *p = fq_room(&c->cin, 16384);
-			ssize_t r = fr_cread(c, p, 16384);
-			if (r == -2)
-				return -1;
-			if (r < 0)
-				break;
-			prog = 1;
-			c->last_us = fr_now();
-			if (r == 0) {
-				c->eof = 1;
-				break;
-			}
-			c->cin.len += (size_t)r;
-		}
-		prog |= h1_process(c);
-		if (h->up.fd >= 0 && h->upout.len) {
-			ssize_t r = send(h->up.fd, h->upout.p + h->upout.off, h->upout.len, MSG_NOSIGNAL);
-			if (r > 0) {
-				fq_drop(&h->upout, (size_t)r);
-				prog = 1;
-			} else if (r < 0 && errno != EAGAIN && errno != EINTR) {
-				/* lws closed: what it answered is still read below */
-				fq_drop(&h->upout, h->upout.len);
-			}
-		}
-		if (c->eof && !h->upout.len && !h->shut && h->up.fd >= 0) {
-			shutdown(h->up.fd, SHUT_WR);
-			h->shut = 1;
-		}
-		while (h->up.fd >= 0 && !h->up_eof && c->cout.len < FR_BUF_CAP) {
-			char *p = fq_room(&c->cout, 65536);
-			ssize_t r = read(h->up.fd, p, 65536);
-			if (r < 0 && (errno == EAGAIN || errno == EINTR))
-				break;
-			prog = 1;
-			if (r <= 0) {
-				h->up_eof = 1;
-				break;
-			}
-			track(h, p, (size_t)r);
-			c->cout.len += (size_t)r;
-		}
-		size_t before = c->cout.len;
-		if (fr_cflush(c) < 0)
-			return -1;
-		if (c->cout.len < before)
-			prog = 1;   /* room again: more may be made to go */
+	int prog = h1_process(c);
+	if (h->up.fd >= 0 && h->upout.len)
+		prog |= fr_upsend(h->up.fd, &h->upout);
+	if (c->eof && !h->upout.len && !h->shut && h->up.fd >= 0) {
+		shutdown(h->up.fd, SHUT_WR);
+		h->shut = 1;
 	}
-	/* still moving after 64 turns: again on the loop's next turn, after
-	 * the other connections' events */
-	c->again = prog;
-	if (!c->cout.len && (h->up_eof || c->close_after || (c->eof && h->up.fd < 0)))
-		return -1;
-	uint32_t ev = 0;
-	if (can_read_client(c) || c->wr_wants_in)
-		ev |= EPOLLIN;
-	if (c->cout.len || c->rd_wants_out)
-		ev |= EPOLLOUT;
-	fr_watch(&c->w, ev);
-	if (h->up.fd >= 0) {
-		ev = 0;
-		if (!h->up_eof && c->cout.len < FR_BUF_CAP)
-			ev |= EPOLLIN;
-		if (h->upout.len)
-			ev |= EPOLLOUT;
-		fr_watch(&h->up, ev);
+	while (h->up.fd >= 0 && !h->up_eof && c->cout.len < FR_BUF_CAP) {
+		char *p = fq_room(&c->cout, 65536);
+		ssize_t r = read(h->up.fd, p, 65536);
+		if (r < 0 && (errno == EAGAIN || errno == EINTR))
+			break;
+		prog = 1;
+		if (r <= 0) {
+			h->up_eof = 1;
+			break;
+		}
+		track(h, p, (size_t)r);
+		c->cout.len += (size_t)r;
 	}
-	return 0;
+	return prog;
 }
+
+static int h1_over(struct fconn *c)
+{
+	struct h1state *h = c->h1;
+	return h->up_eof || c->close_after || (c->eof && h->up.fd < 0);
+}
+
+static void h1_watch(struct fconn *c)
+{
+	struct h1state *h = c->h1;
+	if (h->up.fd < 0)
+		return;
+	uint32_t ev = 0;
+	if (!h->up_eof && c->cout.len < FR_BUF_CAP)
+		ev |= EPOLLIN;
+	if (h->upout.len)
+		ev |= EPOLLOUT;
+	fr_watch(&h->up, ev);
+}
+
+const struct fr_proto fr_h1 = {
+	.can_read = can_read_client,
+	.work = h1_work,
+	.over = h1_over,
+	.watch = h1_watch,
+};

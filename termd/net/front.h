@@ -47,6 +47,13 @@ void fq_drop(struct fq *q, size_t n);
 /* room to read into (at least want bytes), compacting first */
 char *fq_room(struct fq *q, size_t want);
 void fq_free(struct fq *q);
+/* a body of known length: up to *rem of from's first n bytes moved to to;
+ * 1 once *rem is 0 */
+int fq_take(struct fq *to, struct fq *from, size_t n, unsigned long long *rem);
+/* HTTP/1.1's "name: value" CRLF, and a request line */
+void fq_field(struct fq *q, const char *name, size_t nl, const char *val, size_t vl);
+void fq_reqline(struct fq *q, const char *method, size_t ml, const char *target, size_t tl,
+		const char *version, size_t vl);
 
 /* an epoll registration: what the fd is and whose */
 enum fr_kind { FK_LISTEN, FK_CLIENT, FK_UP };
@@ -80,6 +87,15 @@ struct fconn {
 	struct h2state *h2;
 };
 
+/* what differs between the front's protocols: front.c's pump calls these */
+struct fr_proto {
+	int (*can_read)(struct fconn *c);   /* the client's bytes may be read now */
+	int (*took)(struct fconn *c);       /* (may be NULL) bytes just read into cin; -1: close */
+	int (*work)(struct fconn *c);       /* the protocol's part of a turn: 1 progress, -1 close */
+	int (*over)(struct fconn *c);       /* nothing left once cout is written */
+	void (*watch)(struct fconn *c);     /* (may be NULL) its upstream fds' interest */
+};
+
 /* front.c */
 extern unsigned long fr_n_streams, fr_n_refused;   /* atomic: /metrics reads them */
 ssize_t fr_cread(struct fconn *c, void *p, size_t n);   /* >0, 0 end, -1 again, -2 broken */
@@ -87,6 +103,7 @@ int fr_cflush(struct fconn *c);                          /* cout to the client; 
 int fr_watch(struct fwatch *w, uint32_t ev);             /* add or change */
 void fr_unwatch(struct fwatch *w);
 int fr_upstream(void);                                   /* a connection to lws, non-blocking */
+int fr_upsend(int fd, struct fq *q);                     /* q to lws: 1 if some went; lws gone: q dropped */
 uint64_t fr_now(void);
 void fr_defer(void *p);                                  /* free()d after this turn's events */
 
@@ -98,13 +115,13 @@ void fr_rewrite(struct fq *out, const struct h1_hdr *h, int nh, const struct fco
 void fr_answer(struct fconn *c, int status, const char *why);   /* a front answer, then close */
 /* an HTTP/1.1 connection: its bytes as they come */
 int fr_h1_init(struct fconn *c);
-int fr_h1_pump(struct fconn *c);   /* progress made; -1: close */
+extern const struct fr_proto fr_h1;
 void fr_h1_free(struct fconn *c);
 int fr_h1_forwarding(struct fconn *c);   /* a connection to lws is open (its timeouts hold) */
 
 /* front-h2.c */
 int fr_h2_init(struct fconn *c, const char *pre, size_t n);
-int fr_h2_pump(struct fconn *c);
+extern const struct fr_proto fr_h2;
 void fr_h2_free(struct fconn *c);
 int fr_h2_idle(struct fconn *c);   /* no stream open */
 
