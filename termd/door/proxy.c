@@ -454,7 +454,7 @@ out:
 	return port;
 }
 
-void proxy_copy_hdr(struct lws *wsi, buf_t *b, enum lws_token_indexes tok, const char *name)
+static void copy_hdr(struct lws *wsi, buf_t *b, enum lws_token_indexes tok, const char *name)
 {
 	int l = lws_hdr_total_length(wsi, tok);
 	if (l <= 0 || l > 8000)
@@ -466,7 +466,7 @@ void proxy_copy_hdr(struct lws *wsi, buf_t *b, enum lws_token_indexes tok, const
 }
 
 /* Cookie without termd's own */
-void proxy_copy_cookie(struct lws *wsi, buf_t *b)
+static void copy_cookie(struct lws *wsi, buf_t *b)
 {
 	char c[8192];
 	if (lws_hdr_copy(wsi, c, sizeof c, WSI_TOKEN_HTTP_COOKIE) <= 0 || strpbrk(c, "\r\n"))
@@ -487,7 +487,8 @@ void proxy_copy_cookie(struct lws *wsi, buf_t *b)
 	buf_free(&keep);
 }
 
-void proxy_forwarded(struct lws *wsi, buf_t *b, int port, int by_host)
+/* X-Forwarded-For, -Host, -Proto and, on a /proxy/<port> path, -Prefix */
+static void forwarded(struct lws *wsi, buf_t *b, int port, int by_host)
 {
 	char peer[64] = "";
 	http_peer(wsi, peer, sizeof peer);
@@ -501,25 +502,46 @@ void proxy_forwarded(struct lws *wsi, buf_t *b, int port, int by_host)
 		buf_printf(b, "X-Forwarded-Prefix: /proxy/%d\r\n", port);
 }
 
+/* the client's headers a request (PX_HTTP) or an upgrade (PX_WS) takes on */
+enum { PX_HTTP = 1, PX_WS = 2 };
+static const struct {
+	enum lws_token_indexes tok;
+	const char *name;
+	int in;
+} px_hdrs[] = {
+	{WSI_TOKEN_KEY, "Sec-WebSocket-Key", PX_WS},
+	{WSI_TOKEN_VERSION, "Sec-WebSocket-Version", PX_WS},
+	{WSI_TOKEN_PROTOCOL, "Sec-WebSocket-Protocol", PX_WS},
+	{WSI_TOKEN_EXTENSIONS, "Sec-WebSocket-Extensions", PX_WS},
+	{WSI_TOKEN_HTTP_ACCEPT, "Accept", PX_HTTP},
+	{WSI_TOKEN_HTTP_ACCEPT_ENCODING, "Accept-Encoding", PX_HTTP},
+	{WSI_TOKEN_HTTP_ACCEPT_LANGUAGE, "Accept-Language", PX_HTTP},
+	{WSI_TOKEN_HTTP_CONTENT_TYPE, "Content-Type", PX_HTTP},
+	{WSI_TOKEN_HTTP_USER_AGENT, "User-Agent", PX_HTTP | PX_WS},
+	{WSI_TOKEN_HTTP_IF_NONE_MATCH, "If-None-Match", PX_HTTP},
+	{WSI_TOKEN_HTTP_IF_MODIFIED_SINCE, "If-Modified-Since", PX_HTTP},
+	{WSI_TOKEN_HTTP_RANGE, "Range", PX_HTTP},
+	{WSI_TOKEN_HTTP_REFERER, "Referer", PX_HTTP},
+	{WSI_TOKEN_HTTP_CACHE_CONTROL, "Cache-Control", PX_HTTP},
+	{WSI_TOKEN_ORIGIN, "Origin", PX_HTTP | PX_WS},
+};
+
+void proxy_client_hdrs(struct lws *wsi, buf_t *b, int port, int by_host, int upgrade)
+{
+	forwarded(wsi, b, port, by_host);
+	for (size_t i = 0; i < sizeof px_hdrs / sizeof px_hdrs[0]; i++)
+		if (px_hdrs[i].in & (upgrade ? PX_WS : PX_HTTP))
+			copy_hdr(wsi, b, px_hdrs[i].tok, px_hdrs[i].name);
+	copy_cookie(wsi, b);
+}
+
 static void build_request(struct px *x, struct http_txn *t, const char *method, const char *path)
 {
 	struct lws *wsi = t->wsi;
 	buf_t *b = &x->out;
 	buf_printf(b, "%s %s HTTP/1.1\r\nHost: localhost:%d\r\nConnection: close\r\n", method, path,
 		   x->port);
-	proxy_forwarded(wsi, b, x->port, x->by_host);
-	proxy_copy_hdr(wsi, b, WSI_TOKEN_HTTP_ACCEPT, "Accept");
-	proxy_copy_hdr(wsi, b, WSI_TOKEN_HTTP_ACCEPT_ENCODING, "Accept-Encoding");
-	proxy_copy_hdr(wsi, b, WSI_TOKEN_HTTP_ACCEPT_LANGUAGE, "Accept-Language");
-	proxy_copy_hdr(wsi, b, WSI_TOKEN_HTTP_CONTENT_TYPE, "Content-Type");
-	proxy_copy_hdr(wsi, b, WSI_TOKEN_HTTP_USER_AGENT, "User-Agent");
-	proxy_copy_hdr(wsi, b, WSI_TOKEN_HTTP_IF_NONE_MATCH, "If-None-Match");
-	proxy_copy_hdr(wsi, b, WSI_TOKEN_HTTP_IF_MODIFIED_SINCE, "If-Modified-Since");
-	proxy_copy_hdr(wsi, b, WSI_TOKEN_HTTP_RANGE, "Range");
-	proxy_copy_hdr(wsi, b, WSI_TOKEN_HTTP_REFERER, "Referer");
-	proxy_copy_hdr(wsi, b, WSI_TOKEN_HTTP_CACHE_CONTROL, "Cache-Control");
-	proxy_copy_hdr(wsi, b, WSI_TOKEN_ORIGIN, "Origin");
-	proxy_copy_cookie(wsi, b);
+	proxy_client_hdrs(wsi, b, x->port, x->by_host, 0);
 	/* Authorization only when it is not termd's own credential */
 	char auth[600];
 	if (lws_hdr_copy(wsi, auth, sizeof auth, WSI_TOKEN_HTTP_AUTHORIZATION) > 0 &&
