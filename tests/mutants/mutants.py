@@ -86,8 +86,8 @@ MUTANTS = [
     # ---- issue 38: eleven the suite caught (credentials, view token, ids, fidelity, ...)
     dict(name="token-longer",
          file="termd/net/http.c",
-         search="unsigned char diff = (unsigned char)(gl != wl);",
-         replace="unsigned char diff = 0;",
+         search="if (opts.token && h1_token_eq(got, opts.token))",
+         replace="if (opts.token && !strncmp(got, opts.token, strlen(opts.token)))",
          tests=[R + "test_health_events.py::test_token_auth", R + "test_routes.py"],
          why="the token check compares the token's length of what was given: the token with "
              "anything after it passes (survived until issue 38's test)"),

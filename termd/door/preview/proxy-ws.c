@@ -159,14 +159,7 @@ static void build_upgrade(struct lws *wsi, buf_t *b, const char *path, int port,
 {
 	buf_printf(b, "GET %s HTTP/1.1\r\nHost: localhost:%d\r\nUpgrade: websocket\r\n"
 		      "Connection: Upgrade\r\n", path, port);
-	proxy_copy_hdr(wsi, b, WSI_TOKEN_KEY, "Sec-WebSocket-Key");
-	proxy_copy_hdr(wsi, b, WSI_TOKEN_VERSION, "Sec-WebSocket-Version");
-	proxy_copy_hdr(wsi, b, WSI_TOKEN_PROTOCOL, "Sec-WebSocket-Protocol");
-	proxy_copy_hdr(wsi, b, WSI_TOKEN_EXTENSIONS, "Sec-WebSocket-Extensions");
-	proxy_copy_hdr(wsi, b, WSI_TOKEN_ORIGIN, "Origin");
-	proxy_copy_hdr(wsi, b, WSI_TOKEN_HTTP_USER_AGENT, "User-Agent");
-	proxy_copy_cookie(wsi, b);
-	proxy_forwarded(wsi, b, port, by_host);   /* (no TLS here: Proto http) */
+	proxy_client_hdrs(wsi, b, port, by_host, 1);   /* (no TLS here: Proto http) */
 	buf_append(b, "\r\n", 2);
 }
 
