@@ -308,6 +308,14 @@ MUTANTS = [
          replace="\tif (0) {",
          tests=[R + "test_ports.py::test_proxy_websocket_to_a_client_that_reads_nothing"],
          why="a tunnel reads the app whatever the client has not taken: termd's memory grows with it"),
+    dict(name="proxy-post-rearm-lost",
+         file="termd/door/proxy.c",
+         search="\tif (x->out_off < x->out.len) {\n\t\tserver_timer(&x->rearm, px_rearm, 1);\n",
+         replace="\tif (x->out_off < x->out.len) {\n\t\tlws_callback_on_writable(x->up);\n"
+                 "\t\t(void)px_rearm;\n",
+         tests=[R + "test_ports.py::test_proxy_big_post_reaches_the_app_whole"],
+         why="the preview's wish to write the rest of a request, made in its WRITEABLE callback, "
+             "is lost: a big POST never reaches the app whole"),
     # (the tunnel's client fd left without O_NONBLOCK is no bug: lws made the
     # socket non-blocking when it accepted it, lws_plat_set_socket_options,
     # and the fd proxy-ws.c dups shares that flag; the tunnel test lets such
