@@ -316,6 +316,14 @@ MUTANTS = [
          tests=[R + "test_ports.py::test_proxy_big_post_reaches_the_app_whole"],
          why="the preview's wish to write the rest of a request, made in its WRITEABLE callback, "
              "is lost: a big POST never reaches the app whole"),
+    dict(name="pty-input-rearm-lost",
+         file="termd/core/pty.c",
+         search="\t\tif (p->inq.len && p->wsi)\n\t\t\tserver_timer(&p->in_sul, input_rearm, 1);\n",
+         replace="\t\tif (p->inq.len && p->wsi)\n\t\t\tlws_callback_on_writable(p->wsi);\n"
+                 "\t\t(void)input_rearm;\n",
+         tests=[R + "test_sessions.py::test_input_bigger_than_the_pty_takes_arrives_whole"],
+         why="a pty's wish to write more input, made in its WRITEABLE callback, is lost: "
+             "input bigger than the pty takes stops until more is typed"),
     # (the tunnel's client fd left without O_NONBLOCK is no bug: lws made the
     # socket non-blocking when it accepted it, lws_plat_set_socket_options,
     # and the fd proxy-ws.c dups shares that flag; the tunnel test lets such
