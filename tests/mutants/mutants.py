@@ -324,6 +324,14 @@ MUTANTS = [
          tests=[R + "test_sessions.py::test_input_bigger_than_the_pty_takes_arrives_whole"],
          why="a pty's wish to write more input, made in its WRITEABLE callback, is lost: "
              "input bigger than the pty takes stops until more is typed"),
+    dict(name="plugin-request-rearm-lost",
+         file="termd/action/plugin-prog.c",
+         search="\tif (pl->outq.len && pl->in_wsi)\n\t\tserver_timer(&pl->in_sul, in_rearm, 1);\n",
+         replace="\tif (pl->outq.len && pl->in_wsi)\n\t\tlws_callback_on_writable(pl->in_wsi);\n"
+                 "\t(void)in_rearm;\n",
+         tests=[R + "test_plugins.py::test_request_bigger_than_the_pipe_reaches_the_program_whole"],
+         why="a plugin program's stdin: the wish to write the rest of a long request, made in its "
+             "WRITEABLE callback, is lost: the request stops half written"),
     # (the tunnel's client fd left without O_NONBLOCK is no bug: lws made the
     # socket non-blocking when it accepted it, lws_plat_set_socket_options,
     # and the fd proxy-ws.c dups shares that flag; the tunnel test lets such
