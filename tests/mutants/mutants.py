@@ -332,6 +332,12 @@ MUTANTS = [
          tests=[R + "test_plugins.py::test_request_bigger_than_the_pipe_reaches_the_program_whole"],
          why="a plugin program's stdin: the wish to write the rest of a long request, made in its "
              "WRITEABLE callback, is lost: the request stops half written"),
+    dict(name="link-proxy-held-for-good",
+         file="termd/door/link-proxy.c",
+         search="\tif (lp->ws_held && lp->ws && lp->to_tcp.len - lp->to_tcp_off < LP_HELD_MAX / 2) {",
+         replace="\tif (0) {",
+         tests=[R + "test_link.py::test_link_proxy_carries_an_upload_bigger_than_it_holds"],
+         why="link.proxy: the backend's side, once held, is never let go: an upload stops at 1 MiB"),
     # (the tunnel's client fd left without O_NONBLOCK is no bug: lws made the
     # socket non-blocking when it accepted it, lws_plat_set_socket_options,
     # and the fd proxy-ws.c dups shares that flag; the tunnel test lets such
