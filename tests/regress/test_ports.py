@@ -629,7 +629,7 @@ def test_proxy_websocket_passes_through(termd_factory, tmp_path):
 # upgrade to /flood, writing how many bytes it has sent to the file argv[2]
 # after each frame, then waits; any other path gets one text frame "hello"
 WSFLOOD = r"""
-import base64, hashlib, socket, struct, sys, threading
+import base64, hashlib, os, socket, struct, sys, threading
 def serve(c):
     data = b""
     while b"\r\n\r\n" not in data:
@@ -654,7 +654,6 @@ def serve(c):
             sent += len(frame)
             with open(sys.argv[2] + ".tmp", "w") as f:
                 f.write(str(sent))
-            import os
             os.replace(sys.argv[2] + ".tmp", sys.argv[2])
     try:
         while c.recv(65536):
