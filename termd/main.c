@@ -60,6 +60,9 @@ static const struct limit_opt {
 	 "files one multipart POST /files may write"},
 	{"download-max", &opts.download_max, (size_t)1 << 30, 1024, (size_t)3 << 30,
 	 "bytes of files one /download_files folder may hold (streamed; no zip64: 3 GiB at most)"},
+	{"head-timeout", &opts.head_time, 30, 1, 86400,
+	 "seconds a connection to the front may go without sending a whole request head "
+	 "(idle or part sent) before it is closed"},
 	{"body-idle-timeout", &opts.body_idle, 30, 1, 86400,
 	 "seconds a request body may pause before termd answers 408 and closes"},
 	{"body-timeout", &opts.body_time, 600, 1, 86400,

@@ -55,6 +55,7 @@ struct termd_opts {
 	size_t list_max;          /* --list-max: entries one listing answers */
 	size_t upload_parts;      /* --upload-parts: files one multipart POST /files writes */
 	size_t download_max;      /* --download-max: bytes of files in one /download_files */
+	size_t head_time;         /* --head-timeout: seconds the front waits for a request head */
 	size_t body_idle;         /* --body-idle-timeout: seconds a request body may pause */
 	size_t body_time;         /* --body-timeout: seconds a request body may take */
 	size_t stdin_max;         /* --stdin-max: bytes waiting for a session's input */

@@ -84,7 +84,10 @@ static ssize_t body_read(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t l
 static void submit(struct h2stream *s, const nghttp2_nv *nv, size_t n)
 {
 	nghttp2_data_provider prd = {.source.ptr = s, .read_callback = body_read};
-	nghttp2_submit_response(s->c->h2->ng, s->id, nv, n, &prd);
+	/* no body (HEAD, 204, 304, Content-Length 0): END_STREAM on the
+	 * HEADERS, not an empty DATA frame after them */
+	int none = s->rst == R_DONE && !s->body.len;
+	nghttp2_submit_response(s->c->h2->ng, s->id, nv, n, none ? NULL : &prd);
 	s->submitted = 1;
 }
 

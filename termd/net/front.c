@@ -31,7 +31,6 @@
 #define FR_MAX_LISTEN (1 + TD_MAX_EXTRA_LISTEN)
 #define FR_MAX_CONNS 1024
 #define FR_HANDSHAKE_US (10 * 1000000ull)   /* TLS handshake */
-#define FR_HEAD_US (30 * 1000000ull)        /* a request head begun and not ended */
 #define FR_H2_IDLE_US (120 * 1000000ull)    /* an HTTP/2 connection without a stream */
 
 static struct fwatch lis[FR_MAX_LISTEN];
@@ -489,6 +488,8 @@ static void on_accept(struct fwatch *w)
 static void check_timeouts(void)
 {
 	uint64_t now = fr_now();
+	/* --head-timeout: a request head begun and not ended, or none begun */
+	uint64_t head_us = (uint64_t)(opts.head_time ? opts.head_time : 30) * 1000000ull;
 	if (paused) {
 		paused = 0;
 		for (int i = 0; i < nlis; i++)
@@ -498,9 +499,9 @@ static void check_timeouts(void)
 		n = c->next;
 		if (c->handshaking && now - c->last_us > FR_HANDSHAKE_US)
 			conn_close(c);
-		else if (c->head_us && now - c->head_us > FR_HEAD_US)
+		else if (c->head_us && now - c->head_us > head_us)
 			conn_close(c);
-		else if (!c->h2 && !fr_h1_forwarding(c) && now - c->last_us > FR_HEAD_US)
+		else if (!c->h2 && !fr_h1_forwarding(c) && now - c->last_us > head_us)
 			conn_close(c);   /* no request yet: lws's idle timeout is not there to help */
 		else if (c->h2 && fr_h2_idle(c) && now - c->last_us > FR_H2_IDLE_US)
 			conn_close(c);

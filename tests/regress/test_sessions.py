@@ -652,3 +652,35 @@ def test_program_that_closes_its_output_early_is_not_hung_up(termd, ev):
         codes.append((e["extras"]["exit_code"], e["extras"]["signal"]))
         close_session(ev, name)
     assert codes == [(0, None)] * 20, codes
+
+
+def test_input_bigger_than_the_pty_takes_arrives_whole(termd, ev):
+    """2 MB of session.stdin to a program on a pty (raw mode) arrive whole:
+    the pty takes a few KiB at a time, so termd writes the rest as it is
+    read, over many turns. termd's wish to write again, made while writing
+    (lws drops it after its WRITEABLE callback), was once lost: the input
+    stopped after some 20 KiB until more was typed."""
+    ready, out = termd.home / "raw.ready", termd.home / "raw.out"
+    size = 2000000
+    open_session(ev, "raw", command="stty raw -echo && touch %s && head -c %d > %s; sleep 600"
+                 % (ready, size, out))
+    wait_until(ready.exists, T, 0.05, what="the pty in raw mode")
+    data = b"".join(b"%07d\n" % i for i in range(size // 8))
+    assert len(data) == size
+    import base64
+    o = call(ev, "session.stdin", {"session": "raw", "encoding": "base64",
+                                   "content": base64.b64encode(data).decode()})
+    assert o.get("observation") == "session.stdin" and o["extras"]["bytes"] == size, fmt(o)
+
+    def written():
+        try:
+            return out.stat().st_size
+        except OSError:
+            return 0
+
+    try:
+        wait_until(lambda: written() >= size, 60, 0.1, what="2 MB through the pty")
+    except AssertionError:
+        raise AssertionError("%d of %d bytes came through the pty" % (written(), size))
+    assert out.read_bytes() == data
+    call(ev, "session.close", {"session": "raw"})

@@ -38,6 +38,7 @@ struct px {
 	int chunked;               /* upstream's body is chunked */
 	struct h1_chunk ck;        /* ... its framing so far */
 	int held;
+	lws_sorted_usec_list_t rearm;   /* asks for upstream writable again */
 };
 
 /* ------------------------------------------------------------ helpers */
@@ -127,6 +128,7 @@ int proxy_host_port(struct lws *wsi)
 
 static void px_free(struct px *x)
 {
+	server_timer(&x->rearm, NULL, 0);
 	if (x->up) {
 		lws_set_opaque_user_data(x->up, NULL);
 		lws_set_timeout(x->up, PENDING_TIMEOUT_KILLED_BY_PARENT, LWS_TO_KILL_ASYNC);
@@ -300,6 +302,16 @@ static void up_readable(struct px *x)
 			return;
 }
 
+/* lws takes POLLOUT off a raw file's wsi after its WRITEABLE callback
+ * (up_write's caller): writable is asked for again from a timer, after
+ * lws's turn, or the rest of the request would wait for good */
+static void px_rearm(lws_sorted_usec_list_t *sul)
+{
+	struct px *x = lws_container_of(sul, struct px, rearm);
+	if (x->up)
+		lws_callback_on_writable(x->up);
+}
+
 static void up_write(struct px *x)
 {
 	int fd = lws_get_socket_fd(x->up);
@@ -323,7 +335,7 @@ static void up_write(struct px *x)
 		x->out_off += (size_t)n;
 	}
 	if (x->out_off < x->out.len) {
-		lws_callback_on_writable(x->up);
+		server_timer(&x->rearm, px_rearm, 1);
 	} else {
 		buf_free(&x->out);
 		x->out_off = 0;
