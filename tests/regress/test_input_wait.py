@@ -98,6 +98,17 @@ def test_line_read_from_the_terminal_however_opened(client, command, reader):
     assert r.output.splitlines()[-1] == "got=Ann", r
 
 
+def test_a_reader_whose_name_holds_a_parenthesis_is_seen(client, tmp_path):
+    # /proc/PID/stat gives the name in parentheses and the name may hold
+    # anything, ") " too: the fields are read after the last ')'
+    prog = tmp_path / "rd) S 1 x"
+    shutil.copy("/bin/sh", prog)
+    r = ask(client, "'%s' -c 'printf \"Name? \"; read x; echo got=$x'" % prog, "line", timeout=10)
+    assert r.waiting.prompt == "Name?", r
+    r = done(answer(client, "Bo"))
+    assert r.output.splitlines()[-1] == "got=Bo", r
+
+
 def test_patch_reversed_question(client, tmp_path):
     # issue 33's case: patch asks on /dev/tty (its stdin is the patch file)
     (tmp_path / "a.txt").write_text("alpha\nbeta\ngamma\n")
