@@ -531,6 +531,21 @@ def test_next_previous_and_pick(termd, ev, viewers):
     attached(v, "second")
 
 
+def test_previous_and_next_go_opposite_ways(termd, ev, viewers):
+    # with three sessions (main, second, third) p from main wraps back to
+    # third and n goes forward again: two sessions could not tell them apart
+    for name in ("second", "third"):
+        ev.call("session.open", {"name": name, "cols": 80, "rows": 20})
+        tdtest.run_done(ev, "true", session=name)
+    v = attached(viewers(termd.url))
+    v.prefix("p")
+    attached(v, "third")
+    v.prefix("p")
+    attached(v, "second")
+    v.prefix("n")
+    attached(v, "third")
+
+
 def test_small_viewer_is_clipped_around_the_cursor(termd, ev, viewers):
     v = attached(viewers(termd.url, cols=60, rows=12))
     assert "clipped" in v.status()
