@@ -62,6 +62,12 @@ def test_frame_shape_headers_and_typed_result():
     assert p.observation == "ping"
 
 
+def test_screen_cursor_is_row_then_column():
+    s = termd.Screen.from_dict({"observation": "screen", "content": "ab\ncd",
+                                "extras": {"cols": 80, "rows": 2, "cursor": {"row": 1, "col": 2}}})
+    assert s.cursor == termd.Cursor(1, 2) and (s.cursor.row, s.cursor.col) == (1, 2), s.cursor
+
+
 def test_generic_call_and_every_arg_reachable():
     with FakeServer(answer_all) as srv:
         t = termd.Termd(srv.url, **FAST)
@@ -201,9 +207,9 @@ def test_cause_null_too_large_goes_to_the_largest_action():
         async with termd.AsyncTermd(url, **FAST) as t:
             p = asyncio.ensure_future(t.ping())
             await asyncio.sleep(0.1)
-            with pytest.raises(termd.TooLargeError):
-                await t.write("/f", "x" * 100000)
-            assert (await p).observation == "pong"
+            with pytest.raises(termd.TooLargeError):   # (wait: a miss fails, it does not hang)
+                await t.write("/f", "x" * 100000, wait=30)
+            assert (await asyncio.wait_for(p, 30)).observation == "pong"
     with FakeServer(script) as srv:
         asyncio.run(main(srv.url))
 
