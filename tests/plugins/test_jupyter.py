@@ -83,6 +83,13 @@ def test_exception_has_no_colour_and_later_cells_run(plug):
         assert ao["extras"]["status"] == "ok" and body(ao) == str(i)
 
 
+def test_private_mode_sequences_are_stripped_too(plug):
+    # ESC [ ? 25 l (hide the cursor) is a CSI with a private marker: stripped
+    # like the colours, not left in the answer
+    a = plug.run("print('\\x1b[?25lhidden\\x1b[?25h \\x1b[1;31mred\\x1b[0m')")
+    assert body(a) == "hidden red", repr(body(a))
+
+
 def test_input_is_not_available(plug):
     a = plug.run("input('name? ')")
     assert a["extras"]["status"] == "error" and "StdinNotImplementedError" in body(a)
