@@ -232,6 +232,24 @@ def test_cwd_follows_the_request(tmp_path):
         assert p.close() == 0
 
 
+def test_the_cell_after_an_error_runs_with_a_kernel_slow_to_stop_aborting(tmp_path):
+    # termd-jupyter asks with stop_on_error false: a cell after one that raised
+    # runs, even on a kernel that goes on aborting requests for a minute after
+    # an error it was told to stop on (its stop_on_error_timeout, set here)
+    prof = tmp_path / "ipython" / "profile_default"
+    prof.mkdir(parents=True)
+    (prof / "ipython_kernel_config.py").write_text(
+        "c.Kernel.stop_on_error_timeout = 60.0\nc.IPythonKernel.stop_on_error_timeout = 60.0\n")
+    p = Plugin(cwd=str(tmp_path), env={"IPYTHONDIR": str(tmp_path / "ipython")})
+    try:
+        a = p.run("raise ValueError('boom')")
+        assert a["extras"]["status"] == "error" and "ValueError: boom" in body(a), a
+        a = p.run("print('after')")
+        assert a["extras"]["status"] == "ok" and body(a) == "after", a
+    finally:
+        assert p.close() == 0
+
+
 def test_kernel_death_restart_and_init_code(tmp_path):
     p = Plugin(cwd=str(tmp_path))
     try:
