@@ -434,6 +434,17 @@ def test_two_viewers_at_once(termd, ev, viewers):
         v.wait(lambda t: "2 viewers" in t, what="2 viewers")
 
 
+def test_viewer_count_goes_down_when_one_leaves(termd, ev, viewers):
+    a = attached(viewers(termd.url))
+    a.wait(lambda t: "| 1 viewer " in t, what="1 viewer")
+    b = attached(viewers(termd.url))
+    a.wait(lambda t: "| 2 viewers" in t, what="2 viewers")
+    b.prefix("d")
+    rc, text = b.exit_status()
+    assert rc == 0, text
+    a.wait(lambda t: "| 1 viewer " in t, what="1 viewer again after a detach")
+
+
 def test_running_command_and_exit_code_in_status(termd, ev, viewers):
     v = attached(viewers(termd.url))
     obs = tdtest.run(ev, "sleep 3; (exit 4)", timeout=0.3)
