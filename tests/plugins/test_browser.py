@@ -305,6 +305,14 @@ def test_press_enter_submits(plugin, site):
 
 # ---- navigation and tabs ----
 
+def test_press_with_shift_types_the_shifted_character(plugin, site):
+    plugin.browse(site + "/form.html")
+    q = bid_of(plugin.act("noop(0)")["extras"]["axtree"], "textbox", "Query")
+    a = plugin.act("fill('%s', 'x')\npress('%s', 'Shift+a')\npress('%s', 'b')" % (q, q, q))
+    assert a["extras"]["error"] is False, a["extras"]["last_browser_action_error"]
+    assert "value='xAb'" in a["extras"]["axtree"], a["extras"]["axtree"]
+
+
 def test_click_link_go_back_go_forward(plugin, site):
     plugin.browse(site + "/second.html")
     link = bid_of(plugin.act("noop(0)")["extras"]["axtree"], "link", "to third")
