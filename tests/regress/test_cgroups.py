@@ -423,6 +423,20 @@ def test_limits_per_session_override_defaults(td):
     assert "bad" not in sessions(ev)
 
 
+def test_limit_sizes_are_binary_with_any_suffix(td):
+    """K, M, G, T are powers of 1024, with or without B / iB, in any case,
+    and a fraction is allowed: "1G" is 2^30 like "1M" is 2^20."""
+    t = td([])
+    need_cgroups(t)
+    ev = t.events()
+    for i, (given, want) in enumerate([("1G", 1 << 30), ("2GiB", 2 << 30), ("1.5g", 3 << 29),
+                                       ("64MB", 64 << 20), ("65536k", 64 << 20)]):
+        o = ev.call("session.open", {"name": "size%d" % i, "limits": {"memory": given}})
+        assert o["observation"] == "session.open", fmt(o)
+        assert o["extras"]["limits"]["memory"] == want, (given, fmt(o))
+        ev.call("session.close", {"name": "size%d" % i})
+
+
 def test_without_cgroups(td, tmp_path):
     """--cgroups off: said once at start and in /healthz; sessions have no
     limits (null) nor usage, a limit asked for is bad_request; whole-tree

@@ -98,6 +98,31 @@ def test_line_read_from_the_terminal_however_opened(client, command, reader):
     assert r.output.splitlines()[-1] == "got=Ann", r
 
 
+def test_a_reader_whose_name_holds_a_parenthesis_is_seen(client, tmp_path):
+    # /proc/PID/stat gives the name in parentheses and the name may hold
+    # anything, ") " too: the fields are read after the last ')'
+    prog = tmp_path / "rd) S 1 x"
+    shutil.copy("/bin/sh", prog)
+    r = ask(client, "'%s' -c 'printf \"Name? \"; read x; echo got=$x'" % prog, "line", timeout=10)
+    assert r.waiting.prompt == "Name?", r
+    r = done(answer(client, "Bo"))
+    assert r.output.splitlines()[-1] == "got=Bo", r
+
+
+@pytest.mark.parametrize("call", ["select", "poll"])
+def test_a_program_that_selects_or_polls_the_terminal_alone_is_waiting(client, call):
+    # it waits in select() or poll() on the terminal only (the last and only
+    # descriptor of the set, asked for input), then reads the line
+    wait = ("select.select([sys.stdin], [], [])" if call == "select" else
+            "p = select.poll(); p.register(sys.stdin, select.POLLIN); p.poll()")
+    prog = ("import select, sys; print('Ready? ', end='', flush=True); %s; "
+            "print('got', sys.stdin.readline().strip())" % wait)
+    r = ask(client, '%s -c "%s"' % (PY, prog), "line", timeout=10)
+    assert r.waiting.prompt == "Ready?", r
+    r = done(answer(client, "yes"))
+    assert r.output.splitlines()[-1] == "got yes", r
+
+
 def test_patch_reversed_question(client, tmp_path):
     # issue 33's case: patch asks on /dev/tty (its stdin is the patch file)
     (tmp_path / "a.txt").write_text("alpha\nbeta\ngamma\n")

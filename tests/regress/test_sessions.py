@@ -11,7 +11,8 @@ import time
 import pytest
 
 import wsclient
-from tdtest import PY, assert_error, content, drain, finish, fmt, free_port, run, run_done, run_obs, wait_until
+from tdtest import (PY, assert_error, content, drain, finish, fmt, free_port, lines, run, run_done, run_obs,
+                    wait_until)
 
 # Generous: the suite also runs under AddressSanitizer (~3x slower).
 T = 90.0
@@ -322,6 +323,16 @@ def test_signal_reaches_foreground_job(ev):
     assert got[-1]["extras"]["exit_code"] == 128 + 15, fmt(got[-1])
     # the shell itself was not hit
     assert content(run_done(ev, "echo alive", session="sig")) == "alive"
+
+
+def test_programs_start_with_default_signal_dispositions(ev):
+    # termd ignores SIGPIPE for itself; a session's programs must not inherit
+    # that: `yes` into a closed pipe dies of SIGPIPE (141), silently, instead
+    # of getting EPIPE and writing "Broken pipe" errors
+    obs = run_done(ev, 'yes | head -1; echo "status ${PIPESTATUS[*]}"')
+    assert lines(obs) == ["y", "status 141 0"], fmt(obs)
+    obs = run_done(ev, "grep -E '^Sig(Ign|Blk):' /proc/self/status")
+    assert [ln.split() for ln in lines(obs)] == [["SigBlk:", "0" * 16], ["SigIgn:", "0" * 16]], fmt(obs)
 
 
 def _start_tree(ev, name, tag):
