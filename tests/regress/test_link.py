@@ -713,7 +713,7 @@ def test_stalled_peer_mid_command_replayed(termd_factory, tmp_path):
         c1, _ = srv.accept()
         e1 = LinkEnd(c1)
         assert json.loads(e1.recv_msg())["observation"] == "hello"
-        e1._send(0x81, json.dumps({"id": "st-1", "action": "run", "args": args}).encode())
+        e1.call("run", args, "st-1")
         t0 = time.monotonic()
         # stalled from here: nothing read, no pong
         c2, _ = srv.accept()
