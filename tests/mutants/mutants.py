@@ -343,4 +343,12 @@ MUTANTS = [
          tests=[R + "test_upgrade2.py::test_shell_continuation_kept_across_an_upgrade"],
          why="the run's command the shell reads the rest of (PS2) is not in the hand-over "
              "record: after an upgrade nothing is running and is_input lines are refused"),
+    # ---- issue 46, ports, file work as root, stream hold
+    dict(name="ports-termd-own-socket-matched",
+         file="termd/action/ports.c",
+         search="\tprocscan_fds(getpid(), scan_own_fd, &unmatched);\n",
+         replace="\t(void)scan_own_fd;\n",
+         tests=[R + "test_hardening4.py::test_termd_listener_held_by_a_session_is_not_its_port"],
+         why="termd's own listening socket, held by a session's program too (the first shell "
+             "before its exec), is listed as that program's port and proxied to termd itself"),
 ]

@@ -1,0 +1,172 @@
+"""Issue 46 (hardening, round four): each finding's test, failing on the
+build before it.
+
+- 5: termd's own listening sockets are never a session's port: not when a
+  session's program holds a copy of one (as the first shell does between
+  its fork and its exec, or any program that took one), not after an
+  upgrade in place, not in many fresh starts; and /proxy/<termd's port>/ is
+  refused (404).
+- port.wait answers ready: true only once the port is in ports.list, so
+  /proxy/<port>/ admits it at that moment.
+"""
+
+import http.client
+import json
+import os
+import signal
+import socket
+import time
+
+import pytest
+
+import tdtest
+from tdtest import fmt, wait_until
+
+T = 60.0
+TOKEN = "hardening4-token-0123456789"
+FULL = {"Authorization": "Bearer " + TOKEN}
+
+
+# ------------------------------------------------------------ helpers
+
+def tcp_port(t):
+    return int(t.url.rsplit(":", 1)[1])
+
+
+def listed(ev):
+    lst = ev.call("ports.list", {}, timeout=T)
+    assert lst.get("observation") == "ports.list", fmt(lst)
+    return lst["extras"]["ports"]
+
+
+def listed_ports(ev):
+    return [p["port"] for p in listed(ev)]
+
+
+def get(t, path, headers=FULL):
+    c = http.client.HTTPConnection("127.0.0.1", tcp_port(t), timeout=30)
+    try:
+        c.request("GET", path, headers=headers)
+        r = c.getresponse()
+        return r.status, r.read()
+    finally:
+        c.close()
+
+
+def listen_inodes(port):
+    """The inodes of the LISTEN sockets on port (IPv4 and IPv6)."""
+    out = set()
+    for path in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(path) as f:
+            next(f)
+            for line in f:
+                x = line.split()
+                if x[3] == "0A" and int(x[1].rsplit(":", 1)[1], 16) == port:
+                    out.add(int(x[9]))
+    return out
+
+
+def fd_of(pid, inodes):
+    """A descriptor of pid that is one of these sockets."""
+    d = "/proc/%d/fd" % pid
+    for name in os.listdir(d):
+        try:
+            target = os.readlink(os.path.join(d, name))
+        except OSError:
+            continue
+        if target.startswith("socket:[") and int(target[8:-1]) in inodes:
+            return int(name)
+    raise AssertionError("termd (pid %d) holds none of %r" % (pid, inodes))
+
+
+def kill(pid):
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def pid_of(obs):
+    pids = [int(l[4:]) for l in tdtest.lines(obs) if l.startswith("PID=")]
+    assert len(pids) == 1, fmt(obs)
+    return pids[0]
+
+
+# a program of a session that takes a copy of termd's listening socket
+# (pidfd_getfd: the copy the first shell has between fork and exec, made
+# to stay) and listens on a port of its own, so the test knows when it was
+# matched
+HOLDER = r"""import ctypes, os, socket, sys, time
+termd, fd, port = (int(a) for a in sys.argv[1:4])
+libc = ctypes.CDLL(None, use_errno=True)
+pidfd = os.pidfd_open(termd)
+copy = libc.syscall(438, pidfd, fd, 0)    # SYS_pidfd_getfd
+if copy < 0:
+    print("pidfd_getfd: errno", ctypes.get_errno(), flush=True)
+    sys.exit(1)
+own = socket.socket()
+own.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+own.bind(("127.0.0.1", port))
+own.listen(4)
+print("HELD", copy, flush=True)
+time.sleep(600)
+"""
+
+
+# ------------------------------------------------------------ item 5
+
+def test_termd_listener_held_by_a_session_is_not_its_port(termd_factory):
+    """A program of main holds a copy of termd's listening socket; its own
+    port is listed, termd's is not (before the upgrade, and after it, when
+    the new termd meets the copy before anything else), and
+    /proxy/<termd's port>/healthz is 404, not termd's own healthz."""
+    from test_upgrade import upgrade
+    t = termd_factory(token=TOKEN, tcp=True)
+    ev = t.events()
+    tport = tcp_port(t)
+    fd = fd_of(t.proc.pid, listen_inodes(tport))
+    (t.home / "holder.py").write_text(HOLDER)
+    own = tdtest.free_port()
+    pid = pid_of(tdtest.run_done(ev, "%s holder.py %d %d %d >holder.out 2>&1 & echo PID=$!"
+                                 % (tdtest.PY, t.proc.pid, fd, own)))
+    try:
+        out = t.home / "holder.out"
+        wait_until(lambda: out.exists() and "HELD" in out.read_text(), T,
+                   what="the holder's copy of termd's socket")
+        wait_until(lambda: own in listed_ports(ev), T, what="the holder's own port listed")
+        lst = listed(ev)
+        assert tport not in [p["port"] for p in lst], (tport, lst)
+        assert get(t, "/proxy/%d/healthz" % tport)[0] == 404
+
+        code, ev2, ans = upgrade(t, ev)
+        assert ans["extras"].get("ok") is True, fmt(ans)
+        # the new termd's table is new: its first scan meets the copy
+        wait_until(lambda: own in listed_ports(ev2), T, what="the holder's port listed again")
+        lst = listed(ev2)
+        assert tport not in [p["port"] for p in lst], (tport, lst)
+        st, body = get(t, "/proxy/%d/healthz" % tport)
+        assert st == 404, (st, body[:200])
+    finally:
+        kill(pid)
+
+
+LISTENER = ("import socket, sys, time; s = socket.socket(); s.bind(('127.0.0.1', %d)); "
+            "s.listen(1); time.sleep(600)")
+
+
+@pytest.mark.parametrize("start", range(8))
+def test_fresh_start_never_lists_termds_port(termd_factory, start):
+    """A fresh termd on TCP: once a port of main's is listed (the scan has
+    run), termd's own port is not, whatever its first scan met."""
+    t = termd_factory(token=TOKEN, tcp=True)
+    ev = t.events()
+    tport = tcp_port(t)
+    own = tdtest.free_port()
+    pid = pid_of(tdtest.run_done(ev, "%s -c %s >/dev/null 2>&1 & echo PID=$!"
+                                 % (tdtest.PY, json.dumps(LISTENER % own))))
+    try:
+        wait_until(lambda: own in listed_ports(ev), T, what="main's port listed")
+        lst = listed(ev)
+        assert tport not in [p["port"] for p in lst], (tport, lst)
+    finally:
+        kill(pid)
