@@ -351,4 +351,12 @@ MUTANTS = [
          tests=[R + "test_hardening4.py::test_termd_listener_held_by_a_session_is_not_its_port"],
          why="termd's own listening socket, held by a session's program too (the first shell "
              "before its exec), is listed as that program's port and proxied to termd itself"),
+    dict(name="port-wait-ready-before-listed",
+         file="termd/action/ports.c",
+         search="\treturn ports_find(port) && port_accepts(port);",
+         replace="\treturn port_accepts(port);",
+         tests=[R + "test_hardening4.py::test_port_wait_ready_means_listed_and_proxied",
+                R + "test_hardening4.py::test_port_wait_a_foreign_listener_is_not_ready"],
+         why="port.wait answers ready as soon as anything accepts: before the scan lists the "
+             "port (the proxy then answers 404), or for a listener not a session's"),
 ]

@@ -170,3 +170,47 @@ def test_fresh_start_never_lists_termds_port(termd_factory, start):
         assert tport not in [p["port"] for p in lst], (tport, lst)
     finally:
         kill(pid)
+
+
+# ------------------------------------------------------------ port.wait
+
+SERVER = "python3 -m http.server %d --bind 127.0.0.1 >/dev/null 2>&1 & echo PID=$!"
+
+
+def test_port_wait_ready_means_listed_and_proxied(termd_factory):
+    """A wait sent before the server starts: when it answers ready, the
+    port is in ports.list at that moment and /proxy/<port>/ reaches it (not
+    404), every time."""
+    t = termd_factory(token=TOKEN, tcp=True)
+    ev = t.events()
+    for i in range(5):
+        port = tdtest.free_port()
+        wid = ev.send_action("port.wait", {"port": port, "timeout": 30})
+        pid = pid_of(tdtest.run_done(ev, SERVER % port))
+        try:
+            w = ev.wait_for(lambda o: o.get("cause") == wid, T)
+            assert w["observation"] == "port.wait" and w["extras"]["ready"] is True, fmt(w)
+            lst = listed(ev)
+            assert port in [p["port"] for p in lst], (i, port, lst)
+            st, body = get(t, "/proxy/%d/" % port)
+            assert st == 200, (i, st, body[:200])
+        finally:
+            kill(pid)
+
+
+def test_port_wait_a_foreign_listener_is_not_ready(termd_factory):
+    """A port only a program outside termd's sessions listens on is not in
+    ports.list: port.wait is not ready, and says that it accepts."""
+    t = termd_factory(token=TOKEN, tcp=True)
+    ev = t.events()
+    mine = socket.socket()
+    mine.bind(("127.0.0.1", 0))
+    mine.listen(4)
+    try:
+        port = mine.getsockname()[1]
+        w = ev.call("port.wait", {"port": port, "timeout": 0.5}, timeout=T)
+        assert w["observation"] == "port.wait" and w["extras"]["ready"] is False, fmt(w)
+        assert "not a session's" in w["content"], fmt(w)
+        assert get(t, "/proxy/%d/" % port)[0] == 404
+    finally:
+        mine.close()
