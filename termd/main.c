@@ -67,7 +67,10 @@ static const struct limit_opt {
 	{"stdin-max", &opts.stdin_max, (size_t)8 << 20, 1024, (size_t)1 << 34,
 	 "bytes waiting for a session's input (session.stdin, envd SendInput); more is refused"},
 	{"stream-max", &opts.stream_max, (size_t)8 << 20, 65536, (size_t)1 << 34,
-	 "bytes one HTTP stream (envd Start/Connect/WatchDir) holds for a client before it is cut"},
+	 "bytes one HTTP stream (envd Start/Connect/WatchDir) holds for a client before it is cut;\n"
+	 "                             a process's own stream (Start/Connect) holds the process instead"},
+	{"stream-stall", &opts.stream_stall, 60, 1, 86400,
+	 "seconds a process stream's client may read nothing while the process is held (then cut)"},
 	{"max-streams", &opts.max_streams, 128, 1, 100000,
 	 "HTTP streams open at once, in all"},
 	{"max-streams-per-client", &opts.max_streams_client, 32, 1, 100000,

@@ -59,6 +59,8 @@ struct termd_opts {
 	size_t body_time;         /* --body-timeout: seconds a request body may take */
 	size_t stdin_max;         /* --stdin-max: bytes waiting for a session's input */
 	size_t stream_max;        /* --stream-max: bytes one HTTP stream holds before it is cut */
+	size_t stream_stall;      /* --stream-stall: seconds a held process stream's client may
+				   * read nothing before it is cut */
 	size_t max_streams;       /* --max-streams: HTTP streams open at once, in all */
 	size_t max_streams_client; /* --max-streams-per-client: ... from one client address */
 	size_t watcher_max;       /* --watcher-max: bytes of events a polled watcher keeps */

@@ -359,4 +359,18 @@ MUTANTS = [
                 R + "test_hardening4.py::test_port_wait_a_foreign_listener_is_not_ready"],
          why="port.wait answers ready as soon as anything accepts: before the scan lists the "
              "port (the proxy then answers 404), or for a listener not a session's"),
+    dict(name="stream-hold-not-applied",
+         file="termd/core/fair.c",
+         search="\tif (s->fair.out_held) {   /* its consumer is behind: no read at all */",
+         replace="\tif (0 && s->fair.out_held) {",
+         tests=[R + "test_hardening4.py::test_a_process_stream_read_slowly_holds_the_process_and_loses_nothing"],
+         why="a process stream that is behind does not hold its program: termd reads on and "
+             "keeps everything the client has not taken in memory"),
+    dict(name="stream-stall-never-cut",
+         file="termd/door/envd.c",
+         search="now - st->progress_us >= (uint64_t)opts.stream_stall * 1000000u",
+         replace="now - st->progress_us >= (uint64_t)opts.stream_stall * 1000000u && 0",
+         tests=[R + "test_hardening4.py::test_a_process_stream_whose_client_reads_nothing_is_cut_after_the_stall"],
+         why="a client that reads nothing holds its process for ever: never cut after "
+             "--stream-stall"),
 ]

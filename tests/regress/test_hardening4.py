@@ -8,6 +8,9 @@ build before it.
   refused (404).
 - port.wait answers ready: true only once the port is in ports.list, so
   /proxy/<port>/ admits it at that moment.
+- 7: an e2b process stream read slower than the program writes holds the
+  program (nothing dropped, termd's memory bounded); one whose client reads
+  nothing for --stream-stall is cut with resource_exhausted.
 """
 
 import http.client
@@ -214,3 +217,90 @@ def test_port_wait_a_foreign_listener_is_not_ready(termd_factory):
         assert get(t, "/proxy/%d/" % port)[0] == 404
     finally:
         mine.close()
+
+
+# ------------------------------------------------------------ item 7
+
+def process_stream(td, cmd, rcvbuf=1 << 16):
+    from test_hardening3 import open_stream
+    return open_stream(td, "process.Process/Start",
+                       {"process": {"cmd": "/bin/sh", "args": ["-c", cmd]}}, rcvbuf=rcvbuf)
+
+
+def split_answer(data):
+    from test_envd import parse_envelopes
+    head, _, body = data.partition(b"\r\n\r\n")
+    assert b" 200 " in head.split(b"\r\n")[0], head[:200]
+    return parse_envelopes(body)
+
+
+def test_a_process_stream_read_slowly_holds_the_process_and_loses_nothing(termd_factory):
+    """seq prints 38.9 MB through a Start stream (no terminal: pipes) to a
+    client that reads in bursts, slower than it prints, with --stream-max
+    1 MiB: the process waits for the client (its pipe fills), every byte
+    arrives in order and the end is exit 0 (before: the stream was cut at
+    --stream-max with resource_exhausted and the output lost)."""
+    from test_hardening3 import start, kib, sanitized
+    import base64
+    td = start(termd_factory, "--stream-max", "1048576")
+    base = kib(td.proc.pid, "VmHWM")
+    n = 5000000
+    s = process_stream(td, "seq 1 %d" % n)
+    s.settimeout(T)
+    chunks, deadline = [], time.monotonic() + 300
+    while time.monotonic() < deadline:
+        # a burst of at most 1 MiB, then a pause: slower than seq prints
+        got = 0
+        while got < (1 << 20):
+            c = s.recv(1 << 16)
+            if not c:
+                break
+            chunks.append(c)
+            got += len(c)
+        if not c:
+            break
+        time.sleep(0.02)
+    s.close()
+    # held, not kept: termd's peak grew by far less than the 52 MB sent
+    grew = (kib(td.proc.pid, "VmHWM") - base) / 1024
+    assert sanitized(td.proc.pid) or grew < 24, "termd grew by %.1f MiB" % grew
+    envs = split_answer(b"".join(chunks))
+    from test_envd import end_error
+    assert end_error(envs) is None, envs[-1]
+    evs = [m["event"] for f, m in envs if f == 0]
+    out = b"".join(base64.b64decode(e["data"]["stdout"]) for e in evs if "data" in e)
+    ends = [e["end"] for e in evs if "end" in e]
+    assert ends and ends[0].get("exitCode", 0) == 0 and ends[0].get("exited"), ends
+    want = "".join("%d\n" % i for i in range(1, n + 1)).encode()
+    assert len(out) == len(want), (len(out), len(want))
+    assert out == want
+
+
+def test_a_process_stream_whose_client_reads_nothing_is_cut_after_the_stall(termd_factory):
+    """A client that reads nothing: the process is held (not cut at
+    --stream-max), and after --stream-stall 2 s without a byte taken the
+    stream is cut with resource_exhausted naming --stream-stall; the
+    process, let go, runs to its end."""
+    from test_hardening3 import start, opt, unary
+    td = start(termd_factory, "--stream-max", "1048576", *opt("stream-stall", 2))
+    s = process_stream(td, "head -c 300000000 /dev/zero")
+
+    def ended():
+        status, m = unary(td, "process.Process/List", {})
+        assert status == 200, m
+        return not m["processes"]
+
+    wait_until(ended, T, what="the process's end")
+    s.settimeout(T)
+    data = b""
+    while True:
+        c = s.recv(1 << 20)
+        if not c:
+            break
+        data += c
+    s.close()
+    envs = split_answer(data)
+    from test_envd import end_error
+    err = end_error(envs)
+    assert err and err["code"] == "resource_exhausted", envs[-1]
+    assert "--stream-stall" in err["message"], err
