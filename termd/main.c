@@ -115,6 +115,10 @@ static void usage(FILE *f)
 		"  --connect-ping S        ping an idle link after S s, drop it after 2 S (default 20)\n"
 		"  --user NAME             e2b's envd API: the user requests without one act as\n"
 		"                          (its home, its uid when termd is root; default: termd's)\n"
+		"  --user-root-capable auto|yes|no  file work the kernel refuses to the user is done\n"
+		"                          as root (no link the user controls followed, what it makes\n"
+		"                          the user's) where the user may act as root anyway: yes; auto\n"
+		"                          (default): the user is root or has sudo (ALL) NOPASSWD: ALL\n"
 		"  --preview-token-file F  a token that opens /proxy/<port>/ previews and nothing else\n"
 		"  --preview-host-suffix S  Host <port>-<anything>S is a preview of <port>\n"
 		"  --cgroups auto|v2|v1|off  a cgroup per session (default auto: v2 with memory and\n"
@@ -429,7 +433,7 @@ int main(int argc, char **argv)
 	handover_set_argv(argv);
 	enum { O_LISTEN = 256, O_TOKEN, O_VIEW, O_SHELL, O_CWD, O_LOG, O_TLS_CERT, O_TLS_KEY, O_FRONT,
 	       O_PLUGINS, O_PLUGIN_DIR, O_STATE_DIR, O_INSECURE, O_RECORD, O_RECORD_INPUT,
-	       O_CONNECT, O_CONNECT_TOKEN, O_SANDBOX_ID, O_CACERT, O_BACKOFF, O_PING, O_USER,
+	       O_CONNECT, O_CONNECT_TOKEN, O_SANDBOX_ID, O_CACERT, O_BACKOFF, O_PING, O_USER, O_URC,
 	       O_PREVIEW_TOKEN, O_PREVIEW_SUFFIX,
 	       O_CGROUPS, O_NO_CGROUPS, O_SESS_MEM, O_SESS_PIDS, O_SESS_CPU, O_HELP, O_VERSION, O_LIMIT /* + index into limits[] */ };
 	static const struct option fixed[] = {
@@ -447,6 +451,7 @@ int main(int argc, char **argv)
 		{"state-dir", required_argument, NULL, O_STATE_DIR},
 		{"insecure-no-token", no_argument, NULL, O_INSECURE},
 		{"user", required_argument, NULL, O_USER},
+		{"user-root-capable", required_argument, NULL, O_URC},
 		{"record", required_argument, NULL, O_RECORD},
 		{"record-input", no_argument, NULL, O_RECORD_INPUT},
 		{"connect", required_argument, NULL, O_CONNECT},
@@ -538,6 +543,18 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			opts.envd_user = optarg;
+			break;
+		case O_URC:
+			if (!strcmp(optarg, "auto"))
+				opts.user_root_capable = URC_AUTO;
+			else if (!strcmp(optarg, "yes"))
+				opts.user_root_capable = URC_YES;
+			else if (!strcmp(optarg, "no"))
+				opts.user_root_capable = URC_NO;
+			else {
+				fprintf(stderr, "termd: --user-root-capable %s: auto, yes or no\n", optarg);
+				return 2;
+			}
 			break;
 		case O_INSECURE:
 			opts.insecure_no_token = 1;

@@ -859,6 +859,15 @@ static void files(struct http_txn *t)
 		envd_files_get(t);
 }
 
+/* /healthz: "user_root_capable", for the user requests without one act as
+ * (--user, else termd's own) */
+static void envd_health(buf_t *b)
+{
+	struct passwd *pw = opts.envd_user ? getpwnam(opts.envd_user) : getpwuid(geteuid());
+	int yes = pw && fs_user_root_capable(pw->pw_name, pw->pw_uid);
+	buf_printf(b, ",\"user_root_capable\":%s", yes ? "true" : "false");
+}
+
 void envd_register(void)
 {
 	static const struct http_route routes[] = {
@@ -869,6 +878,7 @@ void envd_register(void)
 		{"*", "/files", admit_token, files, 0},
 	};
 	http_routes_register(routes, sizeof routes / sizeof routes[0]);
+	http_health_extend(envd_health);
 	ed.conn.sink = envd_sink;
 	envd_process_register();
 	ed.registered = 1;

@@ -14,6 +14,9 @@
 #include "util.h"
 #include "wsconn.h"
 
+/* --user-root-capable: may a user file work acts as act as root anyway */
+enum { URC_AUTO = 0, URC_YES, URC_NO };
+
 struct session;
 struct conn;
 struct screen;
@@ -84,6 +87,7 @@ struct termd_opts {
 	double backoff_min, backoff_max; /* --connect-backoff MIN:MAX seconds */
 	unsigned connect_ping;    /* --connect-ping S: a ping after S idle seconds, dead after 2 S */
 	const char *envd_user;    /* --user: e2b's default user (NULL: termd's own) */
+	int user_root_capable;    /* --user-root-capable: URC_AUTO, URC_YES or URC_NO */
 	char *preview_token;      /* --preview-token-file: opens previews only (door/proxy.c) */
 	char *preview_host_suffix; /* --preview-host-suffix: Host <port>-<any><suffix> is a preview */
 	/* a cgroup per session (core/cgroup.c) */

@@ -373,4 +373,23 @@ MUTANTS = [
          tests=[R + "test_hardening4.py::test_a_process_stream_whose_client_reads_nothing_is_cut_after_the_stall"],
          why="a client that reads nothing holds its process for ever: never cut after "
              "--stream-stall"),
+    dict(name="root-retry-follows-links",
+         file="termd/door/envd-fs.c",
+         search="\tint fd = fs_write_beneath_new(dfd, slash + 1, 0644, created);",
+         replace="\tint fd = fs_open_write(path, 0644, created);",
+         tests=[R + "test_hardening4.py::test_root_capable_never_follows_the_users_links"],
+         why="the root retry of a write the kernel refused the user opens the path as given: "
+             "the user's link to a root file makes termd write the root file"),
+    dict(name="root-retry-made-not-the-users",
+         file="termd/door/envd-fs.c",
+         search="\tif ((!*rooted || created) && fchown(fd, f->job.cred.uid, f->job.cred.gid) < 0) {",
+         replace="\tif (!*rooted && fchown(fd, f->job.cred.uid, f->job.cred.gid) < 0) {",
+         tests=[R + "test_hardening4.py::test_a_root_capable_user_writes_where_only_root_may"],
+         why="a file written as root for a root-capable user stays root's, not the user's"),
+    dict(name="user-root-capable-no-ignored",
+         file="termd/action/fswork.c",
+         search="\tif (geteuid() != 0 || opts.user_root_capable == URC_NO)\n\t\treturn 0;",
+         replace="\tif (geteuid() != 0)\n\t\treturn 0;",
+         tests=[R + "test_hardening4.py::test_user_root_capable_no_refuses"],
+         why="--user-root-capable no still lets a user with sudo write as root"),
 ]

@@ -8,6 +8,10 @@ build before it.
   refused (404).
 - port.wait answers ready: true only once the port is in ports.list, so
   /proxy/<port>/ admits it at that moment.
+- 6: where the kernel refuses a user an upload and the user may act as
+  root anyway (--user-root-capable; sudo NOPASSWD: ALL), it is done as root
+  without following a link, and what is made is the user's; others are
+  refused.
 - 7: an e2b process stream read slower than the program writes holds the
   program (nothing dropped, termd's memory bounded); one whose client reads
   nothing for --stream-stall is cut with resource_exhausted.
@@ -304,3 +308,139 @@ def test_a_process_stream_whose_client_reads_nothing_is_cut_after_the_stall(term
     err = end_error(envs)
     assert err and err["code"] == "resource_exhausted", envs[-1]
     assert "--stream-stall" in err["message"], err
+
+
+# ------------------------------------------------------------ item 6
+
+def root_needed(*progs):
+    import shutil
+    if os.geteuid() != 0:
+        pytest.skip("needs root to create a throwaway user")
+    for prog in progs:
+        if not shutil.which(prog):
+            pytest.skip("%s is not installed (make deps)" % prog)
+
+
+@pytest.fixture
+def sudo_all_user():
+    """A throwaway user who may `sudo` anything without a password (as
+    e2b's `user`), removed afterwards with its sudoers.d drop-in."""
+    import secrets
+    import subprocess
+    from pathlib import Path
+    root_needed("sudo", "useradd", "userdel")
+    name = "tdrc%s" % secrets.token_hex(3)
+    sudoers = Path("/etc/sudoers.d") / name
+    subprocess.run(["useradd", "-M", "-s", "/bin/sh", name], check=True)
+    try:
+        sudoers.write_text("%s ALL=(ALL) NOPASSWD: ALL\n" % name)
+        sudoers.chmod(0o440)
+        yield name
+    finally:
+        sudoers.unlink(missing_ok=True)
+        subprocess.run(["userdel", "-f", name], check=False)
+
+
+@pytest.fixture
+def base():
+    """A folder anyone may pass through (tmp_path's parents are root's
+    0700), with a folder only root may write in, and a root file."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+    d = Path(tempfile.mkdtemp(prefix="td-urc-", dir="/tmp"))
+    try:
+        d.chmod(0o755)
+        (d / "rootdir").mkdir(mode=0o755)
+        (d / "rootfile").write_text("root's\n")
+        (d / "rootfile").chmod(0o644)
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def post_file(td, path, data):
+    from test_hardening3 import request
+    return request(td, "POST", "/files?path=%s" % path, data,
+                   {"Content-Type": "application/octet-stream"})
+
+
+def health(td):
+    from test_hardening3 import request
+    status, body = request(td, "GET", "/healthz", token=None)
+    assert status == 200, body
+    return json.loads(body)
+
+
+def test_a_root_capable_user_writes_where_only_root_may(termd_factory, sudo_all_user, base):
+    """e2b's SDK test "write multiple files" as `user` (NOPASSWD sudo)
+    writes /0/multi_test_file0.txt: the folder and the file are made (as
+    root, as envd does) and are the user's (before: "cannot make the
+    folder of ...: Permission denied")."""
+    import pwd
+    from test_hardening3 import start
+    pw = pwd.getpwnam(sudo_all_user)
+    td = start(termd_factory, "--user", sudo_all_user)
+    target = base / "rootdir" / "0" / "multi_test_file0.txt"
+    status, body = post_file(td, target, b"multi 0\n")
+    assert status == 200, body
+    assert health(td).get("user_root_capable") is True
+    assert target.read_bytes() == b"multi 0\n"
+    for p in (target, target.parent):
+        st = p.stat()
+        assert (st.st_uid, st.st_gid) == (pw.pw_uid, pw.pw_gid), (p, st.st_uid, st.st_gid)
+    # an existing file of the user's in the root folder: written as the user
+    status, body = post_file(td, target, b"again\n")
+    assert status == 200 and target.read_bytes() == b"again\n", body
+
+
+def test_a_user_without_sudo_is_refused(termd_factory, base):
+    from test_hardening3 import start
+    td = start(termd_factory, "--user", "nobody")
+    assert health(td).get("user_root_capable") is False
+    target = base / "rootdir" / "0" / "f.txt"
+    status, body = post_file(td, target, b"x")
+    assert status != 200, body
+    assert b"Permission denied" in body, body
+    assert not target.parent.exists()
+
+
+def test_root_capable_never_follows_the_users_links(termd_factory, sudo_all_user, base):
+    """The user's own folder holds a link to a root file and a link to the
+    root folder: writing through either is refused, root capable or not,
+    and the root file and folder are unchanged."""
+    import pwd
+    from test_hardening3 import start
+    pw = pwd.getpwnam(sudo_all_user)
+    udir = base / "udir"
+    udir.mkdir()
+    os.chown(udir, pw.pw_uid, pw.pw_gid)
+    os.symlink(base / "rootfile", udir / "f")
+    os.symlink(base / "rootdir", udir / "dl")
+    for p in (udir / "f", udir / "dl"):
+        os.lchown(p, pw.pw_uid, pw.pw_gid)
+    td = start(termd_factory, "--user", sudo_all_user)
+    status, body = post_file(td, udir / "f", b"evil\n")
+    assert status != 200, body
+    assert (base / "rootfile").read_text() == "root's\n"
+    status, body = post_file(td, udir / "dl" / "new.txt", b"evil\n")
+    assert status != 200, body
+    assert not (base / "rootdir" / "new.txt").exists()
+    assert os.listdir(base / "rootdir") == []
+
+
+def test_user_root_capable_no_refuses(termd_factory, sudo_all_user, base):
+    from test_hardening3 import start
+    td = start(termd_factory, "--user", sudo_all_user, "--user-root-capable", "no")
+    assert health(td).get("user_root_capable") is False
+    target = base / "rootdir" / "0" / "f.txt"
+    status, body = post_file(td, target, b"x")
+    assert status != 200 and b"Permission denied" in body, (status, body)
+    assert not target.parent.exists()
+    # root itself, by default (auto): capable; not with the option in the
+    # environment
+    td2 = start(termd_factory)
+    assert health(td2).get("user_root_capable") is True
+    from test_hardening3 import TOKEN as TOKEN3
+    td3 = termd_factory(token=TOKEN3, tcp=True, env={"TERMD_USER_ROOT_CAPABLE": "no"})
+    assert health(td3).get("user_root_capable") is False
