@@ -225,6 +225,13 @@ int fs_user_root_capable(const char *name, uid_t uid)
 static void cred_restore(const struct fs_cred *c);
 static int cred_apply(const struct fs_cred *c);
 
+static __thread const struct fs_cred *job_cred;
+
+const struct fs_cred *fs_job_cred(void)
+{
+	return job_cred;
+}
+
 int fs_as_root(const struct fs_cred *c)
 {
 	if (c->self || geteuid() != 0)
@@ -265,7 +272,9 @@ static void *worker(void *arg)
 		pthread_mutex_unlock(&fw.mu);
 		if (cred_apply(&j->cred) == 0) {
 			j->err = 0;
+			job_cred = &j->cred;
 			j->work(j);
+			job_cred = NULL;
 		} else {
 			j->err = EPERM;   /* never run as termd what was asked as someone else */
 			j->work = NULL;

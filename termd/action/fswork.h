@@ -53,6 +53,8 @@ int fs_user_root_capable(const char *name, uid_t uid);
  * runs as root must not follow a link the user controls (the _beneath
  * primitives, O_NOFOLLOW) and gives what it makes to the user. */
 int fs_as_root(const struct fs_cred *c);
+/* the ids the job this thread runs acts with (NULL outside a job) */
+const struct fs_cred *fs_job_cred(void);
 /* back to the job's user after fs_as_root: 0, or -1 (the thread could not
  * take the user's ids: the job must do nothing more) */
 int fs_as_user(const struct fs_cred *c);

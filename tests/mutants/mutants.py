@@ -392,4 +392,12 @@ MUTANTS = [
          replace="\tif (geteuid() != 0)\n\t\treturn 0;",
          tests=[R + "test_hardening4.py::test_user_root_capable_no_refuses"],
          why="--user-root-capable no still lets a user with sudo write as root"),
+    dict(name="mkdir-root-retry-follows-links",
+         file="termd/action/fsops.c",
+         search="\t\tint fd = fs_dir_beneath_owned(root, path + 1, 0755, c->uid, c->gid);\n"
+                "\t\tif (fd >= 0) {\n\t\t\tclose(fd);",
+         replace="\t\tint fd = fsops_mkdirs(path, 0755, NULL);\n\t\tif (fd >= 0) {",
+         tests=[R + "test_hardening4.py::test_root_capable_never_follows_the_users_links"],
+         why="MakeDir's root retry makes the folders by path: through the user's link into "
+             "a root folder"),
 ]

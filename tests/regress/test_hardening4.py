@@ -365,6 +365,11 @@ def post_file(td, path, data):
                    {"Content-Type": "application/octet-stream"})
 
 
+def make_dir(td, path):
+    from test_hardening3 import unary
+    return unary(td, "filesystem.Filesystem/MakeDir", {"path": str(path)})
+
+
 def health(td):
     from test_hardening3 import request
     status, body = request(td, "GET", "/healthz", token=None)
@@ -392,6 +397,13 @@ def test_a_root_capable_user_writes_where_only_root_may(termd_factory, sudo_all_
     # an existing file of the user's in the root folder: written as the user
     status, body = post_file(td, target, b"again\n")
     assert status == 200 and target.read_bytes() == b"again\n", body
+    # MakeDir too, its parents with it
+    made = base / "rootdir" / "made" / "deeper"
+    status, m = make_dir(td, made)
+    assert status == 200, m
+    for p in (made, made.parent):
+        st = p.stat()
+        assert (st.st_uid, st.st_gid) == (pw.pw_uid, pw.pw_gid), (p, st.st_uid, st.st_gid)
 
 
 def test_a_user_without_sudo_is_refused(termd_factory, base):
@@ -403,6 +415,9 @@ def test_a_user_without_sudo_is_refused(termd_factory, base):
     assert status != 200, body
     assert b"Permission denied" in body, body
     assert not target.parent.exists()
+    status, m = make_dir(td, base / "rootdir" / "d")
+    assert status != 200 and m["code"] == "permission_denied", m
+    assert os.listdir(base / "rootdir") == []
 
 
 def test_root_capable_never_follows_the_users_links(termd_factory, sudo_all_user, base):
@@ -426,6 +441,8 @@ def test_root_capable_never_follows_the_users_links(termd_factory, sudo_all_user
     status, body = post_file(td, udir / "dl" / "new.txt", b"evil\n")
     assert status != 200, body
     assert not (base / "rootdir" / "new.txt").exists()
+    status, m = make_dir(td, udir / "dl" / "x" / "y")
+    assert status != 200, m
     assert os.listdir(base / "rootdir") == []
 
 
@@ -436,6 +453,9 @@ def test_user_root_capable_no_refuses(termd_factory, sudo_all_user, base):
     target = base / "rootdir" / "0" / "f.txt"
     status, body = post_file(td, target, b"x")
     assert status != 200 and b"Permission denied" in body, (status, body)
+    assert not target.parent.exists()
+    status, m = make_dir(td, target.parent)
+    assert status != 200 and m["code"] == "permission_denied", m
     assert not target.parent.exists()
     # root itself, by default (auto): capable; not with the option in the
     # environment
