@@ -406,6 +406,32 @@ def test_a_root_capable_user_writes_where_only_root_may(termd_factory, sudo_all_
         assert (st.st_uid, st.st_gid) == (pw.pw_uid, pw.pw_gid), (p, st.st_uid, st.st_gid)
 
 
+def test_e2b_sdk_write_multiple_files_as_a_root_capable_user(termd_factory, sudo_all_user,
+                                                             base):
+    """The SDK's own test, through the SDK: ten files in <root folder>/0/
+    as a user with NOPASSWD sudo (e2b's `user`): all written, read back,
+    the user's (before: "cannot make the folder of '/0/…': Permission
+    denied")."""
+    import pwd
+    from test_envd import drive, TOKEN as ETOKEN
+    pw = pwd.getpwnam(sudo_all_user)
+    td = termd_factory(token=ETOKEN, tcp=True)
+    root = base / "rootdir"
+    o = drive(td, "writeMulti", extra_env={"E2B_TEST_DIR": str(root),
+                                           "E2B_TEST_USER": sudo_all_user})
+    assert o["err"] is None, o["err"]
+    assert o["read"] == ["This is a test file %d." % i for i in range(10)], o
+    assert [i["name"] for i in o["infos"]] == ["multi_test_file%d.txt" % i for i in range(10)]
+    for i in range(10):
+        st = (root / "0" / ("multi_test_file%d.txt" % i)).stat()
+        assert (st.st_uid, st.st_gid) == (pw.pw_uid, pw.pw_gid)
+    # nobody (no sudo) is refused, as the kernel says
+    o = drive(td, "writeMulti", extra_env={"E2B_TEST_DIR": str(base / "rootdir" / "n"),
+                                           "E2B_TEST_USER": "nobody"})
+    assert o["err"] and "Permission denied" in o["err"]["message"], o
+    assert not (root / "n").exists()
+
+
 def test_a_user_without_sudo_is_refused(termd_factory, base):
     from test_hardening3 import start
     td = start(termd_factory, "--user", "nobody")
