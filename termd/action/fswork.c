@@ -560,8 +560,8 @@ int fs_dir_beneath_owned(int root, const char *rel, mode_t mode, uid_t uid, gid_
 			errno = EXDEV;   /* out of the tree: never */
 			return -1;
 		}
-		int made = mkdirat(fd, comp, mode) == 0;
-		if (!made && errno != EEXIST) {
+		int made = mode != (mode_t)-1 && mkdirat(fd, comp, mode) == 0;
+		if (!made && mode != (mode_t)-1 && errno != EEXIST) {
 			int e = errno;
 			close(fd);
 			errno = e;
@@ -578,6 +578,36 @@ int fs_dir_beneath_owned(int root, const char *rel, mode_t mode, uid_t uid, gid_
 		errno = e;   /* ELOOP or ENOTDIR: a link or a file in the way */
 	}
 	return fd;
+}
+
+int fs_read_beneath(const char *path, struct stat *st)
+{
+	const char *slash = strrchr(path, '/');
+	if (path[0] != '/' || !slash || !slash[1]) {
+		errno = EINVAL;
+		return -1;
+	}
+	int root = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (root < 0)
+		return -1;
+	char *dir = xstrndup(path + 1, (size_t)(slash - path - 1));
+	int dfd = fs_dir_beneath_owned(root, dir, (mode_t)-1, (uid_t)-1, (gid_t)-1);
+	int e = errno;
+	free(dir);
+	close(root);
+	if (dfd < 0) {
+		errno = e;
+		return -1;
+	}
+	int fd = openat(dfd, slash + 1, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW);
+	e = errno;
+	close(dfd);
+	if (fd < 0) {
+		errno = e;
+		return -1;
+	}
+	memset(st, 0, sizeof *st);
+	return keep_regular(fd, st);
 }
 
 int fs_write_beneath(int dfd, const char *name, mode_t mode)

@@ -88,8 +88,13 @@ int fs_remove_all(const char *path);
  * link or a file in the way). A portable O_NOFOLLOW walk rather than
  * openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS): the same on every kernel. */
 int fs_dir_beneath(int root, const char *rel, mode_t mode);
-/* ... each folder it makes given to uid:gid (as root for a user) */
+/* ... each folder it makes given to uid:gid (as root for a user); mode
+ * (mode_t)-1: none made (a missing one is ENOENT) */
 int fs_dir_beneath_owned(int root, const char *rel, mode_t mode, uid_t uid, gid_t gid);
+/* the absolute path opened for reading from / one component at a time
+ * with O_NOFOLLOW (no link followed anywhere, nothing made), a regular
+ * file only, never blocking (fs_open_regular's checks) */
+int fs_read_beneath(const char *path, struct stat *st);
 /* name in the folder dfd, opened for writing as fs_open_write does, and
  * never through a link (O_NOFOLLOW: a link there is ELOOP). */
 int fs_write_beneath(int dfd, const char *name, mode_t mode);

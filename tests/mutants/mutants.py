@@ -400,4 +400,11 @@ MUTANTS = [
          tests=[R + "test_hardening4.py::test_root_capable_never_follows_the_users_links"],
          why="MakeDir's root retry makes the folders by path: through the user's link into "
              "a root folder"),
+    dict(name="read-root-retry-follows-links",
+         file="termd/action/fswork.c",
+         search="\tint fd = openat(dfd, slash + 1, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW);",
+         replace="\tint fd = openat(dfd, slash + 1, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);",
+         tests=[R + "test_hardening4.py::test_root_capable_never_follows_the_users_links"],
+         why="GET /files' root retry follows the user's link at the end of the path: a "
+             "root-capable user's link to a root-only file is read as root"),
 ]

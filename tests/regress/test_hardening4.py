@@ -354,6 +354,8 @@ def base():
         (d / "rootdir").mkdir(mode=0o755)
         (d / "rootfile").write_text("root's\n")
         (d / "rootfile").chmod(0o644)
+        (d / "rootsecret").write_text("root's only\n")
+        (d / "rootsecret").chmod(0o600)
         yield d
     finally:
         shutil.rmtree(d, ignore_errors=True)
@@ -363,6 +365,11 @@ def post_file(td, path, data):
     from test_hardening3 import request
     return request(td, "POST", "/files?path=%s" % path, data,
                    {"Content-Type": "application/octet-stream"})
+
+
+def get_file(td, path):
+    from test_hardening3 import request
+    return request(td, "GET", "/files?path=%s" % path)
 
 
 def make_dir(td, path):
@@ -404,6 +411,9 @@ def test_a_root_capable_user_writes_where_only_root_may(termd_factory, sudo_all_
     for p in (made, made.parent):
         st = p.stat()
         assert (st.st_uid, st.st_gid) == (pw.pw_uid, pw.pw_gid), (p, st.st_uid, st.st_gid)
+    # and a read of a file only root may read
+    status, body = get_file(td, base / "rootsecret")
+    assert status == 200 and body == b"root's only\n", (status, body)
 
 
 def test_e2b_sdk_write_multiple_files_as_a_root_capable_user(termd_factory, sudo_all_user,
@@ -444,6 +454,8 @@ def test_a_user_without_sudo_is_refused(termd_factory, base):
     status, m = make_dir(td, base / "rootdir" / "d")
     assert status != 200 and m["code"] == "permission_denied", m
     assert os.listdir(base / "rootdir") == []
+    status, body = get_file(td, base / "rootsecret")
+    assert status != 200 and b"root's only" not in body, (status, body)
 
 
 def test_root_capable_never_follows_the_users_links(termd_factory, sudo_all_user, base):
@@ -458,7 +470,9 @@ def test_root_capable_never_follows_the_users_links(termd_factory, sudo_all_user
     os.chown(udir, pw.pw_uid, pw.pw_gid)
     os.symlink(base / "rootfile", udir / "f")
     os.symlink(base / "rootdir", udir / "dl")
-    for p in (udir / "f", udir / "dl"):
+    os.symlink(base / "rootsecret", udir / "s")
+    os.symlink(base, udir / "up")
+    for p in (udir / "f", udir / "dl", udir / "s", udir / "up"):
         os.lchown(p, pw.pw_uid, pw.pw_gid)
     td = start(termd_factory, "--user", sudo_all_user)
     status, body = post_file(td, udir / "f", b"evil\n")
@@ -470,6 +484,10 @@ def test_root_capable_never_follows_the_users_links(termd_factory, sudo_all_user
     status, m = make_dir(td, udir / "dl" / "x" / "y")
     assert status != 200, m
     assert os.listdir(base / "rootdir") == []
+    # reads: the user's link to a root-only file, or through a linked folder
+    for p in (udir / "s", udir / "up" / "rootsecret"):
+        status, body = get_file(td, p)
+        assert status != 200 and b"root's only" not in body, (p, status, body)
 
 
 def test_user_root_capable_no_refuses(termd_factory, sudo_all_user, base):
@@ -483,6 +501,8 @@ def test_user_root_capable_no_refuses(termd_factory, sudo_all_user, base):
     status, m = make_dir(td, target.parent)
     assert status != 200 and m["code"] == "permission_denied", m
     assert not target.parent.exists()
+    status, body = get_file(td, base / "rootsecret")
+    assert status != 200 and b"root's only" not in body, (status, body)
     # root itself, by default (auto): capable; not with the option in the
     # environment
     td2 = start(termd_factory)
