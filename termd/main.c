@@ -70,7 +70,10 @@ static const struct limit_opt {
 	{"stdin-max", &opts.stdin_max, (size_t)8 << 20, 1024, (size_t)1 << 34,
 	 "bytes waiting for a session's input (session.stdin, envd SendInput); more is refused"},
 	{"stream-max", &opts.stream_max, (size_t)8 << 20, 65536, (size_t)1 << 34,
-	 "bytes one HTTP stream (envd Start/Connect/WatchDir) holds for a client before it is cut"},
+	 "bytes one HTTP stream (envd Start/Connect/WatchDir) holds for a client before it is cut;\n"
+	 "                             a process's own stream (Start/Connect) holds the process instead"},
+	{"stream-stall", &opts.stream_stall, 60, 1, 86400,
+	 "seconds a process stream's client may read nothing while the process is held (then cut)"},
 	{"max-streams", &opts.max_streams, 128, 1, 100000,
 	 "HTTP streams open at once, in all"},
 	{"max-streams-per-client", &opts.max_streams_client, 32, 1, 100000,
@@ -115,6 +118,10 @@ static void usage(FILE *f)
 		"  --connect-ping S        ping an idle link after S s, drop it after 2 S (default 20)\n"
 		"  --user NAME             e2b's envd API: the user requests without one act as\n"
 		"                          (its home, its uid when termd is root; default: termd's)\n"
+		"  --user-root-capable auto|yes|no  file work the kernel refuses to the user is done\n"
+		"                          as root (no link the user controls followed, what it makes\n"
+		"                          the user's) where the user may act as root anyway: yes; auto\n"
+		"                          (default): the user is root or has sudo (ALL) NOPASSWD: ALL\n"
 		"  --preview-token-file F  a token that opens /proxy/<port>/ previews and nothing else\n"
 		"  --preview-host-suffix S  Host <port>-<anything>S is a preview of <port>\n"
 		"  --cgroups auto|v2|v1|off  a cgroup per session (default auto: v2 with memory and\n"
@@ -425,11 +432,11 @@ static void teardown(void)
 /* getopt_long's values of the long options (O_LIMIT + i: limits[i]) */
 enum { O_LISTEN = 256, O_TOKEN, O_VIEW, O_SHELL, O_CWD, O_LOG, O_TLS_CERT, O_TLS_KEY, O_FRONT,
        O_PLUGINS, O_PLUGIN_DIR, O_STATE_DIR, O_INSECURE, O_RECORD, O_RECORD_INPUT,
-       O_CONNECT, O_CONNECT_TOKEN, O_SANDBOX_ID, O_CACERT, O_BACKOFF, O_PING, O_USER,
+       O_CONNECT, O_CONNECT_TOKEN, O_SANDBOX_ID, O_CACERT, O_BACKOFF, O_PING, O_USER, O_URC,
        O_PREVIEW_TOKEN, O_PREVIEW_SUFFIX,
        O_CGROUPS, O_NO_CGROUPS, O_SESS_MEM, O_SESS_PIDS, O_SESS_CPU, O_HELP, O_VERSION, O_LIMIT /* + index into limits[] */ };
 
-#define NFIXED_OPTIONS 32   /* options_table's fixed[] (checked there) */
+#define NFIXED_OPTIONS 33   /* options_table's fixed[] (checked there) */
 
 /* every long option, the limits' after the fixed ones, into lo (which has
  * room for them and the end mark); each limit at its default */
@@ -450,6 +457,7 @@ static void options_table(struct option lo[])
 		{"state-dir", required_argument, NULL, O_STATE_DIR},
 		{"insecure-no-token", no_argument, NULL, O_INSECURE},
 		{"user", required_argument, NULL, O_USER},
+		{"user-root-capable", required_argument, NULL, O_URC},
 		{"record", required_argument, NULL, O_RECORD},
 		{"record-input", no_argument, NULL, O_RECORD_INPUT},
 		{"connect", required_argument, NULL, O_CONNECT},
@@ -542,6 +550,18 @@ static int take_option(int c, char **argv)
 			return 2;
 		}
 		opts.envd_user = optarg;
+		break;
+	case O_URC:
+		if (!strcmp(optarg, "auto"))
+			opts.user_root_capable = URC_AUTO;
+		else if (!strcmp(optarg, "yes"))
+			opts.user_root_capable = URC_YES;
+		else if (!strcmp(optarg, "no"))
+			opts.user_root_capable = URC_NO;
+		else {
+			fprintf(stderr, "termd: --user-root-capable %s: auto, yes or no\n", optarg);
+			return 2;
+		}
 		break;
 	case O_INSECURE:
 		opts.insecure_no_token = 1;

@@ -502,8 +502,9 @@ def vm_rss_kb(pid):
 
 def test_stream_client_that_never_reads(termd_factory):
     """A client that starts a process printing 300 MB and never reads: termd
-    keeps a bounded amount for it, then cuts its stream; it stays healthy."""
-    td = start(termd_factory)
+    keeps a bounded amount for it (holding the process, contract 1.4), then
+    cuts its stream after --stream-stall; it stays healthy."""
+    td = start(termd_factory, args=("--stream-stall", "2"))
     s = socket.create_connection(("127.0.0.1", port_of(td)))
     body = envelope(start_cmd("head -c 300000000 /dev/zero"))
     s.sendall(("POST /process.Process/Start HTTP/1.1\r\nHost: x\r\nX-Access-Token: %s\r\n"

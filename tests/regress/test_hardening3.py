@@ -517,7 +517,10 @@ def test_streams_per_client_and_in_all_are_limited(termd_factory):
 
 def test_stream_read_slower_than_written_holds_at_most_the_bound(termd_factory):
     """A client reading 90 % of what is written: the old buffer was reset
-    only once drained whole, and only unsent bytes were counted."""
+    only once drained whole, and only unsent bytes were counted. (Since
+    contract 1.4 the process is held instead of the stream being cut: it
+    ends when the program does, or is still going at 40 s; the bound on
+    termd's memory is the same.)"""
     td = start(termd_factory)
     pid = td.proc.pid
     rate = 12 << 20                  # bytes/s the program prints
@@ -552,7 +555,6 @@ def test_stream_read_slower_than_written_holds_at_most_the_bound(termd_factory):
     grew = peak / 1024
     print("slow reader: read %.1f MiB in %.1f s, ended by termd: %s, peak RSS +%.1f MiB"
           % (got / 1048576, time.monotonic() - t0, ended, grew))
-    assert ended, "the stream was never cut"
     assert sanitized(pid) or grew < 8 * 2 + 24, grew
 
 

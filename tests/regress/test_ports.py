@@ -1,8 +1,9 @@
 """PROTOCOL.md §11 Ports (contract 1.3): termd notices the TCP sockets its
 sessions' programs listen on (IPv4 and IPv6, any address) and says so on
 the stream (`port.open`/`port.close`, naming the session and the pid),
-`ports.list` lists them, `port.wait` answers once a port accepts
-connections or at its timeout (saying what listens instead). A socket of a
+`ports.list` lists them, `port.wait` answers once a port of theirs accepts
+connections (1.4: it is in ports.list then) or at its timeout (saying what
+listens instead). A socket of a
 process that is not termd's is never listed. A view token may list (it sees
 the events anyway) but not probe with port.wait."""
 
@@ -147,9 +148,11 @@ def test_foreign_listener_not_listed_and_timeout_says_what_listens(termd, ev):
         lst = ev.call("ports.list", {}, timeout=T)
         listed = [p["port"] for p in lst["extras"]["ports"]]
         assert port in listed and foreign not in listed, fmt(lst)
-        # anyone's listener answers a wait
-        w = ev.call("port.wait", {"port": foreign, "timeout": 5}, timeout=T)
-        assert w["extras"]["ready"] is True, fmt(w)
+        # a listener not a session's answers no wait (1.4: ready means in
+        # ports.list, where the proxy admits it)
+        w = ev.call("port.wait", {"port": foreign, "timeout": 0.3}, timeout=T)
+        assert w["extras"]["ready"] is False, fmt(w)
+        assert "not a session's" in w["content"], fmt(w)
         mine.close()
         t0 = time.monotonic()
         w = ev.call("port.wait", {"port": foreign, "timeout": 0.5}, timeout=T)
