@@ -222,6 +222,58 @@ int fs_user_root_capable(const char *name, uid_t uid)
 	return yes;
 }
 
+/* a refresh of one user's answer, off the loop (fs_user_root_capable_peek) */
+static int urc_refreshing;   /* guarded by urc_mu */
+
+static void *urc_refresh(void *arg)
+{
+	char *name = arg;
+	fs_user_root_capable(name, (uid_t)-1);
+	free(name);
+	pthread_mutex_lock(&urc_mu);
+	urc_refreshing = 0;
+	pthread_mutex_unlock(&urc_mu);
+	return NULL;
+}
+
+int fs_user_root_capable_peek(const char *name, uid_t uid)
+{
+	if (geteuid() != 0 || opts.user_root_capable == URC_NO)
+		return 0;
+	if (opts.user_root_capable == URC_YES || uid == 0)
+		return 1;
+	if (!name || !name[0])
+		return 0;
+	time_t now = time(NULL);
+	int yes = 0, fresh = 0;
+	pthread_mutex_lock(&urc_mu);
+	for (int i = 0; i < URC_USERS; i++)
+		if (urc[i].name[0] && !strcmp(urc[i].name, name)) {
+			yes = urc[i].yes;
+			fresh = now - urc[i].at < URC_KEEP_S && now >= urc[i].at;
+			break;
+		}
+	int start = !fresh && !urc_refreshing;
+	if (start)
+		urc_refreshing = 1;
+	pthread_mutex_unlock(&urc_mu);
+	if (start) {
+		pthread_t th;
+		pthread_attr_t at;
+		pthread_attr_init(&at);
+		pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+		char *copy = xstrdup(name);
+		if (pthread_create(&th, &at, urc_refresh, copy) != 0) {
+			free(copy);
+			pthread_mutex_lock(&urc_mu);
+			urc_refreshing = 0;
+			pthread_mutex_unlock(&urc_mu);
+		}
+		pthread_attr_destroy(&at);
+	}
+	return yes;
+}
+
 static void cred_restore(const struct fs_cred *c);
 static int cred_apply(const struct fs_cred *c);
 

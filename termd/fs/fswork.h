@@ -45,8 +45,12 @@ struct fsjob {
  * the user is root, or `sudo -n -l -U NAME` run as root shows
  * `(ALL) NOPASSWD: ALL` (or `(ALL : ALL)`). Never when termd is not root.
  * The answer is kept 5 s a user; asking may run sudo (blocks: a worker's
- * thread, or /healthz at most every 5 s). */
+ * thread; the loop peeks). */
 int fs_user_root_capable(const char *name, uid_t uid);
+/* The same without waiting, for the loop (/healthz): the last answer
+ * known (no: while none is), a stale or missing one asked again in a
+ * thread of its own. */
+int fs_user_root_capable_peek(const char *name, uid_t uid);
 /* In a job the kernel refused (EACCES/EPERM) as its user: when the user
  * may act as root, the thread takes termd's own ids (root) and 1, until
  * fs_as_user; else 0 (the user's ids still, the refusal stands). What

@@ -729,4 +729,11 @@ MUTANTS = [
          tests=[R + "test_hardening4.py::test_root_capable_never_follows_the_users_links"],
          why="GET /files' root retry follows the user's link at the end of the path: a "
              "root-capable user's link to a root-only file is read as root"),
+    # ---- issue 46, /healthz and sudo (found reading the merge of item 6)
+    dict(name="healthz-runs-sudo-on-the-loop",
+         file="termd/door/envd/envd.c",
+         search="fs_user_root_capable_peek(pw->pw_name, pw->pw_uid)",
+         replace="fs_user_root_capable(pw->pw_name, pw->pw_uid)",
+         tests=[R + "test_hardening4.py::test_healthz_never_waits_for_sudo"],
+         why="/healthz asks sudo on termd's loop: a slow sudo stops every client"),
 ]

@@ -510,3 +510,35 @@ def test_user_root_capable_no_refuses(termd_factory, sudo_all_user, base):
     from test_hardening3 import TOKEN as TOKEN3
     td3 = termd_factory(token=TOKEN3, tcp=True, env={"TERMD_USER_ROOT_CAPABLE": "no"})
     assert health(td3).get("user_root_capable") is False
+
+
+def test_healthz_never_waits_for_sudo(termd_factory, tmp_path):
+    """/healthz's user_root_capable is read from what is known, never by
+    running sudo on termd's loop: with a `sudo` that hangs for a minute
+    first on termd's PATH and --user nobody (auto: sudo is asked), /healthz
+    answers at once (false: not known yet), twice, and a WebSocket action
+    too. Asked on the loop, the first /healthz waits the minute out."""
+    from test_hardening3 import start
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    pidf = tmp_path / "sudo.pid"
+    (fake / "sudo").write_text("#!/bin/sh\necho $$ >> %s\nexec sleep 60\n" % pidf)
+    (fake / "sudo").chmod(0o755)
+    td = termd_factory(token=TOKEN, tcp=True, args=["--user", "nobody"],
+                       env={"PATH": "%s:%s" % (fake, os.environ.get("PATH", "/usr/bin:/bin"))})
+    from test_hardening3 import request
+    try:
+        for _ in range(2):
+            status, body = request(td, "GET", "/healthz", token=None, timeout=20)
+            assert status == 200, body
+            assert json.loads(body).get("user_root_capable") is False
+        wait_until(lambda: pidf.exists(), timeout=20, what="the refresh to run sudo")
+        obs = td.events().call("ping", {}, timeout=20)
+        assert obs.get("observation") != "error", obs
+    finally:
+        wait_until(lambda: pidf.exists(), timeout=20, what="the refresh to run sudo")
+        for pid in pidf.read_text().split():
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
