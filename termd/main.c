@@ -25,6 +25,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+static int swerex_mode;   /* started as swerex-remote (swerex_argv) */
 
 
 /* Numeric limits: option name, where it goes, bounds, what it counts. */
@@ -390,6 +391,7 @@ static void teardown(void)
 	plugin_shutdown();
 	link_shutdown();
 	openhands_shutdown();
+	swerex_shutdown();
 	web_shutdown();
 	metrics_shutdown();
 	actions_shutdown();
@@ -843,6 +845,8 @@ static void register_modules(void)
 	fsops_register();
 	watch_register();
 	ports_register();
+	if (swerex_mode)   /* before the web page: GET / is SWE-ReX's */
+		swerex_register();
 	openhands_register();
 	envd_register();
 	web_register();
@@ -884,10 +888,55 @@ static int start_work(void)
 	return 0;
 }
 
+/* Started as swerex-remote (SWE-ReX's server, whose deployments run
+ * `swerex-remote --auth-token T`): its options, --auth-token T, --host H
+ * (0.0.0.0) and --port P (8000), become termd's (--listen H:P, T the full
+ * token) and the listener serves SWE-ReX's API; termd's own options pass
+ * through. argv is replaced (a new array, kept for the process's life). */
+
+static char **swerex_argv(int *argc, char **argv)
+{
+	const char *base = strrchr(argv[0], '/');
+	base = base ? base + 1 : argv[0];
+	if (strcmp(base, "swerex-remote") != 0)
+		return argv;
+	swerex_mode = 1;
+	const char *host = "0.0.0.0", *port = "8000", *token = NULL;
+	int has_listen = 0, has_hp = 0;
+	char **out = xcalloc((size_t)*argc + 4, sizeof *out);
+	int n = 0;
+	out[n++] = argv[0];
+	for (int i = 1; i < *argc; i++) {
+		const char *a = argv[i];
+		const char **dst = !strncmp(a, "--auth-token", 12) ? &token :
+				   !strncmp(a, "--host", 6) ? &host : !strncmp(a, "--port", 6) ? &port : NULL;
+		size_t kl = dst == &token ? 12 : 6;
+		if (dst && (a[kl] == '=' || (a[kl] == 0 && i + 1 < *argc))) {
+			*dst = a[kl] == '=' ? a + kl + 1 : argv[++i];
+			has_hp |= dst != &token;
+			continue;
+		}
+		if (!strncmp(a, "--listen", 8))
+			has_listen = 1;
+		out[n++] = argv[i];
+	}
+	if (!has_listen || has_hp) {
+		buf_t l = {0};
+		buf_printf(&l, strchr(host, ':') ? "[%s]:%s" : "%s:%s", host, port);
+		out[n++] = "--listen";
+		out[n++] = buf_steal(&l);
+	}
+	if (token && *token)
+		setenv("TERMD_TOKEN", token, 1);
+	*argc = n;
+	return out;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 3 && !strcmp(argv[1], "--check-handover"))
 		return handover_check(argv[2]);
+	argv = swerex_argv(&argc, argv);
 	handover_set_argv(argv);
 	int rc = parse_options(argc, argv);
 	if (rc >= 0)
