@@ -25,7 +25,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static int swerex_mode;   /* started as swerex-remote (swerex_argv) */
+static char **swerex_argv(int *argc, char **argv);
 
 
 /* Numeric limits: option name, where it goes, bounds, what it counts. */
@@ -884,8 +884,7 @@ static void register_modules(void)
 	fsops_register();
 	watch_register();
 	ports_register();
-	if (swerex_mode)   /* before the web page: GET / is SWE-ReX's */
-		swerex_register();
+	swerex_register();   /* on a swerex listener (swerex-remote's) */
 	openhands_register();
 	envd_register();
 	web_register();
@@ -929,22 +928,22 @@ static int start_work(void)
 
 /* Started as swerex-remote (SWE-ReX's server, whose deployments run
  * `swerex-remote --auth-token T`): its options, --auth-token T, --host H
- * (0.0.0.0) and --port P (8000), become termd's (--listen H:P, T the full
- * token) and the listener serves SWE-ReX's API; termd's own options pass
- * through. argv is replaced (a new array, kept for the process's life). */
-
+ * (0.0.0.0) and --port P (8000), become termd's first listener
+ * `--listen H:P,api=swerex` with T the full token; termd's own options
+ * pass through (another --listen serves termd's API there, for watchers).
+ * argv is replaced (a new array, kept for the process's life). */
 static char **swerex_argv(int *argc, char **argv)
 {
 	const char *base = strrchr(argv[0], '/');
 	base = base ? base + 1 : argv[0];
 	if (strcmp(base, "swerex-remote") != 0)
 		return argv;
-	swerex_mode = 1;
 	const char *host = "0.0.0.0", *port = "8000", *token = NULL;
-	int has_listen = 0, has_hp = 0;
+	int has_swerex = 0;
 	char **out = xcalloc((size_t)*argc + 4, sizeof *out);
 	int n = 0;
 	out[n++] = argv[0];
+	n += 2;   /* the listener goes first */
 	for (int i = 1; i < *argc; i++) {
 		const char *a = argv[i];
 		const char **dst = !strncmp(a, "--auth-token", 12) ? &token :
@@ -952,19 +951,24 @@ static char **swerex_argv(int *argc, char **argv)
 		size_t kl = dst == &token ? 12 : 6;
 		if (dst && (a[kl] == '=' || (a[kl] == 0 && i + 1 < *argc))) {
 			*dst = a[kl] == '=' ? a + kl + 1 : argv[++i];
-			has_hp |= dst != &token;
 			continue;
 		}
-		if (!strncmp(a, "--listen", 8))
-			has_listen = 1;
+		/* an upgrade in place runs the argv made here again */
+		if (strstr(a, ",api=swerex") && i > 1 && !strcmp(argv[i - 1], "--listen"))
+			has_swerex = 1;
 		out[n++] = argv[i];
 	}
-	if (!has_listen || has_hp) {
+	if (has_swerex) {
+		memmove(out + 1, out + 3, (size_t)(n - 3) * sizeof *out);
+		n -= 2;
+	} else {
 		buf_t l = {0};
-		buf_printf(&l, strchr(host, ':') ? "[%s]:%s" : "%s:%s", host, port);
-		out[n++] = "--listen";
-		out[n++] = buf_steal(&l);
+		buf_printf(&l, strchr(host, ':') ? "[%s]:%s,api=swerex" : "%s:%s,api=swerex", host,
+			   port);
+		out[1] = "--listen";
+		out[2] = buf_steal(&l);
 	}
+	out[n] = NULL;
 	if (token && *token)
 		setenv("TERMD_TOKEN", token, 1);
 	*argc = n;

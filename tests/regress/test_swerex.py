@@ -190,10 +190,15 @@ def test_zip_upload_stays_beneath_target(swerex):
 def test_watcher_sees_a_swerex_command_while_it_runs(swerex):
     """(c) a person on /tty/swerex-<name> sees the agent's command and its
     output while it runs (the command waits for the test: no sleep)"""
-    td = swerex()
+    watch = free_port()   # termd's own API on a listener of its own
+    td = swerex(extra=("--listen", "127.0.0.1:%d" % watch))
     assert request(td, "POST", "/create_session", {"session": "agent"})[0] == 200
+    # the swerex listener serves SWE-ReX's API alone
+    with pytest.raises(wsclient.HandshakeError):
+        wsclient.connect("ws://127.0.0.1:%d" % td.port, path="/tty/swerex-agent",
+                         subprotocol=wsclient.TTY_SUBPROTOCOL, token=TOKEN)
     gate = td.home / "gate"
-    ws = wsclient.connect("ws://127.0.0.1:%d" % td.port, path="/tty/swerex-agent",
+    ws = wsclient.connect("ws://127.0.0.1:%d" % watch, path="/tty/swerex-agent",
                           subprotocol=wsclient.TTY_SUBPROTOCOL, token=TOKEN)
     result = {}
 

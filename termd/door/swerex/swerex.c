@@ -470,30 +470,21 @@ void sw_close(struct http_txn *t)
 	sw_answer_json(r, 200, "{}");
 }
 
-/* The routes, each with its API's name: a listener serving one API
- * (--listen ...,api=swerex) serves these at its root. */
-#define SW_API "swerex"
-static const struct sw_route {
-	const char *api;
-	struct http_route r;
-} sw_routes[] = {
-	{SW_API, {"GET", "/", sw_admit, sw_root, 0}},
-	{SW_API, {"GET", "/is_alive", sw_admit, sw_is_alive, 0}},
-	{SW_API, {"POST", "/create_session", sw_admit, sw_create_session, 0}},   /* session.c */
-	{SW_API, {"POST", "/run_in_session", sw_admit, sw_run_in_session, 0}},   /* session.c */
-	{SW_API, {"POST", "/close_session", sw_admit, sw_close_session, 0}},     /* session.c */
-	{SW_API, {"POST", "/execute", sw_admit, sw_execute, 0}},                 /* exec.c */
-	{SW_API, {"POST", "/read_file", sw_admit, sw_read_file, 0}},             /* files.c */
-	{SW_API, {"POST", "/write_file", sw_admit, sw_write_file, 0}},           /* files.c */
-	{SW_API, {"POST", "/upload", sw_admit, sw_upload, 0}},                   /* files.c */
-	{SW_API, {"POST", "/close", sw_admit, sw_close, 0}},
-};
-
 void swerex_register(void)
 {
-	static struct http_route routes[sizeof sw_routes / sizeof sw_routes[0]];
-	for (size_t i = 0; i < sizeof sw_routes / sizeof sw_routes[0]; i++)
-		routes[i] = sw_routes[i].r;
+	/* on a listener serving api=swerex (swerex-remote's), at its root */
+	static const struct http_route routes[] = {
+		{"GET", "/", sw_admit, sw_root, 0, TD_API_SWEREX},
+		{"GET", "/is_alive", sw_admit, sw_is_alive, 0, TD_API_SWEREX},
+		{"POST", "/create_session", sw_admit, sw_create_session, 0, TD_API_SWEREX}, /* session.c */
+		{"POST", "/run_in_session", sw_admit, sw_run_in_session, 0, TD_API_SWEREX}, /* session.c */
+		{"POST", "/close_session", sw_admit, sw_close_session, 0, TD_API_SWEREX},   /* session.c */
+		{"POST", "/execute", sw_admit, sw_execute, 0, TD_API_SWEREX},               /* exec.c */
+		{"POST", "/read_file", sw_admit, sw_read_file, 0, TD_API_SWEREX},           /* files.c */
+		{"POST", "/write_file", sw_admit, sw_write_file, 0, TD_API_SWEREX},         /* files.c */
+		{"POST", "/upload", sw_admit, sw_upload, 0, TD_API_SWEREX},                 /* files.c */
+		{"POST", "/close", sw_admit, sw_close, 0, TD_API_SWEREX},
+	};
 	http_routes_register(routes, sizeof routes / sizeof routes[0]);
 	sw.conn.sink = sink;
 	sw_sessions_init();
