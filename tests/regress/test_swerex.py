@@ -117,6 +117,15 @@ def test_api_key_missing_wrong_right(swerex):
     assert (st, body) == (200, {"is_alive": True, "message": ""})
 
 
+def test_no_token_on_all_interfaces_is_refused(tmp_path):
+    t = SwerexRemote(tmp_path, token=None)
+    t.argv = [a if a != "127.0.0.1" else "0.0.0.0" for a in t.argv]
+    p = subprocess.run(t.argv, env=t.env, capture_output=True, text=True, timeout=60,
+                       stdin=subprocess.DEVNULL, cwd=str(t.home))
+    assert p.returncode == 2
+    assert "refusing to listen on 0.0.0.0 without a token" in p.stderr
+
+
 def test_request_id_replay_runs_once(swerex):
     td = swerex()
     counter = td.home / "count"
