@@ -17,6 +17,28 @@ R = "tests/regress/"
 PYT = "proto/python/tests/"
 
 MUTANTS = [
+    # ---- issue 48: SWE-ReX's API (termd/door/swerex/)
+    dict(name="swerex-replay-before-key",
+         file="termd/door/swerex/swerex.c",
+         search="\tif (opts.token) {\n\t\tchar key[640];",
+         replace="\tchar rid[256];\n\tif (sw.last_id[0] && http_header(t, \"x-request-id:\", rid, sizeof rid) > 0 &&\n"
+                 "\t    strcmp(rid, sw.last_id) == 0) {\n"
+                 "\t\thttp_answer(t, sw.last_status, \"application/json\", sw.last_body.p, sw.last_body.len);\n"
+                 "\t\treturn 1;\n\t}\n\tif (opts.token) {\n\t\tchar key[640];",
+         tests=[R + "test_swerex.py::test_request_id_replay_runs_once"],
+         why="an X-Request-ID replay is answered before the key is checked (as SWE-ReX does): no key needed"),
+    dict(name="swerex-execute-timeout-kills-nothing",
+         file="termd/door/swerex/exec.c",
+         search="\tproc_report(p, -9, NULL);\n\tsw_call_detached(\"session.signal\", a);",
+         replace="\tproc_report(p, -9, NULL);\n\tcJSON_Delete(a);",
+         tests=[R + "test_swerex.py::test_execute_timeout_kills_the_process_group"],
+         why="a timed-out /execute is answered CommandTimeoutError but its processes run on"),
+    dict(name="swerex-output-from-send",
+         file="termd/door/swerex/session.c",
+         search="\t\t\tr->text_from = ss->text.len;   /* the output starts here */\n",
+         replace="",
+         tests=[R + "test_swerex.py::test_watcher_sees_a_swerex_command_while_it_runs"],
+         why="a command's output starts where it was typed, not at the shell's start mark: its echo is in it"),
     # ---- issue 38: the eight that survived the suite, each with a test now
     dict(name="watch-rename",
          file="termd/action/watch.c",
