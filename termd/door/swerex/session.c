@@ -27,6 +27,7 @@ enum phase {
 	P_INTR,       /* ^C sent: wait for the prompt */
 	P_SUSPEND,    /* ^Z sent */
 	P_KILL,       /* kill -9 %1 typed */
+	P_PS1,        /* done: its prompt comes next (prev_phase: what was done) */
 };
 
 struct swsess {
@@ -39,11 +40,6 @@ struct swsess {
 	int ready;                /* the startup line ran: PS1 is SWE-ReX's */
 	int running;              /* start mark seen, done mark not yet */
 	buf_t text;               /* the session's raw output (marks removed) */
-	size_t after_done;        /* where the text after the last done mark starts */
-	int notices_open;         /* ... and the prompt has not come yet */
-	buf_t notices;            /* what bash printed before that prompt (job
-				   * notices): the next command's output starts
-				   * with it, as SWE-ReX's does */
 	struct swreq *cur;        /* the request waiting on it */
 };
 
@@ -77,7 +73,6 @@ static void sess_free(struct swsess *s)
 	if (s->cur)
 		s->cur->ss = NULL;
 	buf_free(&s->text);
-	buf_free(&s->notices);
 	free(s->name);
 	free(s);
 }
@@ -115,8 +110,6 @@ static void text_since(struct swsess *ss, size_t from, size_t to, buf_t *out)
 	if (to > ss->text.len)
 		to = ss->text.len;
 	buf_t raw = {0};
-	if (ss->cur && ss->cur->notices.len)
-		sw_backslashreplace(&raw, ss->cur->notices.p, ss->cur->notices.len);
 	sw_backslashreplace(&raw, ss->text.p + from, to - from);
 	sw_strip_control(out, raw.p ? raw.p : "", raw.len);
 	buf_free(&raw);
@@ -207,10 +200,10 @@ static void finish_interactive(struct swreq *r, const char *expect, size_t upto)
 	buf_free(&out);
 }
 
-static void finish_interrupt(struct swreq *r, const char *expect)
+static void finish_interrupt(struct swreq *r, const char *expect, size_t upto)
 {
 	buf_t out = {0};
-	text_since(r->ss, r->text_from, (size_t)-1, &out);
+	text_since(r->ss, r->text_from, upto, &out);
 	py_strip(&out);
 	/* the terminal's echo of ^C (SWE-ReX's has echo off) */
 	while (out.len >= 2 && out.p[0] == '^' && out.p[1] == 'C') {
@@ -223,52 +216,61 @@ static void finish_interrupt(struct swreq *r, const char *expect)
 	buf_free(&out);
 }
 
-/* SWE-ReX's next command shows bash's "[1]+ Killed ..." of the job its
- * interrupt killed (bash prints it at the prompt after `kill -9 %1`, which
- * in SWE-ReX's pexpect comes after the match): when bash printed it
- * before termd's done mark, the next output gets a copy all the same */
-static void keep_kill_notice(struct swreq *r)
+/* The command is over, its prompt printed: SWE-ReX's output runs up to
+ * its PS1, so what bash prints after the done mark and before the prompt
+ * (job notices: "[1]+  Killed ...") is the command's too. */
+static void finish_at(struct swreq *r, size_t upto)
 {
-	struct swsess *ss = r->ss;
-	if (!ss || r->text_kill >= ss->text.len)
-		return;
-	const char *base = ss->text.p + r->text_kill;
-	size_t n = ss->text.len - r->text_kill;
-	const char *k = memmem(base, n, "Killed", 6);
-	if (!k)
-		return;
-	const char *a = k, *e = k;
-	while (a > base && a[-1] != '\n')
-		a--;
-	while (e < base + n && *e != '\n')
-		e++;
-	if (e < base + n)
-		e++;
-	buf_append(&ss->notices, a, (size_t)(e - a));
-}
-
-/* the command is over (done mark, or run's answer) */
-static void on_done(struct swreq *r, int code)
-{
+	r->phase = r->prev_phase;
 	if (r->phase == P_START) {
 		if (r->ss)
 			r->ss->ready = 1;
 		buf_t out = {0};
-		text_since(r->ss, r->text_from, (size_t)-1, &out);
+		text_since(r->ss, r->text_from, upto, &out);
 		cJSON *o = cJSON_CreateObject();
 		cJSON_AddStringToObject(o, "output", out.p ? out.p : "");
 		cJSON_AddStringToObject(o, "session_type", "bash");
 		buf_free(&out);
 		sw_answer_obj(r, o);
 	} else if (r->phase == P_INTR || r->phase == P_KILL) {
-		if (r->phase == P_KILL)
-			keep_kill_notice(r);
-		finish_interrupt(r, NULL);
+		finish_interrupt(r, NULL, upto);
 	} else if (r->interactive || r->quit) {
-		finish_interactive(r, NULL, (size_t)-1);
+		finish_interactive(r, NULL, upto);
 	} else {
-		finish_normal(r, code, NULL, (size_t)-1);
+		finish_normal(r, r->done_code, NULL, upto);
 	}
+}
+
+static void check_ps1(struct swreq *r)
+{
+	struct swsess *ss = r->ss;
+	if (!ss || r->done_at > ss->text.len)
+		return;
+	const char *p = memmem(ss->text.p + r->done_at, ss->text.len - r->done_at, SW_PS1,
+			       strlen(SW_PS1));
+	if (p)
+		finish_at(r, (size_t)(p - ss->text.p));
+}
+
+static void ps1_late(lws_sorted_usec_list_t *sul)
+{
+	/* PS1 changed by the command (SWE-ReX would wait for its own for
+	 * ever): what there is */
+	struct swreq *r = lws_container_of(sul, struct swreq, timer);
+	finish_at(r, r->ss ? r->ss->text.len : 0);
+}
+
+/* the command is over (done mark, or run's answer): its prompt comes next */
+static void on_done(struct swreq *r, int code)
+{
+	if (r->phase == P_PS1)
+		return;
+	r->prev_phase = r->phase;
+	r->phase = P_PS1;
+	r->done_code = code;
+	r->done_at = r->ss ? r->ss->text.len : 0;
+	sw_timer(r, ps1_late, 5);
+	check_ps1(r);
 }
 
 /* ============================================================ expect */
@@ -342,7 +344,7 @@ static void check_expect(struct swreq *r)
 	if (!pat)
 		return;
 	if (r->phase == P_INTR)
-		finish_interrupt(r, pat);
+		finish_interrupt(r, pat, at);
 	else if (r->interactive || r->quit)
 		finish_interactive(r, pat, at);
 	else
@@ -356,25 +358,17 @@ static void on_text(struct session *s, const char *data, size_t n)
 	struct swsess *ss = sess_by_termd(s);
 	if (!ss)
 		return;
-	if (!ss->cur && ss->text.len > TEXT_KEEP) {
+	if (!ss->cur && ss->text.len > TEXT_KEEP)
 		buf_reset(&ss->text);
-		ss->after_done = 0;
-	}
 	buf_append(&ss->text, data, n);
-	if (ss->notices_open && ss->after_done <= ss->text.len) {
-		const char *p = memmem(ss->text.p + ss->after_done, ss->text.len - ss->after_done,
-				       SW_PS1, strlen(SW_PS1));
-		if (p) {
-			buf_append(&ss->notices, ss->text.p + ss->after_done,
-				   (size_t)(p - (ss->text.p + ss->after_done)));
-			ss->notices_open = 0;
-		}
-	}
-	if (ss->cur)
+	if (ss->cur && ss->cur->phase == P_PS1)
+		check_ps1(ss->cur);
+	else if (ss->cur)
 		check_expect(ss->cur);
 }
 
 static void send_command(struct swreq *r);
+static void check_ps1(struct swreq *r);
 static void suspend_timer(lws_sorted_usec_list_t *sul);
 
 static void on_mark(struct session *s, enum si_event ev, const char *data, size_t n, int code)
@@ -390,14 +384,9 @@ static void on_mark(struct session *s, enum si_event ev, const char *data, size_
 		if (r && (r->phase == P_RUN || r->phase == P_START) && !r->started) {
 			r->text_from = ss->text.len;   /* the output starts here */
 			r->started = 1;
-			buf_free(&r->notices);
-			r->notices = ss->notices;
-			memset(&ss->notices, 0, sizeof ss->notices);
 		}
 	} else if (ev == SI_MARK_DONE) {
 		ss->running = 0;
-		ss->after_done = ss->text.len;
-		ss->notices_open = ss->ready;
 		struct swreq *r = ss->cur;
 		if (!r)
 			return;
@@ -641,7 +630,7 @@ static void intr_answered(struct swreq *r, cJSON *ans)
 {
 	if (sw_is_error(ans)) {
 		if (!strcmp(sw_ans_code(ans), "no_command")) {   /* the prompt is there */
-			finish_interrupt(r, NULL);
+			finish_interrupt(r, NULL, (size_t)-1);
 			return;
 		}
 		if (!strcmp(sw_ans_code(ans), "busy"))
@@ -673,7 +662,6 @@ static void kill_send(struct swreq *r)
 {
 	/* the job stopped: kill it as SWE-ReX does */
 	r->phase = P_KILL;
-	r->text_kill = r->ss->text.len;
 	cJSON *a = cJSON_CreateObject();
 	cJSON_AddStringToObject(a, "command", "kill -9 %1");
 	cJSON_AddStringToObject(a, "session", r->ss->sname);
@@ -727,7 +715,7 @@ static void run_interrupt(struct swreq *r)
 	r->text_from = r->ss->text.len;
 	r->cmd = xstrdup("");
 	if (!r->ss->running) {
-		finish_interrupt(r, NULL);   /* ^C at a prompt: a new prompt */
+		finish_interrupt(r, NULL, (size_t)-1);   /* ^C at a prompt: a new prompt */
 		return;
 	}
 	intr_step(r);

@@ -59,7 +59,6 @@ void sw_req_free(struct swreq *r)
 	cJSON_Delete(r->body);
 	cJSON_Delete(r->early);
 	cJSON_Delete(r->waiting);
-	buf_free(&r->notices);
 	free(r->cmd);
 	free(r->error_msg);
 	free(r);

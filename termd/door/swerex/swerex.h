@@ -34,14 +34,14 @@ struct swreq {
 	int check;                /* 0 raise, 1 silent, 2 ignore */
 	int interactive, quit, interrupt;
 	int started;              /* its output's start is known */
-	buf_t notices;            /* job notices from before it (session.c) */
+	int prev_phase, done_code;
+	size_t done_at;           /* where the text after its done mark starts */
 	int retries, n_retry;
 	double timeout;           /* < 0: none */
 	char *error_msg;
 	cJSON *expect;            /* array of strings (regexes) */
 	cJSON *waiting;           /* what the command waits for (input-wait) */
 	size_t text_from;         /* where this request's output starts */
-	size_t text_kill;         /* where the interrupt's kill -9 %1 was typed */
 	void *proc;               /* exec.c's running process */
 	void *upload;             /* files.c's upload job */
 };
