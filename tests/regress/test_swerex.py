@@ -115,6 +115,25 @@ def test_api_key_missing_wrong_right(swerex):
     assert (st, body) == (200, {"message": "hello world"})
     st, _, body = request(td, "GET", "/is_alive")
     assert (st, body) == (200, {"is_alive": True, "message": ""})
+    # every route of the door, each refused without and with a wrong key
+    for method, path in ROUTES:
+        for key, detail in ((None, "Not authenticated"), ("x" + TOKEN, "Invalid API Key")):
+            st, _, body = request(td, method, path, {"command": "touch %s" % marker, "shell": True,
+                                                     "path": str(marker), "content": "x"}, key=key)
+            assert (st, body) == (401, {"detail": detail}), (method, path, key)
+    assert not marker.exists()
+
+
+ROUTES = [("GET", "/"), ("GET", "/is_alive"), ("POST", "/create_session"), ("POST", "/run_in_session"),
+          ("POST", "/close_session"), ("POST", "/execute"), ("POST", "/read_file"),
+          ("POST", "/write_file"), ("POST", "/upload"), ("POST", "/close")]
+
+
+def test_the_route_list_is_the_doors():
+    import re
+    src = (REPO / "termd" / "door" / "swerex" / "swerex.c").read_text()
+    found = re.findall(r'\{"(GET|POST)", "(/[a-z_]*)", sw_admit', src)
+    assert sorted(found) == sorted(ROUTES)
 
 
 def test_no_token_on_all_interfaces_is_refused(tmp_path):
