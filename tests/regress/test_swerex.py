@@ -269,6 +269,24 @@ def test_waiting_for_input_known_at_timeout(swerex):
     assert "Password:" in e["extra_info"]["waiting"]["prompt"]
 
 
+def test_timed_out_command_runs_on_and_its_output_is_kept(swerex):
+    """a command past its timeout keeps running (as in SWE-ReX); what it
+    prints until it ends starts the next answer, and the next command runs
+    once it ended (SWE-ReX types it into the running program)"""
+    td = swerex()
+    assert request(td, "POST", "/create_session", {})[0] == 200
+    gate = td.home / "gate"
+    st, _, body = request(td, "POST", "/run_in_session", {
+        "command": "echo first; while [ ! -e %s ]; do sleep 0.05; done; echo later" % gate,
+        "timeout": 0.5})
+    assert body["swerexception"]["class_path"] == "swerex.exceptions.CommandTimeoutError"
+    gate.touch()
+    st, _, body = request(td, "POST", "/run_in_session", {"command": "echo next"})
+    assert (st, body["output"], body["exit_code"]) == (200, "first\nlater\nnext\n", 0)
+    st, _, body = request(td, "POST", "/run_in_session", {"command": "echo again"})
+    assert body["output"] == "again\n"
+
+
 def test_execute_timeout_kills_the_process_group(swerex):
     td = swerex()
     pidfile = td.home / "pids"

@@ -38,6 +38,10 @@ struct swsess {
 				   * taken again before the old one is gone) */
 	int closed;               /* /close: no shell, the name kept */
 	int ready;                /* the startup line ran: PS1 is SWE-ReX's */
+	/* a command that timed out runs on: what it prints up to its end
+	 * starts the next answer (SWE-ReX's pexpect keeps it too) */
+	int orphan;
+	size_t orphan_from, orphan_end;   /* end 0: not ended yet */
 	int running;              /* start mark seen, done mark not yet */
 	buf_t text;               /* the session's raw output (marks removed) */
 	struct swreq *cur;        /* the request waiting on it */
@@ -110,6 +114,12 @@ static void text_since(struct swsess *ss, size_t from, size_t to, buf_t *out)
 	if (to > ss->text.len)
 		to = ss->text.len;
 	buf_t raw = {0};
+	if (ss->orphan) {
+		size_t end = ss->orphan_end && ss->orphan_end < from ? ss->orphan_end : from;
+		if (ss->orphan_from < end)
+			sw_backslashreplace(&raw, ss->text.p + ss->orphan_from, end - ss->orphan_from);
+		ss->orphan = 0;
+	}
 	sw_backslashreplace(&raw, ss->text.p + from, to - from);
 	sw_strip_control(out, raw.p ? raw.p : "", raw.len);
 	buf_free(&raw);
@@ -358,8 +368,10 @@ static void on_text(struct session *s, const char *data, size_t n)
 	struct swsess *ss = sess_by_termd(s);
 	if (!ss)
 		return;
-	if (!ss->cur && ss->text.len > TEXT_KEEP)
+	if (!ss->cur && ss->text.len > TEXT_KEEP) {
 		buf_reset(&ss->text);
+		ss->orphan = 0;
+	}
 	buf_append(&ss->text, data, n);
 	if (ss->cur && ss->cur->phase == P_PS1)
 		check_ps1(ss->cur);
@@ -387,6 +399,8 @@ static void on_mark(struct session *s, enum si_event ev, const char *data, size_
 		}
 	} else if (ev == SI_MARK_DONE) {
 		ss->running = 0;
+		if (ss->orphan && !ss->orphan_end)
+			ss->orphan_end = ss->text.len;
 		struct swreq *r = ss->cur;
 		if (!r)
 			return;
@@ -510,7 +524,13 @@ void sw_create_session(struct http_txn *t)
 static void run_timeout(lws_sorted_usec_list_t *sul)
 {
 	struct swreq *r = lws_container_of(sul, struct swreq, timer);
-	timeout_raise(r);   /* the command goes on; its output stays in termd */
+	struct swsess *ss = r->ss;
+	if (ss && r->phase == P_RUN && r->started && !r->interactive && !r->quit && !ss->orphan) {
+		ss->orphan = 1;   /* the command goes on; its output is kept */
+		ss->orphan_from = r->text_from;
+		ss->orphan_end = 0;
+	}
+	timeout_raise(r);
 }
 
 static void run_answered(struct swreq *r, cJSON *ans)
