@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+import routes
 import wsclient
 from conftest import TERMD_BIN, Termd
 
@@ -124,9 +125,7 @@ def test_api_key_missing_wrong_right(swerex):
     assert not marker.exists()
 
 
-ROUTES = [("GET", "/"), ("GET", "/is_alive"), ("POST", "/create_session"), ("POST", "/run_in_session"),
-          ("POST", "/close_session"), ("POST", "/execute"), ("POST", "/read_file"),
-          ("POST", "/write_file"), ("POST", "/upload"), ("POST", "/close")]
+ROUTES = routes.API_ONLY_ROUTES["swerex"]
 
 
 def test_the_route_list_is_the_doors():
