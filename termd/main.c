@@ -25,6 +25,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+static char **swerex_argv(int *argc, char **argv);
 
 
 /* Numeric limits: option name, where it goes, bounds, what it counts. */
@@ -92,7 +93,9 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: termd [options]\n"
 		"  --listen HOST:PORT | unix:PATH | none   where to listen (default %s:%d); again:\n"
-		"                          more HOST:PORT addresses (e.g. e2b's envd port 49983)\n"
+		"                          more HOST:PORT addresses (e.g. e2b's envd port 49983);\n"
+		"                          ADDR,api=NAME: that listener serves API NAME only (termd,\n"
+		"                          openhands, e2b, swerex, agent-sandbox; default the first 3)\n"
 		"  --token-file F          full-access token (also env TERMD_TOKEN)\n"
 		"  --view-token-file F     read-only token\n"
 		"  --insecure-no-token     serve a non-loopback address without a token (loudly)\n"
@@ -166,7 +169,7 @@ static char *read_token_file(const char *path)
 	return t;
 }
 
-static int parse_listen(const char *v)
+static int parse_listen_addr(const char *v)
 {
 	if (strcmp(v, "none") == 0) {
 		if (opts.listen_host || opts.listen_unix) {
@@ -194,7 +197,7 @@ static int parse_listen(const char *v)
 		int p0 = opts.listen_port;
 		opts.listen_host = NULL;
 		opts.listen_unix = NULL;
-		int r = parse_listen(v);
+		int r = parse_listen_addr(v);
 		opts.extra_host[opts.nextra] = opts.listen_host;
 		opts.extra_port[opts.nextra] = opts.listen_port;
 		if (r == 0)
@@ -231,6 +234,43 @@ static int parse_listen(const char *v)
 	else
 		opts.listen_host = hl ? xstrndup(v, hl) : xstrdup(TD_DEFAULT_HOST);
 	opts.listen_port = (int)port;
+	return 0;
+}
+
+/* --listen ADDR[,api=NAME]: the address, then the API its listener serves
+ * alone (PROTOCOL.md section 12), recorded for the listener just added. */
+static int parse_listen(const char *v)
+{
+	static const struct { const char *name; unsigned bit; } apis[] = {
+		{"termd", TD_API_TERMD}, {"openhands", TD_API_OPENHANDS}, {"e2b", TD_API_E2B},
+		{"swerex", TD_API_SWEREX}, {"agent-sandbox", TD_API_AGENT_SANDBOX},
+	};
+	const char *suf = strstr(v, ",api=");
+	if (!suf)
+		return parse_listen_addr(v);
+	unsigned api = 0;
+	for (size_t i = 0; i < sizeof apis / sizeof apis[0]; i++)
+		if (strcmp(suf + 5, apis[i].name) == 0)
+			api = apis[i].bit;
+	if (!api) {
+		fprintf(stderr, "termd: --listen %s: unknown API '%s' (termd, openhands, e2b, "
+			"swerex or agent-sandbox)\n", v, suf + 5);
+		return -1;
+	}
+	char *addr = xstrndup(v, (size_t)(suf - v));
+	int first = !opts.listen_host && !opts.listen_unix, n0 = opts.nextra;
+	int r = parse_listen_addr(addr);
+	free(addr);
+	if (r < 0)
+		return r;
+	if (opts.listen_none) {
+		fprintf(stderr, "termd: --listen none serves no API\n");
+		return -1;
+	}
+	if (first)
+		opts.listen_api = api;
+	else if (opts.nextra > n0)
+		opts.extra_api[opts.nextra - 1] = api;
 	return 0;
 }
 
@@ -400,6 +440,7 @@ static void teardown(void)
 	plugin_shutdown();
 	link_shutdown();
 	openhands_shutdown();
+	swerex_shutdown();
 	web_shutdown();
 	metrics_shutdown();
 	actions_shutdown();
@@ -866,6 +907,7 @@ static void register_modules(void)
 	fsops_register();
 	watch_register();
 	ports_register();
+	swerex_register();   /* on a swerex listener (swerex-remote's) */
 	openhands_register();
 	envd_register();
 	web_register();
@@ -907,10 +949,60 @@ static int start_work(void)
 	return 0;
 }
 
+/* Started as swerex-remote (SWE-ReX's server, whose deployments run
+ * `swerex-remote --auth-token T`): its options, --auth-token T, --host H
+ * (0.0.0.0) and --port P (8000), become termd's first listener
+ * `--listen H:P,api=swerex` with T the full token; termd's own options
+ * pass through (another --listen serves termd's API there, for watchers).
+ * argv is replaced (a new array, kept for the process's life). */
+static char **swerex_argv(int *argc, char **argv)
+{
+	const char *base = strrchr(argv[0], '/');
+	base = base ? base + 1 : argv[0];
+	if (strcmp(base, "swerex-remote") != 0)
+		return argv;
+	const char *host = "0.0.0.0", *port = "8000", *token = NULL;
+	int has_swerex = 0;
+	char **out = xcalloc((size_t)*argc + 4, sizeof *out);
+	int n = 0;
+	out[n++] = argv[0];
+	n += 2;   /* the listener goes first */
+	for (int i = 1; i < *argc; i++) {
+		const char *a = argv[i];
+		const char **dst = !strncmp(a, "--auth-token", 12) ? &token :
+				   !strncmp(a, "--host", 6) ? &host : !strncmp(a, "--port", 6) ? &port : NULL;
+		size_t kl = dst == &token ? 12 : 6;
+		if (dst && (a[kl] == '=' || (a[kl] == 0 && i + 1 < *argc))) {
+			*dst = a[kl] == '=' ? a + kl + 1 : argv[++i];
+			continue;
+		}
+		/* an upgrade in place runs the argv made here again */
+		if (strstr(a, ",api=swerex") && i > 1 && !strcmp(argv[i - 1], "--listen"))
+			has_swerex = 1;
+		out[n++] = argv[i];
+	}
+	if (has_swerex) {
+		memmove(out + 1, out + 3, (size_t)(n - 3) * sizeof *out);
+		n -= 2;
+	} else {
+		buf_t l = {0};
+		buf_printf(&l, strchr(host, ':') ? "[%s]:%s,api=swerex" : "%s:%s,api=swerex", host,
+			   port);
+		out[1] = "--listen";
+		out[2] = buf_steal(&l);
+	}
+	out[n] = NULL;
+	if (token && *token)
+		setenv("TERMD_TOKEN", token, 1);
+	*argc = n;
+	return out;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 3 && !strcmp(argv[1], "--check-handover"))
 		return handover_check(argv[2]);
+	argv = swerex_argv(&argc, argv);
 	handover_set_argv(argv);
 	int rc = parse_options(argc, argv);
 	if (rc >= 0)

@@ -83,6 +83,11 @@ void openhands_register(void);
 void openhands_shutdown(void);
 
 
+/* ---- SWE-ReX's remote runtime API (swerex/): swerex-remote ---- */
+void swerex_register(void);
+void swerex_shutdown(void);
+
+
 /* ---- e2b's envd API: Connect-RPC process/filesystem, /files (envd/) ---- */
 void envd_register(void);
 void envd_shutdown(void);

@@ -17,6 +17,28 @@ R = "tests/regress/"
 PYT = "proto/python/tests/"
 
 MUTANTS = [
+    # ---- issue 48: SWE-ReX's API (termd/door/swerex/)
+    dict(name="swerex-replay-before-key",
+         file="termd/door/swerex/swerex.c",
+         search="\tif (opts.token) {\n\t\tchar key[640];",
+         replace="\tchar rid[256];\n\tif (sw.last_id[0] && http_header(t, \"x-request-id:\", rid, sizeof rid) > 0 &&\n"
+                 "\t    strcmp(rid, sw.last_id) == 0) {\n"
+                 "\t\thttp_answer(t, sw.last_status, \"application/json\", sw.last_body.p, sw.last_body.len);\n"
+                 "\t\treturn 1;\n\t}\n\tif (opts.token) {\n\t\tchar key[640];",
+         tests=[R + "test_swerex.py::test_request_id_replay_runs_once"],
+         why="an X-Request-ID replay is answered before the key is checked (as SWE-ReX does): no key needed"),
+    dict(name="swerex-execute-timeout-kills-nothing",
+         file="termd/door/swerex/exec.c",
+         search="\tproc_report(p, -9, NULL);\n\tsw_call_detached(\"session.signal\", a);",
+         replace="\tproc_report(p, -9, NULL);\n\tcJSON_Delete(a);",
+         tests=[R + "test_swerex.py::test_execute_timeout_kills_the_process_group"],
+         why="a timed-out /execute is answered CommandTimeoutError but its processes run on"),
+    dict(name="swerex-output-from-send",
+         file="termd/door/swerex/session.c",
+         search="\t\t\tr->text_from = ss->text.len;   /* the output starts here */\n",
+         replace="",
+         tests=[R + "test_swerex.py::test_watcher_sees_a_swerex_command_while_it_runs"],
+         why="a command's output starts where it was typed, not at the shell's start mark: its echo is in it"),
     # ---- issue 38: the eight that survived the suite, each with a test now
     dict(name="watch-rename",
          file="termd/action/watch.c",
@@ -159,8 +181,8 @@ MUTANTS = [
     # ---- added with issue 38's tests: the route table, ignored_args, more
     dict(name="envs-no-auth",
          file="termd/door/envd/envd.c",
-         search='{"GET", "/envs", admit_token, envs, 0},',
-         replace='{"GET", "/envs", NULL, envs, 0},',
+         search='{"GET", "/envs", admit_token, envs, 0, TD_API_E2B},',
+         replace='{"GET", "/envs", NULL, envs, 0, TD_API_E2B},',
          tests=[R + "test_routes.py"],
          why="envd's /envs (termd's environment) answers without a token"),
     dict(name="ignored-args-lost-when-pending",
@@ -710,8 +732,10 @@ MUTANTS = [
          why="a file written as root for a root-capable user stays root's, not the user's"),
     dict(name="user-root-capable-no-ignored",
          file="termd/fs/fswork.c",
-         search="\tif (geteuid() != 0 || opts.user_root_capable == URC_NO)\n\t\treturn 0;",
-         replace="\tif (geteuid() != 0)\n\t\treturn 0;",
+         search="int fs_user_root_capable(const char *name, uid_t uid)\n{\n"
+                "\tif (geteuid() != 0 || opts.user_root_capable == URC_NO)\n\t\treturn 0;",
+         replace="int fs_user_root_capable(const char *name, uid_t uid)\n{\n"
+                 "\tif (geteuid() != 0)\n\t\treturn 0;",
          tests=[R + "test_hardening4.py::test_user_root_capable_no_refuses"],
          why="--user-root-capable no still lets a user with sudo write as root"),
     dict(name="mkdir-root-retry-follows-links",
