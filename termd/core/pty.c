@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
@@ -100,6 +101,21 @@ static void pty_reaped(void *arg, pid_t pid, int st)
 		server_timer(&p->end_sul, end_timer, END_GRACE_US);
 }
 
+/* The signals glibc keeps for itself (32 and 33: thread cancellation and
+ * setxid) are refused by signal(); a program still inherits them ignored
+ * when termd's own parent ignored them. The kernel's call sets them back to
+ * the default (the child is one thread, about to exec). */
+static void default_disposition(int sig)
+{
+	struct {
+		void (*handler)(int);
+		unsigned long flags;
+		void (*restorer)(void);
+		unsigned long mask;
+	} ksa = {SIG_DFL, 0, NULL, 0};
+	syscall(SYS_rt_sigaction, sig, &ksa, NULL, sizeof ksa.mask);
+}
+
 /* the child's side, after fork: its own session, 0-2 set, every other
  * descriptor closed, signals as new; the owner's hook execs */
 static void child_setup(struct pty *p, const int fds[3], const struct pty_hooks *hooks,
@@ -130,7 +146,8 @@ static void child_setup(struct pty *p, const int fds[3], const struct pty_hooks 
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	for (int sig = 1; sig < NSIG; sig++)
-		signal(sig, SIG_DFL);
+		if (signal(sig, SIG_DFL) == SIG_ERR && sig != SIGKILL && sig != SIGSTOP)
+			default_disposition(sig);
 	hooks->child(owner);
 	_exit(127);
 }

@@ -5,6 +5,7 @@
 // Env: E2B_SANDBOX_URL (termd), TERMD_TOKEN (sent as X-Access-Token),
 // E2B_DEBUG=true.
 import { Sandbox, CommandExitError, NotFoundError } from 'e2b';
+import { writeFileSync } from 'node:fs';
 
 function sandbox() {
   // Sandbox.create() in debug mode is this, without a token: the token
@@ -81,13 +82,22 @@ const scenarios = {
   },
 
   async reconnect() {
+    // lines 1 and 2, then a gate the driver opens once it has disconnected
+    // and given termd a second to see the stream end; lines 3 to 6 then come
+    // while nobody is attached (printed into a stream termd still thought
+    // open, under load, they were lost: a test's race, not a loss)
     const s = sandbox();
     const first = [];
-    const h = await s.commands.run('for i in 1 2 3 4 5 6; do echo line$i; sleep 0.3; done',
+    const gate = process.env.TERMD_GATE || '/nonexistent';
+    const h = await s.commands.run('for i in 1 2; do echo line$i; sleep 0.3; done; ' +
+      `while [ ! -e '${gate}' ]; do sleep 0.05; done; ` +
+      'for i in 3 4 5 6; do echo line$i; sleep 0.3; done',
       { background: true, onStdout: (d) => first.push(d) });
-    await sleep(450);
+    for (let i = 0; i < 600 && !first.join('').includes('line2'); i++) await sleep(100);
     await h.disconnect();
     const cut = first.join('');
+    await sleep(1000);
+    writeFileSync(gate, '');
     await sleep(1200);   // lines printed while nobody is attached
     const again = await s.commands.connect(h.pid);
     const r = await again.wait();

@@ -760,4 +760,14 @@ MUTANTS = [
          replace="fs_user_root_capable(pw->pw_name, pw->pw_uid)",
          tests=[R + "test_hardening4.py::test_healthz_never_waits_for_sudo"],
          why="/healthz asks sudo on termd's loop: a slow sudo stops every client"),
+    # ---- found by a full run after the merges: glibc's own signals
+    dict(name="glibc-signals-left-ignored",
+         file="termd/core/pty.c",
+         search="\t\tif (signal(sig, SIG_DFL) == SIG_ERR && sig != SIGKILL && sig != SIGSTOP)\n"
+                "\t\t\tdefault_disposition(sig);",
+         replace="\t\tsignal(sig, SIG_DFL);\n\t(void)default_disposition;",
+         tests=[R + "test_sessions.py::test_programs_start_with_default_signal_dispositions_"
+                    "whatever_termds_parent_ignored"],
+         why="signals 32 and 33 ignored by termd's parent stay ignored in every session's "
+             "programs (signal() refuses glibc's own signals)"),
 ]

@@ -225,7 +225,7 @@ def test_sdk_create_in_debug_mode_without_token(termd_factory):
 
 def test_sdk_reconnect_loses_nothing(termd_factory):
     td = start(termd_factory)
-    o = drive(td, "reconnect")
+    o = drive(td, "reconnect", extra_env={"TERMD_GATE": str(td.home / "reconnect-gate")})
     lines = ["line%d\n" % i for i in range(1, 7)]
     assert o["exitCode"] == 0
     assert o["first"] + o["second"] == "".join(lines), o

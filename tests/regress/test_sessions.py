@@ -695,3 +695,39 @@ def test_input_bigger_than_the_pty_takes_arrives_whole(termd, ev):
         raise AssertionError("%d of %d bytes came through the pty" % (written(), size))
     assert out.read_bytes() == data
     call(ev, "session.close", {"session": "raw"})
+
+
+IGNORE_GLIBC_SIGNALS = r"""
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+class KSA(ctypes.Structure):
+    _fields_ = [("handler", ctypes.c_ulong), ("flags", ctypes.c_ulong),
+                ("restorer", ctypes.c_ulong), ("mask", ctypes.c_ulong)]
+for sig in (32, 33):   # glibc's own: signal() refuses them, the kernel does not
+    ksa = KSA(1, 0, 0, 0)   # SIG_IGN
+    if libc.syscall(13, sig, ctypes.byref(ksa), None, 8) != 0:   # rt_sigaction (x86-64)
+        sys.exit("rt_sigaction(%d): errno %d" % (sig, ctypes.get_errno()))
+os.execv(sys.argv[1], sys.argv[1:])
+"""
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="the rt_sigaction number is x86-64's")
+def test_programs_start_with_default_signal_dispositions_whatever_termds_parent_ignored(tmp_path):
+    """A parent that ignores signals 32 and 33 (glibc keeps them for itself,
+    so signal() cannot set them back) still leaves a session's programs
+    with every signal at its default: termd resets those two by the
+    kernel's call (seen in a CI run: SigIgn 0000000080000000)."""
+    import conftest
+    t = conftest.Termd(tmp_path, (), None, None)
+    t.argv = [PY, "-c", IGNORE_GLIBC_SIGNALS] + t.argv
+    t.start()
+    try:
+        pid = t.proc.pid
+        with open("/proc/%d/status" % pid) as f:
+            ign = [ln.split()[1] for ln in f if ln.startswith("SigIgn:")][0]
+        assert int(ign, 16) & (3 << 31) == 3 << 31, ign   # termd itself got them ignored
+        ev = t.events()
+        obs = run_done(ev, "grep -E '^SigIgn:' /proc/self/status")
+        assert [ln.split() for ln in lines(obs)] == [["SigIgn:", "0" * 16]], fmt(obs)
+    finally:
+        t.stop()
