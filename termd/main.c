@@ -86,7 +86,9 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: termd [options]\n"
 		"  --listen HOST:PORT | unix:PATH | none   where to listen (default %s:%d); again:\n"
-		"                          more HOST:PORT addresses (e.g. e2b's envd port 49983)\n"
+		"                          more HOST:PORT addresses (e.g. e2b's envd port 49983);\n"
+		"                          ADDR,api=NAME: that listener serves API NAME only (termd,\n"
+		"                          openhands, e2b, swerex, agent-sandbox; default the first 3)\n"
 		"  --token-file F          full-access token (also env TERMD_TOKEN)\n"
 		"  --view-token-file F     read-only token\n"
 		"  --insecure-no-token     serve a non-loopback address without a token (loudly)\n"
@@ -156,7 +158,7 @@ static char *read_token_file(const char *path)
 	return t;
 }
 
-static int parse_listen(const char *v)
+static int parse_listen_addr(const char *v)
 {
 	if (strcmp(v, "none") == 0) {
 		if (opts.listen_host || opts.listen_unix) {
@@ -184,7 +186,7 @@ static int parse_listen(const char *v)
 		int p0 = opts.listen_port;
 		opts.listen_host = NULL;
 		opts.listen_unix = NULL;
-		int r = parse_listen(v);
+		int r = parse_listen_addr(v);
 		opts.extra_host[opts.nextra] = opts.listen_host;
 		opts.extra_port[opts.nextra] = opts.listen_port;
 		if (r == 0)
@@ -221,6 +223,43 @@ static int parse_listen(const char *v)
 	else
 		opts.listen_host = hl ? xstrndup(v, hl) : xstrdup(TD_DEFAULT_HOST);
 	opts.listen_port = (int)port;
+	return 0;
+}
+
+/* --listen ADDR[,api=NAME]: the address, then the API its listener serves
+ * alone (PROTOCOL.md section 12), recorded for the listener just added. */
+static int parse_listen(const char *v)
+{
+	static const struct { const char *name; unsigned bit; } apis[] = {
+		{"termd", TD_API_TERMD}, {"openhands", TD_API_OPENHANDS}, {"e2b", TD_API_E2B},
+		{"swerex", TD_API_SWEREX}, {"agent-sandbox", TD_API_AGENT_SANDBOX},
+	};
+	const char *suf = strstr(v, ",api=");
+	if (!suf)
+		return parse_listen_addr(v);
+	unsigned api = 0;
+	for (size_t i = 0; i < sizeof apis / sizeof apis[0]; i++)
+		if (strcmp(suf + 5, apis[i].name) == 0)
+			api = apis[i].bit;
+	if (!api) {
+		fprintf(stderr, "termd: --listen %s: unknown API '%s' (termd, openhands, e2b, "
+			"swerex or agent-sandbox)\n", v, suf + 5);
+		return -1;
+	}
+	char *addr = xstrndup(v, (size_t)(suf - v));
+	int first = !opts.listen_host && !opts.listen_unix, n0 = opts.nextra;
+	int r = parse_listen_addr(addr);
+	free(addr);
+	if (r < 0)
+		return r;
+	if (opts.listen_none) {
+		fprintf(stderr, "termd: --listen none serves no API\n");
+		return -1;
+	}
+	if (first)
+		opts.listen_api = api;
+	else if (opts.nextra > n0)
+		opts.extra_api[opts.nextra - 1] = api;
 	return 0;
 }
 

@@ -727,7 +727,7 @@ void record_register(void)
 	};
 	session_listen(&l);
 	static const struct http_route routes[] = {
-		{"GET", "/record/", record_admit, record_route, 1},
+		{"GET", "/record/", record_admit, record_route, 1, TD_API_TERMD},
 	};
 	http_routes_register(routes, sizeof routes / sizeof routes[0]);
 }

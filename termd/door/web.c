@@ -175,11 +175,11 @@ static void auth(struct http_txn *t)
 void web_register(void)
 {
 	static const struct http_route routes[] = {
-		{"GET", "/", NULL, page_list, 0},
-		{"GET", "/s/", NULL, page_session, 1},
-		{"GET", "/r/", NULL, page_replay, 1},
-		{"GET", "/assets/", NULL, assets, 1},
-		{"GET", "/auth", NULL, auth, 0},
+		{"GET", "/", NULL, page_list, 0, TD_API_TERMD},
+		{"GET", "/s/", NULL, page_session, 1, TD_API_TERMD},
+		{"GET", "/r/", NULL, page_replay, 1, TD_API_TERMD},
+		{"GET", "/assets/", NULL, assets, 1, TD_API_TERMD},
+		{"GET", "/auth", NULL, auth, 0, TD_API_TERMD},
 	};
 	http_routes_register(routes, sizeof routes / sizeof routes[0]);
 }

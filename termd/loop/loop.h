@@ -25,6 +25,18 @@ struct waiter;
 struct shellint;
 struct plugin;
 
+/* ---- the APIs a listener serves (--listen ADDR:PORT,api=NAME) ---- */
+/* A listener's and an HTTP route's bits: a route answers on a listener
+ * whose bits it shares. Without a suffix a listener serves TD_API_DEFAULT. */
+enum td_api {
+	TD_API_TERMD = 1,          /* /events, /tty, the web page, /proxy/, /metrics */
+	TD_API_OPENHANDS = 2,      /* OpenHands V0 and V1 */
+	TD_API_E2B = 4,            /* e2b's envd */
+	TD_API_SWEREX = 8,
+	TD_API_AGENT_SANDBOX = 16,
+};
+#define TD_API_DEFAULT (TD_API_TERMD | TD_API_OPENHANDS | TD_API_E2B)
+
 /* ---- options (main.c) ---- */
 struct termd_opts {
 	char *listen_host;      /* NULL when unix */
@@ -34,6 +46,10 @@ struct termd_opts {
 	char *extra_host[TD_MAX_EXTRA_LISTEN]; /* --listen given again: TCP only */
 	int extra_port[TD_MAX_EXTRA_LISTEN];
 	int nextra;
+	/* the APIs each listener serves (--listen ADDR,api=NAME): enum td_api
+	 * bits, 0 for a listener without the suffix (TD_API_DEFAULT) */
+	unsigned listen_api;
+	unsigned extra_api[TD_MAX_EXTRA_LISTEN];
 	char *token;            /* full access token or NULL */
 	char *view_token;       /* read-only token or NULL */
 	char *shell;            /* shell for sessions */
@@ -130,6 +146,9 @@ int server_front_wanted(void);
 /* Did wsi come through the front's internal socket (its X-Termd-Peer,
  * X-Termd-Tls and X-Termd-Metadata headers are the front's)? */
 int server_via_front(struct lws *wsi);
+/* The APIs of the listener wsi came in on when it did not come through
+ * the front (per lws vhost): enum td_api bits, never 0. */
+unsigned server_listener_api(struct lws *wsi);
 /* the loop goes: every connection and adopted fd is closed */
 void server_close_loop(void);
 /* then the listener's socket and the runtime folder */

@@ -298,9 +298,10 @@ static int more_vhosts(const struct lws_context_creation_info *info, int front)
 	 * the front, they are the front's) */
 	for (int i = 0; i < opts.nextra && !front; i++) {
 		struct lws_context_creation_info vi = *info;
-		char name[32];
-		snprintf(name, sizeof name, "listen-%d", i + 1);
-		vi.vhost_name = name;
+		/* (lws keeps the name's pointer: server_listener_api reads it) */
+		static char names[TD_MAX_EXTRA_LISTEN][16];
+		snprintf(names[i], sizeof names[i], "listen-%d", i + 1);
+		vi.vhost_name = names[i];
 		vi.options &= ~(uint64_t)(LWS_SERVER_OPTION_UNIX_SOCK | LWS_SERVER_OPTION_DISABLE_IPV6 |
 					   LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT);
 		vi.iface = opts.extra_host[i];
@@ -429,6 +430,22 @@ static void rm_rf(const char *dir)
 int server_front_wanted(void)
 {
 	return opts.front && !opts.listen_none && (!opts.listen_unix || opts.nextra);
+}
+
+unsigned server_listener_api(struct lws *wsi)
+{
+	struct lws *nw = wsi ? lws_get_network_wsi(wsi) : NULL;
+	struct lws_vhost *vh = wsi ? lws_get_vhost(nw ? nw : wsi) : NULL;
+	const char *name = vh ? lws_get_vhost_name(vh) : NULL;
+	unsigned a = 0;
+	if (name && strncmp(name, "listen-", 7) == 0) {
+		int i = atoi(name + 7) - 1;   /* more_vhosts' names */
+		if (i >= 0 && i < opts.nextra)
+			a = opts.extra_api[i];
+	} else if (vh && vh == srv.vhost) {
+		a = opts.listen_api;
+	}
+	return a ? a : TD_API_DEFAULT;
 }
 
 int server_via_front(struct lws *wsi)

@@ -1,7 +1,7 @@
 /* front-h1.c — the front's HTTP/1.1: a request head parsed (limit
  * FR_HEAD_MAX, else 431) and rewritten for lws (X-Metadata-<key> folded into
  * one X-Termd-Metadata, the client's X-Termd-* dropped, X-Termd-Peer and
- * X-Termd-Tls added: fr_rewrite, which HTTP/2 uses too), bodies followed by
+ * X-Termd-Tls and X-Termd-Api (its listener's APIs) added: fr_rewrite, which HTTP/2 uses too), bodies followed by
  * Content-Length or chunked framing so that the next pipelined head is found,
  * answers passed back byte for byte, and after a WebSocket upgrade answered
  * 101 the two sides joined. Every buffer bounded: reads stop while full. */
@@ -185,7 +185,7 @@ void fr_rewrite(struct fq *out, const struct fr_hdr *h, int nh, const struct fco
 	struct fq meta = {0};
 	for (int i = 0; i < nh; i++) {
 		if (name_is(&h[i], "x-termd-metadata") || name_is(&h[i], "x-termd-peer") ||
-		    name_is(&h[i], "x-termd-tls"))
+		    name_is(&h[i], "x-termd-tls") || name_is(&h[i], "x-termd-api"))
 			continue;   /* only the front says these */
 		if (h[i].nlen > 11 && strncasecmp(h[i].name, "x-metadata-", 11) == 0) {
 			if (meta.len)
@@ -212,6 +212,7 @@ void fr_rewrite(struct fq *out, const struct fr_hdr *h, int nh, const struct fco
 		fq_printf(out, "X-Termd-Peer: %s\r\n", c->peer);
 	if (c->ssl)
 		fq_put(out, "X-Termd-Tls: 1\r\n", 16);
+	fq_printf(out, "X-Termd-Api: %u\r\n", c->api);
 }
 
 static const char *reason(int status)

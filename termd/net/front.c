@@ -330,9 +330,20 @@ static void conn_pump(struct fconn *c)
 		conn_close(c);
 }
 
+/* the APIs of the listener lis[k]: the first --listen's unless it is a
+ * unix socket (lws's own), then the extra ones in order */
+static unsigned listener_api(int k)
+{
+	unsigned a;
+	if (!opts.listen_unix)
+		a = k == 0 ? opts.listen_api : k - 1 < opts.nextra ? opts.extra_api[k - 1] : 0;
+	else
+		a = k < opts.nextra ? opts.extra_api[k] : 0;
+	return a ? a : TD_API_DEFAULT;
+}
+
 static void conn_new(int fd, int listener)
 {
-	(void)listener;
 	if (nconns >= FR_MAX_CONNS) {
 		close(fd);
 		return;
@@ -344,6 +355,7 @@ static void conn_new(int fd, int listener)
 	c->w.fd = fd;
 	c->w.owner = c;
 	c->last_us = fr_now();
+	c->api = listener_api(listener);
 	struct sockaddr_storage ss;
 	socklen_t l = sizeof ss;
 	if (getpeername(fd, (struct sockaddr *)&ss, &l) == 0) {

@@ -73,6 +73,7 @@ struct fconn {
 	int counted;            /* in the protocol counters */
 	int again;              /* its pump stopped while bytes still moved */
 	char peer[64];
+	unsigned api;             /* its listener's APIs (enum td_api), sent as X-Termd-Api */
 	uint64_t last_us, head_us; /* last bytes either way; a head begun (0: none) */
 	struct fq cin, cout;
 	struct h1state *h1;

@@ -186,6 +186,9 @@ void http_routes_register(const struct http_route *r, size_t n)
 {
 	routes = xrealloc(routes, (nroutes + n) * sizeof *routes);
 	memcpy(routes + nroutes, r, n * sizeof *r);
+	for (size_t i = 0; i < n; i++)
+		if (!routes[nroutes + i].api)
+			routes[nroutes + i].api = TD_API_TERMD;
 	nroutes += n;
 }
 
@@ -278,6 +281,16 @@ const char *http_peer(struct lws *wsi, char *out, size_t n)
 		return NULL;
 	}
 	return out;
+}
+
+unsigned http_api(struct lws *wsi)
+{
+	if (!server_via_front(wsi))
+		return server_listener_api(wsi);
+	char v[16];
+	unsigned a = front_header(wsi, "x-termd-api:", v, sizeof v) > 0 ?
+		     (unsigned)strtoul(v, NULL, 10) : 0;
+	return a ? a : TD_API_DEFAULT;
 }
 
 int http_tls(struct lws *wsi)
@@ -417,10 +430,12 @@ void http_host_route(http_host_route_fn *fn)
 	host_route = fn;
 }
 
-static const struct http_route *route_find(const char *path)
+static const struct http_route *route_find(const char *path, unsigned api)
 {
 	for (size_t i = 0; i < nroutes; i++)
-		if (routes[i].prefix ? strncmp(routes[i].path, path, strlen(routes[i].path)) == 0
+		if (!(routes[i].api & api))
+			continue;
+		else if (routes[i].prefix ? strncmp(routes[i].path, path, strlen(routes[i].path)) == 0
 				     : strcmp(routes[i].path, path) == 0)
 			return &routes[i];
 	return NULL;
@@ -696,9 +711,10 @@ int http_request(struct lws *wsi, const char *uri)
 	}
 	if (foreign_request(wsi))
 		return http_reply(wsi, 403, "text/plain", foreign_why);
-	const struct http_route *r = host_route ? host_route(wsi) : NULL;
+	unsigned api = http_api(wsi);
+	const struct http_route *r = host_route && (api & TD_API_TERMD) ? host_route(wsi) : NULL;
 	if (!r)
-		r = route_find(uri);
+		r = route_find(uri, api);
 	if (r)
 		return route_request(wsi, r, uri);
 	if (http_auth(wsi) == AUTH_NONE)
@@ -722,6 +738,10 @@ static int upgrade_check(struct lws *wsi, struct upgrade *u, const char **why)
 		return 401;
 	}
 	uri_path(wsi, path, sizeof path);
+	if (!(http_api(wsi) & TD_API_TERMD)) {
+		*why = "not found\n";   /* the channels are termd's API */
+		return 404;
+	}
 	if (strcmp(path, TD_PATH_EVENTS) == 0 || strcmp(path, TD_PATH_EVENTS "/") == 0) {
 		u->channel = CHANNEL_EVENTS;
 		return 0;
@@ -760,19 +780,33 @@ static int upgrade_check(struct lws *wsi, struct upgrade *u, const char **why)
 	return 0;
 }
 
-static http_upgrade_hook_fn *upgrade_hook;
+#define UPGRADE_HOOKS 4
+static struct { http_upgrade_hook_fn *fn; unsigned api; } upgrade_hooks[UPGRADE_HOOKS];
+
+void http_upgrade_hook_api(http_upgrade_hook_fn *fn, unsigned api)
+{
+	for (int i = 0; i < UPGRADE_HOOKS; i++)
+		if (!upgrade_hooks[i].fn || upgrade_hooks[i].fn == fn) {
+			upgrade_hooks[i].fn = fn;
+			upgrade_hooks[i].api = api;
+			return;
+		}
+}
 
 void http_upgrade_hook(http_upgrade_hook_fn *fn)
 {
-	upgrade_hook = fn;
+	http_upgrade_hook_api(fn, TD_API_TERMD);
 }
 
 int http_confirm_upgrade(struct lws *wsi)
 {
 	struct upgrade u;
 	const char *why = "";
-	if (upgrade_hook && !foreign_request(wsi)) {
-		int st = upgrade_hook(wsi, http_auth(wsi), &why);
+	unsigned api = http_api(wsi);
+	for (int i = 0; i < UPGRADE_HOOKS && upgrade_hooks[i].fn; i++) {
+		if (!(upgrade_hooks[i].api & api) || foreign_request(wsi))
+			continue;
+		int st = upgrade_hooks[i].fn(wsi, http_auth(wsi), &why);
 		if (st < 0)
 			return -1;
 		if (st > 0) {

@@ -147,7 +147,7 @@ static void metrics_get(struct http_txn *t)
 void metrics_register(void)
 {
 	static const struct http_route r[] = {
-		{"GET", "/metrics", metrics_admit, metrics_get, 0},
+		{"GET", "/metrics", metrics_admit, metrics_get, 0, TD_API_TERMD},
 	};
 	http_routes_register(r, sizeof r / sizeof r[0]);
 }

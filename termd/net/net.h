@@ -78,9 +78,16 @@ struct http_route {
 	/* the request is in: answer now or later (http_answer) */
 	void (*fn)(struct http_txn *t);
 	int prefix;               /* path is a prefix ("/s/" serves /s/<any>) */
+	unsigned api;             /* the APIs it belongs to (enum td_api; 0: termd's) */
 };
-/* Routes other modules serve on the listener (consulted before 404). */
+/* Routes other modules serve on the listener (consulted before 404): on
+ * a listener that serves one of a route's APIs; the first registered
+ * of those that match a path answers it. */
 void http_routes_register(const struct http_route *r, size_t n);
+/* The APIs of the listener the request came in on (enum td_api bits):
+ * the front's X-Termd-Api when it came through the front, else its
+ * vhost's (server_listener_api). */
+unsigned http_api(struct lws *wsi);
 /* The answer (body copied); written when the socket is writable. */
 void http_answer(struct http_txn *t, int status, const char *ctype, const void *body,
 		 size_t len);
@@ -140,6 +147,9 @@ void http_host_route(http_host_route_fn *fn);
  * with and *why. One hook. */
 typedef int http_upgrade_hook_fn(struct lws *wsi, enum auth_level level, const char **why);
 void http_upgrade_hook(http_upgrade_hook_fn *fn);
+/* ... one more such hook, asked only on a listener serving one of api's
+ * APIs (up to four; the one above is termd's) */
+void http_upgrade_hook_api(http_upgrade_hook_fn *fn, unsigned api);
 /* LWS_CALLBACK_HTTP: /healthz, a route, else 401 or 404. */
 int http_request(struct lws *wsi, const char *uri);
 /* LWS_CALLBACK_HTTP_BODY, _BODY_COMPLETION, _WRITEABLE, CLOSED_HTTP */

@@ -2,7 +2,7 @@
  * head parsed (or refused 400/431: smuggling, folding, bad names), the
  * head rewritten for lws (X-Metadata-* folded into one X-Termd-Metadata,
  * form-encoded, keys lowercased, order kept; the client's X-Termd-* dropped;
- * X-Termd-Peer and X-Termd-Tls added), and chunked framing followed. */
+ * X-Termd-Peer, X-Termd-Tls and X-Termd-Api added), and chunked framing followed. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -63,6 +63,7 @@ static void rewrite(const char *head, int tls, char *out, size_t n)
 	struct fconn c;
 	memset(&c, 0, sizeof c);
 	snprintf(c.peer, sizeof c.peer, "203.0.113.7");
+	c.api = 2;
 	c.ssl = tls ? (SSL *)&c : NULL;   /* only its being set is read */
 	struct fq q = {0};
 	fr_rewrite(&q, r.h, r.nh, &c, 0);
@@ -76,12 +77,13 @@ static void test_rewrite(void **state)
 	char out[4096];
 	rewrite("POST /files HTTP/1.1\r\nHost: h\r\nX-Metadata-Owner: Ann Lee\r\n"
 		"X-Termd-Peer: 6.6.6.6\r\nx-metadata-KEY2: a&b=c/ü\r\nX-Termd-Metadata: evil=1\r\n"
-		"X-Termd-Tls: 1\r\nX-Access-Token: t\r\n\r\n", 1, out, sizeof out);
+		"X-Termd-Tls: 1\r\nX-Termd-Api: 1\r\nX-Access-Token: t\r\n\r\n", 1, out, sizeof out);
 	assert_string_equal(out, "Host: h\r\nX-Access-Token: t\r\n"
 			    "X-Termd-Metadata: owner=Ann+Lee&key2=a%26b%3Dc%2F%C3%BC\r\n"
-			    "X-Termd-Peer: 203.0.113.7\r\nX-Termd-Tls: 1\r\n");
+			    "X-Termd-Peer: 203.0.113.7\r\nX-Termd-Tls: 1\r\nX-Termd-Api: 2\r\n");
 	rewrite("GET / HTTP/1.1\r\nX-Metadata-: empty key kept as a header\r\n\r\n", 0, out, sizeof out);
-	assert_string_equal(out, "X-Metadata-: empty key kept as a header\r\nX-Termd-Peer: 203.0.113.7\r\n");
+	assert_string_equal(out, "X-Metadata-: empty key kept as a header\r\nX-Termd-Peer: 203.0.113.7\r\n"
+			    "X-Termd-Api: 2\r\n");
 }
 
 static long scan_all(const char *s, int *done, struct fq *data)

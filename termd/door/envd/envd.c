@@ -672,11 +672,11 @@ static void files(struct http_txn *t)
 void envd_register(void)
 {
 	static const struct http_route routes[] = {
-		{"POST", PROCESS_PREFIX, admit_token, rpc, 1},
-		{"POST", FS_PREFIX, admit_token, rpc, 1},
-		{"GET", "/health", NULL, health, 0},
-		{"GET", "/envs", admit_token, envs, 0},
-		{"*", "/files", admit_token, files, 0},
+		{"POST", PROCESS_PREFIX, admit_token, rpc, 1, TD_API_E2B},
+		{"POST", FS_PREFIX, admit_token, rpc, 1, TD_API_E2B},
+		{"GET", "/health", NULL, health, 0, TD_API_E2B},
+		{"GET", "/envs", admit_token, envs, 0, TD_API_E2B},
+		{"*", "/files", admit_token, files, 0, TD_API_E2B},
 	};
 	http_routes_register(routes, sizeof routes / sizeof routes[0]);
 	ed.conn.sink = envd_sink;

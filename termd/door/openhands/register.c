@@ -7,13 +7,13 @@
 void openhands_register(void)
 {
 	static const struct http_route routes[] = {
-		{"GET", "/alive", NULL, oh_alive, 0},
-		{"GET", "/server_info", NULL, oh_server_info, 0},
-		{"POST", "/execute_action", oh_admit_key, oh_execute_action, 0},
-		{"POST", "/list_files", oh_admit_key, oh_list_files, 0},            /* transfer.c */
-		{"POST", "/upload_file", oh_admit_key, oh_upload_file, 0},          /* transfer.c */
-		{"GET", "/download_files", oh_admit_key, oh_download_files, 0},     /* transfer.c */
-		{"GET", "/vscode/connection_token", oh_admit_key, oh_vscode_token, 0},
+		{"GET", "/alive", NULL, oh_alive, 0, TD_API_OPENHANDS},
+		{"GET", "/server_info", NULL, oh_server_info, 0, TD_API_OPENHANDS},
+		{"POST", "/execute_action", oh_admit_key, oh_execute_action, 0, TD_API_OPENHANDS},
+		{"POST", "/list_files", oh_admit_key, oh_list_files, 0, TD_API_OPENHANDS},            /* transfer.c */
+		{"POST", "/upload_file", oh_admit_key, oh_upload_file, 0, TD_API_OPENHANDS},          /* transfer.c */
+		{"GET", "/download_files", oh_admit_key, oh_download_files, 0, TD_API_OPENHANDS},     /* transfer.c */
+		{"GET", "/vscode/connection_token", oh_admit_key, oh_vscode_token, 0, TD_API_OPENHANDS},
 	};
 	static const struct oh_action acts[] = {
 		{"run", oh_run_start},                   /* run.c */

@@ -706,7 +706,7 @@ static void proxy_fn(struct http_txn *t)
 }
 
 /* the Host route: a request whose Host names a preview */
-static const struct http_route host_route = {"ANY", "/", proxy_admit, proxy_fn, 1};
+static const struct http_route host_route = {"ANY", "/", proxy_admit, proxy_fn, 1, TD_API_TERMD};
 
 static const struct http_route *proxy_host_route(struct lws *wsi)
 {
@@ -720,7 +720,7 @@ void proxy_register(void)
 	for (int i = 0; i < 16; i++)
 		snprintf(cookie_secret + 2 * i, 3, "%02x", r[i]);
 	static const struct http_route routes[] = {
-		{"ANY", "/proxy/", proxy_admit, proxy_fn, 1},
+		{"ANY", "/proxy/", proxy_admit, proxy_fn, 1, TD_API_TERMD},
 	};
 	http_routes_register(routes, 1);
 	http_host_route(proxy_host_route);
