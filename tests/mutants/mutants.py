@@ -379,4 +379,19 @@ MUTANTS = [
          tests=[R + "test_hardening3.py::test_stream_counts_what_went_out_but_is_still_held"],
          why="--stream-max counts only bytes not sent yet: what went out but is not moved out "
              "of the buffer is held uncounted, a slow reader is not cut at the bound"),
+    # ---- issue 49, agent-sandbox's runtime: the confinement to --sandbox-base
+    dict(name="sandbox-base-string-prefix",
+         file="termd/door/sandbox/files.c",
+         search="(strncmp(out->p, b.p, n) == 0 && out->p[n] == '/');",
+         replace="strncmp(out->p, b.p, n) == 0;",
+         tests=[R + "test_agent_sandbox.py::test_confinement_refuses_dotdot_and_links_out"],
+         why="the base check is a string prefix, not commonpath: a link to a sibling folder "
+             "whose name starts with the base's (/app2 for /app) lets files be written there"),
+    dict(name="sandbox-realpath-no-links",
+         file="termd/door/sandbox/files.c",
+         search="if (lstat(path->p, &st) != 0 || !S_ISLNK(st.st_mode))",
+         replace="if (lstat(path->p, &st) != 0 || !S_ISLNK(st.st_mode) || 1)",
+         tests=[R + "test_agent_sandbox.py::test_confinement_refuses_dotdot_and_links_out"],
+         why="the path is normalised without following links: a link inside the base leading "
+             "out passes the check and the file is written or read through it"),
 ]

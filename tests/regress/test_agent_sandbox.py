@@ -257,6 +257,14 @@ def test_confinement_refuses_dotdot_and_links_out(sandbox, tmp_path):
     assert api.json("GET", "/download/out%2Fsecret") == denied
     assert api.json("GET", "/list/out") == denied
     assert api.json("GET", "/exists/out%2Fsecret") == denied
+    # a sibling whose name starts with the base's is outside too (commonpath, not a
+    # string prefix)
+    sibling = tmp_path / (base.name + "2")
+    sibling.mkdir()
+    (base / "sib").symlink_to(sibling)
+    assert api.upload("sib/planted", b"x") == denied
+    assert api.json("GET", "/list/sib") == denied
+    assert not (sibling / "planted").exists()
     # a link that stays inside is followed
     assert api.upload("in/ok", b"ok")[0] == 200
     assert (base / "sub" / "ok").read_bytes() == b"ok"
