@@ -224,6 +224,11 @@ def test_files_roundtrip(sandbox):
     assert api.json("GET", "/list/sub%2Ff.bin") == (404, {"message": "Path is not a directory"})
     assert api.json("GET", "/exists/sub%2Ff.bin") == (200, {"path": "sub/f.bin", "exists": True})
     assert api.json("GET", "/exists/nope") == (200, {"path": "nope", "exists": False})
+    # a long path is the whole path
+    deep = "/".join(["d%02d-%s" % (i, "x" * 40) for i in range(8)])
+    assert api.execute("mkdir -p " + deep)["exit_code"] == 0
+    assert api.upload(deep + "/f", b"deep")[0] == 200
+    assert api.get("/download/" + urllib.parse.quote(deep + "/f", safe="")) == (200, b"deep")
     # a missing folder is the open's error, as upstream
     assert api.upload("nodir/x", b"x") == (500, {
         "message": "File upload failed: [Errno 2] No such file or directory: '%s'"

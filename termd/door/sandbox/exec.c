@@ -424,7 +424,9 @@ static int run_start(struct sbrun *r, const struct sb_user *u, buf_t *why)
 		quote_word(&line, w->valuestring);
 	}
 	buf_putc(&line, 0);
-	snprintf(r->name, sizeof r->name, "sandbox-%llu", ++sx.nseq);
+	do   /* one adopted across an upgrade in place may hold a number */
+		snprintf(r->name, sizeof r->name, "sandbox-%llu", ++sx.nseq);
+	while (session_find(r->name));
 	cJSON *a = cJSON_CreateObject();
 	cJSON_AddStringToObject(a, "name", r->name);
 	cJSON_AddStringToObject(a, "command", line.p);

@@ -404,7 +404,11 @@ static int hexval(char c)
  * urllib.parse.unquote on the already decoded path) */
 static struct sbfile *path_job(struct http_txn *t, size_t prefix, enum sb_op op)
 {
-	const char *s = t->path + prefix;
+	/* the whole path (t->path keeps 255 bytes of it) */
+	char uri[4096];
+	int n = lws_hdr_copy(t->wsi, uri, sizeof uri, WSI_TOKEN_GET_URI);
+	const char *s = n > 0 && (size_t)n >= prefix && strncmp(uri, t->path, prefix) == 0 ?
+			uri + prefix : t->path + prefix;
 	struct sbfile *j = xcalloc(1, sizeof *j);
 	buf_t b = {0};
 	for (; *s; s++) {
