@@ -17,7 +17,10 @@ from conftest import TERMD_BIN
 from tdtest import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
-VENV = Path(TERMD_BIN).resolve().parent / "agent-sandbox-venv"
+# beside the termd under test; TERMD_AGENT_SANDBOX_VENV names another (a
+# sanitizer build's termd with the main build's venv)
+VENV = Path(os.environ.get("TERMD_AGENT_SANDBOX_VENV")
+            or Path(TERMD_BIN).resolve().parent / "agent-sandbox-venv")
 
 
 def venv_python():
