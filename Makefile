@@ -320,6 +320,17 @@ test-agent-sandbox: all deps-agent-sandbox
 	  OD_ATTACH_BIN=$(abspath $(BUILD)/od-attach) \
 	  $(PY) -m pytest -q -p no:cacheprovider tests/regress/test_agent_sandbox.py tests/regress/test_agent_sandbox_sdk.py
 
+# share/k8s against a real API server (not in make test: it builds kube-apiserver,
+# kubectl, etcd and agent-sandbox's controller from their Go modules, pinned by
+# tests/k8s/tools/go.mod, under $(BUILD)/k8s with nice 19 and one job; minutes
+# to build the first time). tests/k8s/run.py: CRDs, dry-run=server, the
+# template's Pods from the controller (Pending: no kubelet)
+test-k8s:
+	@command -v go >/dev/null || { echo "test-k8s: go is not installed"; exit 1; }
+	mkdir -p $(BUILD)/k8s
+	tests/k8s/build-tools.sh $(BUILD)/k8s
+	$(PY) tools/test-run $(PY) tests/k8s/run.py $(BUILD)/k8s
+
 # make test: the suites under tools/test-run, which fails the run if any
 # process it started is still running at its end (and names and kills it)
 test: deps
