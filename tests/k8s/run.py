@@ -6,8 +6,9 @@ manifest in share/k8s, applies the SandboxTemplate, the SandboxWarmPool and
 a SandboxClaim, runs agent-sandbox's controller and checks the Pods it
 makes from termd's template (image, args, ports, probes, env, security
 context), the Service, the NetworkPolicy and the claim's sandbox. There
-is no kubelet and no scheduler: the Pods stay Pending, which is all this
-checks. Every process it starts is stopped at its end (by its own pid)."""
+is no kubelet and no scheduler: the Pods stay Pending; to see a claim adopt
+a warm sandbox, the test marks the two warm Pods Running and Ready itself
+(their status, as a kubelet would write it; termd never runs in them). Every process it starts is stopped at its end (by its own pid)."""
 
 import glob
 import json
@@ -159,7 +160,6 @@ def run(d, crds):
                                                      " / ".join(r.stdout.split("\n")[:-1])))
 
     kubectl("apply", "-f", str(ROOT / "share/k8s/agent-sandbox.yaml"))
-    kubectl("apply", "-f", str(ROOT / "share/k8s/agent-sandbox-claim.yaml"))
     cenv = dict(env)
     start("agent-sandbox-controller", [
         str(BIN / "agent-sandbox-controller"), "--extensions", "--leader-elect=false",
@@ -177,13 +177,41 @@ def run(d, crds):
             return None
         return ((json.loads(r.stdout).get("status") or {}).get("sandbox") or {}).get("name")
 
-    wait_for(lambda: len(pods()) >= 2, "the warm pool's two Pods")
+    warm = wait_for(lambda: (lambda ps: ps if len(ps) == 2 else None)(pods()),
+                    "the warm pool's two Pods")
+    for p in warm:
+        check_pod(p)   # as the controller made them: Pending
+    print("test-k8s: the warm pool made Pods %s, Pending (no kubelet)"
+          % sorted(p["metadata"]["name"] for p in warm))
+    # stand in for the kubelet: the warm Pods running and Ready, with an address
+    # (TEST-NET-2, never routed), so that a claim adopts one
+    for i, p in enumerate(warm):
+        ip = "198.51.100.%d" % (10 + i)
+        kubectl("patch", "pod", p["metadata"]["name"], "--subresource=status", "--type=merge",
+                "-p", json.dumps({"status": {
+                    "phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}],
+                    "conditions": [{"type": "Ready", "status": "True"},
+                                   {"type": "ContainersReady", "status": "True"}]}}))
+
+    def sandboxes_ready():
+        items = json.loads(kubectl("get", "sandboxes", "-o", "json").stdout)["items"]
+        ready = [x for x in items if (x.get("status") or {}).get("podIPs") and any(
+            c["type"] == "Ready" and c["status"] == "True"
+            for c in (x.get("status") or {}).get("conditions") or [])]
+        return ready if len(ready) == 2 else None
+    wait_for(sandboxes_ready, "the warm Sandboxes Ready")
+    kubectl("apply", "-f", str(ROOT / "share/k8s/agent-sandbox-claim.yaml"))
     sbname = wait_for(claimed, "the claim's sandbox")
     claim = json.loads(kubectl("get", "sandboxclaim", "termd-example", "-o", "json").stdout)
     sb = json.loads(kubectl("get", "sandbox", sbname, "-o", "json").stdout)
     podname = (sb["metadata"].get("annotations") or {}).get("agents.x-k8s.io/pod-name", sbname)
     print("test-k8s: claim termd-example → sandbox %s, pod %s (launch-type %s)"
           % (sbname, podname, sb["metadata"].get("labels", {}).get("agents.x-k8s.io/launch-type")))
+    # adopted from the warm pool: the sandbox keeps its pool-made name, and its Pod is the
+    # warm Pod itself, so metadata.name (TERMD_SANDBOX_ID) is what status.sandbox.name says
+    warm_names = {p["metadata"]["name"] for p in warm}
+    assert sbname in warm_names and podname == sbname, (sbname, podname, warm_names)
+    assert sbname.startswith("termd-agent-sandbox-")
 
     def claim_pod():
         for p in pods():
@@ -198,12 +226,13 @@ def run(d, crds):
     assert sb["metadata"]["labels"]["agents.x-k8s.io/claim-uid"] == uid
     assert sb["spec"]["podTemplate"]["metadata"]["labels"]["agents.x-k8s.io/claim-uid"] == uid
     assert "agents.x-k8s.io/claim-uid" not in pod["metadata"]["labels"], pod["metadata"]
-    check_pod(pod)
+    check_pod(pod, running=True)
     for p in pods():
-        check_pod(p)
+        check_pod(p, running=p["metadata"]["name"] in warm_names)
     print("test-k8s: %d Pods from termd's template checked (image, args, ports, probes, env, "
-          "security context); all Pending: %s (no kubelet, no scheduler here)"
-          % (len(pods()), sorted({p["status"].get("phase") for p in pods()})))
+          "security context); phases %s (Pending but the two this test marked Running; no "
+          "kubelet, no scheduler here)"
+          % (len(pods()), sorted(p["status"].get("phase") for p in pods())))
 
     svc = wait_for(lambda: kubectl("get", "service", sbname, "-o", "json",
                                    check=False).stdout, "the sandbox's Service")
@@ -223,7 +252,7 @@ def run(d, crds):
     print("test-k8s: ok")
 
 
-def check_pod(pod):
+def check_pod(pod, running=False):
     spec = pod["spec"]
     (c,) = spec["containers"]
     assert c["image"] == "od_runtime:od_v0.1.0_image_ubuntu__22.04", c["image"]
@@ -244,7 +273,7 @@ def check_pod(pod):
     vols = {v["name"]: v for v in spec["volumes"]}
     assert vols["termd-token"]["secret"].get("optional") is not True
     assert vols["termd-connect-token"]["secret"]["optional"] is True
-    assert pod["status"].get("phase") == "Pending", pod["status"]
+    assert pod["status"].get("phase") == ("Running" if running else "Pending"), pod["status"]
 
 
 if __name__ == "__main__":
