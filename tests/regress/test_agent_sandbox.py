@@ -13,6 +13,7 @@ import shlex
 import subprocess
 import threading
 import urllib.parse
+from pathlib import Path
 
 import pytest
 
@@ -292,3 +293,39 @@ def test_non_loopback_listener_needs_insecure_no_token(tmp_path):
                            timeout=T)
         assert r.returncode == 2, r
         assert "--insecure-no-token" in r.stderr and "agent-sandbox" in r.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="acting as another user needs termd as root")
+def test_commands_and_files_act_as_the_user(termd_factory, tmp_path):
+    """--user: commands exec'd with the user's ids, file work in the
+    workers with them (the kernel's refusals are the answers)"""
+    import pwd
+    import shutil
+    import tempfile
+    nobody = pwd.getpwnam("nobody")
+    # a folder the user can reach (pytest's own are root's alone)
+    top = Path(tempfile.mkdtemp(prefix="td-sb-", dir="/tmp"))
+    try:
+        os.chmod(top, 0o755)
+        base = top / "app"
+        base.mkdir()
+        os.chown(base, nobody.pw_uid, nobody.pw_gid)
+        as_user(termd_factory, base, nobody)
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+
+
+def as_user(termd_factory, base, nobody):
+    (base / "rootonly").mkdir(mode=0o700)
+    port = free_port()
+    termd_factory(args=["--listen", "127.0.0.1:%d,api=agent-sandbox" % port,
+                        "--sandbox-base", str(base), "--user", "nobody"])
+    api = Api("http://127.0.0.1:%d" % port)
+    assert api.execute("id -u")["stdout"] == "%d\n" % nobody.pw_uid
+    assert api.upload("mine.txt", b"x")[0] == 200
+    assert os.stat(base / "mine.txt").st_uid == nobody.pw_uid
+    assert api.upload("rootonly/no.txt", b"x") == (500, {
+        "message": "File upload failed: [Errno 13] Permission denied: '%s'"
+                   % (base / "rootonly" / "no.txt")})
+    st, _ = api.json("GET", "/list/rootonly")
+    assert st == 500
