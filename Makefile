@@ -306,7 +306,7 @@ AS_VENV := $(BUILD)/agent-sandbox-venv
 deps-agent-sandbox:
 	@if [ -f $(AS_VENV)/.ok ] && [ $(AS_VENV)/.ok -nt tests/agent-sandbox/requirements.txt ]; then exit 0; fi; \
 	rm -rf $(AS_VENV) && $(PY) -m venv $(AS_VENV) || exit 1; \
-	if $(AS_VENV)/bin/pip install -q --disable-pip-version-check --no-input \
+	if $(AS_VENV)/bin/pip install -q --disable-pip-version-check --no-input --retries 2 --timeout 30 \
 	     -r tests/agent-sandbox/requirements.txt 2>$(AS_VENV)/pip.err; then \
 	  touch $(AS_VENV)/.ok; \
 	else \
