@@ -48,7 +48,7 @@ MAN_PAGES := share/man/termd.1 share/man/termctl.1 share/man/od-attach.1
 PREFIX  ?= /usr/local
 DESTDIR ?=
 
-.PHONY: all deps deps-e2b deps-swerex test-e2b test-e2b-latest run test test-suites docs-check unit regress test-asan valgrind bench clean check-layers install man-check
+.PHONY: all deps deps-e2b deps-swerex deps-agent-sandbox test-agent-sandbox test-k8s test-e2b test-e2b-latest run test test-suites docs-check unit regress test-asan valgrind bench clean check-layers install man-check
 all: $(BINS) $(BUILD)/swerex-remote $(BUILD)/man.ok
 
 # termd started as swerex-remote serves SWE-ReX's API (termd(1))
@@ -320,12 +320,46 @@ test-plugins: $(PLUGIN_TESTS)
 test-python: all
 	cd proto/python && TERMD_BIN=$(abspath $(BUILD)/termd) $(PY) -m pytest -q -p no:cacheprovider tests
 
+# agent-sandbox's Python SDK, pinned (tests/agent-sandbox/requirements.txt), in
+# a venv under the build folder (never the system's Python): make test runs
+# it before the regress suite; offline, the reason is kept in the venv and
+# tests/regress/test_agent_sandbox_sdk.py skips with it
+AS_VENV := $(BUILD)/agent-sandbox-venv
+deps-agent-sandbox:
+	@if [ -f $(AS_VENV)/.ok ] && [ $(AS_VENV)/.ok -nt tests/agent-sandbox/requirements.txt ]; then exit 0; fi; \
+	rm -rf $(AS_VENV) && $(PY) -m venv $(AS_VENV) || exit 1; \
+	if $(AS_VENV)/bin/pip install -q --disable-pip-version-check --no-input --retries 2 --timeout 30 \
+	     -r tests/agent-sandbox/requirements.txt 2>$(AS_VENV)/pip.err; then \
+	  touch $(AS_VENV)/.ok; \
+	else \
+	  tail -n 3 $(AS_VENV)/pip.err > $(AS_VENV)/offline; \
+	  echo "deps-agent-sandbox: could not install k8s-agent-sandbox (offline?): test_agent_sandbox_sdk.py will skip"; \
+	fi
+
+# the agent-sandbox door against agent-sandbox's Python SDK (direct mode)
+test-agent-sandbox: all deps-agent-sandbox
+	TERMD_BIN=$(abspath $(BUILD)/termd) TERMCTL_BIN=$(abspath $(BUILD)/termctl) \
+	  OD_ATTACH_BIN=$(abspath $(BUILD)/od-attach) \
+	  $(PY) -m pytest -q -p no:cacheprovider tests/regress/test_agent_sandbox.py tests/regress/test_agent_sandbox_sdk.py
+
+# share/k8s against a real API server (not in make test: it builds kube-apiserver,
+# kubectl, etcd and agent-sandbox's controller from their Go modules, pinned by
+# tests/k8s/tools/go.mod, under $(BUILD)/k8s with nice 19 and one job; minutes
+# to build the first time). tests/k8s/run.py: CRDs, dry-run=server, the
+# template's Pods from the controller (Pending: no kubelet)
+test-k8s:
+	@command -v go >/dev/null || { echo "test-k8s: go is not installed"; exit 1; }
+	mkdir -p $(BUILD)/k8s
+	tests/k8s/build-tools.sh $(BUILD)/k8s
+	$(PY) tools/test-run $(PY) tests/k8s/run.py $(BUILD)/k8s
+
 # make test: the suites under tools/test-run, which fails the run if any
 # process it started is still running at its end (and names and kills it)
 test: deps
 	$(PY) tools/test-run $(MAKE) test-suites
 
 test-suites:
+	$(MAKE) deps-agent-sandbox
 	$(MAKE) all check-layers unit regress docs-check
 	$(MAKE) test-plugins
 	$(MAKE) test-python

@@ -115,12 +115,17 @@ static void usage(FILE *f)
 		"                          (repeatable; see PROTOCOL.md section 10)\n"
 		"  --connect-token-file F  credential the links send (Authorization: Bearer)\n"
 		"  --sandbox-id ID         the links' X-Termd-Sandbox header (default: the host name)\n"
+		"  --sandbox-base DIR      agent-sandbox's API: the folder its files and commands are\n"
+		"                          confined to (default /app; env SANDBOX_BASE_DIR)\n"
+		"  --sandbox-exec-timeout S  agent-sandbox's API: a command's process group is killed\n"
+		"                          after S seconds (default 300; env SANDBOX_EXEC_TIMEOUT_SECONDS)\n"
 		"  --cacert F              CA file the links verify the backend with (else env\n"
 		"                          TERMD_CACERT, else the system's CAs)\n"
 		"  --connect-backoff MIN:MAX  seconds between attempts (default 1:30)\n"
 		"  --connect-ping S        ping an idle link after S s, drop it after 2 S (default 20)\n"
 		"  --user NAME             e2b's envd API: the user requests without one act as\n"
 		"                          (its home, its uid when termd is root; default: termd's)\n"
+		"                          (also agent-sandbox's commands and file work)\n"
 		"  --user-root-capable auto|yes|no  file work the kernel refuses to the user is done\n"
 		"                          as root (no link the user controls followed, what it makes\n"
 		"                          the user's) where the user may act as root anyway: yes; auto\n"
@@ -308,21 +313,49 @@ static int resolve_host(char **host, int *loopback)
 	return 0;
 }
 
-/* every TCP --listen resolved; *loopback: all of them are loopback */
-static int resolve_listen_host(int *loopback)
+/* every TCP --listen resolved; *loopback: all of them are loopback;
+ * *open_api: one that is not serves agent-sandbox's API (no credential) */
+static int resolve_listen_host(int *loopback, int *open_api)
 {
 	int lb = 1;
 	*loopback = 1;
+	*open_api = 0;
 	if (opts.listen_host && resolve_host(&opts.listen_host, &lb) < 0)
 		return -1;
 	*loopback = lb;
+	if (!lb && (opts.listen_api & TD_API_AGENT_SANDBOX))
+		*open_api = 1;
 	for (int i = 0; i < opts.nextra; i++) {
 		if (resolve_host(&opts.extra_host[i], &lb) < 0)
 			return -1;
 		if (!lb)
 			*loopback = 0;
+		if (!lb && opts.extra_host[i] && (opts.extra_api[i] & TD_API_AGENT_SANDBOX))
+			*open_api = 1;
 	}
 	return 0;
+}
+
+/* agent-sandbox's runtime API: --sandbox-base and --sandbox-exec-timeout,
+ * else upstream's SANDBOX_BASE_DIR and SANDBOX_EXEC_TIMEOUT_SECONDS (an
+ * unusable timeout there is 300, with a warning, as upstream) */
+static void settle_sandbox(void)
+{
+	const char *b = getenv("SANDBOX_BASE_DIR");
+	if (!opts.sandbox_base)
+		opts.sandbox_base = xstrdup(b && *b ? b : "/app");
+	const char *t = getenv("SANDBOX_EXEC_TIMEOUT_SECONDS");
+	if (!opts.sandbox_exec_timeout && t) {
+		char *end;
+		double v = strtod(t, &end);
+		if (end != t && !*end && v > 0 && v <= 1e9)
+			opts.sandbox_exec_timeout = v;
+		else
+			fprintf(stderr, "termd: ignoring SANDBOX_EXEC_TIMEOUT_SECONDS=%s; using 300 "
+					"seconds\n", t);
+	}
+	if (!opts.sandbox_exec_timeout)
+		opts.sandbox_exec_timeout = 300;
 }
 
 /* --connect-backoff MIN:MAX, seconds (fractions allowed), 0 < MIN <= MAX */
@@ -430,6 +463,7 @@ static void teardown(void)
 	stop_all();
 	fswork_shutdown(); /* file work in flight: its workers joined, its answers dropped */
 	envd_shutdown();   /* its timers and streams while the loop still exists */
+	sandbox_shutdown(); /* its commands' timers */
 	watch_shutdown();  /* after envd's sinks; its inotify fds while the loop exists */
 	ports_shutdown();  /* its timers and port.wait actions while the loop exists */
 	server_close_loop();
@@ -467,6 +501,7 @@ static void teardown(void)
 	free(opts.connect);
 	free(opts.connect_token);
 	free(opts.sandbox_id);
+	free(opts.sandbox_base);
 	free(opts.cacert);
 }
 
@@ -474,10 +509,10 @@ static void teardown(void)
 enum { O_LISTEN = 256, O_TOKEN, O_VIEW, O_SHELL, O_CWD, O_LOG, O_TLS_CERT, O_TLS_KEY, O_FRONT,
        O_PLUGINS, O_PLUGIN_DIR, O_STATE_DIR, O_INSECURE, O_RECORD, O_RECORD_INPUT,
        O_CONNECT, O_CONNECT_TOKEN, O_SANDBOX_ID, O_CACERT, O_BACKOFF, O_PING, O_USER, O_URC,
-       O_PREVIEW_TOKEN, O_PREVIEW_SUFFIX,
+       O_PREVIEW_TOKEN, O_PREVIEW_SUFFIX, O_SANDBOX_BASE, O_SANDBOX_TIMEOUT,
        O_CGROUPS, O_NO_CGROUPS, O_SESS_MEM, O_SESS_PIDS, O_SESS_CPU, O_HELP, O_VERSION, O_LIMIT /* + index into limits[] */ };
 
-#define NFIXED_OPTIONS 33   /* options_table's fixed[] (checked there) */
+#define NFIXED_OPTIONS 35   /* options_table's fixed[] (checked there) */
 
 /* every long option, the limits' after the fixed ones, into lo (which has
  * room for them and the end mark); each limit at its default */
@@ -505,6 +540,8 @@ static void options_table(struct option lo[])
 		{"connect-token-file", required_argument, NULL, O_CONNECT_TOKEN},
 		{"sandbox-id", required_argument, NULL, O_SANDBOX_ID},
 		{"cacert", required_argument, NULL, O_CACERT},
+		{"sandbox-base", required_argument, NULL, O_SANDBOX_BASE},
+		{"sandbox-exec-timeout", required_argument, NULL, O_SANDBOX_TIMEOUT},
 		{"connect-backoff", required_argument, NULL, O_BACKOFF},
 		{"connect-ping", required_argument, NULL, O_PING},
 		{"preview-token-file", required_argument, NULL, O_PREVIEW_TOKEN},
@@ -636,6 +673,23 @@ static int take_option(int c, char **argv)
 	case O_CACERT:
 		set_str(&opts.cacert, optarg);
 		break;
+	case O_SANDBOX_BASE:
+		if (!*optarg) {
+			fprintf(stderr, "termd: --sandbox-base wants a folder\n");
+			return 2;
+		}
+		set_str(&opts.sandbox_base, optarg);
+		break;
+	case O_SANDBOX_TIMEOUT: {
+		char *end;
+		double v = strtod(optarg, &end);
+		if (end == optarg || *end || !(v > 0) || v > 1e9) {
+			fprintf(stderr, "termd: --sandbox-exec-timeout wants seconds above 0\n");
+			return 2;
+		}
+		opts.sandbox_exec_timeout = v;
+		break;
+	}
 	case O_BACKOFF:
 		if (parse_backoff(optarg) < 0)
 			return 2;
@@ -764,9 +818,17 @@ static int settle_listen(void)
 			opts.token = xstrdup(t);
 	}
 	unsetenv("TERMD_TOKEN");
-	int loopback = 1;
-	if (resolve_listen_host(&loopback) < 0)
+	int loopback = 1, open_api = 0;
+	if (resolve_listen_host(&loopback, &open_api) < 0)
 		return 2;
+	if (open_api && !opts.insecure_no_token) {
+		fprintf(stderr, "termd: refusing to serve api=agent-sandbox on a non-loopback address "
+				"without --insecure-no-token: that API has no credential (a token does not "
+				"guard it), anyone who reaches the address runs commands. On Kubernetes the "
+				"template's NetworkPolicy is the boundary.\n");
+		return 2;
+	}
+	settle_sandbox();
 	if (opts.token || loopback)
 		opts.insecure_no_token = 0;   /* not in effect: nothing to warn about */
 	if (opts.insecure_no_token) {
@@ -910,6 +972,7 @@ static void register_modules(void)
 	swerex_register();   /* on a swerex listener (swerex-remote's) */
 	openhands_register();
 	envd_register();
+	sandbox_register();
 	web_register();
 	proxy_register();
 	handover_register();

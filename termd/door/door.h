@@ -1,8 +1,8 @@
 /* door.h — the front doors' entry points for main.c and handover.c, and what
  * the doors of more than one file share across folders: recordings
  * (record.c), the web page (web.c), the preview proxy (preview/), the
- * dial-out links (link/), OpenHands' API (openhands/) and e2b's envd API
- * (envd/). A door with a folder keeps its files' shared header there
+ * dial-out links (link/), OpenHands' API (openhands/), e2b's envd API
+ * (envd/) and agent-sandbox's runtime API (sandbox/). A door with a folder keeps its files' shared header there
  * (envd/envd.h, openhands/openhands.h); the formats the doors read and
  * write are codec/'s (codec.h, included here). Each door translates its
  * wire onto actions_dispatch or the session listeners; see termd/README. */
@@ -86,6 +86,10 @@ void openhands_shutdown(void);
 /* ---- SWE-ReX's remote runtime API (swerex/): swerex-remote ---- */
 void swerex_register(void);
 void swerex_shutdown(void);
+
+/* ---- agent-sandbox's in-pod runtime API (sandbox/) ---- */
+void sandbox_register(void);
+void sandbox_shutdown(void);
 
 
 /* ---- e2b's envd API: Connect-RPC process/filesystem, /files (envd/) ---- */

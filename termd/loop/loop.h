@@ -100,6 +100,8 @@ struct termd_opts {
 	size_t nconnect;
 	char *connect_token;      /* --connect-token-file: sent as a bearer credential */
 	char *sandbox_id;         /* --sandbox-id (default: the host name) */
+	char *sandbox_base;       /* --sandbox-base: agent-sandbox's base folder (default /app) */
+	double sandbox_exec_timeout; /* --sandbox-exec-timeout S: its commands' limit (default 300) */
 	char *cacert;             /* --cacert (else env TERMD_CACERT, else the system's CAs) */
 	double backoff_min, backoff_max; /* --connect-backoff MIN:MAX seconds */
 	unsigned connect_ping;    /* --connect-ping S: a ping after S idle seconds, dead after 2 S */

@@ -489,8 +489,10 @@ MUTANTS = [
          why="the pty is not in UTF-8 mode: erasing a character in cooked mode erases one byte of it"),
     dict(name="core-child-keeps-ignored-signals",
          file="termd/core/pty.c",
-         search="\tfor (int sig = 1; sig < NSIG; sig++)\n\t\tsignal(sig, SIG_DFL);\n",
-         replace="",
+         search="\tfor (int sig = 1; sig < NSIG; sig++)\n"
+                "\t\tif (signal(sig, SIG_DFL) == SIG_ERR && sig != SIGKILL && sig != SIGSTOP)\n"
+                "\t\t\tdefault_disposition(sig);\n",
+         replace="\t(void)default_disposition;\n",
          tests=[R + "test_sessions.py::test_programs_start_with_default_signal_dispositions",
                 R + "test_run_input.py::test_ctrl_c_sleep"],
          why="a session's programs inherit the signals termd ignores (SIGPIPE; SIGINT too when "
@@ -770,4 +772,19 @@ MUTANTS = [
                     "whatever_termds_parent_ignored"],
          why="signals 32 and 33 ignored by termd's parent stay ignored in every session's "
              "programs (signal() refuses glibc's own signals)"),
+    # ---- issue 49, agent-sandbox's runtime: the confinement to --sandbox-base
+    dict(name="sandbox-base-string-prefix",
+         file="termd/door/sandbox/files.c",
+         search="(strncmp(out->p, b.p, n) == 0 && out->p[n] == '/');",
+         replace="strncmp(out->p, b.p, n) == 0;",
+         tests=[R + "test_agent_sandbox.py::test_confinement_refuses_dotdot_and_links_out"],
+         why="the base check is a string prefix, not commonpath: a link to a sibling folder "
+             "whose name starts with the base's (/app2 for /app) lets files be written there"),
+    dict(name="sandbox-realpath-no-links",
+         file="termd/door/sandbox/files.c",
+         search="if (lstat(path->p, &st) != 0 || !S_ISLNK(st.st_mode))",
+         replace="if (lstat(path->p, &st) != 0 || !S_ISLNK(st.st_mode) || 1)",
+         tests=[R + "test_agent_sandbox.py::test_confinement_refuses_dotdot_and_links_out"],
+         why="the path is normalised without following links: a link inside the base leading "
+             "out passes the check and the file is written or read through it"),
 ]

@@ -47,6 +47,8 @@ def check_serves(url, api):
                 assert (st, body) == (200, b'{"message":"hello world"}')
                 continue
             want = 200 if api is None or api == name else 404
+            if api == "agent-sandbox" and p == "/":
+                want = 200   # its own GET / (the runtime's probe, test_agent_sandbox.py)
             assert st == want, "%s %s on api=%s: %s %r" % (name, p, api, st, body[:200])
     want = 101 if api in (None, "termd") else 404
     assert events_upgrade(url) == want
@@ -72,8 +74,8 @@ def test_each_listener_serves_its_api_alone(termd_factory, front):
     check_serves(td.url, None)
     for api in ("termd", "openhands", "e2b"):
         check_serves(urls[api], api)
-    # swerex: SWE-ReX's routes (test_swerex.py); agent-sandbox: no routes
-    # yet, /healthz and nothing else
+    # swerex: SWE-ReX's routes (test_swerex.py); agent-sandbox: its own
+    # (test_agent_sandbox.py)
     for api in ("swerex", "agent-sandbox"):
         check_serves(urls[api], api)
 
