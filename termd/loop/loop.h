@@ -56,6 +56,8 @@ struct termd_opts {
 	size_t upload_parts;      /* --upload-parts: files one multipart POST /files writes */
 	size_t download_max;      /* --download-max: bytes of files in one /download_files */
 	size_t body_idle;         /* --body-idle-timeout: seconds a request body may pause */
+	size_t head_timeout;      /* --head-timeout: seconds the front gives a request head */
+	size_t stall_timeout;     /* --stall-timeout: seconds the front holds bytes nobody takes */
 	size_t body_time;         /* --body-timeout: seconds a request body may take */
 	size_t stdin_max;         /* --stdin-max: bytes waiting for a session's input */
 	size_t stream_max;        /* --stream-max: bytes one HTTP stream holds before it is cut */

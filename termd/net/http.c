@@ -197,6 +197,8 @@ static void txn_free(struct http_txn *t)
 	stream_unlist(t);
 	buf_free(&t->body);
 	buf_free(&t->hdrs);
+	if (t->out_static)
+		memset(&t->out, 0, sizeof t->out);
 	buf_free(&t->out);
 	free(t->disposition);
 	free(t);
@@ -224,6 +226,18 @@ void http_answer(struct http_txn *t, int status, const char *ctype, const void *
 	t->off = 0;
 	lws_set_timeout(t->wsi, NO_PENDING_TIMEOUT, 0);
 	lws_callback_on_writable(t->wsi);
+}
+
+void http_answer_static(struct http_txn *t, int status, const char *ctype, const void *body,
+			size_t len)
+{
+	if (t->answered)
+		return;
+	http_answer(t, status, ctype, "", 0);
+	buf_free(&t->out);
+	t->out.p = (char *)(uintptr_t)body;
+	t->out.len = len;
+	t->out_static = 1;
 }
 
 void http_answer_text(struct http_txn *t, int status, const char *msg)

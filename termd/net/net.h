@@ -70,6 +70,7 @@ struct http_txn {
 	buf_t hdrs;               /* more headers: "name:\0value\0" pairs */
 	buf_t out;
 	size_t off;
+	int out_static;           /* out.p is http_answer_static's: not ours to free */
 };
 struct http_route {
 	const char *method;       /* "GET" or "POST" */
@@ -85,6 +86,10 @@ void http_routes_register(const struct http_route *r, size_t n);
 /* The answer (body copied); written when the socket is writable. */
 void http_answer(struct http_txn *t, int status, const char *ctype, const void *body,
 		 size_t len);
+/* ... its body not copied: one that lives as long as termd (an embedded
+ * file), sent from where it is by every request */
+void http_answer_static(struct http_txn *t, int status, const char *ctype, const void *body,
+			size_t len);
 /* ... a text/plain one */
 void http_answer_text(struct http_txn *t, int status, const char *msg);
 /* One more header on the answer (set before http_answer or

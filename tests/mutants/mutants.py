@@ -379,4 +379,32 @@ MUTANTS = [
          tests=[R + "test_hardening3.py::test_stream_counts_what_went_out_but_is_still_held"],
          why="--stream-max counts only bytes not sent yet: what went out but is not moved out "
              "of the buffer is held uncounted, a slow reader is not cut at the bound"),
+    # ---- issue 46, the front and the proxy
+    dict(name="h2-every-stream-to-lws-at-once",
+         file="termd/net/front-h2.c",
+         search="s && h->nup < H2_MAX_UP && nup_all < H2_MAX_UP_ALL;",
+         replace="s;",
+         tests=[R + "test_front4.py::test_h2_streams_that_never_read_hold_bounded_memory_and_fds"],
+         why="every HTTP/2 stream becomes a connection to lws at once: 100 unread streams a "
+             "connection hold 100 lws connections and their buffers (fd exhaustion, no token)"),
+    dict(name="h2-header-block-never-times-out",
+         file="termd/net/front-h2.c",
+         search="if (!s->headers_done && now - s->begun_us > head_us)",
+         replace="if (0 && !s->headers_done && now - s->begun_us > head_us)",
+         tests=[R + "test_front4.py::test_unfinished_h2_header_block_times_out"],
+         why="an HTTP/2 HEADERS frame without END_HEADERS holds its connection for ever: "
+             "1024 of them lock every client out"),
+    dict(name="front-no-share-per-address",
+         file="termd/net/front.c",
+         search="if (same >= FR_MAX_PER_ADDR) {",
+         replace="if (same >= FR_MAX_CONNS) {",
+         tests=[R + "test_front4.py::test_one_address_cannot_take_the_connection_cap"],
+         why="one client address may take all of the front's 1024 connections"),
+    dict(name="h2-stalled-stream-kept",
+         file="termd/net/front-h2.c",
+         search="if ((s->body.len || s->rin.len) && now - s->moved_us > stall_us) {",
+         replace="if (0) {",
+         tests=[R + "test_front4.py::test_h2_stream_nobody_reads_is_reset_and_the_connection_goes_on"],
+         why="an HTTP/2 stream whose client takes nothing holds its connection to lws and "
+             "its buffers for ever"),
 ]

@@ -1,0 +1,197 @@
+"""The front and the preview proxy against hostile clients and apps (issue
+46): HTTP/2 streams that never read hold a bounded share of memory and fds,
+and wait their turn to lws; unfinished HTTP/2 header blocks and streams
+that make no progress time out; one address cannot take the connection cap;
+a preview app's extra bytes after a whole answer never reach the client and
+an app that keeps its socket open does not keep the answer open."""
+import os
+import socket
+import time
+
+import pytest
+
+from tdtest import free_port, rss_mb, socket_fds, wait_until
+
+h2 = pytest.importorskip("h2.connection", reason="python3-h2 is needed (make deps)")
+import h2.config  # noqa: E402
+import h2.events  # noqa: E402
+import h2.settings  # noqa: E402
+import h2.errors  # noqa: E402
+
+from test_h2 import H2  # noqa: E402
+
+TOKEN = "front4-test-token-0123456789"
+
+
+def _metric(port, name):
+    c = H2(port)
+    try:
+        status, _, body = c.request("GET", "/metrics", {"authorization": "Bearer " + TOKEN})
+    finally:
+        c.close()
+    assert status == 200
+    for line in body.decode().splitlines():
+        if line.split(" ")[0] == name:
+            return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+def _h2(port, window=None, src=None):
+    """An h2c connection (test_h2.H2) from address src; window: the
+    receive window its streams start with (0 allowed)."""
+    if src is None:
+        c = H2(port)
+    else:
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.bind((src, 0))
+        s.connect(("127.0.0.1", port))
+        c = H2.__new__(H2)
+        c.sock = s
+        c.conn = h2.connection.H2Connection(
+            h2.config.H2Configuration(client_side=True, header_encoding="utf-8"))
+        c.conn.initiate_connection()
+        c.streams, c.noack = {}, set()
+    if window is not None:
+        c.conn.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: window})
+    c.flush()
+    return c
+
+
+def _all_fds(pid):
+    return len(os.listdir("/proc/%d/fd" % pid))
+
+
+def test_h2_streams_that_never_read_hold_bounded_memory_and_fds(termd_factory):
+    """10 h2c connections each open 100 streams for /assets/xterm.js with a
+    zero receive window and never read: termd's memory and fds grow by a
+    bounded amount (a few streams per connection forwarded to lws at once,
+    lws's answer not copied per request, nothing read from lws past what
+    the client may take), and every stream of a client that reads is
+    served, the ones over the per-connection share in their turn."""
+    port = free_port()
+    td = termd_factory(token=TOKEN, listen="127.0.0.1:%d" % port)
+    pid = td.proc.pid
+    warm = H2(port)
+    status, _, js = warm.request("GET", "/assets/xterm.js")
+    assert status == 200 and len(js) > 400000
+    warm.close()
+    streams0 = _metric(port, "termd_front_h2_streams_total")
+    rss0, fd0 = rss_mb(pid), _all_fds(pid)
+    hogs = []
+    for _ in range(10):
+        c = _h2(port, window=0)
+        for _ in range(100):
+            c.start("GET", "/assets/xterm.js", ack=False)
+        hogs.append(c)
+    wait_until(lambda: _metric(port, "termd_front_h2_streams_total") >= streams0 + 1000 + 1,
+               timeout=60, what="the 1000 streams taken by the front")
+    # lws has served what it was given: a few more requests one after another
+    for _ in range(3):
+        assert _metric(port, "termd_front_h2_streams_total") is not None
+    drss, dfd = rss_mb(pid) - rss0, _all_fds(pid) - fd0
+    print("unread streams: +%.1f MiB, +%d fds" % (drss, dfd))
+    assert dfd < 300, "1000 unread streams took %d more fds" % dfd
+    assert drss < 64, "1000 unread streams took %.0f MiB more" % drss
+    # a client that reads gets all 30 of its streams, whole
+    c = H2(port)
+    sids = [c.start("GET", "/assets/xterm.js") for _ in range(30)]
+    c.wait(lambda: all(c.streams[s].ended for s in sids), "30 downloads")
+    assert all(c.streams[s].status == 200 and bytes(c.streams[s].data) == js for s in sids)
+    c.close()
+    for h in hogs:
+        h.close()
+    wait_until(lambda: _all_fds(pid) < fd0 + 20, timeout=30, what="the fds given back")
+
+
+PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+# HEADERS on stream 1, ":method: GET" (HPACK index 2) and no END_HEADERS: the
+# header block is never finished
+HALF_HEADERS = b"\x00\x00\x01\x01\x00\x00\x00\x00\x01\x82"
+
+
+def _half_h2(port, src):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind((src, 0))
+    s.connect(("127.0.0.1", port))
+    s.sendall(PREFACE + HALF_HEADERS)
+    return s
+
+
+def _closed(s, timeout):
+    """Read s until termd closes it (True) or timeout seconds pass (False)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        s.settimeout(max(0.05, deadline - time.monotonic()))
+        try:
+            if not s.recv(65536):
+                return True
+        except socket.timeout:
+            return False
+        except ConnectionResetError:
+            return True
+    return False
+
+
+def test_unfinished_h2_header_block_times_out(termd_factory):
+    """An HTTP/2 HEADERS frame without END_HEADERS holds its connection no
+    longer than a request head (--head-timeout) may take."""
+    port = free_port()
+    termd_factory(token=TOKEN, listen="127.0.0.1:%d" % port, args=["--head-timeout", "2"])
+    s = _half_h2(port, "127.0.0.2")
+    assert _closed(s, 30), "a header block never finished still holds its connection"
+    s.close()
+    c = H2(port)
+    assert c.request("GET", "/healthz")[0] == 200
+    c.close()
+
+
+def test_one_address_cannot_take_the_connection_cap(termd_factory):
+    """1030 connections from 127.0.0.2, each with an unfinished HTTP/2
+    header block, take at most its share of the front's 1024: a client at
+    127.0.0.3 is still served, over HTTP/1.1 and HTTP/2."""
+    port = free_port()
+    termd_factory(token=TOKEN, listen="127.0.0.1:%d" % port)
+    held = []
+    try:
+        for _ in range(1030):
+            held.append(_half_h2(port, "127.0.0.2"))
+        # the front has seen every one of them: the last is either held or closed
+        c = socket.create_connection(("127.0.0.1", port), timeout=10,
+                                     source_address=("127.0.0.3", 0))
+        c.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        got = b""
+        try:
+            while True:
+                d = c.recv(65536)
+                if not d:
+                    break
+                got += d
+        except ConnectionResetError:
+            pass
+        c.close()
+        assert got.startswith(b"HTTP/1.1 200"), "127.0.0.3 was locked out: %r" % got[:80]
+        c = _h2(port, src="127.0.0.4")
+        assert c.request("GET", "/healthz", timeout=30)[0] == 200
+        c.close()
+        # of 127.0.0.2's, those past its share were closed at once
+        closed = sum(_closed(h, 0.01) for h in held[-100:])
+        assert closed == 100, "only %d of 127.0.0.2's last 100 were refused" % closed
+    finally:
+        for h in held:
+            h.close()
+
+
+def test_h2_stream_nobody_reads_is_reset_and_the_connection_goes_on(termd_factory):
+    """A stream whose answer the client takes nothing of (its window closed)
+    is reset (CANCEL) after --stall-timeout; its connection goes on."""
+    port = free_port()
+    termd_factory(token=TOKEN, listen="127.0.0.1:%d" % port, args=["--stall-timeout", "2"])
+    c = _h2(port, window=0)
+    sid = c.start("GET", "/assets/xterm.js", ack=False)
+    st = c.streams[sid]
+    c.wait(lambda: st.reset is not None, "the stalled stream's reset", timeout=30)
+    assert st.reset == h2.errors.ErrorCodes.CANCEL
+    c.conn.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 65535})
+    c.flush()
+    assert c.request("GET", "/healthz")[0] == 200
+    c.close()
