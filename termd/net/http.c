@@ -389,6 +389,15 @@ void http_stream_last(struct http_txn *t, const void *p, size_t n)
 		lws_callback_on_writable(t->wsi);
 }
 
+void http_stream_sized(struct http_txn *t, unsigned long long len)
+{
+	if (!t->streaming || t->hdr_sent)
+		return;
+	t->sized = 1;
+	t->slen = len;
+	t->close_after = 0;
+}
+
 void http_stream_end(struct http_txn *t)
 {
 	if (!t->streaming || t->ended)
@@ -552,7 +561,8 @@ static int write_headers(struct lws *wsi, struct http_txn *t, unsigned char *buf
 {
 	unsigned char *start = buf + LWS_PRE, *p = start, *end = buf + size - 1;
 	if (lws_add_http_common_headers(wsi, (unsigned int)t->status, t->ctype,
-					t->streaming ? LWS_ILLEGAL_HTTP_CONTENT_LEN
+					t->sized ? (lws_filepos_t)t->slen
+					: t->streaming ? LWS_ILLEGAL_HTTP_CONTENT_LEN
 						     : (lws_filepos_t)t->out.len, &p, end))
 		return -1;
 	if (t->disposition &&
@@ -623,8 +633,11 @@ int http_writeable(struct lws *wsi)
 				t->drained(t);
 			return 0;
 		}
+		int keep = t->sized && !t->close_after;
 		txn_detach(t);
-		return -1;      /* the end of the body */
+		if (!keep)
+			return -1;      /* the end of the body */
+		return lws_http_transaction_completed(wsi) ? -1 : 0;
 	}
 	int close = t->close_after;
 	if (t->refused && t->gone)

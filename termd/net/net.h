@@ -71,6 +71,8 @@ struct http_txn {
 	buf_t out;
 	size_t off;
 	int out_static;           /* out.p is http_answer_static's: not ours to free */
+	int sized;                /* a stream of known length (http_stream_sized) */
+	unsigned long long slen;
 };
 struct http_route {
 	const char *method;       /* "GET" or "POST" */
@@ -117,6 +119,10 @@ int http_stream_start(struct http_txn *t, int status, const char *ctype);
 size_t http_stream_write(struct http_txn *t, const void *p, size_t n);
 void http_stream_last(struct http_txn *t, const void *p, size_t n);
 void http_stream_end(struct http_txn *t);
+/* ... of a length known (right after a start that was not refused): it
+ * goes with its Content-Length and the connection stays open after it,
+ * unless it ends short (close_after set before http_stream_end) */
+void http_stream_sized(struct http_txn *t, unsigned long long len);
 /* A request header by lws custom name ("x-session-api-key:"): its length,
  * or -1 when absent. */
 int http_header(struct http_txn *t, const char *name, char *out, size_t n);

@@ -403,8 +403,22 @@ MUTANTS = [
     dict(name="h2-stalled-stream-kept",
          file="termd/net/front-h2.c",
          search="if ((s->body.len || s->rin.len) && now - s->moved_us > stall_us) {",
-         replace="if (0) {",
+         replace="if ((s->body.len || s->rin.len) && now - s->moved_us > stall_us && !stall_us) {",
          tests=[R + "test_front4.py::test_h2_stream_nobody_reads_is_reset_and_the_connection_goes_on"],
          why="an HTTP/2 stream whose client takes nothing holds its connection to lws and "
              "its buffers for ever"),
+    dict(name="proxy-bytes-past-the-answer",
+         file="termd/door/preview/proxy.c",
+         search="size_t take = n < x->rem ? n : (size_t)x->rem;",
+         replace="size_t take = n;",
+         tests=[R + "test_front4.py::test_preview_app_extra_answers_after_a_1xx_never_reach_the_client"],
+         why="a preview app's bytes past its answer's Content-Length (a second answer) reach "
+             "the client: its kept-alive connection is poisoned"),
+    dict(name="proxy-answer-waits-for-the-app-to-close",
+         file="termd/door/preview/proxy.c",
+         search="\t\tpend = http_stream_write(x->t, p, take);\n\t\tif (!x->rem)\n\t\t\treturn -1;\n",
+         replace="\t\tpend = http_stream_write(x->t, p, take);\n",
+         tests=[R + "test_front4.py::test_preview_app_that_keeps_its_socket_open_still_ends_the_answer"],
+         why="a proxied answer ends only when the app closes its connection: an app that keeps "
+             "it open keeps the client waiting for ever"),
 ]

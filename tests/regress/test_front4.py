@@ -195,3 +195,128 @@ def test_h2_stream_nobody_reads_is_reset_and_the_connection_goes_on(termd_factor
     c.flush()
     assert c.request("GET", "/healthz")[0] == 200
     c.close()
+
+
+# A preview app that misbehaves, by path: /1xx answers 100 Continue, then two
+# whole answers as one; /keep answers with a Content-Length and keeps its
+# connection open (Connection: close ignored). It never closes a connection.
+BAD_APP = r'''
+import socket, sys, threading, time
+def serve(c):
+    buf = b""
+    while b"\r\n\r\n" not in buf:
+        d = c.recv(65536)
+        if not d:
+            return
+        buf += d
+    path = buf.split(b" ")[1]
+    if path.endswith(b"/1xx"):
+        c.sendall(b"HTTP/1.1 100 Continue\r\n\r\n"
+                  b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfirst"
+                  b"HTTP/1.1 200 OK\r\nContent-Length: 20\r\n\r\nsecond, from the app")
+    else:
+        c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: keep-alive\r\n\r\nhello")
+    time.sleep(3600)
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1])))
+s.listen(16)
+while True:
+    c, _ = s.accept()
+    threading.Thread(target=serve, args=(c,), daemon=True).start()
+'''
+
+
+def _bad_app(termd_factory, tmp_path):
+    import tdtest
+    import test_ports
+    t = test_ports.proxy_termd(termd_factory, tmp_path)
+    ev = t.events(token="fullsecret")
+    (t.home / "bad.py").write_text(BAD_APP)
+    sub = tdtest.subscribed(t)
+    port = free_port()
+    o = tdtest.run_done(ev, "python3 bad.py %d >/dev/null 2>&1 & echo PID=$!" % port)
+    pid = int([ln for ln in tdtest.content(o).splitlines() if ln.startswith("PID=")][0][4:])
+    test_ports.wait_event(sub, test_ports.is_open(port, pid), 10.0, "port.open of the app")
+    sub.close()
+    return t, port, pid
+
+
+def _answer(s, buf, timeout):
+    """One HTTP/1.1 answer, framed by Content-Length or by the connection's
+    end: (status, body, rest; None when closed); fails when it does not end
+    within timeout seconds."""
+    deadline = time.monotonic() + timeout
+
+    def more():
+        s.settimeout(max(0.05, deadline - time.monotonic()))
+        try:
+            d = s.recv(65536)
+        except socket.timeout:
+            raise AssertionError("the answer did not end within %ss: %r" % (timeout, buf))
+        assert d, "closed before the answer ended: %r" % buf
+        return d
+    while b"\r\n\r\n" not in buf:
+        buf += more()
+    head, rest = buf.split(b"\r\n\r\n", 1)
+    n = None
+    for ln in head.split(b"\r\n")[1:]:
+        k, v = ln.split(b":", 1)
+        if k.strip().lower() == b"content-length":
+            n = int(v)
+    if n is None:   # the answer ends with the connection
+        while True:
+            s.settimeout(max(0.05, deadline - time.monotonic()))
+            try:
+                d = s.recv(65536)
+            except socket.timeout:
+                raise AssertionError("the answer did not end within %ss: %r" % (timeout, buf))
+            if not d:
+                return int(head.split(b" ")[1]), rest, None
+            rest += d
+    while len(rest) < n:
+        rest += more()
+    return int(head.split(b" ")[1]), rest[:n], rest[n:]
+
+
+def _ask(port, path):
+    return ("GET %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nAuthorization: Bearer fullsecret\r\n\r\n"
+            % (path, port)).encode()
+
+
+def test_preview_app_extra_answers_after_a_1xx_never_reach_the_client(termd_factory, tmp_path):
+    """An app answers 100 Continue, then two whole answers: the client gets
+    the first one, and its next request on the same kept-alive connection
+    (GET /healthz) is answered by termd, not by the app's extra bytes."""
+    import test_ports
+    t, app, pid = _bad_app(termd_factory, tmp_path)
+    try:
+        tport = int(t.url.rsplit(":", 1)[1])
+        s = socket.create_connection(("127.0.0.1", tport), timeout=30)
+        s.sendall(_ask(tport, "/proxy/%d/1xx" % app))
+        status, body, rest = _answer(s, b"", 20)
+        assert (status, body) == (200, b"first")
+        assert rest is not None, "the connection was not kept alive"
+        assert rest == b"", "the app's extra bytes reached the client: %r" % rest
+        s.sendall(_ask(tport, "/healthz"))
+        status, body, rest = _answer(s, rest, 20)
+        assert status == 200 and b"second" not in body and b"ok" in body, body
+        s.close()
+    finally:
+        test_ports.kill(pid)
+
+
+def test_preview_app_that_keeps_its_socket_open_still_ends_the_answer(termd_factory, tmp_path):
+    """An app keeps its connection open after a whole answer (Content-Length
+    given): the proxied answer ends by its Content-Length all the same."""
+    import test_ports
+    t, app, pid = _bad_app(termd_factory, tmp_path)
+    try:
+        tport = int(t.url.rsplit(":", 1)[1])
+        s = socket.create_connection(("127.0.0.1", tport), timeout=30)
+        s.sendall(_ask(tport, "/proxy/%d/keep" % app))
+        status, body, rest = _answer(s, b"", 20)
+        assert (status, body, rest) == (200, b"hello", b"")
+        s.close()
+    finally:
+        test_ports.kill(pid)
