@@ -787,6 +787,53 @@ void front_stop(void)
 
 /* ----------------------------------------------- upgrade in place */
 
+static void free_deferred(void)
+{
+	for (size_t k = 0; k < ndeferred; k++)
+		free(deferred[k]);
+	ndeferred = 0;
+}
+
+void front_handover_flush(void)
+{
+	if (!running)
+		return;
+	uint64_t v = 1;
+	if (write(stopfd, &v, sizeof v) < 0)
+		return;
+	pthread_join(thr, NULL);
+	running = 0;
+	if (read(stopfd, &v, sizeof v) < 0)
+		v = 0;   /* (the stop said: not readable any more) */
+	/* the front's loop, here in the exec's thread, until every client's
+	 * bytes went (lws wrote its close frames before this) */
+	uint64_t end = fr_now() + 1000000;
+	for (;;) {
+		for (struct fconn *c = conns, *n; c; c = n) {
+			n = c->next;
+			conn_pump(c);
+		}
+		free_deferred();
+		int left = 0;
+		for (struct fconn *c = conns; c; c = c->next)
+			left |= c->cout.len > 0;
+		if (!left || fr_now() >= end)
+			break;
+		struct epoll_event evs[64];
+		epoll_wait(ep, evs, 64, 10);
+	}
+}
+
+void front_handover_resume(void)
+{
+	if (running || ep < 0)
+		return;
+	if (pthread_create(&thr, NULL, front_main, NULL) == 0)
+		running = 1;
+	else
+		log_warn("front: cannot start its thread again: TCP clients are not served");
+}
+
 void front_handover_save(cJSON *record)
 {
 	if (!nlis)

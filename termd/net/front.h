@@ -28,6 +28,11 @@ void front_stop(void);
 /* upgrade in place: the listening fds into the record, kept across exec */
 void front_handover_save(cJSON *record);
 void front_handover_keep(int keep);
+/* before the exec: the thread stopped and what lws wrote last (the close
+ * frames 1012) passed on to the clients, a second at the most; _resume
+ * when the exec failed */
+void front_handover_flush(void);
+void front_handover_resume(void);
 /* the new termd takes them from the record (before front_start) */
 void front_handover_load(const cJSON *record);
 

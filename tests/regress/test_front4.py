@@ -308,7 +308,8 @@ def test_preview_app_extra_answers_after_a_1xx_never_reach_the_client(termd_fact
 
 def test_preview_app_that_keeps_its_socket_open_still_ends_the_answer(termd_factory, tmp_path):
     """An app keeps its connection open after a whole answer (Content-Length
-    given): the proxied answer ends by its Content-Length all the same."""
+    given): the proxied answer ends by its Content-Length all the same, and
+    the client's next request on that connection is served."""
     import test_ports
     t, app, pid = _bad_app(termd_factory, tmp_path)
     try:
@@ -317,6 +318,27 @@ def test_preview_app_that_keeps_its_socket_open_still_ends_the_answer(termd_fact
         s.sendall(_ask(tport, "/proxy/%d/keep" % app))
         status, body, rest = _answer(s, b"", 20)
         assert (status, body, rest) == (200, b"hello", b"")
+        # the answer is over for termd too: the next request is served
+        s.sendall(_ask(tport, "/healthz"))
+        status, body, rest = _answer(s, rest, 20)
+        assert status == 200 and b"ok" in body, body
         s.close()
     finally:
         test_ports.kill(pid)
+
+
+def test_upgrade_through_the_front_sends_1012_and_termctl_exits_0(termd_factory):
+    """An upgrade in place through the front (a TCP listener): every
+    /events client gets the close frame 1012 before its connection ends,
+    and `termctl upgrade` exits 0 once the new termd answered its id."""
+    import test_upgrade
+    td = termd_factory(tcp=True)
+    for i in range(4):
+        ev = td.events()
+        code, ev2, ans = test_upgrade.upgrade(td, ev, cid="up-front-%d" % i)
+        assert code == 1012, "upgrade %d: the connection ended with %r, not 1012" % (i, code)
+        assert ans["extras"].get("ok") is True, ans
+        ev2.close()
+    for i in range(4):
+        r = td.termctl("upgrade", timeout=60)
+        assert r.returncode == 0 and r.stdout.strip() == "upgraded", (i, r.returncode, r.stderr)
