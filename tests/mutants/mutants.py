@@ -421,4 +421,12 @@ MUTANTS = [
          tests=[R + "test_front4.py::test_preview_app_that_keeps_its_socket_open_still_ends_the_answer"],
          why="a proxied answer ends only when the app closes its connection: an app that keeps "
              "it open keeps the client waiting for ever"),
+    dict(name="upgrade-front-not-flushed",
+         file="termd/handover.c",
+         search="\tfront_handover_flush();   /* the close frames through the front too */\n",
+         replace="",
+         tests=[R + "test_front4.py::test_upgrade_through_the_front_sends_1012_and_termctl_exits_0"],
+         why="an upgrade in place execs with the close frames 1012 still in the front's "
+             "socket from lws: clients through the front see the connection end without "
+             "1012 and do not reconnect (termctl upgrade exits 2)"),
 ]
