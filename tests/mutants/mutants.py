@@ -429,4 +429,11 @@ MUTANTS = [
          why="an upgrade in place execs with the close frames 1012 still in the front's "
              "socket from lws: clients through the front see the connection end without "
              "1012 and do not reconnect (termctl upgrade exits 2)"),
+    dict(name="h1-two-hosts-taken",
+         file="proto/h1wire.c",
+         search="} else if (h1_name_is(h, \"host\") && hosts++) {",
+         replace="} else if (h1_name_is(h, \"host\") && hosts++ && 0) {",
+         tests=[R + "test_front4.py::test_two_host_headers_are_400"],
+         why="a request with two Host headers goes on to lws: a hop in front may route by "
+             "one, termd's preview routing by the other"),
 ]

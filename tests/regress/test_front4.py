@@ -342,3 +342,17 @@ def test_upgrade_through_the_front_sends_1012_and_termctl_exits_0(termd_factory)
     for i in range(4):
         r = td.termctl("upgrade", timeout=60)
         assert r.returncode == 0 and r.stdout.strip() == "upgraded", (i, r.returncode, r.stderr)
+
+
+def test_two_host_headers_are_400(termd_factory):
+    """A request with two Host headers is refused by the front (400, RFC 9112
+    3.2): no Host another hop reads one way and termd's preview routing
+    (--preview-host-suffix) the other."""
+    port = free_port()
+    termd_factory(token=TOKEN, listen="127.0.0.1:%d" % port,
+                  args=["--preview-host-suffix", ".preview.test"])
+    s = socket.create_connection(("127.0.0.1", port), timeout=30)
+    s.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nHost: 1234-x.preview.test\r\n\r\n")
+    status, body, _ = _answer(s, b"", 20)
+    assert status == 400, (status, body)
+    s.close()
