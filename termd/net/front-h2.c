@@ -5,7 +5,11 @@
  * body by Content-Length, chunked or close) and sent back as HEADERS and DATA
  * as it comes, under HTTP/2's flow control: a stream's upstream is read only
  * while its buffer has room, the client's DATA is acknowledged (WINDOW_UPDATE)
- * only once lws took it. RST_STREAM closes the stream's upstream. No
+ * only once lws took it; a stream reads from lws only what the client's
+ * windows let it take. A connection forwards at most H2_MAX_UP streams at
+ * once (H2_MAX_UP_ALL for every connection), the others wait their turn; an
+ * unfinished header block and a stream whose client takes nothing time out
+ * (fr_h2_check). RST_STREAM closes the stream's upstream. No
  * extended CONNECT: WebSockets stay on HTTP/1.1. Answers read by
  * proto/h1wire.c; its part of front.c's pump: fr_h2. */
 #include "front.h"
