@@ -7,7 +7,7 @@
  * while its buffer has room, the client's DATA is acknowledged (WINDOW_UPDATE)
  * only once lws took it; a stream reads from lws only what the client's
  * windows let it take. A connection forwards at most H2_MAX_UP streams at
- * once (H2_MAX_UP_ALL for every connection), the others wait their turn; an
+ * once (H2_MAX_UP_ALL for every connection past its first), the others wait their turn; an
  * unfinished header block and a stream whose client takes nothing time out
  * (fr_h2_check). RST_STREAM closes the stream's upstream. No
  * extended CONNECT: WebSockets stay on HTTP/1.1. Answers read by
@@ -212,12 +212,14 @@ static void start_request(struct h2stream *s)
 	s->queued = 1;   /* to lws when its turn comes (up_start) */
 }
 
-/* the streams waiting, oldest first, to lws while turns are free */
+/* the streams waiting, oldest first, to lws while turns are free; a
+ * connection's first turn is never refused (streams others hold do not
+ * starve it: the connections' cap bounds these) */
 static void up_start(struct fconn *c)
 {
 	struct h2state *h = c->h2;
-	for (struct h2stream *s = h->streams; s && h->nup < H2_MAX_UP && nup_all < H2_MAX_UP_ALL;
-	     s = s->next) {
+	for (struct h2stream *s = h->streams;
+	     s && h->nup < H2_MAX_UP && (!h->nup || nup_all < H2_MAX_UP_ALL); s = s->next) {
 		if (!s->queued)
 			continue;
 		s->queued = 0;

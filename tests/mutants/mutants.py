@@ -382,8 +382,8 @@ MUTANTS = [
     # ---- issue 46, the front and the proxy
     dict(name="h2-every-stream-to-lws-at-once",
          file="termd/net/front-h2.c",
-         search="s && h->nup < H2_MAX_UP && nup_all < H2_MAX_UP_ALL;",
-         replace="s;",
+         search="s && h->nup < H2_MAX_UP && (!h->nup || nup_all < H2_MAX_UP_ALL); s = s->next) {",
+         replace="s; s = s->next) {",
          tests=[R + "test_front4.py::test_h2_streams_that_never_read_hold_bounded_memory_and_fds"],
          why="every HTTP/2 stream becomes a connection to lws at once: 100 unread streams a "
              "connection hold 100 lws connections and their buffers (fd exhaustion, no token)"),
@@ -436,4 +436,11 @@ MUTANTS = [
          tests=[R + "test_front4.py::test_two_host_headers_are_400"],
          why="a request with two Host headers goes on to lws: a hop in front may route by "
              "one, termd's preview routing by the other"),
+    dict(name="h2-first-stream-waits-for-others",
+         file="termd/net/front-h2.c",
+         search="s && h->nup < H2_MAX_UP && (!h->nup || nup_all < H2_MAX_UP_ALL); s = s->next) {",
+         replace="s && h->nup < H2_MAX_UP && nup_all < H2_MAX_UP_ALL; s = s->next) {",
+         tests=[R + "test_front4.py::test_streams_others_hold_do_not_starve_a_new_client"],
+         why="streams other clients never read hold the front's whole budget of connections "
+             "to lws: a new client's first request waits for them (120 s at least)"),
 ]

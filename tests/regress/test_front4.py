@@ -356,3 +356,26 @@ def test_two_host_headers_are_400(termd_factory):
     status, body, _ = _answer(s, b"", 20)
     assert status == 400, (status, body)
     s.close()
+
+
+def test_streams_others_hold_do_not_starve_a_new_client(termd_factory):
+    """40 h2c connections whose unread streams hold more than the front's
+    budget of connections to lws in all: a new client is served at once
+    (its first stream is never kept waiting for theirs)."""
+    port = free_port()
+    termd_factory(token=TOKEN, listen="127.0.0.1:%d" % port, args=["--stall-timeout", "3600"])
+    hogs = []
+    try:
+        for i in range(40):
+            c = _h2(port, window=0, src="127.0.0.%d" % (2 + i // 10))
+            for _ in range(10):
+                c.start("GET", "/assets/xterm.js", ack=False)
+            hogs.append(c)
+        wait_until(lambda: _metric(port, "termd_front_h2_streams_total") >= 400,
+                   timeout=60, what="the 400 streams taken by the front")
+        c = _h2(port, src="127.0.0.200")
+        assert c.request("GET", "/healthz", timeout=20)[0] == 200
+        c.close()
+    finally:
+        for h in hogs:
+            h.close()
