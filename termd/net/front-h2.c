@@ -45,7 +45,9 @@ struct h2stream {
 	int32_t id;
 	/* the request's headers as they come: names and values in store */
 	struct fq store;
-	size_t off[FR_MAX_HDRS][2], len[FR_MAX_HDRS][2];
+	struct h2hdrs {         /* ... where they are (freed once the head went) */
+		size_t off[FR_MAX_HDRS][2], len[FR_MAX_HDRS][2];
+	} *hd;
 	int nh, too_big;
 	size_t hsize;
 	int req_end, chunked_req, headers_done;
@@ -155,8 +157,8 @@ static void start_request(struct h2stream *s)
 	long long clen = -1;
 	struct fq cookie = {0};
 	for (int i = 0; i < s->nh; i++) {
-		const char *n = s->store.p + s->off[i][0], *v = s->store.p + s->off[i][1];
-		size_t nl = s->len[i][0], vl = s->len[i][1];
+		const char *n = s->store.p + s->hd->off[i][0], *v = s->store.p + s->hd->off[i][1];
+		size_t nl = s->hd->len[i][0], vl = s->hd->len[i][1];
 		if (hdr_is(n, nl, ":method")) {
 			method = v, ml = vl;
 		} else if (hdr_is(n, nl, ":path")) {
@@ -209,6 +211,11 @@ static void start_request(struct h2stream *s)
 	}
 	fq_put(o, "\r\n", 2);
 	fq_free(&s->store);
+	free(s->hd);
+	s->hd = NULL;
+	/* a stream waiting its turn holds its head and no more */
+	s->upout.p = xrealloc(s->upout.p, s->upout.off + s->upout.len);
+	s->upout.cap = s->upout.off + s->upout.len;
 	s->queued = 1;   /* to lws when its turn comes (up_start) */
 }
 
@@ -281,11 +288,13 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *f, const uint8_t 
 		s->too_big = 1;
 		return 0;
 	}
-	s->off[s->nh][0] = s->store.off + s->store.len;
-	s->len[s->nh][0] = nl;
+	if (!s->hd)
+		s->hd = xcalloc(1, sizeof *s->hd);
+	s->hd->off[s->nh][0] = s->store.off + s->store.len;
+	s->hd->len[s->nh][0] = nl;
 	fq_put(&s->store, name, nl);
-	s->off[s->nh][1] = s->store.off + s->store.len;
-	s->len[s->nh][1] = vl;
+	s->hd->off[s->nh][1] = s->store.off + s->store.len;
+	s->hd->len[s->nh][1] = vl;
 	fq_put(&s->store, val, vl);
 	s->nh++;
 	return 0;
@@ -338,6 +347,8 @@ static int on_data(nghttp2_session *ng, uint8_t flags, int32_t id, const uint8_t
 static void stream_free(struct h2stream *s)
 {
 	up_close(s);
+	free(s->hd);
+	s->hd = NULL;
 	fq_free(&s->store);
 	fq_free(&s->upout);
 	fq_free(&s->rin);
