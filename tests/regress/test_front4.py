@@ -329,15 +329,21 @@ def test_preview_app_that_keeps_its_socket_open_still_ends_the_answer(termd_fact
 
 def test_upgrade_through_the_front_sends_1012_and_termctl_exits_0(termd_factory):
     """An upgrade in place through the front (a TCP listener): every
-    /events client gets the close frame 1012 before its connection ends,
-    and `termctl upgrade` exits 0 once the new termd answered its id."""
+    /events client (12 at once) gets the close frame 1012 before its
+    connection ends, and `termctl upgrade` exits 0 once the new termd
+    answered its id."""
     import test_upgrade
     td = termd_factory(tcp=True)
     for i in range(4):
+        others = [td.events() for _ in range(12)]
+        for o in others:
+            o.call("session.list", {}, timeout=60)   # each one served before the upgrade
         ev = td.events()
         code, ev2, ans = test_upgrade.upgrade(td, ev, cid="up-front-%d" % i)
         assert code == 1012, "upgrade %d: the connection ended with %r, not 1012" % (i, code)
         assert ans["extras"].get("ok") is True, ans
+        codes = [test_upgrade.wait_closed(o) for o in others]
+        assert codes == [1012] * 12, "upgrade %d: the others' ends: %r" % (i, codes)
         ev2.close()
     for i in range(4):
         r = td.termctl("upgrade", timeout=60)
