@@ -52,7 +52,7 @@ static int last_chunked(const char *v, size_t n)
 /* the field lines from l to the empty one: 0, 400 or 431 */
 static int fields(const char *l, const char *end, struct h1_head *r)
 {
-	int conn_upgrade = 0, upgrade = 0, te = 0;
+	int conn_upgrade = 0, upgrade = 0, te = 0, hosts = 0;
 	for (;;) {
 		const char *e = l < end ? memchr(l, '\n', (size_t)(end - l)) : NULL;
 		if (!e || e == l || e[-1] != '\r')
@@ -104,6 +104,8 @@ static int fields(const char *l, const char *end, struct h1_head *r)
 			upgrade = 1;
 		} else if (h1_name_is(h, "expect")) {
 			r->expect_continue = h1_has_token(v, h->vlen, "100-continue");
+		} else if (h1_name_is(h, "host") && hosts++) {
+			return 400;   /* two Hosts: which one routes is anyone's guess (RFC 9112 3.2) */
 		}
 		l = e + 1;
 	}

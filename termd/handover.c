@@ -605,11 +605,13 @@ int handover_upgrade(const char *binary, const cJSON *cause, char *err, size_t e
 	setenv(HANDOVER_ENV, env, 1);
 	keep_all(1, lfd);
 	close_1012();
+	front_handover_flush();   /* the close frames through the front too */
 	char **envp = envopts_exec_env(environ);   /* TERMD_<OPTION>s: same options */
 	execve(binary, saved_argv, envp);
 	int e = errno;
 	free(envp);
 	keep_all(0, lfd);
+	front_handover_resume();
 	unsetenv(HANDOVER_ENV);
 	close(rfd);
 	snprintf(err, errlen, "cannot run %s: %s; still serving", binary, strerror(e));

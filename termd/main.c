@@ -66,6 +66,8 @@ static const struct limit_opt {
 	 "(idle or part sent) before it is closed"},
 	{"body-idle-timeout", &opts.body_idle, 30, 1, 86400,
 	 "seconds a request body may pause before termd answers 408 and closes"},
+	{"stall-timeout", &opts.stall_timeout, 120, 1, 86400,
+	 "seconds the front holds bytes for a client (an HTTP/2 stream) that takes none"},
 	{"body-timeout", &opts.body_time, 600, 1, 86400,
 	 "seconds a whole request body may take before termd answers 408 and closes"},
 	{"stdin-max", &opts.stdin_max, (size_t)8 << 20, 1024, (size_t)1 << 34,

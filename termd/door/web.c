@@ -119,7 +119,7 @@ static void serve(struct http_txn *t, const char *name)
 	}
 	if (takes_gzip(t)) {
 		http_set_header(t, "content-encoding", "gzip");
-		http_answer(t, 200, a->ctype, a->gz, a->gzlen);
+		http_answer_static(t, 200, a->ctype, a->gz, a->gzlen);
 		return;
 	}
 	const unsigned char *p = asset_plain(a);
@@ -127,7 +127,7 @@ static void serve(struct http_txn *t, const char *name)
 		http_answer_text(t, 500, "cannot inflate the embedded file\n");
 		return;
 	}
-	http_answer(t, 200, a->ctype, p, a->len);
+	http_answer_static(t, 200, a->ctype, p, a->len);
 }
 
 static void page_list(struct http_txn *t)

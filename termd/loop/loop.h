@@ -74,8 +74,9 @@ struct termd_opts {
 	size_t list_max;          /* --list-max: entries one listing answers */
 	size_t upload_parts;      /* --upload-parts: files one multipart POST /files writes */
 	size_t download_max;      /* --download-max: bytes of files in one /download_files */
-	size_t head_time;         /* --head-timeout: seconds the front waits for a request head */
+	size_t head_time;         /* --head-timeout: seconds the front waits for a request head (an HTTP/2 header block too) */
 	size_t body_idle;         /* --body-idle-timeout: seconds a request body may pause */
+	size_t stall_timeout;     /* --stall-timeout: seconds the front holds bytes nobody takes */
 	size_t body_time;         /* --body-timeout: seconds a request body may take */
 	size_t stdin_max;         /* --stdin-max: bytes waiting for a session's input */
 	size_t stream_max;        /* --stream-max: bytes one HTTP stream holds before it is cut */

@@ -5,7 +5,11 @@
  * body by Content-Length, chunked or close) and sent back as HEADERS and DATA
  * as it comes, under HTTP/2's flow control: a stream's upstream is read only
  * while its buffer has room, the client's DATA is acknowledged (WINDOW_UPDATE)
- * only once lws took it. RST_STREAM closes the stream's upstream. No
+ * only once lws took it; a stream reads from lws only what the client's
+ * windows let it take. A connection forwards at most H2_MAX_UP streams at
+ * once (H2_MAX_UP_ALL for every connection past its first), the others wait their turn; an
+ * unfinished header block and a stream whose client takes nothing time out
+ * (fr_h2_check). RST_STREAM closes the stream's upstream. No
  * extended CONNECT: WebSockets stay on HTTP/1.1. Answers read by
  * proto/h1wire.c; its part of front.c's pump: fr_h2. */
 #include "front.h"
@@ -24,6 +28,13 @@
 #define H2_CONN_WINDOW (1 << 20)
 #define H2_MAX_STREAMS 100
 #define H2_RESP_HEAD_MAX (64u << 10)
+/* a connection's streams forwarded to lws at once (each one a connection
+ * to lws and its buffers); the others wait their turn in the order they came */
+#define H2_MAX_UP 8
+/* ... and all connections' together */
+#define H2_MAX_UP_ALL 256
+/* what a stream holds of lws's answer while the client's window is closed */
+#define H2_MIN_HOLD (16u << 10)
 
 enum { R_HEAD, R_CL, R_CHUNK, R_CLOSE, R_DONE };
 
@@ -34,7 +45,9 @@ struct h2stream {
 	int32_t id;
 	/* the request's headers as they come: names and values in store */
 	struct fq store;
-	size_t off[FR_MAX_HDRS][2], len[FR_MAX_HDRS][2];
+	struct h2hdrs {         /* ... where they are (freed once the head went) */
+		size_t off[FR_MAX_HDRS][2], len[FR_MAX_HDRS][2];
+	} *hd;
 	int nh, too_big;
 	size_t hsize;
 	int req_end, chunked_req, headers_done;
@@ -42,6 +55,8 @@ struct h2stream {
 	size_t unconsumed;      /* DATA bytes in upout, acknowledged once written */
 	/* the answer */
 	int rst, is_head, submitted, deferred, up_eof;
+	int queued, has_up;     /* waiting for a turn to lws; holding one */
+	uint64_t begun_us, moved_us;   /* its head begun; its answer's bytes last taken */
 	unsigned long long rem;
 	struct h1_chunk ck;
 	struct fq rin, body;
@@ -49,13 +64,27 @@ struct h2stream {
 
 struct h2state {
 	nghttp2_session *ng;
-	struct h2stream *streams;
-	int nstreams;
+	struct h2stream *streams;   /* in the order they came */
+	int nstreams, nup;
 };
+
+static int nup_all;   /* streams holding a connection to lws, every client's */
 
 static struct h2stream *stream_of(struct fconn *c, int32_t id)
 {
 	return nghttp2_session_get_stream_user_data(c->h2->ng, id);
+}
+
+/* the stream's connection to lws closed, its turn given back */
+static void up_close(struct h2stream *s)
+{
+	fr_unwatch(&s->up);
+	if (s->has_up) {
+		s->has_up = 0;
+		s->c->h2->nup--;
+		if (nup_all-- == H2_MAX_UP_ALL)
+			fr_kick_h2();   /* streams of other connections may wait for it */
+	}
 }
 
 static ssize_t body_read(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t length,
@@ -69,6 +98,7 @@ static ssize_t body_read(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t l
 	if (n) {
 		memcpy(buf, s->body.p + s->body.off, n);
 		fq_drop(&s->body, n);
+		s->moved_us = fr_now();
 	}
 	if (!s->body.len && s->rst == R_DONE) {
 		*flags |= NGHTTP2_DATA_FLAG_EOF;
@@ -100,7 +130,8 @@ static void local_answer(struct h2stream *s, const char *status, const char *why
 	fq_printf(&s->body, "%s\n", why);
 	__atomic_add_fetch(&fr_n_refused, 1, __ATOMIC_RELAXED);
 	s->rst = R_DONE;
-	fr_unwatch(&s->up);
+	s->queued = 0;
+	up_close(s);
 	char len[24];
 	snprintf(len, sizeof len, "%zu", s->body.len);
 	nghttp2_nv nv[] = {NV(":status", status), NV("content-type", "text/plain"),
@@ -129,8 +160,8 @@ static void start_request(struct h2stream *s)
 	long long clen = -1;
 	struct fq cookie = {0};
 	for (int i = 0; i < s->nh; i++) {
-		const char *n = s->store.p + s->off[i][0], *v = s->store.p + s->off[i][1];
-		size_t nl = s->len[i][0], vl = s->len[i][1];
+		const char *n = s->store.p + s->hd->off[i][0], *v = s->store.p + s->hd->off[i][1];
+		size_t nl = s->hd->len[i][0], vl = s->hd->len[i][1];
 		if (hdr_is(n, nl, ":method")) {
 			method = v, ml = vl;
 		} else if (hdr_is(n, nl, ":path")) {
@@ -183,10 +214,35 @@ static void start_request(struct h2stream *s)
 	}
 	fq_put(o, "\r\n", 2);
 	fq_free(&s->store);
-	s->up.fd = fr_upstream();
-	s->up.reg = 0;
-	if (s->up.fd < 0)
-		local_answer(s, "502", "termd's server cannot be reached");
+	free(s->hd);
+	s->hd = NULL;
+	/* a stream waiting its turn holds its head and no more */
+	s->upout.p = xrealloc(s->upout.p, s->upout.off + s->upout.len);
+	s->upout.cap = s->upout.off + s->upout.len;
+	s->queued = 1;   /* to lws when its turn comes (up_start) */
+}
+
+/* the streams waiting, oldest first, to lws while turns are free; a
+ * connection's first turn is never refused (streams others hold do not
+ * starve it: the connections' cap bounds these) */
+static void up_start(struct fconn *c)
+{
+	struct h2state *h = c->h2;
+	for (struct h2stream *s = h->streams;
+	     s && h->nup < H2_MAX_UP && (!h->nup || nup_all < H2_MAX_UP_ALL); s = s->next) {
+		if (!s->queued)
+			continue;
+		s->queued = 0;
+		s->up.fd = fr_upstream();
+		s->up.reg = 0;
+		if (s->up.fd < 0) {
+			local_answer(s, "502", "termd's server cannot be reached");
+			continue;
+		}
+		s->has_up = 1;
+		h->nup++;
+		nup_all++;
+	}
 }
 
 static void end_request(struct h2stream *s)
@@ -194,7 +250,7 @@ static void end_request(struct h2stream *s)
 	if (s->req_end)
 		return;
 	s->req_end = 1;
-	if (s->chunked_req && s->up.fd >= 0)
+	if (s->chunked_req && (s->up.fd >= 0 || s->queued))
 		fq_put(&s->upout, "0\r\n\r\n", 5);
 }
 
@@ -211,8 +267,11 @@ static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *f, void *u
 	s->up.fd = -1;
 	s->up.kind = FK_UP;
 	s->up.owner = c;
-	s->next = c->h2->streams;
-	c->h2->streams = s;
+	s->begun_us = s->moved_us = fr_now();
+	struct h2stream **pp = &c->h2->streams;
+	while (*pp)
+		pp = &(*pp)->next;
+	*pp = s;
 	c->h2->nstreams++;
 	nghttp2_session_set_stream_user_data(ng, s->id, s);
 	__atomic_add_fetch(&fr_n_streams, 1, __ATOMIC_RELAXED);
@@ -232,11 +291,13 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *f, const uint8_t 
 		s->too_big = 1;
 		return 0;
 	}
-	s->off[s->nh][0] = s->store.off + s->store.len;
-	s->len[s->nh][0] = nl;
+	if (!s->hd)
+		s->hd = xcalloc(1, sizeof *s->hd);
+	s->hd->off[s->nh][0] = s->store.off + s->store.len;
+	s->hd->len[s->nh][0] = nl;
 	fq_put(&s->store, name, nl);
-	s->off[s->nh][1] = s->store.off + s->store.len;
-	s->len[s->nh][1] = vl;
+	s->hd->off[s->nh][1] = s->store.off + s->store.len;
+	s->hd->len[s->nh][1] = vl;
 	fq_put(&s->store, val, vl);
 	s->nh++;
 	return 0;
@@ -268,7 +329,7 @@ static int on_data(nghttp2_session *ng, uint8_t flags, int32_t id, const uint8_t
 {
 	(void)flags;
 	struct h2stream *s = stream_of(user, id);
-	if (!s || s->up.fd < 0 || s->rst == R_DONE) {
+	if (!s || (s->up.fd < 0 && !s->queued) || s->rst == R_DONE) {
 		nghttp2_session_consume(ng, id, n);   /* nobody takes it */
 		return 0;
 	}
@@ -288,7 +349,9 @@ static int on_data(nghttp2_session *ng, uint8_t flags, int32_t id, const uint8_t
 /* its upstream closed, its buffers and itself freed with the turn */
 static void stream_free(struct h2stream *s)
 {
-	fr_unwatch(&s->up);
+	up_close(s);
+	free(s->hd);
+	s->hd = NULL;
 	fq_free(&s->store);
 	fq_free(&s->upout);
 	fq_free(&s->rin);
@@ -322,7 +385,7 @@ static void fail_stream(struct h2stream *s)
 		local_answer(s, "502", "termd's server answered nothing readable");
 		return;
 	}
-	fr_unwatch(&s->up);
+	up_close(s);
 	nghttp2_submit_rst_stream(s->c->h2->ng, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
 	s->rst = R_DONE;
 }
@@ -428,11 +491,26 @@ static void take_answer(struct h2stream *s)
 			fail_stream(s);
 	}
 	if (s->rst == R_DONE)
-		fr_unwatch(&s->up);   /* this stream's connection to lws is done */
+		up_close(s);   /* this stream's connection to lws is done, its turn another's */
 	if (s->deferred && (s->body.len || s->rst == R_DONE)) {
 		s->deferred = 0;
 		nghttp2_session_resume_data(s->c->h2->ng, s->id);
 	}
+}
+
+/* how much of lws's answer the stream holds: what the client's windows
+ * let it take (H2_MIN_HOLD at least, FR_BUF_CAP at most); a whole head */
+static size_t hold(struct h2stream *s)
+{
+	if (s->rst == R_HEAD)
+		return FR_BUF_CAP;
+	nghttp2_session *ng = s->c->h2->ng;
+	int32_t w = nghttp2_session_get_stream_remote_window_size(ng, s->id);
+	int32_t cw = nghttp2_session_get_remote_window_size(ng);
+	if (cw < w)
+		w = cw;
+	size_t n = w > 0 ? (size_t)w : 0;
+	return n < H2_MIN_HOLD ? H2_MIN_HOLD : n > FR_BUF_CAP ? FR_BUF_CAP : n;
 }
 
 /* a stream's bytes both ways with lws; nonzero if some moved */
@@ -448,9 +526,10 @@ static int stream_pump(struct h2stream *s)
 			s->unconsumed = 0;
 		}
 	}
-	while (!s->up_eof && s->rst != R_DONE && s->rin.len < FR_BUF_CAP && s->body.len < FR_BUF_CAP) {
-		char *p = fq_room(&s->rin, 65536);
-		ssize_t r = read(s->up.fd, p, 65536);
+	while (!s->up_eof && s->rst != R_DONE && s->rin.len < hold(s) && s->body.len < hold(s)) {
+		size_t want = hold(s) - s->rin.len;
+		char *p = fq_room(&s->rin, want);
+		ssize_t r = read(s->up.fd, p, want);
 		if (r < 0 && (errno == EAGAIN || errno == EINTR))
 			break;
 		prog = 1;
@@ -466,7 +545,7 @@ static int stream_pump(struct h2stream *s)
 		take_answer(s);
 	if (s->up.fd >= 0) {
 		uint32_t ev = 0;
-		if (!s->up_eof && s->rst != R_DONE && s->rin.len < FR_BUF_CAP && s->body.len < FR_BUF_CAP)
+		if (!s->up_eof && s->rst != R_DONE && s->rin.len < hold(s) && s->body.len < hold(s))
 			ev |= EPOLLIN;
 		if (s->upout.len)
 			ev |= EPOLLOUT;
@@ -529,6 +608,25 @@ int fr_h2_idle(struct fconn *c)
 	return c->h2 && !c->h2->nstreams;
 }
 
+int fr_h2_check(struct fconn *c, uint64_t now, uint64_t head_us, uint64_t stall_us)
+{
+	int reset = 0;
+	for (struct h2stream *s = c->h2->streams; s; s = s->next) {
+		if (!s->headers_done && now - s->begun_us > head_us)
+			return -1;   /* no frame of another stream may come meanwhile */
+		if (s->rst == R_DONE && !s->body.len)
+			continue;
+		if ((s->body.len || s->rin.len) && now - s->moved_us > stall_us) {
+			up_close(s);
+			nghttp2_submit_rst_stream(c->h2->ng, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_CANCEL);
+			fq_drop(&s->body, s->body.len);
+			s->rst = R_DONE;
+			reset = 1;
+		}
+	}
+	return reset;
+}
+
 static int h2_can_read(struct fconn *c)
 {
 	return !c->eof && c->cout.len < FR_BUF_CAP;
@@ -547,6 +645,7 @@ static int h2_work(struct fconn *c)
 {
 	struct h2state *h = c->h2;
 	int prog = 0;
+	up_start(c);
 	for (struct h2stream *s = h->streams; s; s = s->next)
 		prog |= stream_pump(s);
 	while (c->cout.len < FR_BUF_CAP) {

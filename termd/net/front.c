@@ -30,7 +30,9 @@
 
 #define FR_MAX_LISTEN (1 + TD_MAX_EXTRA_LISTEN)
 #define FR_MAX_CONNS 1024
+#define FR_MAX_PER_ADDR (FR_MAX_CONNS / 4)  /* one client address's share */
 #define FR_HANDSHAKE_US (10 * 1000000ull)   /* TLS handshake */
+#define FR_STALL_US (opts.stall_timeout * 1000000ull) /* bytes for the client, none taken */
 #define FR_H2_IDLE_US (120 * 1000000ull)    /* an HTTP/2 connection without a stream */
 
 static struct fwatch lis[FR_MAX_LISTEN];
@@ -172,6 +174,13 @@ void fr_defer(void *p)
 	deferred[ndeferred++] = p;
 }
 
+void fr_kick_h2(void)
+{
+	for (struct fconn *c = conns; c; c = c->next)
+		if (c->h2)
+			c->again = 1;
+}
+
 int fr_upstream(void)
 {
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -232,6 +241,8 @@ ssize_t fr_cread(struct fconn *c, void *p, size_t n)
 int fr_cflush(struct fconn *c)
 {
 	c->wr_wants_in = 0;
+	if (!c->cout.len)
+		c->out_us = fr_now();
 	while (c->cout.len) {
 		ssize_t r;
 		if (c->ssl) {
@@ -255,7 +266,7 @@ int fr_cflush(struct fconn *c)
 				return errno == EAGAIN || errno == EINTR ? 0 : -1;
 		}
 		fq_drop(&c->cout, (size_t)r);
-		c->last_us = fr_now();
+		c->last_us = c->out_us = fr_now();
 	}
 	return 0;
 }
@@ -447,7 +458,7 @@ static void conn_new(int fd, int listener)
 	c->w.kind = FK_CLIENT;
 	c->w.fd = fd;
 	c->w.owner = c;
-	c->last_us = fr_now();
+	c->last_us = c->out_us = fr_now();
 	c->api = listener_api(listener);
 	struct sockaddr_storage ss;
 	socklen_t l = sizeof ss;
@@ -461,6 +472,15 @@ static void conn_new(int fd, int listener)
 			else
 				inet_ntop(AF_INET6, a, c->peer, sizeof c->peer);
 		}
+	}
+	int same = 0;
+	for (struct fconn *o = conns; o; o = o->next)
+		same += strcmp(o->peer, c->peer) == 0;
+	if (same >= FR_MAX_PER_ADDR) {   /* one address does not take the whole cap */
+		__atomic_add_fetch(&fr_n_refused, 1, __ATOMIC_RELAXED);
+		close(fd);
+		free(c);
+		return;
 	}
 	if (tls) {
 		c->ssl = SSL_new(tls);
@@ -517,6 +537,15 @@ static void check_timeouts(void)
 			conn_close(c);   /* no request yet: lws's idle timeout is not there to help */
 		else if (c->h2 && fr_h2_idle(c) && now - c->last_us > FR_H2_IDLE_US)
 			conn_close(c);
+		else if (c->cout.len && now - c->out_us > FR_STALL_US)
+			conn_close(c);   /* the client takes nothing of what it asked for */
+		else if (c->h2) {
+			int r = fr_h2_check(c, now, head_us, FR_STALL_US);
+			if (r < 0)
+				conn_close(c);
+			else if (r > 0)
+				c->again = 1;
+		}
 	}
 }
 
@@ -770,6 +799,53 @@ void front_stop(void)
 }
 
 /* ----------------------------------------------- upgrade in place */
+
+static void free_deferred(void)
+{
+	for (size_t k = 0; k < ndeferred; k++)
+		free(deferred[k]);
+	ndeferred = 0;
+}
+
+void front_handover_flush(void)
+{
+	if (!running)
+		return;
+	uint64_t v = 1;
+	if (write(stopfd, &v, sizeof v) < 0)
+		return;
+	pthread_join(thr, NULL);
+	running = 0;
+	if (read(stopfd, &v, sizeof v) < 0)
+		v = 0;   /* (the stop said: not readable any more) */
+	/* the front's loop, here in the exec's thread, until every client's
+	 * bytes went (lws wrote its close frames before this) */
+	uint64_t end = fr_now() + 1000000;
+	for (;;) {
+		for (struct fconn *c = conns, *n; c; c = n) {
+			n = c->next;
+			conn_pump(c);
+		}
+		free_deferred();
+		int left = 0;
+		for (struct fconn *c = conns; c; c = c->next)
+			left |= c->cout.len > 0;
+		if (!left || fr_now() >= end)
+			break;
+		struct epoll_event evs[64];
+		epoll_wait(ep, evs, 64, 10);
+	}
+}
+
+void front_handover_resume(void)
+{
+	if (running || ep < 0)
+		return;
+	if (pthread_create(&thr, NULL, front_main, NULL) == 0)
+		running = 1;
+	else
+		log_warn("front: cannot start its thread again: TCP clients are not served");
+}
 
 void front_handover_save(cJSON *record)
 {

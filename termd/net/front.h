@@ -28,6 +28,11 @@ void front_stop(void);
 /* upgrade in place: the listening fds into the record, kept across exec */
 void front_handover_save(cJSON *record);
 void front_handover_keep(int keep);
+/* before the exec: the thread stopped and what lws wrote last (the close
+ * frames 1012) passed on to the clients, a second at the most; _resume
+ * when the exec failed */
+void front_handover_flush(void);
+void front_handover_resume(void);
 /* the new termd takes them from the record (before front_start) */
 void front_handover_load(const cJSON *record);
 
@@ -83,6 +88,7 @@ struct fconn {
 	char peer[64];
 	unsigned api;             /* its listener's APIs (enum td_api), sent as X-Termd-Api */
 	uint64_t last_us, head_us; /* last bytes either way; a head begun (0: none) */
+	uint64_t out_us;        /* cout last empty or moving */
 	struct fq cin, cout;
 	struct h1state *h1;
 	struct h2state *h2;
@@ -107,6 +113,7 @@ int fr_upstream(void);                                   /* a connection to lws,
 int fr_upsend(int fd, struct fq *q);                     /* q to lws: 1 if some went; lws gone: q dropped */
 uint64_t fr_now(void);
 void fr_defer(void *p);                                  /* free()d after this turn's events */
+void fr_kick_h2(void);                                   /* every HTTP/2 connection pumped again */
 
 /* front-h1.c: heads (parsed by proto/h1wire.c) */
 /* the headers a request goes to lws with: X-Metadata-* folded into
@@ -125,5 +132,8 @@ int fr_h2_init(struct fconn *c, const char *pre, size_t n);
 extern const struct fr_proto fr_h2;
 void fr_h2_free(struct fconn *c);
 int fr_h2_idle(struct fconn *c);   /* no stream open */
+/* its timeouts: -1 a header block unfinished past head_us (close it); 1 a
+ * stream holding bytes nobody took for stall_us was reset (pump it) */
+int fr_h2_check(struct fconn *c, uint64_t now, uint64_t head_us, uint64_t stall_us);
 
 #endif

@@ -200,6 +200,8 @@ static void txn_free(struct http_txn *t)
 	stream_unlist(t);
 	buf_free(&t->body);
 	buf_free(&t->hdrs);
+	if (t->out_static)
+		memset(&t->out, 0, sizeof t->out);
 	buf_free(&t->out);
 	free(t->disposition);
 	free(t);
@@ -227,6 +229,18 @@ void http_answer(struct http_txn *t, int status, const char *ctype, const void *
 	t->off = 0;
 	lws_set_timeout(t->wsi, NO_PENDING_TIMEOUT, 0);
 	lws_callback_on_writable(t->wsi);
+}
+
+void http_answer_static(struct http_txn *t, int status, const char *ctype, const void *body,
+			size_t len)
+{
+	if (t->answered)
+		return;
+	http_answer(t, status, ctype, "", 0);
+	buf_free(&t->out);
+	t->out.p = (char *)(uintptr_t)body;
+	t->out.len = len;
+	t->out_static = 1;
 }
 
 void http_answer_text(struct http_txn *t, int status, const char *msg)
@@ -386,6 +400,15 @@ void http_stream_last(struct http_txn *t, const void *p, size_t n)
 	buf_append(&t->out, p, n);   /* (one end message past the bound) */
 	if (t->hdr_sent)
 		lws_callback_on_writable(t->wsi);
+}
+
+void http_stream_sized(struct http_txn *t, unsigned long long len)
+{
+	if (!t->streaming || t->hdr_sent)
+		return;
+	t->sized = 1;
+	t->slen = len;
+	t->close_after = 0;
 }
 
 void http_stream_end(struct http_txn *t)
@@ -553,7 +576,8 @@ static int write_headers(struct lws *wsi, struct http_txn *t, unsigned char *buf
 {
 	unsigned char *start = buf + LWS_PRE, *p = start, *end = buf + size - 1;
 	if (lws_add_http_common_headers(wsi, (unsigned int)t->status, t->ctype,
-					t->streaming ? LWS_ILLEGAL_HTTP_CONTENT_LEN
+					t->sized ? (lws_filepos_t)t->slen
+					: t->streaming ? LWS_ILLEGAL_HTTP_CONTENT_LEN
 						     : (lws_filepos_t)t->out.len, &p, end))
 		return -1;
 	if (t->disposition &&
@@ -624,8 +648,11 @@ int http_writeable(struct lws *wsi)
 				t->drained(t);
 			return 0;
 		}
+		int keep = t->sized && !t->close_after;
 		txn_detach(t);
-		return -1;      /* the end of the body */
+		if (!keep)
+			return -1;      /* the end of the body */
+		return lws_http_transaction_completed(wsi) ? -1 : 0;
 	}
 	int close = t->close_after;
 	if (t->refused && t->gone)

@@ -70,6 +70,9 @@ struct http_txn {
 	buf_t hdrs;               /* more headers: "name:\0value\0" pairs */
 	buf_t out;
 	size_t off;
+	int out_static;           /* out.p is http_answer_static's: not ours to free */
+	int sized;                /* a stream of known length (http_stream_sized) */
+	unsigned long long slen;
 };
 struct http_route {
 	const char *method;       /* "GET" or "POST" */
@@ -92,6 +95,10 @@ unsigned http_api(struct lws *wsi);
 /* The answer (body copied); written when the socket is writable. */
 void http_answer(struct http_txn *t, int status, const char *ctype, const void *body,
 		 size_t len);
+/* ... its body not copied: one that lives as long as termd (an embedded
+ * file), sent from where it is by every request */
+void http_answer_static(struct http_txn *t, int status, const char *ctype, const void *body,
+			size_t len);
 /* ... a text/plain one */
 void http_answer_text(struct http_txn *t, int status, const char *msg);
 /* One more header on the answer (set before http_answer or
@@ -119,6 +126,10 @@ int http_stream_start(struct http_txn *t, int status, const char *ctype);
 size_t http_stream_write(struct http_txn *t, const void *p, size_t n);
 void http_stream_last(struct http_txn *t, const void *p, size_t n);
 void http_stream_end(struct http_txn *t);
+/* ... of a length known (right after a start that was not refused): it
+ * goes with its Content-Length and the connection stays open after it,
+ * unless it ends short (close_after set before http_stream_end) */
+void http_stream_sized(struct http_txn *t, unsigned long long len);
 /* A request header by lws custom name ("x-session-api-key:"): its length,
  * or -1 when absent. */
 int http_header(struct http_txn *t, const char *name, char *out, size_t n);

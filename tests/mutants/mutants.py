@@ -787,4 +787,68 @@ MUTANTS = [
          tests=[R + "test_agent_sandbox.py::test_confinement_refuses_dotdot_and_links_out"],
          why="the path is normalised without following links: a link inside the base leading "
              "out passes the check and the file is written or read through it"),
+    # ---- issue 46, the front and the proxy
+    dict(name="h2-every-stream-to-lws-at-once",
+         file="termd/net/front-h2.c",
+         search="s && h->nup < H2_MAX_UP && (!h->nup || nup_all < H2_MAX_UP_ALL); s = s->next) {",
+         replace="s; s = s->next) {",
+         tests=[R + "test_front4.py::test_h2_streams_that_never_read_hold_bounded_memory_and_fds"],
+         why="every HTTP/2 stream becomes a connection to lws at once: 100 unread streams a "
+             "connection hold 100 lws connections and their buffers (fd exhaustion, no token)"),
+    dict(name="h2-header-block-never-times-out",
+         file="termd/net/front-h2.c",
+         search="if (!s->headers_done && now - s->begun_us > head_us)",
+         replace="if (0 && !s->headers_done && now - s->begun_us > head_us)",
+         tests=[R + "test_front4.py::test_unfinished_h2_header_block_times_out"],
+         why="an HTTP/2 HEADERS frame without END_HEADERS holds its connection for ever: "
+             "1024 of them lock every client out"),
+    dict(name="front-no-share-per-address",
+         file="termd/net/front.c",
+         search="if (same >= FR_MAX_PER_ADDR) {",
+         replace="if (same >= FR_MAX_CONNS) {",
+         tests=[R + "test_front4.py::test_one_address_cannot_take_the_connection_cap"],
+         why="one client address may take all of the front's 1024 connections"),
+    dict(name="h2-stalled-stream-kept",
+         file="termd/net/front-h2.c",
+         search="if ((s->body.len || s->rin.len) && now - s->moved_us > stall_us) {",
+         replace="if ((s->body.len || s->rin.len) && now - s->moved_us > stall_us && !stall_us) {",
+         tests=[R + "test_front4.py::test_h2_stream_nobody_reads_is_reset_and_the_connection_goes_on"],
+         why="an HTTP/2 stream whose client takes nothing holds its connection to lws and "
+             "its buffers for ever"),
+    dict(name="proxy-bytes-past-the-answer",
+         file="termd/door/preview/proxy.c",
+         search="size_t take = n < x->rem ? n : (size_t)x->rem;",
+         replace="size_t take = n;",
+         tests=[R + "test_front4.py::test_preview_app_extra_answers_after_a_1xx_never_reach_the_client"],
+         why="a preview app's bytes past its answer's Content-Length (a second answer) reach "
+             "the client: its kept-alive connection is poisoned"),
+    dict(name="proxy-answer-waits-for-the-app-to-close",
+         file="termd/door/preview/proxy.c",
+         search="\t\tpend = http_stream_write(x->t, p, take);\n\t\tif (!x->rem)\n\t\t\treturn -1;\n",
+         replace="\t\tpend = http_stream_write(x->t, p, take);\n",
+         tests=[R + "test_front4.py::test_preview_app_that_keeps_its_socket_open_still_ends_the_answer"],
+         why="a proxied answer ends only when the app closes its connection: an app that keeps "
+             "it open keeps the client waiting for ever"),
+    dict(name="upgrade-front-not-flushed",
+         file="termd/handover.c",
+         search="\tfront_handover_flush();   /* the close frames through the front too */\n",
+         replace="",
+         tests=[R + "test_front4.py::test_upgrade_through_the_front_sends_1012_and_termctl_exits_0"],
+         why="an upgrade in place execs with the close frames 1012 still in the front's "
+             "socket from lws: clients through the front see the connection end without "
+             "1012 and do not reconnect (termctl upgrade exits 2)"),
+    dict(name="h1-two-hosts-taken",
+         file="proto/h1wire.c",
+         search="} else if (h1_name_is(h, \"host\") && hosts++) {",
+         replace="} else if (h1_name_is(h, \"host\") && hosts++ && 0) {",
+         tests=[R + "test_front4.py::test_two_host_headers_are_400"],
+         why="a request with two Host headers goes on to lws: a hop in front may route by "
+             "one, termd's preview routing by the other"),
+    dict(name="h2-first-stream-waits-for-others",
+         file="termd/net/front-h2.c",
+         search="s && h->nup < H2_MAX_UP && (!h->nup || nup_all < H2_MAX_UP_ALL); s = s->next) {",
+         replace="s && h->nup < H2_MAX_UP && nup_all < H2_MAX_UP_ALL; s = s->next) {",
+         tests=[R + "test_front4.py::test_streams_others_hold_do_not_starve_a_new_client"],
+         why="streams other clients never read hold the front's whole budget of connections "
+             "to lws: a new client's first request waits for them (120 s at least)"),
 ]

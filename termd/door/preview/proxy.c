@@ -39,6 +39,9 @@ struct px {
 	struct h1_chunk ck;        /* ... its framing so far */
 	int held;
 	lws_sorted_usec_list_t rearm;   /* asks for upstream writable again */
+	int head_req;              /* the client asked HEAD: no body follows */
+	int sized;                 /* upstream's body has a Content-Length ... */
+	unsigned long long rem;    /* ... and this much of it is still to come */
 };
 
 /* ------------------------------------------------------------ helpers */
@@ -166,6 +169,8 @@ static void client_drained(struct http_txn *t)
 static void px_finish(struct px *x, const char *why)
 {
 	if (x->t) {
+		if (x->sized && x->rem)
+			x->t->close_after = 1;   /* ended short: the client must not wait */
 		if (x->streaming)
 			http_stream_end(x->t);
 		else
@@ -187,7 +192,15 @@ static int body_out(struct px *x, const char *p, size_t n)
 	if (!x->t)
 		return 0;
 	size_t pend;
-	if (x->chunked) {
+	if (x->sized) {
+		/* the answer ends with its Content-Length: what follows is no
+		 * answer to this request (dropped with the upstream connection) */
+		size_t take = n < x->rem ? n : (size_t)x->rem;
+		x->rem -= take;
+		pend = http_stream_write(x->t, p, take);
+		if (!x->rem)
+			return -1;
+	} else if (x->chunked) {
 		int done;
 		if (h1_chunk_scan(&x->ck, p, n, &done, client_sink, x) < 0 || done)
 			return -1;
@@ -202,8 +215,9 @@ static int body_out(struct px *x, const char *p, size_t n)
 	return 0;
 }
 
-/* upstream's head is in x->head up to hlen: start the client's answer (1),
- * or an interim answer passed over (0); -1 when it is no HTTP answer */
+/* upstream's head is in x->head up to hlen: start the client's answer (1;
+ * 2 when the answer has no body), or an interim answer passed over (0); -1
+ * when it is no HTTP answer */
 static int head_done(struct px *x, size_t hlen)
 {
 	char *h = x->head.p;
@@ -236,10 +250,15 @@ static int head_done(struct px *x, size_t hlen)
 			http_set_header(x->t, name, v);
 		}
 	}
-	http_stream_start(x->t, a.status, ctype);
+	int sized = !x->chunked && a.clen >= 0;
+	int bodiless = x->head_req || a.status == 204 || a.status == 304 || (sized && !a.clen);
+	if (http_stream_start(x->t, a.status, ctype) == 0 && sized && !bodiless)
+		http_stream_sized(x->t, (unsigned long long)a.clen);
 	x->t->drained = client_drained;
 	x->streaming = 1;
-	return 1;
+	x->sized = sized && !bodiless;
+	x->rem = x->sized ? (unsigned long long)a.clen : 0;
+	return bodiless ? 2 : 1;
 }
 
 /* One read from upstream: 1 when there may be more to read now, 0 when
@@ -286,6 +305,10 @@ static int up_read(struct px *x)
 		if (!r)
 			buf_consume(&x->head, hlen);
 	} while (!r);
+	if (r == 2) {   /* the whole answer: what follows is not for the client */
+		px_finish(x, NULL);
+		return -1;
+	}
 	if (x->head.len > hlen && body_out(x, x->head.p + hlen, x->head.len - hlen) < 0) {
 		px_finish(x, NULL);
 		return -1;
@@ -669,6 +692,7 @@ static void proxy_fn(struct http_txn *t)
 	x->t = t;
 	x->port = port;
 	x->by_host = by_host;
+	x->head_req = strcmp(method, "HEAD") == 0;
 	build_request(x, t, method, path.p);
 	buf_free(&path);
 	x->up = server_adopt_fd(fd, up_event, x);
