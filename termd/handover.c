@@ -8,7 +8,7 @@
  * at start, a termd given a record (env TERMD_HANDOVER=fd) takes it all
  * back. */
 #include "handover.h"
-#include "front.h"
+#include "front/front.h"
 #include "door.h"
 #include "fswork.h"
 #include "envopts.h"
@@ -146,7 +146,7 @@ static int is_our_listener(int fd)
 	return port == opts.listen_port;
 }
 
-/* The front (net/front.c) owns the TCP listeners and their TLS: its
+/* The front (net/front/front.c) owns the TCP listeners and their TLS: its
  * listening fds go in the record (front_handover_save), not listen_fd. */
 static int front_tls(void)
 {

@@ -7,7 +7,7 @@
 #include "fswork.h"
 #include "handover.h"
 #include "envopts.h"
-#include "front.h"
+#include "front/front.h"
 
 #include <errno.h>
 #include <getopt.h>

@@ -138,7 +138,7 @@ step "zlib"
 	&& make -j"$JOBS" libz.a >>"$B/zlib.log" 2>&1 && make install >>"$B/zlib.log" 2>&1) \
 	|| die "zlib build failed: $(tail -5 "$B/zlib.log")"
 
-# nghttp2: the library only (termd's front speaks HTTP/2 with it: termd/net/front-h2.c)
+# nghttp2: the library only (termd's front speaks HTTP/2 with it: termd/net/front/h2.c)
 fetch nghttp2 "$(ver_of nghttp2)"; VERS="$VERS $(cat "$SRCDIR/.unpacked")"
 step "nghttp2"
 command -v cmake >/dev/null || die "cmake not found (make deps)"

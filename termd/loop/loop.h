@@ -95,7 +95,7 @@ struct termd_opts {
 	char *record_dir;         /* --record DIR: an asciicast v2 file per session (record.c) */
 	int record_input;         /* --record-input: "i" events too */
 	int listen_none;          /* --listen none: no listener at all */
-	int front;                /* --front on (1, default) | off (0): net/front.c owns the TCP listeners */
+	int front;                /* --front on (1, default) | off (0): net/front/front.c owns the TCP listeners */
 	/* dial-out links (door/link/link.c) */
 	char **connect;           /* --connect URL, each given */
 	size_t nconnect;
@@ -139,7 +139,7 @@ struct server {
 	char *inherit_rundir;
 	void (*on_usr2)(void);    /* SIGUSR2 (set from above) */
 	/* --front on: lws listens on this unix socket (mode 0600, in rundir)
-	 * and the front (net/front.c) owns the TCP listeners; NULL: no front */
+	 * and the front (net/front/front.c) owns the TCP listeners; NULL: no front */
 	char *front_sock;
 };
 

@@ -223,7 +223,7 @@ static int choose_listener(struct lws_context_creation_info *info, int front, mo
 		 * (adopted below) */
 		info->port = CONTEXT_PORT_NO_LISTEN;
 	} else if (front && !opts.listen_unix) {
-		/* the TCP listeners are the front's (net/front.c): lws serves
+		/* the TCP listeners are the front's (net/front/front.c): lws serves
 		 * what it forwards, on a socket only termd's user can open */
 		info->options |= LWS_SERVER_OPTION_UNIX_SOCK;
 		info->iface = srv.front_sock;

@@ -135,7 +135,7 @@ void http_stream_sized(struct http_txn *t, unsigned long long len);
 int http_header(struct http_txn *t, const char *name, char *out, size_t n);
 /* A header only termd's front sets (X-Termd-Metadata: "x-termd-metadata:"):
  * its length, or -1 when absent or the request did not come through the
- * front (net/front.c), whatever the client sent. */
+ * front (net/front/front.c), whatever the client sent. */
 int http_front_header(struct http_txn *t, const char *name, char *out, size_t n);
 /* The client's address (the front's X-Termd-Peer when it came through
  * the front, else the socket's), or NULL; and whether it came over TLS. */

@@ -1,4 +1,4 @@
-/* test_front.c — the front's HTTP/1.1 pieces (net/front-h1.c): a request
+/* test_front.c — the front's HTTP/1.1 pieces (net/front/h1.c): a request
  * head parsed (or refused 400/431: smuggling, folding, bad names), the
  * head rewritten for lws (X-Metadata-* folded into one X-Termd-Metadata,
  * form-encoded, keys lowercased, order kept; the client's X-Termd-* dropped;
@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "front.h"
+#include "front/front.h"
 
 static int parse(const char *head, struct h1_head *r)
 {

@@ -1,7 +1,7 @@
-/* front.c — the front: termd's TCP listeners (the first --listen and the
+/* net/front/front.c — the front, termd's second event loop: termd's TCP listeners (the first --listen and the
  * extra ones) served by a thread of its own with its own epoll loop. It
  * accepts, terminates TLS (OpenSSL, ALPN h2 and http/1.1), tells HTTP/1.1
- * (front-h1.c) from HTTP/2 (front-h2.c, also h2c prior knowledge), keeps the
+ * (front/h1.c) from HTTP/2 (front/h2.c, also h2c prior knowledge), keeps the
  * timeouts, and forwards each request to lws on the internal unix socket
  * (srv.front_sock). One pump moves a connection's bytes, the protocol's
  * part given as a struct fr_proto. It touches no termd state: only bytes and fds, every one

@@ -1,4 +1,4 @@
-/* front-h1.c — the front's HTTP/1.1: a request head parsed (limit
+/* net/front/h1.c — the front's HTTP/1.1: a request head parsed (limit
  * FR_HEAD_MAX, else 431; proto/h1wire.c reads heads and chunks) and
  * rewritten for lws (X-Metadata-<key> folded into
  * one X-Termd-Metadata, the client's X-Termd-* dropped, X-Termd-Peer and

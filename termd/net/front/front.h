@@ -1,8 +1,8 @@
 /* front.h — what the front's files share: termd's TCP listeners served by a
  * thread of their own (front.c: TLS with ALPN h2/http/1.1, timeouts, the
  * internal unix socket lws listens on), HTTP/1.1 requests followed and their
- * heads rewritten (front-h1.c; heads and chunks read by proto/h1wire.c) and HTTP/2 streams carried as HTTP/1.1 requests
- * (front-h2.c). The front touches no termd state: it only moves bytes. */
+ * heads rewritten (front/h1.c; heads and chunks read by proto/h1wire.c) and HTTP/2 streams carried as HTTP/1.1 requests
+ * (front/h2.c). The front touches no termd state: it only moves bytes. */
 #ifndef TERMD_FRONT_H
 #define TERMD_FRONT_H
 
@@ -115,7 +115,7 @@ uint64_t fr_now(void);
 void fr_defer(void *p);                                  /* free()d after this turn's events */
 void fr_kick_h2(void);                                   /* every HTTP/2 connection pumped again */
 
-/* front-h1.c: heads (parsed by proto/h1wire.c) */
+/* front/h1.c: heads (parsed by proto/h1wire.c) */
 /* the headers a request goes to lws with: X-Metadata-* folded into
  * X-Termd-Metadata, the client's X-Termd-* dropped, X-Termd-Peer and
  * X-Termd-Tls added; skip_hop: drop HTTP/2's connection-specific ones */
@@ -127,7 +127,7 @@ extern const struct fr_proto fr_h1;
 void fr_h1_free(struct fconn *c);
 int fr_h1_forwarding(struct fconn *c);   /* a connection to lws is open (its timeouts hold) */
 
-/* front-h2.c */
+/* front/h2.c */
 int fr_h2_init(struct fconn *c, const char *pre, size_t n);
 extern const struct fr_proto fr_h2;
 void fr_h2_free(struct fconn *c);

@@ -1,4 +1,4 @@
-/* front-h2.c — the front's HTTP/2 (nghttp2): each stream becomes one
+/* net/front/h2.c — the front's HTTP/2 (nghttp2): each stream becomes one
  * HTTP/1.1 request on a connection of its own to lws (its head rewritten as
  * HTTP/1.1's by fr_rewrite; the body with its Content-Length, else chunked),
  * and lws's answer is parsed (status, headers minus the hop-by-hop ones,
