@@ -419,6 +419,7 @@ static void teardown(void)
 	stop_all();
 	fswork_shutdown(); /* file work in flight: its workers joined, its answers dropped */
 	envd_shutdown();   /* its timers and streams while the loop still exists */
+	ohv1_shutdown();   /* the same for OpenHands V1's commands and sockets */
 	watch_shutdown();  /* after envd's sinks; its inotify fds while the loop exists */
 	ports_shutdown();  /* its timers and port.wait actions while the loop exists */
 	server_close_loop();
@@ -882,9 +883,11 @@ static void register_modules(void)
 	fsops_register();
 	watch_register();
 	ports_register();
+	ohv1_register();
 	openhands_register();
 	envd_register();
 	web_register();
+	ohv1_register_late();
 	proxy_register();
 	handover_register();
 	metrics_register();

@@ -1,7 +1,7 @@
 /* door.h — the front doors' entry points for main.c and handover.c, and what
  * the doors of more than one file share across folders: recordings
  * (record.c), the web page (web.c), the preview proxy (preview/), the
- * dial-out links (link/), OpenHands' API (openhands/) and e2b's envd API
+ * dial-out links (link/), OpenHands' API (openhands/: V0, ohv1/: V1) and e2b's envd API
  * (envd/). A door with a folder keeps its files' shared header there
  * (envd/envd.h, openhands/openhands.h); the formats the doors read and
  * write are codec/'s (codec.h, included here). Each door translates its
@@ -82,6 +82,14 @@ void link_proxy_register(void);
 /* ---- OpenHands' action execution server API (openhands/) ---- */
 void openhands_register(void);
 void openhands_shutdown(void);
+/* ... V1, the agent-server's workspace API (ohv1/): its routes before
+ * V0's, its / and /health after the web page's and envd's (late);
+ * shutdown while the loop exists */
+void ohv1_register(void);
+/* V0's /server_info object (openhands/openhands.c), V1's adds its fields */
+cJSON *oh_server_info_json(void);
+void ohv1_register_late(void);
+void ohv1_shutdown(void);
 
 
 /* ---- e2b's envd API: Connect-RPC process/filesystem, /files (envd/) ---- */

@@ -125,7 +125,7 @@ def registered_routes():
         text = src.read_text(errors="replace")
         defines = dict(re.findall(r'#define\s+(\w+)\s+"([^"]*)"', text))
         for block in re.findall(r"struct http_route \w+\[\]\s*=\s*\{(.*?)\n\s*\};", text, re.S):
-            for m in re.finditer(r"\{\s*\"([A-Z*]+)\",\s*([^,]+),\s*[^,]+,\s*[^,]+,\s*([01])\s*\}", block):
+            for m in re.finditer(r"\{\s*\"([A-Z*]+)\",\s*([^,]+),\s*[^,]+,\s*[^,]+,\s*([01])(?:\s*,\s*[\w| ]+)?\s*\}", block):
                 path = _c_string(m.group(2), defines)
                 assert path, "cannot read the route %r in %s" % (m.group(0), src)
                 found.append((m.group(1), path, m.group(3) == "1"))
