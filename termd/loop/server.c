@@ -299,7 +299,7 @@ static int more_vhosts(const struct lws_context_creation_info *info, int front)
 	for (int i = 0; i < opts.nextra && !front; i++) {
 		struct lws_context_creation_info vi = *info;
 		/* (lws keeps the name's pointer: server_listener_api reads it) */
-		static char names[TD_MAX_EXTRA_LISTEN][16];
+		static char names[TD_MAX_EXTRA_LISTEN][24];
 		snprintf(names[i], sizeof names[i], "listen-%d", i + 1);
 		vi.vhost_name = names[i];
 		vi.options &= ~(uint64_t)(LWS_SERVER_OPTION_UNIX_SOCK | LWS_SERVER_OPTION_DISABLE_IPV6 |
