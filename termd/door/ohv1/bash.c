@@ -515,16 +515,15 @@ int v1_bash_start(const cJSON *req, char id[33], const char **field, const char 
 
 /* ============================================================== routes */
 
-/* the request's body as an ExecuteBashRequest: the command's id, or NULL
- * once a 422 is answered */
-static struct v1cmd *start_from(struct http_txn *t)
+/* the request's body as an ExecuteBashRequest, started: 0 and its id, or
+ * -1 once a 422 is answered */
+static int start_from(struct http_txn *t, char id[33])
 {
 	cJSON *req = cJSON_ParseWithLength(t->body.p ? t->body.p : "", t->body.len);
 	if (!req) {
 		v1_422(t, "body", NULL, "json_invalid", "JSON decode error", NULL, NULL, 0);
-		return NULL;
+		return -1;
 	}
-	char id[33];
 	const char *field, *msg;
 	int r = v1_bash_start(req, id, &field, &msg);
 	cJSON_Delete(req);
@@ -532,42 +531,34 @@ static struct v1cmd *start_from(struct http_txn *t)
 		v1_422(t, "body", field, strcmp(msg, "Field required") == 0 ? "missing" :
 		       field && !strcmp(field, "timeout") ? "int_parsing" :
 		       field ? "string_type" : "model_attributes_type", msg, NULL, NULL, 0);
-		return NULL;
+		return -1;
 	}
-	for (struct v1cmd *c = cmds; c; c = c->next)
-		if (!strcmp(c->id, id))
-			return c;
-	return NULL;
+	return 0;
+}
+
+static void answer_event(struct http_txn *t, const struct v1_event *e)
+{
+	if (e)
+		http_answer(t, 200, "application/json", e->json, e->len);
+	else   /* (its events were dropped at once: the bound) */
+		v1_detail(t, 500, "the command's event is gone");
 }
 
 static void start_route(struct http_txn *t)
 {
-	/* its BashCommand event is the answer */
-	struct v1_event *before = NULL;
-	for (struct v1_event *e = v1_events_first(); e; e = e->next)
-		before = e;
-	struct v1cmd *c = start_from(t);
-	if (t->answered)
-		return;
-	struct v1_event *e = before ? before->next : v1_events_first();
-	for (; e; e = e->next)
-		if (e->kind == V1_COMMAND && c && !strcmp(e->id, c->id))
-			break;
-	if (!e) {   /* (the command ended at once and its events went) */
-		v1_detail(t, 500, "the command's event is gone");
-		return;
-	}
-	http_answer(t, 200, "application/json", e->json, e->len);
+	char id[33];
+	if (start_from(t, id) == 0)   /* its BashCommand is the answer */
+		answer_event(t, v1_event_find(id));
 }
 
 static void execute_route(struct http_txn *t)
 {
-	struct v1_event *before = NULL;
-	for (struct v1_event *e = v1_events_first(); e; e = e->next)
-		before = e;
-	struct v1cmd *c = start_from(t);
-	if (t->answered)
+	char id[33];
+	if (start_from(t, id) < 0)
 		return;
+	struct v1cmd *c = cmds;
+	while (c && strcmp(c->id, id) != 0)
+		c = c->next;
 	if (c && !c->ended) {
 		struct waiter *w = xcalloc(1, sizeof *w);
 		w->t = t;
@@ -579,14 +570,7 @@ static void execute_route(struct http_txn *t)
 		return;
 	}
 	/* it ended at once (it could not start): its last output event */
-	struct v1_event *last = NULL;
-	for (struct v1_event *e = before ? before->next : v1_events_first(); e; e = e->next)
-		if (e->kind == V1_OUTPUT)
-			last = e;
-	if (last)
-		http_answer(t, 200, "application/json", last->json, last->len);
-	else
-		v1_detail(t, 500, "the command's event is gone");
+	answer_event(t, v1_event_last_output(id));
 }
 
 void v1_bash_routes(void)

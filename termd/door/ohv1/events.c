@@ -207,6 +207,19 @@ static struct v1_event *find(const char *id)
 	return NULL;
 }
 
+struct v1_event *v1_event_find(const char *id)
+{
+	return find(id);
+}
+
+struct v1_event *v1_event_last_output(const char *command_id)
+{
+	for (struct v1_event *e = ev.tail; e; e = e->prev)
+		if (e->kind == V1_OUTPUT && strcmp(e->command_id, command_id) == 0)
+			return e;
+	return NULL;
+}
+
 /* ============================================================= search */
 
 struct filter {

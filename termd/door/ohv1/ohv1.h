@@ -54,8 +54,10 @@ void v1_timestamp(int64_t ts_us, char *out, size_t n);
 int64_t v1_now_us(void);
 /* keep ev (its json set; freed when dropped), publish it to the sockets */
 void v1_event_add(struct v1_event *ev);
-/* every kept event, oldest first */
+/* every kept event, oldest first; one by id; a command's last BashOutput */
 struct v1_event *v1_events_first(void);
+struct v1_event *v1_event_find(const char *id);
+struct v1_event *v1_event_last_output(const char *command_id);
 void v1_events_routes(void);   /* GET /api/bash/bash_events/…, DELETE */
 void v1_events_shutdown(void);
 
