@@ -717,6 +717,8 @@ int http_request(struct lws *wsi, const char *uri)
 		r = route_find(uri, api);
 	if (r)
 		return route_request(wsi, r, uri);
+	if (api == TD_API_OPENHANDS)   /* FastAPI's answer, on a listener of its own */
+		return http_reply(wsi, 404, "application/json", "{\"detail\":\"Not Found\"}");
 	if (http_auth(wsi) == AUTH_NONE)
 		return http_reply(wsi, 401, "text/plain", "unauthorized\n");
 	return http_reply(wsi, 404, "text/plain", "not found\n");

@@ -108,6 +108,7 @@ def test_health_and_server_info(v1):
         assert k in info, k
     assert isinstance(info["uptime"], float) and isinstance(info["idle_time"], float)
     assert info["docs"] == "/docs" and info["redoc"] == "/redoc"
+    assert v1.get("/no/such/route", key=None) == (404, {"detail": "Not Found"})
 
 
 @pytest.mark.parametrize("key", [None, "", "wrong", VIEW])
