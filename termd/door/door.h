@@ -90,6 +90,11 @@ void ohv1_register(void);
 cJSON *oh_server_info_json(void);
 void ohv1_register_late(void);
 void ohv1_shutdown(void);
+/* upgrade in place: V1's kept events and running commands (load before
+ * the sessions are adopted, done after) */
+cJSON *ohv1_handover_save(void);
+void ohv1_handover_load(const cJSON *o);
+void ohv1_handover_done(void);
 
 
 /* ---- e2b's envd API: Connect-RPC process/filesystem, /files (envd/) ---- */

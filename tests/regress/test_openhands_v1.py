@@ -457,3 +457,28 @@ def test_socket_resend_and_commands(v1):
         assert "command" in e["detail"]
     finally:
         s.abort()
+
+
+# --------------------------------------------------------- upgrade in place
+
+def test_commands_and_events_survive_an_upgrade_in_place(v1):
+    from test_upgrade import upgrade
+    done = v1.execute("echo earlier")
+    gate = v1.td.home / "gate-up"
+    st, cmd = v1.post("/api/bash/start_bash_command", {
+        "command": "echo before; while [ ! -e %s ]; do sleep 0.01; done; echo after; exit 5"
+                   % gate})
+    wait_until(lambda: v1.outputs(cmd["id"]), what="the first piece")
+    code, ev2, ans = upgrade(v1.td, v1.td.events(), cid="up-v1")
+    assert ans["extras"]["ok"] is True, ans
+    # the kept events came across
+    assert v1.get("/api/bash/bash_events/%s" % done["command_id"])[0] == 200
+    assert v1.get("/api/bash/bash_events/%s" % cmd["id"]) == (200, cmd)
+    gate.touch()
+    outs = wait_until(lambda: (lambda o: o if o and o[-1]["exit_code"] is not None else None)(
+        v1.outputs(cmd["id"])), what="the end after the upgrade")
+    assert outs[-1]["exit_code"] == 5
+    assert "".join(o["stdout"] or "" for o in outs) == "before\nafter\n"
+    assert [o["order"] for o in outs] == list(range(len(outs)))
+    assert len({o["id"] for o in outs}) == len(outs)
+    ev2.close()

@@ -36,6 +36,7 @@ struct v1cmd {
 	buf_t out, err;           /* output not in an event yet */
 	buf_t tail_out, tail_err; /* the last V1_PIECE_MAX bytes of each */
 	int ended, timed_out, exit_code;
+	uint64_t deadline;        /* mono_us its timeout ends it (0: none) */
 	uint64_t last_flush;      /* mono_us of the last output event */
 	int flush_armed;
 	lws_sorted_usec_list_t flush_sul, timeout_sul, kill_sul, close_sul;
@@ -508,8 +509,10 @@ int v1_bash_start(const cJSON *req, char id[33], const char **field, const char 
 		return 0;
 	}
 	cJSON_Delete(ans);
-	if (timeout > 0)
+	if (timeout > 0) {
+		c->deadline = mono_us() + (uint64_t)timeout * 1000000u;
 		server_timer(&c->timeout_sul, timeout_timer, (uint64_t)timeout * 1000000u);
+	}
 	return 0;
 }
 
@@ -571,6 +574,71 @@ static void execute_route(struct http_txn *t)
 	}
 	/* it ended at once (it could not start): its last output event */
 	answer_event(t, v1_event_last_output(id));
+}
+
+/* ============================================= upgrade in place */
+
+/* the running commands (their output so far made events first): their
+ * sessions go across, the new termd follows them on */
+cJSON *v1_bash_save(void)
+{
+	cJSON *a = cJSON_CreateArray();
+	for (struct v1cmd *c = cmds; c; c = c->next) {
+		if (c->ended || !c->s)
+			continue;
+		flush(c, 0);
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddStringToObject(o, "id", c->id);
+		cJSON_AddNumberToObject(o, "order", c->order);
+		cJSON_AddBoolToObject(o, "timed_out", c->timed_out);
+		uint64_t now = mono_us();
+		cJSON_AddNumberToObject(o, "left_us", !c->deadline ? -1.0 :
+					c->deadline > now ? (double)(c->deadline - now) : 0.0);
+		cJSON_AddItemToArray(a, o);
+	}
+	return a;
+}
+
+void v1_bash_load(const cJSON *a)
+{
+	const cJSON *o;
+	cJSON_ArrayForEach(o, a) {
+		const cJSON *id = cJSON_GetObjectItem(o, "id");
+		if (!cJSON_IsString(id) || strlen(id->valuestring) != 32)
+			continue;
+		struct v1cmd *c = xcalloc(1, sizeof *c);
+		memcpy(c->id, id->valuestring, 33);
+		snprintf(c->name, sizeof c->name, "ohv1-%s", c->id);
+		c->order = (int)cJSON_GetNumberValue(cJSON_GetObjectItem(o, "order"));
+		c->timed_out = cJSON_IsTrue(cJSON_GetObjectItem(o, "timed_out"));
+		double left = cJSON_GetNumberValue(cJSON_GetObjectItem(o, "left_us"));
+		if (left >= 0)
+			c->deadline = mono_us() + (uint64_t)left;
+		c->next = cmds;
+		cmds = c;
+	}
+}
+
+/* after the sessions are adopted: each command follows its own again;
+ * one whose session did not come across ended meanwhile */
+void v1_bash_loaded(void)
+{
+	for (struct v1cmd *c = cmds; c; c = c->next) {
+		if (c->s || c->ended)
+			continue;
+		c->s = session_find(c->name);
+		if (!c->s) {
+			end(c, -1);
+			continue;
+		}
+		if (c->timed_out)
+			server_timer(&c->kill_sul, kill_timer, V1_KILL_GRACE_US);
+		else if (c->deadline) {
+			uint64_t now = mono_us();
+			server_timer(&c->timeout_sul, timeout_timer,
+				     c->deadline > now ? c->deadline - now : 1);
+		}
+	}
 }
 
 void v1_bash_routes(void)

@@ -441,6 +441,47 @@ static void events_delete(struct http_txn *t)
 	v1_json(t, 200, o);
 }
 
+/* ============================================= upgrade in place */
+
+cJSON *v1_events_save(void)
+{
+	cJSON *a = cJSON_CreateArray();
+	for (struct v1_event *e = ev.head; e; e = e->next) {
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddStringToObject(o, "id", e->id);
+		cJSON_AddStringToObject(o, "cid", e->command_id);
+		cJSON_AddNumberToObject(o, "kind", e->kind);
+		cJSON_AddNumberToObject(o, "ts", (double)e->ts_us);
+		cJSON_AddNumberToObject(o, "order", e->order);
+		cJSON_AddItemToObject(o, "json", cJSON_CreateString(e->json));
+		cJSON_AddItemToArray(a, o);
+	}
+	return a;
+}
+
+void v1_events_load(const cJSON *a)
+{
+	const cJSON *o;
+	cJSON_ArrayForEach(o, a) {
+		const cJSON *id = cJSON_GetObjectItem(o, "id"), *cid = cJSON_GetObjectItem(o, "cid");
+		const cJSON *js = cJSON_GetObjectItem(o, "json");
+		if (!cJSON_IsString(id) || !cJSON_IsString(cid) || !cJSON_IsString(js) ||
+		    strlen(id->valuestring) != 32 || strlen(cid->valuestring) != 32)
+			continue;
+		struct v1_event *e = xcalloc(1, sizeof *e);
+		memcpy(e->id, id->valuestring, 33);
+		memcpy(e->command_id, cid->valuestring, 33);
+		e->kind = (enum v1_kind)cJSON_GetNumberValue(cJSON_GetObjectItem(o, "kind"));
+		e->ts_us = (int64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(o, "ts"));
+		e->order = (int)cJSON_GetNumberValue(cJSON_GetObjectItem(o, "order"));
+		e->json = xstrdup(js->valuestring);
+		e->len = strlen(e->json);
+		if (e->ts_us > ev.last_ts)
+			ev.last_ts = e->ts_us;
+		v1_event_add(e);   /* (no socket is open yet) */
+	}
+}
+
 void v1_events_routes(void)
 {
 	static const struct http_route routes[] = {

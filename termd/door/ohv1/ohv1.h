@@ -59,6 +59,9 @@ struct v1_event *v1_events_first(void);
 struct v1_event *v1_event_find(const char *id);
 struct v1_event *v1_event_last_output(const char *command_id);
 void v1_events_routes(void);   /* GET /api/bash/bash_events/…, DELETE */
+/* upgrade in place: the kept events as they are */
+cJSON *v1_events_save(void);
+void v1_events_load(const cJSON *a);
 void v1_events_shutdown(void);
 
 /* ---- bash.c: commands ---- */
@@ -66,6 +69,11 @@ void v1_events_shutdown(void);
  * into id, 0; or -1 with a 422's field and message. */
 int v1_bash_start(const cJSON *req, char id[33], const char **field, const char **msg);
 void v1_bash_routes(void);
+/* upgrade in place: the running commands (save; load before the sessions
+ * are adopted, loaded after) */
+cJSON *v1_bash_save(void);
+void v1_bash_load(const cJSON *a);
+void v1_bash_loaded(void);
 void v1_bash_shutdown(void);
 
 /* ---- socket.c: /sockets/bash-events ---- */

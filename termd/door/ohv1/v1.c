@@ -93,6 +93,25 @@ void ohv1_register_late(void)
 	http_routes_register(routes, sizeof routes / sizeof routes[0]);
 }
 
+cJSON *ohv1_handover_save(void)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddItemToObject(o, "commands", v1_bash_save());   /* (its last output first) */
+	cJSON_AddItemToObject(o, "events", v1_events_save());
+	return o;
+}
+
+void ohv1_handover_load(const cJSON *o)
+{
+	v1_events_load(cJSON_GetObjectItem(o, "events"));
+	v1_bash_load(cJSON_GetObjectItem(o, "commands"));
+}
+
+void ohv1_handover_done(void)
+{
+	v1_bash_loaded();
+}
+
 void ohv1_shutdown(void)
 {
 	v1_socket_shutdown();
