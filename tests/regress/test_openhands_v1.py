@@ -482,3 +482,16 @@ def test_commands_and_events_survive_an_upgrade_in_place(v1):
     assert [o["order"] for o in outs] == list(range(len(outs)))
     assert len({o["id"] for o in outs}) == len(outs)
     ev2.close()
+
+
+def test_events_are_kept_within_the_bound_oldest_dropped(v1):
+    """64 MiB of event text at most (proto/PROTOCOL.md §14): 70 MB of output
+    drops the oldest events, the command's own BashCommand first"""
+    ev = v1.execute("head -c 70000000 /dev/zero | tr '\\0' a")
+    assert ev["exit_code"] == 0
+    assert v1.get("/api/bash/bash_events/%s" % ev["command_id"]) == (404, {"detail": "Not Found"})
+    st, page = v1.get("/api/bash/bash_events/search?limit=1")
+    oldest = page["items"][0]
+    assert oldest["kind"] == "BashOutput" and oldest["order"] > 0
+    st, page = v1.get("/api/bash/bash_events/search?limit=1&sort_order=TIMESTAMP_DESC")
+    assert page["items"][0]["id"] == ev["id"]
