@@ -752,7 +752,7 @@ static int upgrade_check(struct lws *wsi, struct upgrade *u, const char **why)
 		if ((ws_doors[i]->api & api) && strcmp(path, ws_doors[i]->path) == 0) {
 			u->channel = CHANNEL_DOOR;
 			u->door = ws_doors[i];
-			return ws_doors[i]->check(wsi, &u->door_arg, why);
+			return ws_doors[i]->check(wsi, http_auth(wsi), &u->door_arg, why);
 		}
 	u->auth = http_auth(wsi);
 	if (u->auth == AUTH_NONE) {

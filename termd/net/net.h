@@ -23,13 +23,13 @@ struct upgrade {
 /* A WebSocket at path (exact) on a listener serving one of api's APIs,
  * on the /events channel's protocol (no subprotocol needed): check runs
  * on the upgrade request, before termd's token check (the door has its
- * own): 0 to accept (with *arg, kept in c->door_arg), else an HTTP status
+ * own; level is what termd's token check found): 0 to accept (with *arg, kept in c->door_arg), else an HTTP status
  * and *why. Then open (c->ws is up), each whole text message, closed
  * (free c->door_state). Up to four. */
 struct ws_door {
 	const char *path;
 	unsigned api;
-	int (*check)(struct lws *wsi, int *arg, const char **why);
+	int (*check)(struct lws *wsi, enum auth_level level, int *arg, const char **why);
 	void (*open)(struct conn *c);
 	void (*message)(struct conn *c, const char *msg, size_t n);
 	void (*closed)(struct conn *c);

@@ -495,3 +495,41 @@ def test_events_are_kept_within_the_bound_oldest_dropped(v1):
     assert oldest["kind"] == "BashOutput" and oldest["order"] > 0
     st, page = v1.get("/api/bash/bash_events/search?limit=1&sort_order=TIMESTAMP_DESC")
     assert page["items"][0]["id"] == ev["id"]
+
+
+def test_a_view_token_alone_opens_nothing(termd_factory, tmp_path):
+    """no full token, a view token: neither it nor no key acts (termd's rule)"""
+    port = free_port()
+    vt = tmp_path / "view-only"
+    vt.write_text(VIEW)
+    td = termd_factory(args=["--listen", "127.0.0.1:%d,api=openhands" % port,
+                             "--view-token-file", str(vt)])
+    c = V1("ws://127.0.0.1:%d" % port, key=VIEW)
+    for key in (VIEW, None, "x"):
+        assert c.post("/api/bash/start_bash_command", {"command": "true"}, key=key) == \
+            (401, {"detail": "Unauthorized"})
+    s = wsclient.connect(c.url, "/sockets/bash-events", subprotocol=None, timeout=T)
+    s.send_text(json.dumps({"type": "auth", "session_api_key": VIEW}))
+    with pytest.raises(wsclient.ConnectionClosed) as e:
+        recv_json(s)
+    assert e.value.code == 4001
+    s = wsclient.connect(c.url, "/sockets/bash-events", subprotocol=None, timeout=T)
+    s.send_text(json.dumps({"command": "touch %s/never" % td.home}))
+    with pytest.raises(wsclient.ConnectionClosed) as e:
+        recv_json(s)
+    assert e.value.code == 4001
+    assert not (td.home / "never").exists()
+
+
+def test_no_token_at_all_lets_local_programs_in(termd_factory):
+    """no key configured (V1 lets everyone in; termd: local programs)"""
+    port = free_port()
+    termd_factory(args=["--listen", "127.0.0.1:%d,api=openhands" % port])
+    c = V1("ws://127.0.0.1:%d" % port, key=None)
+    s = wsclient.connect(c.url, "/sockets/bash-events", subprotocol=None, timeout=T)
+    try:
+        st, cmd = c.post("/api/bash/start_bash_command", {"command": "echo open"})
+        assert st == 200
+        assert until_kind(s, lambda e: e["kind"] == "BashCommand")["id"] == cmd["id"]
+    finally:
+        s.abort()

@@ -21,7 +21,7 @@ void v1_detail(struct http_txn *t, int status, const char *detail);
  * FastAPI gives a failed validation (ctx_key/ctx_val: one ctx member, or NULL) */
 void v1_422(struct http_txn *t, const char *where, const char *name, const char *type,
 	    const char *msg, const char *input, const char *ctx_key, double ctx_val);
-/* Is key termd's full token (no token set: any key, as V1 with no keys)? */
+/* Is key termd's full token (none set: no key is)? */
 int v1_key_ok(const char *key);
 /* route admit: X-Session-API-Key, else 401 {"detail":"Unauthorized"} */
 int v1_admit(struct http_txn *t);

@@ -40,7 +40,7 @@ static void replay(struct sub *s)
 		conn_door_send(s->c, e->json, e->len);
 }
 
-static int check(struct lws *wsi, int *arg, const char **why)
+static int check(struct lws *wsi, enum auth_level level, int *arg, const char **why)
 {
 	char key[640], v[32];
 	const char *k = lws_get_urlarg_by_name(wsi, "session_api_key=", key, sizeof key);
@@ -48,8 +48,8 @@ static int check(struct lws *wsi, int *arg, const char **why)
 	    lws_hdr_custom_copy(wsi, key, sizeof key, "x-session-api-key:", 18) >= 0)
 		k = key;
 	*arg = 0;
-	if (!opts.token)
-		*arg |= ARG_AUTHED;   /* no key configured: everyone */
+	if (!opts.token && level == AUTH_FULL)
+		*arg |= ARG_AUTHED;   /* no key configured: as termd's own rule (a view token alone never acts) */
 	if (k && opts.token) {
 		if (!v1_key_ok(k)) {
 			*why = "Authentication failed\n";
