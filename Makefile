@@ -238,6 +238,11 @@ test-asan:
 # stream, files, tty and faults in about three minutes on two cores.
 VG_TESTS := $(addprefix tests/regress/, \
   test_faults.py \
+  test_openhands_v1.py::test_output_pieces_come_while_it_runs_in_order_none_repeated \
+  test_openhands_v1.py::test_socket_resend_and_commands \
+  test_openhands_v1.py::test_upload_and_download \
+  test_openhands_v1.py::test_git_changes_and_diff \
+  test_listen_api.py::test_api_tags_survive_an_upgrade_in_place \
   test_limits.py::test_max_sessions \
   test_limits.py::test_scrollback_lines \
   test_access.py::test_view_token_cannot_act \
