@@ -360,9 +360,17 @@ def test_git_changes_and_diff(v1):
     assert sorted((c["status"], c["path"]) for c in ch) == [
         ("ADDED", "sub/new.txt"), ("DELETED", "gone.txt"), ("UPDATED", "kept.txt")]
     st, d = v1.get("/api/git/diff?path=%s/kept.txt" % repo)
-    assert (st, d) == (200, {"modified": "two\n", "original": "one\n"})
+    # (as the SDK: the file's lines joined by \n, git show's output stripped)
+    assert (st, d) == (200, {"modified": "two", "original": "one"})
     st, d = v1.get("/api/git/diff?path=%s/sub/new.txt" % repo)
-    assert (st, d) == (200, {"modified": "new\n", "original": ""})
+    assert (st, d) == (200, {"modified": "new", "original": ""})
+    git(repo, "mv", "kept.txt", "moved.txt")
+    st, ch = v1.get("/api/git/changes?path=%s" % repo)
+    assert [(c["status"], c["path"]) for c in ch] == [   # a rename: DELETED + ADDED, by path
+        ("DELETED", "gone.txt"), ("DELETED", "kept.txt"), ("ADDED", "moved.txt"),
+        ("ADDED", "sub/new.txt")]
+    st, d = v1.get("/api/git/diff?path=%s/nope.txt" % repo)
+    assert st == 500 and d["detail"] == "Internal Server Error" and "nope.txt" in d["exception"]
     st, d = v1.get("/api/git/diff?path=%s/kept.txt&ref=HEAD&commit=HEAD" % repo)
     assert st == 400
 

@@ -95,7 +95,7 @@ def test_ts_remote_workspace_git(oh):
     assert out["setup"] == 0
     assert sorted((c["status"], c["path"]) for c in out["changes"]) == [
         ("ADDED", "b.txt"), ("UPDATED", "a.txt")]
-    assert out["diff"] == {"modified": "two\n", "original": "one\n"}
+    assert out["diff"] == {"modified": "two", "original": "one"}
     assert out["plain"] == []
 
 
@@ -149,5 +149,5 @@ def test_sdk_remote_workspace(oh):
     assert out["missing"] is False and "404" in out["missing_error"]
     out = allout["git"]
     assert out["changes"] == [["ADDED", "b.txt"], ["DELETED", "gone.txt"], ["UPDATED", "a.txt"]]
-    assert out["diff"] == ["one\n", "two\n"] and out["new"] == ["", "new\n"]
+    assert out["diff"] == ["one", "two"] and out["new"] == ["", "new"]
     assert out["rel"] == 3
