@@ -458,11 +458,11 @@ def test_socket_resend_and_commands(v1):
         e = until_kind(s, lambda e: e["kind"] == "BashOutput" and e.get("stdout") == "via-socket\n")
         s.send_text("not json")
         e = until_kind(s, lambda e: e["kind"] == "BashError")
-        assert e["code"] and e["detail"]
+        assert e["code"] == "JSONDecodeError" and e["detail"]
         s.send_text(json.dumps({"type": "auth", "session_api_key": KEY}))   # ignored
         s.send_text(json.dumps({"cwd": "/"}))
         e = until_kind(s, lambda e: e["kind"] == "BashError")
-        assert "command" in e["detail"]
+        assert e["code"] == "ValidationError" and "command" in e["detail"]
     finally:
         s.abort()
 

@@ -4,7 +4,8 @@
  * first frame {"type":"auth","session_api_key":…} within 10 s (else close
  * 4001); then every bash event as it is made, after the kept ones with
  * resend_mode=all. A frame that is not an auth frame starts a command (an
- * ExecuteBashRequest); a bad one is answered with a BashError. At most
+ * ExecuteBashRequest); a bad one is answered with a BashError (code the
+ * exception class V1 names: JSONDecodeError, ValidationError). At most
  * V1_SUBS subscribers (past that: close 1013). */
 #include "ohv1.h"
 
@@ -89,7 +90,8 @@ static void open_(struct conn *c)
 		replay(s);
 }
 
-static void bash_error(struct conn *c, int code, const char *detail)
+/* V1's BashError: code the exception's class name, detail its text */
+static void bash_error(struct conn *c, const char *code, const char *detail)
 {
 	char id[33], ts[40];
 	v1_new_id(id);
@@ -98,7 +100,7 @@ static void bash_error(struct conn *c, int code, const char *detail)
 	cJSON_AddStringToObject(o, "kind", "BashError");
 	cJSON_AddStringToObject(o, "id", id);
 	cJSON_AddStringToObject(o, "timestamp", ts);
-	cJSON_AddNumberToObject(o, "code", code);
+	cJSON_AddStringToObject(o, "code", code);
 	cJSON_AddStringToObject(o, "detail", detail);
 	char *s = cJSON_PrintUnformatted(o);
 	conn_door_send(c, s, strlen(s));
@@ -130,15 +132,16 @@ static void message(struct conn *c, const char *msg, size_t n)
 		return;
 	}
 	if (!j) {
-		bash_error(c, 400, "Invalid JSON");
+		bash_error(c, "JSONDecodeError", "Expecting value: line 1 column 1 (char 0)");
 		return;
 	}
 	char id[33];
 	const char *field, *why;
 	if (v1_bash_start(j, id, &field, &why) < 0) {
-		char d[256];
-		snprintf(d, sizeof d, "%s%s%s", field ? field : "", field ? ": " : "", why);
-		bash_error(c, 422, d);
+		char d[320];
+		snprintf(d, sizeof d, "1 validation error for ExecuteBashRequest\n%s\n  %s",
+			 field ? field : "", why);
+		bash_error(c, "ValidationError", d);
 	}
 	cJSON_Delete(j);
 }
