@@ -238,14 +238,15 @@ static int matches(const struct filter *f, const struct v1_event *e)
 {
 	if (f->kind >= 0 && (int)e->kind != f->kind)
 		return 0;
-	if (f->command_id[0] && strcmp(f->command_id, e->command_id) != 0)
+	/* (as V1's file names: only a BashOutput carries a command id) */
+	if (f->command_id[0] && (e->kind != V1_OUTPUT || strcmp(f->command_id, e->command_id) != 0))
 		return 0;
 	if (f->has_gte && e->ts_us < f->ts_gte)
 		return 0;
 	if (f->has_lt && e->ts_us >= f->ts_lt)
 		return 0;
-	/* (a BashCommand has no order: order__gt passes BashOutputs only) */
-	if (f->has_order && (e->kind != V1_OUTPUT || e->order <= f->order_gt))
+	/* (a BashCommand has no order: V1 lets it through) */
+	if (f->has_order && e->kind == V1_OUTPUT && e->order <= f->order_gt)
 		return 0;
 	return 1;
 }
@@ -357,9 +358,10 @@ static void search(struct http_txn *t)
 	if (parse_filter(t, &f) < 0)
 		return;
 	struct v1_event *e = f.desc ? ev.tail : ev.head;
-	if (f.page_id[0]) {   /* the page starts at that event (V1: at that file) */
+	if (f.page_id[0]) {   /* the page starts at that event (V1: at that file; none: the first) */
 		struct v1_event *at = find(f.page_id);
-		e = at;
+		if (at)
+			e = at;
 	}
 	buf_t b = {0};
 	buf_puts(&b, "{\"items\":[");
