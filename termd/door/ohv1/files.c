@@ -55,7 +55,7 @@ static void up_work(struct fsjob *fj)
 		j->status = 500;
 	} else {
 		int created;
-		int fd = fs_open_write(j->path, 0644, &created);
+		int fd = fs_open_write(j->path, 0666, &created);   /* (open(…, "wb"): the umask decides) */
 		if (fd < 0 || write_all(fd, j->data, j->len) < 0 || close(fd) < 0) {
 			snprintf(j->err, sizeof j->err, "Failed to upload file: [Errno %d] %s: '%s'",
 				 errno, strerror(errno), j->path);
@@ -76,15 +76,16 @@ static void dl_work(struct fsjob *fj)
 	if (fd < 0) {
 		int e = errno;
 		j->status = e == ENOENT || e == ENOTDIR ? 404 : e == EISDIR || e == EINVAL ? 400 : 500;
-		snprintf(j->err, sizeof j->err, "%s", j->status == 404 ? "File not found" :
-			 j->status == 400 ? "Path is not a file" : strerror(e));
+		snprintf(j->err, sizeof j->err, "%s%s", j->status == 404 ? "File not found" :
+			 j->status == 400 ? "Path is not a file" : "Failed to download file: ",
+			 j->status == 500 ? strerror(e) : "");
 		return;
 	}
 	if ((size_t)st.st_size > opts.download_max) {
 		close(fd);
 		j->status = 500;
-		snprintf(j->err, sizeof j->err, "the file is over termd's limit (--download-max %zu)",
-			 opts.download_max);
+		snprintf(j->err, sizeof j->err, "Failed to download file: over termd's limit "
+			 "(--download-max %zu)", opts.download_max);
 		return;
 	}
 	buf_t b = {0};
@@ -96,7 +97,7 @@ static void dl_work(struct fsjob *fj)
 	if (r < 0) {
 		buf_free(&b);
 		j->status = 500;
-		snprintf(j->err, sizeof j->err, "%s", strerror(errno));
+		snprintf(j->err, sizeof j->err, "Failed to download file: %s", strerror(errno));
 		return;
 	}
 	j->data = (unsigned char *)b.p;
