@@ -107,6 +107,9 @@ def test_health_and_server_info(v1):
               "max_foreground_terminal_timeout_seconds", "docs", "redoc"):
         assert k in info, k
     assert isinstance(info["uptime"], float) and isinstance(info["idle_time"], float)
+    for k in ("title", "version", "sdk_version", "tools_version", "workspace_version",
+              "build_git_sha", "build_git_ref", "python_version"):
+        assert isinstance(info[k], str), k   # str in V1's ServerInfo
     assert info["docs"] == "/docs" and info["redoc"] == "/redoc"
     assert v1.get("/no/such/route", key=None) == (404, {"detail": "Not Found"})
 

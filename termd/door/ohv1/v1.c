@@ -44,9 +44,10 @@ static void v1_server_info(struct http_txn *t)
 	cJSON_AddStringToObject(o, "sdk_version", TERMD_VERSION);
 	cJSON_AddStringToObject(o, "tools_version", TERMD_VERSION);
 	cJSON_AddStringToObject(o, "workspace_version", TERMD_VERSION);
-	cJSON_AddNullToObject(o, "build_git_sha");
-	cJSON_AddNullToObject(o, "build_git_ref");
-	cJSON_AddNullToObject(o, "python_version");
+	/* strings in V1's model (a typed client reads them as such) */
+	cJSON_AddStringToObject(o, "build_git_sha", "unknown");
+	cJSON_AddStringToObject(o, "build_git_ref", "unknown");
+	cJSON_AddStringToObject(o, "python_version", "none (termd " TERMD_VERSION ")");
 	cJSON *tools = cJSON_AddArrayToObject(o, "usable_tools");
 	cJSON_AddItemToArray(tools, cJSON_CreateString("terminal"));
 	cJSON_AddItemToArray(tools, cJSON_CreateString("file_editor"));
