@@ -20,16 +20,6 @@ static void v1_ready(struct http_txn *t)
 	http_answer(t, 200, "application/json", "{\"status\":\"ready\"}", 18);
 }
 
-static void v1_root(struct http_txn *t)
-{
-	cJSON *o = cJSON_CreateObject();
-	cJSON_AddStringToObject(o, "title", "termd (OpenHands agent-server workspace API)");
-	cJSON_AddStringToObject(o, "version", TERMD_VERSION);
-	cJSON_AddStringToObject(o, "docs", "/docs");
-	cJSON_AddStringToObject(o, "redoc", "/redoc");
-	v1_json(t, 200, o);
-}
-
 static void v1_server_info(struct http_txn *t)
 {
 	uint64_t now = mono_us();
@@ -89,7 +79,7 @@ void ohv1_register_late(void)
 	 * too keeps envd's /health and the web page's / */
 	static const struct http_route routes[] = {
 		{"GET", "/health", NULL, v1_ok, 0, TD_API_OPENHANDS},
-		{"GET", "/", NULL, v1_root, 0, TD_API_OPENHANDS},
+		{"GET", "/", NULL, v1_server_info, 0, TD_API_OPENHANDS},   /* (V1 without static files) */
 	};
 	http_routes_register(routes, sizeof routes / sizeof routes[0]);
 }
