@@ -5,7 +5,25 @@ ServerClient, BashWebSocketClient) and the Python SDK (openhands-sdk,
 tests/openhands-v1/sdk_drive.py: RemoteWorkspace's execute_command,
 file_upload, file_download, git_changes, git_diff). `make deps` installs
 both; a test skips only when that install could not run (its reason in a
-.skip file), and fails when it was never tried."""
+.skip file), and fails when it was never tried.
+
+Client bugs met (worked around in the drivers, not in termd):
+- TS BashWebSocketClient loads `ws` with a bare require(), which an ES
+  module on Node 20 does not have (and Node 20 has no global WebSocket):
+  it never connects. drive.mjs puts createRequire's require on globalThis
+  before importing the package.
+- TS RemoteWorkspace.fileDownload parses the body as text (a binary file
+  comes back mangled); FileClient.downloadFile (arrayBuffer) is right, and
+  is what the binary test uses.
+- TS RemoteWorkspace.executeCommand reports exit_code `?? 0` and
+  timeout_occurred false always: a timed-out command shows exit_code -1
+  with timeout_occurred false.
+- openhands-sdk (every release, 1.0.0 to 1.58.2) requires Python >= 3.12:
+  it does not install on Debian 12's Python 3.11; make deps-openhands-sdk
+  takes a python3.12+ (PATH or pyenv) and pins 1.43.1.
+- The SDK's execute_command gives up on its own clock at `timeout` and
+  reports "Command timed out after N seconds" with the output it polled,
+  whatever the server's last event says."""
 
 import json
 import os
