@@ -48,8 +48,12 @@ MAN_PAGES := share/man/termd.1 share/man/termctl.1 share/man/od-attach.1
 PREFIX  ?= /usr/local
 DESTDIR ?=
 
-.PHONY: all deps deps-e2b deps-openhands-v1 deps-openhands-sdk test-e2b test-e2b-latest run test test-suites docs-check unit regress test-asan valgrind bench clean check-layers install man-check
-all: $(BINS) $(BUILD)/man.ok
+.PHONY: all deps deps-e2b deps-swerex deps-openhands-v1 deps-openhands-sdk test-e2b test-e2b-latest run test test-suites docs-check unit regress test-asan valgrind bench clean check-layers install man-check
+all: $(BINS) $(BUILD)/swerex-remote $(BUILD)/man.ok
+
+# termd started as swerex-remote serves SWE-ReX's API (termd(1))
+$(BUILD)/swerex-remote: $(BUILD)/termd
+	ln -sf termd $@
 
 # the manual pages render with no warning from man (man-db, groff)
 man-check: $(BUILD)/man.ok
@@ -69,6 +73,7 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/termd/plugins \
 	  $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/bash-completion/completions
 	install -m 755 $(BINS) $(DESTDIR)$(PREFIX)/bin/
+	ln -sf termd $(DESTDIR)$(PREFIX)/bin/swerex-remote
 	cd $(BUILD)/plugins && for p in */; do p=$${p%/}; \
 	  tar -cf - --exclude=obj --exclude=gen "$$p" | tar -xf - -C $(DESTDIR)$(PREFIX)/share/termd/plugins; \
 	done
@@ -88,6 +93,7 @@ deps:
 	    --no-install-recommends $$missing >/dev/null || exit 1; \
 	fi
 	@$(MAKE) --no-print-directory deps-e2b
+	@$(MAKE) --no-print-directory deps-swerex
 	@$(MAKE) --no-print-directory deps-openhands-v1
 
 # the published e2b SDK, pinned by tests/e2b/package-lock.json, for
@@ -135,6 +141,22 @@ deps-openhands-sdk:
 	  echo "pip install openhands-sdk==$(OPENHANDS_SDK_VERSION) with $$py failed (no network?)" > $(OH_SDK_VENV).skip; \
 	fi; \
 	[ ! -f $(OH_SDK_VENV).skip ] || echo "make deps: $$(cat $(OH_SDK_VENV).skip)"
+
+# SWE-ReX's real clients for tests/regress/test_swerex.py and
+# tests/bench/bench_swerex.py: swe-rex and mini-swe-agent from PyPI, pinned,
+# in a venv under build/ (never the system's Python). Offline the venv is
+# not made and those tests skip, saying so.
+SWEREX_VENV := $(BUILD)/swerex-venv
+SWEREX_PINS := swe-rex==1.4.0 mini-swe-agent==2.4.6
+deps-swerex:
+	@if [ -x $(SWEREX_VENV)/bin/python ] && [ "$$(cat $(SWEREX_VENV)/.pins 2>/dev/null)" = "$(SWEREX_PINS)" ]; then :; \
+	elif rm -rf $(SWEREX_VENV) && /usr/bin/python3 -m venv $(SWEREX_VENV) && \
+	  $(SWEREX_VENV)/bin/pip install -q $(SWEREX_PINS); then \
+	  echo "$(SWEREX_PINS)" > $(SWEREX_VENV)/.pins; \
+	else \
+	  rm -rf $(SWEREX_VENV); \
+	  echo "make deps-swerex: could not install $(SWEREX_PINS) from PyPI (offline?): the SWE-ReX client tests will skip"; \
+	fi
 
 # the envd door against the e2b SDK and the Connect wire (needs make deps)
 test-e2b: all deps-e2b
@@ -366,6 +388,7 @@ bench: deps
 	TERMD_BIN=$(abspath $(BUILD)/termd) $(PY) tests/bench/bench_e2b.py
 	TERMD_BIN=$(abspath $(BUILD)/termd) $(PY) tests/bench/bench_front.py
 	TERMD_BIN=$(abspath $(BUILD)/termd) $(PY) tests/bench/bench_pipes.py
+	TERMD_BIN=$(abspath $(BUILD)/termd) TERMD_SWEREX_VENV=$(abspath $(SWEREX_VENV)) $(PY) tests/bench/bench_swerex.py
 	TERMD_BIN=$(abspath $(BUILD)/termd) $(PY) tests/bench/bench_filework.py
 	TERMD_BIN=$(abspath $(BUILD)/termd) $(PY) tests/bench/bench_ports.py
 	TERMD_BIN=$(abspath $(BUILD)/termd) $(PY) tests/bench/bench_upgrade.py

@@ -25,6 +25,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+static char **swerex_argv(int *argc, char **argv);
 
 
 /* Numeric limits: option name, where it goes, bounds, what it counts. */
@@ -60,6 +61,9 @@ static const struct limit_opt {
 	 "files one multipart POST /files may write"},
 	{"download-max", &opts.download_max, (size_t)1 << 30, 1024, (size_t)3 << 30,
 	 "bytes of files one /download_files folder may hold (streamed; no zip64: 3 GiB at most)"},
+	{"head-timeout", &opts.head_time, 30, 1, 86400,
+	 "seconds a connection to the front may go without sending a whole request head "
+	 "(idle or part sent) before it is closed"},
 	{"body-idle-timeout", &opts.body_idle, 30, 1, 86400,
 	 "seconds a request body may pause before termd answers 408 and closes"},
 	{"body-timeout", &opts.body_time, 600, 1, 86400,
@@ -67,7 +71,10 @@ static const struct limit_opt {
 	{"stdin-max", &opts.stdin_max, (size_t)8 << 20, 1024, (size_t)1 << 34,
 	 "bytes waiting for a session's input (session.stdin, envd SendInput); more is refused"},
 	{"stream-max", &opts.stream_max, (size_t)8 << 20, 65536, (size_t)1 << 34,
-	 "bytes one HTTP stream (envd Start/Connect/WatchDir) holds for a client before it is cut"},
+	 "bytes one HTTP stream (envd Start/Connect/WatchDir) holds for a client before it is cut;\n"
+	 "                             a process's own stream (Start/Connect) holds the process instead"},
+	{"stream-stall", &opts.stream_stall, 60, 1, 86400,
+	 "seconds a process stream's client may read nothing while the process is held (then cut)"},
 	{"max-streams", &opts.max_streams, 128, 1, 100000,
 	 "HTTP streams open at once, in all"},
 	{"max-streams-per-client", &opts.max_streams_client, 32, 1, 100000,
@@ -114,6 +121,10 @@ static void usage(FILE *f)
 		"  --connect-ping S        ping an idle link after S s, drop it after 2 S (default 20)\n"
 		"  --user NAME             e2b's envd API: the user requests without one act as\n"
 		"                          (its home, its uid when termd is root; default: termd's)\n"
+		"  --user-root-capable auto|yes|no  file work the kernel refuses to the user is done\n"
+		"                          as root (no link the user controls followed, what it makes\n"
+		"                          the user's) where the user may act as root anyway: yes; auto\n"
+		"                          (default): the user is root or has sudo (ALL) NOPASSWD: ALL\n"
 		"  --preview-token-file F  a token that opens /proxy/<port>/ previews and nothing else\n"
 		"  --preview-host-suffix S  Host <port>-<anything>S is a preview of <port>\n"
 		"  --cgroups auto|v2|v1|off  a cgroup per session (default auto: v2 with memory and\n"
@@ -430,6 +441,7 @@ static void teardown(void)
 	plugin_shutdown();
 	link_shutdown();
 	openhands_shutdown();
+	swerex_shutdown();
 	web_shutdown();
 	metrics_shutdown();
 	actions_shutdown();
@@ -462,11 +474,11 @@ static void teardown(void)
 /* getopt_long's values of the long options (O_LIMIT + i: limits[i]) */
 enum { O_LISTEN = 256, O_TOKEN, O_VIEW, O_SHELL, O_CWD, O_LOG, O_TLS_CERT, O_TLS_KEY, O_FRONT,
        O_PLUGINS, O_PLUGIN_DIR, O_STATE_DIR, O_INSECURE, O_RECORD, O_RECORD_INPUT,
-       O_CONNECT, O_CONNECT_TOKEN, O_SANDBOX_ID, O_CACERT, O_BACKOFF, O_PING, O_USER,
+       O_CONNECT, O_CONNECT_TOKEN, O_SANDBOX_ID, O_CACERT, O_BACKOFF, O_PING, O_USER, O_URC,
        O_PREVIEW_TOKEN, O_PREVIEW_SUFFIX,
        O_CGROUPS, O_NO_CGROUPS, O_SESS_MEM, O_SESS_PIDS, O_SESS_CPU, O_HELP, O_VERSION, O_LIMIT /* + index into limits[] */ };
 
-#define NFIXED_OPTIONS 32   /* options_table's fixed[] (checked there) */
+#define NFIXED_OPTIONS 33   /* options_table's fixed[] (checked there) */
 
 /* every long option, the limits' after the fixed ones, into lo (which has
  * room for them and the end mark); each limit at its default */
@@ -487,6 +499,7 @@ static void options_table(struct option lo[])
 		{"state-dir", required_argument, NULL, O_STATE_DIR},
 		{"insecure-no-token", no_argument, NULL, O_INSECURE},
 		{"user", required_argument, NULL, O_USER},
+		{"user-root-capable", required_argument, NULL, O_URC},
 		{"record", required_argument, NULL, O_RECORD},
 		{"record-input", no_argument, NULL, O_RECORD_INPUT},
 		{"connect", required_argument, NULL, O_CONNECT},
@@ -579,6 +592,18 @@ static int take_option(int c, char **argv)
 			return 2;
 		}
 		opts.envd_user = optarg;
+		break;
+	case O_URC:
+		if (!strcmp(optarg, "auto"))
+			opts.user_root_capable = URC_AUTO;
+		else if (!strcmp(optarg, "yes"))
+			opts.user_root_capable = URC_YES;
+		else if (!strcmp(optarg, "no"))
+			opts.user_root_capable = URC_NO;
+		else {
+			fprintf(stderr, "termd: --user-root-capable %s: auto, yes or no\n", optarg);
+			return 2;
+		}
 		break;
 	case O_INSECURE:
 		opts.insecure_no_token = 1;
@@ -884,6 +909,7 @@ static void register_modules(void)
 	watch_register();
 	ports_register();
 	ohv1_register();
+	swerex_register();   /* on a swerex listener (swerex-remote's) */
 	openhands_register();
 	envd_register();
 	web_register();
@@ -926,10 +952,60 @@ static int start_work(void)
 	return 0;
 }
 
+/* Started as swerex-remote (SWE-ReX's server, whose deployments run
+ * `swerex-remote --auth-token T`): its options, --auth-token T, --host H
+ * (0.0.0.0) and --port P (8000), become termd's first listener
+ * `--listen H:P,api=swerex` with T the full token; termd's own options
+ * pass through (another --listen serves termd's API there, for watchers).
+ * argv is replaced (a new array, kept for the process's life). */
+static char **swerex_argv(int *argc, char **argv)
+{
+	const char *base = strrchr(argv[0], '/');
+	base = base ? base + 1 : argv[0];
+	if (strcmp(base, "swerex-remote") != 0)
+		return argv;
+	const char *host = "0.0.0.0", *port = "8000", *token = NULL;
+	int has_swerex = 0;
+	char **out = xcalloc((size_t)*argc + 4, sizeof *out);
+	int n = 0;
+	out[n++] = argv[0];
+	n += 2;   /* the listener goes first */
+	for (int i = 1; i < *argc; i++) {
+		const char *a = argv[i];
+		const char **dst = !strncmp(a, "--auth-token", 12) ? &token :
+				   !strncmp(a, "--host", 6) ? &host : !strncmp(a, "--port", 6) ? &port : NULL;
+		size_t kl = dst == &token ? 12 : 6;
+		if (dst && (a[kl] == '=' || (a[kl] == 0 && i + 1 < *argc))) {
+			*dst = a[kl] == '=' ? a + kl + 1 : argv[++i];
+			continue;
+		}
+		/* an upgrade in place runs the argv made here again */
+		if (strstr(a, ",api=swerex") && i > 1 && !strcmp(argv[i - 1], "--listen"))
+			has_swerex = 1;
+		out[n++] = argv[i];
+	}
+	if (has_swerex) {
+		memmove(out + 1, out + 3, (size_t)(n - 3) * sizeof *out);
+		n -= 2;
+	} else {
+		buf_t l = {0};
+		buf_printf(&l, strchr(host, ':') ? "[%s]:%s,api=swerex" : "%s:%s,api=swerex", host,
+			   port);
+		out[1] = "--listen";
+		out[2] = buf_steal(&l);
+	}
+	out[n] = NULL;
+	if (token && *token)
+		setenv("TERMD_TOKEN", token, 1);
+	*argc = n;
+	return out;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 3 && !strcmp(argv[1], "--check-handover"))
 		return handover_check(argv[2]);
+	argv = swerex_argv(&argc, argv);
 	handover_set_argv(argv);
 	int rc = parse_options(argc, argv);
 	if (rc >= 0)

@@ -1,6 +1,6 @@
 #!/bin/sh
 # share/bundle/stage.sh — lays out the bundle folder and packs it: bin/termd (the multi-call binary)
-# with termctl and od-attach as symlinks, plugins/<name>/, share/terminfo (common terminals, from the
+# with termctl, od-attach, termd-healthz and swerex-remote as symlinks, plugins/<name>/, share/terminfo (common terminals, from the
 # host), share/ssl/ca-certificates.crt, share/runtime (the image builder), BUNDLE-INFO; then dist/<name>.tar.xz.
 # Usage: stage.sh STAGE_DIR NAME BINARY PLUGIN_BIN_DIR LIB_VERSIONS_FILE OUT_TAR
 set -eu
@@ -15,6 +15,7 @@ chmod 755 "$D/bin/termd"
 ln -s termd "$D/bin/termctl"
 ln -s termd "$D/bin/od-attach"
 ln -s termd "$D/bin/termd-healthz"
+ln -s termd "$D/bin/swerex-remote"   # SWE-ReX's server name: termd serves its API
 
 # plugins: each folder's manifest, setup script, Python module and its program when built for musl
 missing=""

@@ -11,6 +11,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <sys/xattr.h>
 #include <grp.h>
 #include <limits.h>
@@ -309,6 +310,68 @@ static int stat_action(struct act *a)
 	return 0;
 }
 
+/* The kernel refused the job's user the folder path (EACCES/EPERM): when
+ * the user may act as root anyway (--user-root-capable), made as root from
+ * / one component at a time with O_NOFOLLOW (no link followed: a link on
+ * the way is refused), each folder it makes given to the user. 0, or -1
+ * (errno: the user's refusal, which stands). */
+static int mkdir_as_root(const char *path, int parents, int exist_ok, cJSON *created)
+{
+	int e = errno;
+	const struct fs_cred *c = fs_job_cred();
+	const char *slash = strrchr(path, '/');
+	if (path[0] != '/' || !slash || !slash[1] || !c || fs_as_root(c) != 1) {
+		errno = e;
+		return -1;
+	}
+	/* what is missing now (as root), told as made once the walk made it */
+	char *d = xstrdup(path);
+	cJSON *missing = cJSON_CreateArray();
+	for (char *p = d + 1;; p++) {
+		if (*p != '/' && *p)
+			continue;
+		char ch = *p;
+		*p = 0;
+		struct stat sb;
+		if (lstat(d, &sb) != 0)
+			cJSON_AddItemToArray(missing, cJSON_CreateString(d));
+		*p = ch;
+		if (!ch)
+			break;
+	}
+	free(d);
+	int r = -1, n = cJSON_GetArraySize(missing);
+	cJSON *last = n ? cJSON_GetArrayItem(missing, n - 1) : NULL;
+	int there = !last || strcmp(last->valuestring, path) != 0;
+	int root = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	/* without parents only the last one may be missing; one there
+	 * already only with exist_ok (a folder: the walk says) */
+	if (there && !exist_ok)
+		e = EEXIST;
+	else if (root >= 0 && (parents || n <= 1)) {
+		int fd = fs_dir_beneath_owned(root, path + 1, 0755, c->uid, c->gid);
+		if (fd >= 0) {
+			close(fd);
+			r = 0;
+		}
+	}
+	if (root >= 0)
+		close(root);
+	if (r == 0) {
+		cJSON *m;
+		cJSON_ArrayForEach(m, missing)
+			cJSON_AddItemToArray(created, cJSON_CreateString(m->valuestring));
+	}
+	cJSON_Delete(missing);
+	if (fs_as_user(c) != 0) {
+		errno = EPERM;
+		return -1;
+	}
+	if (r != 0)
+		errno = e;
+	return r;
+}
+
 static int mkdir_action(struct act *a)
 {
 	int parents = 1, exist_ok = 0;
@@ -331,6 +394,8 @@ static int mkdir_action(struct act *a)
 	} else if ((r = mkdir(path, 0755)) == 0) {
 		cJSON_AddItemToArray(created, cJSON_CreateString(path));
 	}
+	if (r != 0 && (errno == EACCES || errno == EPERM))
+		r = mkdir_as_root(path, parents, exist_ok, created);
 	if (r != 0) {
 		cJSON_Delete(ex);
 		fs_fail(a, errno, "cannot make the folder", path);

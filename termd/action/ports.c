@@ -215,8 +215,12 @@ static void wait_answer(struct pwait *w, int ready)
 	} else {
 		cJSON_AddBoolToObject(ex, "timed_out", 1);
 		cJSON *arr = ports_array();
-		buf_printf(&msg, "nothing accepted connections on port %d within %g s", w->port,
-			   w->timeout);
+		if (port_accepts(w->port))
+			buf_printf(&msg, "port %d accepts connections but is not a session's "
+				   "(not in ports.list) after %g s", w->port, w->timeout);
+		else
+			buf_printf(&msg, "nothing accepted connections on port %d within %g s",
+				   w->port, w->timeout);
 		int n = cJSON_GetArraySize(arr);
 		for (int i = 0; i < n; i++) {
 			cJSON *o = cJSON_GetArrayItem(arr, i);
@@ -233,10 +237,17 @@ static void wait_answer(struct pwait *w, int ready)
 	wait_free(w);
 }
 
+/* a wait's port is ready: a session's (in ports.list, so the proxy admits
+ * it now) and accepting connections */
+static int port_ready(int port)
+{
+	return ports_find(port) && port_accepts(port);
+}
+
 static void wait_timer(lws_sorted_usec_list_t *sul)
 {
 	struct pwait *w = lws_container_of(sul, struct pwait, sul);
-	if (port_accepts(w->port)) {
+	if (port_ready(w->port)) {
 		wait_answer(w, 1);
 		return;
 	}
@@ -254,7 +265,7 @@ static void wait_try_all(void)
 {
 	for (struct pwait *w = waits, *next; w; w = next) {
 		next = w->next;
-		if (port_accepts(w->port))
+		if (port_ready(w->port))
 			wait_answer(w, 1);
 	}
 }
@@ -280,7 +291,7 @@ static int port_wait_action(struct act *a)
 	pending_redo(&w->p, a->args, w->deadline_us);   /* re-armed after an upgrade in place */
 	w->next = waits;
 	waits = w;
-	if (port_accepts(w->port)) {
+	if (port_ready(w->port)) {
 		wait_answer(w, 1);
 		return 0;
 	}

@@ -97,6 +97,7 @@ struct session {
 		int bulk;         /* its last read used the whole budget */
 		int typed;        /* typed into, nothing printed since */
 		uint64_t typed_us, newest_pending, held_since;
+		int out_held;     /* its output's consumer is behind (fair_out_hold) */
 	} fair;
 	struct recording *rec;    /* --record: its recording (record.c), or NULL */
 	struct cgroup *cg;        /* its cgroup (cgroup.c), or NULL without cgroups */
@@ -112,6 +113,11 @@ void fair_read(struct session *s, int full);
 void fair_typed(struct session *s);
 /* an action began or ended waiting on s (s may be NULL) */
 void fair_pending_changed(struct session *s, int ended);
+/* Hold s's output (1: its pty or pipes are not read at all, so the kernel
+ * blocks its writer; fairness's one-read releases do not apply) while
+ * whoever takes it is behind (an e2b process stream whose client reads
+ * slower), or let fairness decide again (0). */
+void fair_out_hold(struct session *s, int hold);
 void fair_shutdown(void);
 /* the action layer's "when did the newest action waiting on s begin" (µs, 0: none) */
 void fair_set_probe(uint64_t (*probe)(const struct session *s));

@@ -89,6 +89,11 @@ static void decide_one(struct session *s, void *arg)
 	struct pty *p = &s->pty;
 	if (p->fd < 0)
 		return;
+	if (s->fair.out_held) {   /* its consumer is behind: no read at all */
+		if (!p->held)
+			pty_hold(p, 1, 0);
+		return;
+	}
 	int others = sc->ninteractive - (interactive(s, sc->now) ? 1 : 0);
 	int hold = s->fair.bulk && others > 0;
 	if (hold && p->held && sc->now >= s->fair.held_since + FAIR_HOLD_MAX_US) {
@@ -154,6 +159,17 @@ void fair_pending_changed(struct session *s, int ended)
 		grace_of = s;
 		grace_until = mono_us() + FAIR_GRACE_US;
 	}
+	fair_update();
+}
+
+void fair_out_hold(struct session *s, int hold)
+{
+	hold = !!hold;
+	if (s->fair.out_held == hold)
+		return;
+	s->fair.out_held = hold;
+	log_debug("session %s: %s", s->name,
+		  hold ? "held: its stream's client is behind" : "its stream's client caught up");
 	fair_update();
 }
 

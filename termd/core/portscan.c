@@ -257,9 +257,31 @@ static int scan_fd(pid_t pid, long fd, const char *target, void *arg)
 	return f->found >= f->left;
 }
 
+/* one descriptor of termd itself: a socket not matched yet is termd's own
+ * (its listeners, kept across an upgrade in place), never a session's,
+ * whoever else holds a copy (the first shell between its fork and its
+ * exec, or a program that took one) */
+static int scan_own_fd(pid_t pid, long fd, const char *target, void *arg)
+{
+	int *unmatched = arg;
+	unsigned long inode;
+	(void)pid;
+	(void)fd;
+	if (sscanf(target, "socket:[%lu]", &inode) != 1)
+		return 0;
+	struct port_ent *e = ent_by_inode(inode);
+	if (!e || e->ours != -1)
+		return 0;
+	e->ours = 0;
+	return --*unmatched <= 0;
+}
+
 /* match every new socket to a process of a session, or mark it foreign */
 static void match_new(int unmatched)
 {
+	procscan_fds(getpid(), scan_own_fd, &unmatched);
+	if (unmatched <= 0)
+		return;
 	struct proc_info *tab;
 	int n = procscan_all(&tab);
 	if (n < 0)

@@ -296,6 +296,7 @@ int pty_adopt(struct pty *p, int pipes, pid_t pid, int fd, int hold_fd, int err_
 }
 
 static void input_timer(lws_sorted_usec_list_t *sul);
+static void input_rearm(lws_sorted_usec_list_t *sul);
 
 static void close_input(struct pty *p)
 {
@@ -355,8 +356,11 @@ static void flush_input(struct pty *p)
 		inq_fix(p);
 	}
 	if (!p->pipes) {
+		/* asked from a timer: lws takes POLLOUT off a raw file's wsi
+		 * after its WRITEABLE callback (where this runs), so a wish
+		 * made here would be lost and the rest of the input with it */
 		if (p->inq.len && p->wsi)
-			lws_callback_on_writable(p->wsi);
+			server_timer(&p->in_sul, input_rearm, 1);
 	} else if (p->inq.len && p->in_fd >= 0) {
 		/* the stdin pipe is not in the loop: try again a turn later
 		 * when it took this turn's share, soon when it took some (its
@@ -371,6 +375,13 @@ static void flush_input(struct pty *p)
 static void input_timer(lws_sorted_usec_list_t *sul)
 {
 	flush_input(lws_container_of(sul, struct pty, in_sul));
+}
+
+static void input_rearm(lws_sorted_usec_list_t *sul)
+{
+	struct pty *p = lws_container_of(sul, struct pty, in_sul);
+	if (p->wsi)
+		lws_callback_on_writable(p->wsi);
 }
 
 void pty_write(struct pty *p, const void *data, size_t n)

@@ -35,11 +35,12 @@ void web_shutdown(void);
 /* ---- the preview proxy (preview/proxy.c, preview/proxy-ws.c) ---- */
 /* /proxy/<port>/ and the Host route (--preview-host-suffix) */
 void proxy_register(void);
-/* what preview/proxy.c and proxy-ws.c share: a preview's Host port (0: none); a
- * request header copied as "Name: value\r\n", the Cookie without termd's */
+/* what preview/proxy.c and proxy-ws.c share: a preview's Host port (0: none); the
+ * client's headers the program gets, as "Name: value\r\n" lines (X-Forwarded-*,
+ * those a request or, upgrade set, a WebSocket upgrade carries on, the
+ * Cookie without termd's) */
 int proxy_host_port(struct lws *wsi);
-void proxy_copy_hdr(struct lws *wsi, buf_t *b, enum lws_token_indexes tok, const char *name);
-void proxy_copy_cookie(struct lws *wsi, buf_t *b);
+void proxy_client_hdrs(struct lws *wsi, buf_t *b, int port, int by_host, int upgrade);
 /* The preview uri names: the Host route's port (*by_host set, *rest the
  * whole uri), else /proxy/<port>'s (*rest what follows, "/" when nothing
  * does); 0 when it names none, -1 for a /proxy/ path without a port. */
@@ -50,8 +51,6 @@ int proxy_target(struct lws *wsi, const char *uri, int *by_host, const char **re
  * 404) with *why, the answer's text. */
 int proxy_admit_check(struct lws *wsi, enum auth_level level, int port, const char **addr,
 		      const char **why);
-/* X-Forwarded-For, -Host, -Proto and, on a /proxy/<port> path, -Prefix */
-void proxy_forwarded(struct lws *wsi, buf_t *b, int port, int by_host);
 /* a socket connecting to port as bound at addr (ports_find's): loopback
  * for a wildcard, else that address of the sandbox's own; -1 on failure */
 int proxy_connect(int port, const char *addr);
@@ -95,6 +94,11 @@ void ohv1_shutdown(void);
 cJSON *ohv1_handover_save(void);
 void ohv1_handover_load(const cJSON *o);
 void ohv1_handover_done(void);
+
+
+/* ---- SWE-ReX's remote runtime API (swerex/): swerex-remote ---- */
+void swerex_register(void);
+void swerex_shutdown(void);
 
 
 /* ---- e2b's envd API: Connect-RPC process/filesystem, /files (envd/) ---- */

@@ -18,10 +18,16 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <spawn.h>
+#include <stdio.h>
 #include <sys/fsuid.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
+
+extern char **environ;
 
 #define FSWORK_THREADS 4
 /* jobs waiting at most (each holds a request's arguments, a few KiB) */
@@ -64,6 +70,7 @@ void fs_cred_user(struct fs_cred *c, const struct passwd *pw)
 	memset(c, 0, sizeof *c);
 	c->uid = pw->pw_uid;
 	c->gid = pw->pw_gid;
+	snprintf(c->name, sizeof c->name, "%s", pw->pw_name);
 	int n = FS_MAX_GROUPS;
 	if (getgrouplist(pw->pw_name, pw->pw_gid, c->groups, &n) < 0)
 		n = FS_MAX_GROUPS;   /* more than we keep: the first ones */
@@ -106,6 +113,197 @@ static void cred_restore(const struct fs_cred *c)
 	}
 }
 
+/* ------------------------------------------------- acting as root */
+
+#define URC_KEEP_S 5        /* a user's answer is kept this long */
+#define URC_USERS 16
+
+static pthread_mutex_t urc_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+	char name[64];
+	int yes;
+	time_t at;
+} urc[URC_USERS];
+
+/* one line of `sudo -l`: "(ALL) NOPASSWD: ALL" or "(ALL : ALL) NOPASSWD: ALL" */
+static int sudo_line_all(const char *l)
+{
+	while (*l == ' ' || *l == '\t')
+		l++;
+	size_t n = strlen(l);
+	while (n && (l[n - 1] == ' ' || l[n - 1] == '\t' || l[n - 1] == '\n' || l[n - 1] == '\r'))
+		n--;
+	static const char *const forms[] = {"(ALL) NOPASSWD: ALL", "(ALL : ALL) NOPASSWD: ALL"};
+	for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++)
+		if (n == strlen(forms[i]) && !strncmp(l, forms[i], n))
+			return 1;
+	return 0;
+}
+
+/* `sudo -n -l -U name` as root (this thread's ids): does it show (ALL)
+ * NOPASSWD: ALL? (termd's loop may reap the child first: its output is
+ * the answer, read to its end) */
+static int sudo_all(const char *name)
+{
+	int fds[2];
+	if (pipe2(fds, O_CLOEXEC) < 0)
+		return 0;
+	posix_spawn_file_actions_t fa;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+	posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+	char *argv[] = {"sudo", "-n", "-l", "-U", (char *)name, NULL};
+	char *envp[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C", NULL};
+	pid_t pid;
+	int r = posix_spawnp(&pid, "sudo", &fa, NULL, argv, envp);
+	posix_spawn_file_actions_destroy(&fa);
+	close(fds[1]);
+	if (r != 0) {
+		close(fds[0]);
+		return 0;
+	}
+	buf_t out = {0};
+	char b[4096];
+	ssize_t n;
+	while (out.len < (1u << 20) && ((n = read(fds[0], b, sizeof b)) > 0 || (n < 0 && errno == EINTR)))
+		if (n > 0)
+			buf_append(&out, b, (size_t)n);
+	close(fds[0]);
+	int st;
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	int yes = 0;
+	buf_putc(&out, 0);
+	for (char *l = out.p, *nl; l && *l; l = nl ? nl + 1 : NULL) {
+		nl = strchr(l, '\n');
+		if (nl)
+			*nl = 0;
+		if (sudo_line_all(l))
+			yes = 1;
+	}
+	buf_free(&out);
+	return yes;
+}
+
+int fs_user_root_capable(const char *name, uid_t uid)
+{
+	if (geteuid() != 0 || opts.user_root_capable == URC_NO)
+		return 0;
+	if (opts.user_root_capable == URC_YES || uid == 0)
+		return 1;
+	if (!name || !name[0])
+		return 0;
+	time_t now = time(NULL);
+	pthread_mutex_lock(&urc_mu);
+	for (int i = 0; i < URC_USERS; i++)
+		if (urc[i].name[0] && !strcmp(urc[i].name, name) && now - urc[i].at < URC_KEEP_S &&
+		    now >= urc[i].at) {
+			int yes = urc[i].yes;
+			pthread_mutex_unlock(&urc_mu);
+			return yes;
+		}
+	pthread_mutex_unlock(&urc_mu);
+	int yes = sudo_all(name);
+	pthread_mutex_lock(&urc_mu);
+	int k = 0;
+	for (int i = 0; i < URC_USERS; i++) {
+		if (!strcmp(urc[i].name, name)) {
+			k = i;
+			break;
+		}
+		if (urc[i].at < urc[k].at)
+			k = i;
+	}
+	snprintf(urc[k].name, sizeof urc[k].name, "%s", name);
+	urc[k].yes = yes;
+	urc[k].at = now;
+	pthread_mutex_unlock(&urc_mu);
+	return yes;
+}
+
+/* a refresh of one user's answer, off the loop (fs_user_root_capable_peek) */
+static int urc_refreshing;   /* guarded by urc_mu */
+
+static void *urc_refresh(void *arg)
+{
+	char *name = arg;
+	fs_user_root_capable(name, (uid_t)-1);
+	free(name);
+	pthread_mutex_lock(&urc_mu);
+	urc_refreshing = 0;
+	pthread_mutex_unlock(&urc_mu);
+	return NULL;
+}
+
+int fs_user_root_capable_peek(const char *name, uid_t uid)
+{
+	if (geteuid() != 0 || opts.user_root_capable == URC_NO)
+		return 0;
+	if (opts.user_root_capable == URC_YES || uid == 0)
+		return 1;
+	if (!name || !name[0])
+		return 0;
+	time_t now = time(NULL);
+	int yes = 0, fresh = 0;
+	pthread_mutex_lock(&urc_mu);
+	for (int i = 0; i < URC_USERS; i++)
+		if (urc[i].name[0] && !strcmp(urc[i].name, name)) {
+			yes = urc[i].yes;
+			fresh = now - urc[i].at < URC_KEEP_S && now >= urc[i].at;
+			break;
+		}
+	int start = !fresh && !urc_refreshing;
+	if (start)
+		urc_refreshing = 1;
+	pthread_mutex_unlock(&urc_mu);
+	if (start) {
+		pthread_t th;
+		pthread_attr_t at;
+		pthread_attr_init(&at);
+		pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+		char *copy = xstrdup(name);
+		if (pthread_create(&th, &at, urc_refresh, copy) != 0) {
+			free(copy);
+			pthread_mutex_lock(&urc_mu);
+			urc_refreshing = 0;
+			pthread_mutex_unlock(&urc_mu);
+		}
+		pthread_attr_destroy(&at);
+	}
+	return yes;
+}
+
+static void cred_restore(const struct fs_cred *c);
+static int cred_apply(const struct fs_cred *c);
+
+static __thread const struct fs_cred *job_cred;
+
+const struct fs_cred *fs_job_cred(void)
+{
+	return job_cred;
+}
+
+int fs_as_root(const struct fs_cred *c)
+{
+	if (c->self || geteuid() != 0)
+		return 0;
+	/* asked as root: sudo reads its sudoers */
+	cred_restore(c);
+	if (!fs_user_root_capable(c->name, c->uid)) {
+		/* the user's ids again (should that fail, the caller does
+		 * nothing more but answer the refusal) */
+		cred_apply(c);
+		return 0;
+	}
+	return 1;
+}
+
+int fs_as_user(const struct fs_cred *c)
+{
+	return cred_apply(c);
+}
+
 /* ------------------------------------------------------------ the pool */
 
 static void *worker(void *arg)
@@ -126,7 +324,9 @@ static void *worker(void *arg)
 		pthread_mutex_unlock(&fw.mu);
 		if (cred_apply(&j->cred) == 0) {
 			j->err = 0;
+			job_cred = &j->cred;
 			j->work(j);
+			job_cred = NULL;
 		} else {
 			j->err = EPERM;   /* never run as termd what was asked as someone else */
 			j->work = NULL;
@@ -386,6 +586,11 @@ int fs_remove_all(const char *path)
 
 int fs_dir_beneath(int root, const char *rel, mode_t mode)
 {
+	return fs_dir_beneath_owned(root, rel, mode, (uid_t)-1, (gid_t)-1);
+}
+
+int fs_dir_beneath_owned(int root, const char *rel, mode_t mode, uid_t uid, gid_t gid)
+{
 	int fd = fcntl(root, F_DUPFD_CLOEXEC, 0);
 	const char *p = rel;
 	while (fd >= 0 && *p) {
@@ -407,7 +612,8 @@ int fs_dir_beneath(int root, const char *rel, mode_t mode)
 			errno = EXDEV;   /* out of the tree: never */
 			return -1;
 		}
-		if (mkdirat(fd, comp, mode) != 0 && errno != EEXIST) {
+		int made = mode != (mode_t)-1 && mkdirat(fd, comp, mode) == 0;
+		if (!made && mode != (mode_t)-1 && errno != EEXIST) {
 			int e = errno;
 			close(fd);
 			errno = e;
@@ -417,15 +623,56 @@ int fs_dir_beneath(int root, const char *rel, mode_t mode)
 		int e = errno;
 		close(fd);
 		fd = nfd;
+		/* what it made is the user's (on the fd: never through a link) */
+		if (made && fd >= 0 && uid != (uid_t)-1 && fchown(fd, uid, gid) != 0) {
+			/* a file system without owners */
+		}
 		errno = e;   /* ELOOP or ENOTDIR: a link or a file in the way */
 	}
 	return fd;
 }
 
+int fs_read_beneath(const char *path, struct stat *st)
+{
+	const char *slash = strrchr(path, '/');
+	if (path[0] != '/' || !slash || !slash[1]) {
+		errno = EINVAL;
+		return -1;
+	}
+	int root = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (root < 0)
+		return -1;
+	char *dir = xstrndup(path + 1, (size_t)(slash - path - 1));
+	int dfd = fs_dir_beneath_owned(root, dir, (mode_t)-1, (uid_t)-1, (gid_t)-1);
+	int e = errno;
+	free(dir);
+	close(root);
+	if (dfd < 0) {
+		errno = e;
+		return -1;
+	}
+	int fd = openat(dfd, slash + 1, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW);
+	e = errno;
+	close(dfd);
+	if (fd < 0) {
+		errno = e;
+		return -1;
+	}
+	memset(st, 0, sizeof *st);
+	return keep_regular(fd, st);
+}
+
 int fs_write_beneath(int dfd, const char *name, mode_t mode)
+{
+	int created;
+	return fs_write_beneath_new(dfd, name, mode, &created);
+}
+
+int fs_write_beneath_new(int dfd, const char *name, mode_t mode, int *cr)
 {
 	const int fl = O_WRONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW;
 	int created = 0;
+	*cr = 0;
 	int fd = openat(dfd, name, fl | O_CREAT | O_EXCL, mode);
 	if (fd >= 0)
 		created = 1;
@@ -437,6 +684,7 @@ int fs_write_beneath(int dfd, const char *name, mode_t mode)
 	memset(&st, 0, sizeof st);
 	if (keep_regular(fd, &st) < 0)
 		return -1;
+	*cr = created;
 	if (!created && ftruncate(fd, 0) != 0) {
 		int e = errno;
 		close(fd);

@@ -22,6 +22,7 @@ struct fs_cred {
 	int ngroups;
 	gid_t groups[FS_MAX_GROUPS];
 	int self;
+	char name[64];            /* the user's name (for sudo -l -U), "" for self */
 };
 /* termd's own ids */
 void fs_cred_self(struct fs_cred *c);
@@ -39,6 +40,29 @@ struct fsjob {
 	int aborted;
 	int err;                  /* for work(): an errno to hand back */
 };
+/* ---- acting as root for a user who may anyway (--user-root-capable) ---- */
+/* May the user act as root anyway? --user-root-capable yes; or auto and
+ * the user is root, or `sudo -n -l -U NAME` run as root shows
+ * `(ALL) NOPASSWD: ALL` (or `(ALL : ALL)`). Never when termd is not root.
+ * The answer is kept 5 s a user; asking may run sudo (blocks: a worker's
+ * thread; the loop peeks). */
+int fs_user_root_capable(const char *name, uid_t uid);
+/* The same without waiting, for the loop (/healthz): the last answer
+ * known (no: while none is), a stale or missing one asked again in a
+ * thread of its own. */
+int fs_user_root_capable_peek(const char *name, uid_t uid);
+/* In a job the kernel refused (EACCES/EPERM) as its user: when the user
+ * may act as root, the thread takes termd's own ids (root) and 1, until
+ * fs_as_user; else 0 (the user's ids still, the refusal stands). What
+ * runs as root must not follow a link the user controls (the _beneath
+ * primitives, O_NOFOLLOW) and gives what it makes to the user. */
+int fs_as_root(const struct fs_cred *c);
+/* the ids the job this thread runs acts with (NULL outside a job) */
+const struct fs_cred *fs_job_cred(void);
+/* back to the job's user after fs_as_root: 0, or -1 (the thread could not
+ * take the user's ids: the job must do nothing more) */
+int fs_as_user(const struct fs_cred *c);
+
 /* Queue j: 0, or -1 with errno EAGAIN when --fs-queue jobs already wait
  * (the caller answers busy and frees j). */
 int fswork_submit(struct fsjob *j);
@@ -68,8 +92,17 @@ int fs_remove_all(const char *path);
  * link or a file in the way). A portable O_NOFOLLOW walk rather than
  * openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS): the same on every kernel. */
 int fs_dir_beneath(int root, const char *rel, mode_t mode);
+/* ... each folder it makes given to uid:gid (as root for a user); mode
+ * (mode_t)-1: none made (a missing one is ENOENT) */
+int fs_dir_beneath_owned(int root, const char *rel, mode_t mode, uid_t uid, gid_t gid);
+/* the absolute path opened for reading from / one component at a time
+ * with O_NOFOLLOW (no link followed anywhere, nothing made), a regular
+ * file only, never blocking (fs_open_regular's checks) */
+int fs_read_beneath(const char *path, struct stat *st);
 /* name in the folder dfd, opened for writing as fs_open_write does, and
  * never through a link (O_NOFOLLOW: a link there is ELOOP). */
 int fs_write_beneath(int dfd, const char *name, mode_t mode);
+/* ... saying whether it made the file */
+int fs_write_beneath_new(int dfd, const char *name, mode_t mode, int *created);
 
 #endif

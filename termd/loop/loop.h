@@ -14,6 +14,9 @@
 #include "util.h"
 #include "wsconn.h"
 
+/* --user-root-capable: may a user file work acts as act as root anyway */
+enum { URC_AUTO = 0, URC_YES, URC_NO };
+
 struct session;
 struct conn;
 struct screen;
@@ -71,10 +74,13 @@ struct termd_opts {
 	size_t list_max;          /* --list-max: entries one listing answers */
 	size_t upload_parts;      /* --upload-parts: files one multipart POST /files writes */
 	size_t download_max;      /* --download-max: bytes of files in one /download_files */
+	size_t head_time;         /* --head-timeout: seconds the front waits for a request head */
 	size_t body_idle;         /* --body-idle-timeout: seconds a request body may pause */
 	size_t body_time;         /* --body-timeout: seconds a request body may take */
 	size_t stdin_max;         /* --stdin-max: bytes waiting for a session's input */
 	size_t stream_max;        /* --stream-max: bytes one HTTP stream holds before it is cut */
+	size_t stream_stall;      /* --stream-stall: seconds a held process stream's client may
+				   * read nothing before it is cut */
 	size_t max_streams;       /* --max-streams: HTTP streams open at once, in all */
 	size_t max_streams_client; /* --max-streams-per-client: ... from one client address */
 	size_t watcher_max;       /* --watcher-max: bytes of events a polled watcher keeps */
@@ -98,6 +104,7 @@ struct termd_opts {
 	double backoff_min, backoff_max; /* --connect-backoff MIN:MAX seconds */
 	unsigned connect_ping;    /* --connect-ping S: a ping after S idle seconds, dead after 2 S */
 	const char *envd_user;    /* --user: e2b's default user (NULL: termd's own) */
+	int user_root_capable;    /* --user-root-capable: URC_AUTO, URC_YES or URC_NO */
 	char *preview_token;      /* --preview-token-file: opens previews only (door/preview/proxy.c) */
 	char *preview_host_suffix; /* --preview-host-suffix: Host <port>-<any><suffix> is a preview */
 	/* a cgroup per session (core/cgroup.c) */

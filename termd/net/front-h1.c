@@ -1,10 +1,12 @@
 /* front-h1.c — the front's HTTP/1.1: a request head parsed (limit
- * FR_HEAD_MAX, else 431) and rewritten for lws (X-Metadata-<key> folded into
+ * FR_HEAD_MAX, else 431; proto/h1wire.c reads heads and chunks) and
+ * rewritten for lws (X-Metadata-<key> folded into
  * one X-Termd-Metadata, the client's X-Termd-* dropped, X-Termd-Peer and
  * X-Termd-Tls and X-Termd-Api (its listener's APIs) added: fr_rewrite, which HTTP/2 uses too), bodies followed by
  * Content-Length or chunked framing so that the next pipelined head is found,
  * answers passed back byte for byte, and after a WebSocket upgrade answered
- * 101 the two sides joined. Every buffer bounded: reads stop while full. */
+ * 101 the two sides joined. Every buffer bounded: reads stop while full.
+ * Its part of front.c's pump: fr_h1. */
 #include "front.h"
 
 #include <ctype.h>
@@ -24,7 +26,7 @@ struct h1state {
 	struct fwatch up;       /* the connection to lws */
 	int st;
 	unsigned long long rem;
-	struct fr_chunk ck;
+	struct h1_chunk ck;
 	struct fq upout;        /* bytes for lws */
 	int up_eof, shut;
 	/* lws's answer to the request in flight, followed to its end: lws 4.1
@@ -33,121 +35,11 @@ struct h1state {
 	int inflight, req_head, untracked;
 	int rs;
 	unsigned long long rs_rem;
-	struct fr_chunk rs_ck;
+	struct h1_chunk rs_ck;
 	struct fq rs_h;         /* the answer's head as it comes */
 };
 
 /* ------------------------------------------------------------- heads */
-
-static int is_tchar(unsigned char ch)
-{
-	return isalnum(ch) || strchr("!#$%&'*+-.^_`|~", ch);
-}
-
-static int name_is(const struct fr_hdr *h, const char *n)
-{
-	return h->nlen == strlen(n) && strncasecmp(h->name, n, h->nlen) == 0;
-}
-
-static int has_token(const char *v, size_t n, const char *tok)
-{
-	size_t tl = strlen(tok);
-	for (size_t i = 0; i + tl <= n; i++)
-		if (strncasecmp(v + i, tok, tl) == 0 && (i == 0 || !isalnum((unsigned char)v[i - 1])) &&
-		    (i + tl == n || !isalnum((unsigned char)v[i + tl])))
-			return 1;
-	return 0;
-}
-
-int fr_parse_head(char *p, size_t len, struct fr_req *r)
-{
-	memset(r, 0, sizeof *r);
-	r->clen = -1;
-	char *end = p + len;
-	char *eol = memchr(p, '\n', len);
-	if (!eol || eol == p || eol[-1] != '\r')
-		return 400;
-	/* METHOD SP target SP HTTP/1.x */
-	char *sp1 = memchr(p, ' ', (size_t)(eol - p));
-	if (!sp1 || sp1 == p)
-		return 400;
-	char *sp2 = memchr(sp1 + 1, ' ', (size_t)(eol - sp1 - 1));
-	if (!sp2 || sp2 == sp1 + 1)
-		return 400;
-	for (char *q = p; q < sp1; q++)
-		if (!is_tchar((unsigned char)*q))
-			return 400;
-	for (char *q = sp1 + 1; q < sp2; q++)
-		if ((unsigned char)*q <= ' ' || *q == 0x7f)
-			return 400;
-	r->method = p;
-	r->mlen = (size_t)(sp1 - p);
-	r->target = sp1 + 1;
-	r->tlen = (size_t)(sp2 - sp1 - 1);
-	r->version = sp2 + 1;
-	r->vlen = (size_t)(eol - 1 - r->version);
-	if (r->vlen != 8 || (memcmp(r->version, "HTTP/1.1", 8) && memcmp(r->version, "HTTP/1.0", 8)))
-		return 400;
-	int conn_upgrade = 0, upgrade = 0;
-	for (char *l = eol + 1; l < end;) {
-		char *e = memchr(l, '\n', (size_t)(end - l));
-		if (!e || e == l || e[-1] != '\r')
-			return 400;
-		if (e - 1 == l)   /* the empty line */
-			break;
-		if (*l == ' ' || *l == '\t')
-			return 400;   /* obsolete line folding */
-		char *colon = memchr(l, ':', (size_t)(e - l));
-		if (!colon || colon == l)
-			return 400;
-		for (char *q = l; q < colon; q++)
-			if (!is_tchar((unsigned char)*q))
-				return 400;
-		char *v = colon + 1, *ve = e - 1;
-		while (v < ve && (*v == ' ' || *v == '\t'))
-			v++;
-		while (ve > v && (ve[-1] == ' ' || ve[-1] == '\t'))
-			ve--;
-		for (char *q = v; q < ve; q++)
-			if (*q == 0 || *q == '\r')
-				return 400;
-		if (r->nh == FR_MAX_HDRS)
-			return 431;
-		struct fr_hdr *h = &r->h[r->nh++];
-		h->name = l;
-		h->nlen = (size_t)(colon - l);
-		h->val = v;
-		h->vlen = (size_t)(ve - v);
-		if (name_is(h, "content-length")) {
-			long long n = 0;
-			if (!h->vlen || h->vlen > 18)
-				return 400;
-			for (size_t i = 0; i < h->vlen; i++) {
-				if (!isdigit((unsigned char)v[i]))
-					return 400;
-				n = n * 10 + (v[i] - '0');
-			}
-			if (r->clen >= 0 && r->clen != n)
-				return 400;
-			r->clen = n;
-		} else if (name_is(h, "transfer-encoding")) {
-			if (h->vlen < 7 || strncasecmp(ve - 7, "chunked", 7) != 0)
-				return 400;   /* no other coding is read */
-			r->chunked = 1;
-		} else if (name_is(h, "connection")) {
-			conn_upgrade |= has_token(v, h->vlen, "upgrade");
-		} else if (name_is(h, "upgrade")) {
-			upgrade = 1;
-		} else if (name_is(h, "expect")) {
-			r->expect_continue = has_token(v, h->vlen, "100-continue");
-		}
-		l = e + 1;
-	}
-	if (r->chunked && r->clen >= 0)
-		return 400;   /* both: a smuggling attempt */
-	r->upgrade = upgrade && conn_upgrade;
-	return 0;
-}
 
 /* application/x-www-form-urlencoded, as Go's url.Values.Encode */
 static void form_encode(struct fq *o, const char *s, size_t n, int lower)
@@ -169,23 +61,18 @@ static void form_encode(struct fq *o, const char *s, size_t n, int lower)
 }
 
 /* connection-specific headers HTTP/2 forbids, and what the front sets */
-static int h2_dropped(const struct fr_hdr *h)
+static int h2_dropped(const struct h1_hdr *h)
 {
-	static const char *const names[] = {"connection", "keep-alive", "proxy-connection",
-					    "transfer-encoding", "upgrade", "te", "host", "expect",
-					    "content-length", NULL};
-	for (int i = 0; names[i]; i++)
-		if (name_is(h, names[i]))
-			return 1;
-	return 0;
+	return h1_hop_by_hop(h->name, h->nlen) || h1_name_is(h, "host") || h1_name_is(h, "expect") ||
+	       h1_name_is(h, "content-length");
 }
 
-void fr_rewrite(struct fq *out, const struct fr_hdr *h, int nh, const struct fconn *c, int from_h2)
+void fr_rewrite(struct fq *out, const struct h1_hdr *h, int nh, const struct fconn *c, int from_h2)
 {
 	struct fq meta = {0};
 	for (int i = 0; i < nh; i++) {
-		if (name_is(&h[i], "x-termd-metadata") || name_is(&h[i], "x-termd-peer") ||
-		    name_is(&h[i], "x-termd-tls") || name_is(&h[i], "x-termd-api"))
+		if (h1_name_is(&h[i], "x-termd-metadata") || h1_name_is(&h[i], "x-termd-peer") ||
+		    h1_name_is(&h[i], "x-termd-tls") || h1_name_is(&h[i], "x-termd-api"))
 			continue;   /* only the front says these */
 		if (h[i].nlen > 11 && strncasecmp(h[i].name, "x-metadata-", 11) == 0) {
 			if (meta.len)
@@ -197,16 +84,10 @@ void fr_rewrite(struct fq *out, const struct fr_hdr *h, int nh, const struct fco
 		}
 		if (from_h2 && h2_dropped(&h[i]))
 			continue;
-		fq_put(out, h[i].name, h[i].nlen);
-		fq_put(out, ": ", 2);
-		fq_put(out, h[i].val, h[i].vlen);
-		fq_put(out, "\r\n", 2);
+		fq_field(out, h[i].name, h[i].nlen, h[i].val, h[i].vlen);
 	}
-	if (meta.len) {
-		fq_put(out, "X-Termd-Metadata: ", 18);
-		fq_put(out, meta.p + meta.off, meta.len);
-		fq_put(out, "\r\n", 2);
-	}
+	if (meta.len)
+		fq_field(out, "X-Termd-Metadata", 16, meta.p + meta.off, meta.len);
 	fq_free(&meta);
 	if (c->peer[0])
 		fq_printf(out, "X-Termd-Peer: %s\r\n", c->peer);
@@ -231,87 +112,6 @@ void fr_answer(struct fconn *c, int status, const char *why)
 		  "Connection: close\r\n\r\n%s\n", status, reason(status), strlen(why) + 1, why);
 	__atomic_add_fetch(&fr_n_refused, 1, __ATOMIC_RELAXED);
 	c->close_after = 1;
-}
-
-/* ------------------------------------------------------ chunked bodies */
-
-static int hexval(int ch)
-{
-	if (ch >= '0' && ch <= '9')
-		return ch - '0';
-	ch = tolower(ch);
-	return ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
-}
-
-long fr_chunk_scan(struct fr_chunk *k, const char *p, size_t n, int *done, struct fq *data)
-{
-	size_t i = 0;
-	*done = 0;
-	while (i < n) {
-		int ch = (unsigned char)p[i];
-		switch (k->st) {
-		case 0:   /* size [; extensions] CRLF */
-			if (++k->linelen > 1024)
-				return -1;
-			if (ch == '\n') {
-				if (!k->sawdigit)
-					return -1;
-				k->st = k->rem ? 1 : 3;
-				k->linelen = 0;
-				k->sawdigit = k->inext = k->lastcr = 0;
-			} else if (!k->inext && hexval(ch) >= 0) {
-				if (k->rem >> 56)
-					return -1;
-				k->rem = k->rem * 16 + (unsigned)hexval(ch);
-				k->sawdigit = 1;
-			} else if (ch == ';' || ch == ' ' || ch == '\t') {
-				k->inext = 1;
-			} else if (ch != '\r' && !k->inext) {
-				return -1;
-			}
-			i++;
-			break;
-		case 1: {   /* data */
-			size_t take = n - i < k->rem ? n - i : (size_t)k->rem;
-			if (data)
-				fq_put(data, p + i, take);
-			i += take;
-			k->rem -= take;
-			if (!k->rem) {
-				k->st = 2;
-				k->linelen = 0;
-			}
-			break;
-		}
-		case 2:   /* CRLF after the data */
-			if (ch == '\r' && !k->linelen) {
-				k->linelen = 1;
-			} else if (ch == '\n') {
-				k->st = 0;
-				k->linelen = 0;
-			} else {
-				return -1;
-			}
-			i++;
-			break;
-		default:   /* trailer lines, to an empty one */
-			i++;
-			if (ch == '\n') {
-				if (k->linelen == 0 || (k->linelen == 1 && k->lastcr)) {
-					memset(k, 0, sizeof *k);
-					*done = 1;
-					return (long)i;
-				}
-				k->linelen = 0;
-				k->lastcr = 0;
-			} else {
-				k->lastcr = ch == '\r';
-				if (++k->linelen > 8192)
-					return -1;
-			}
-		}
-	}
-	return (long)i;
 }
 
 /* --------------------------------------------------- the connection */
@@ -349,8 +149,8 @@ int fr_h1_forwarding(struct fconn *c)
 static int take_head(struct fconn *c, char *p, size_t hl)
 {
 	struct h1state *h = c->h1;
-	struct fr_req r;
-	int st = fr_parse_head(p, hl, &r);
+	struct h1_head r;
+	int st = h1_parse_request(p, hl, &r);
 	if (st) {
 		fr_answer(c, st, st == 431 ? "the request's head is too large" : "a malformed request");
 		return 0;
@@ -363,12 +163,7 @@ static int take_head(struct fconn *c, char *p, size_t hl)
 		}
 		h->up.reg = 0;
 	}
-	fq_put(&h->upout, r.method, r.mlen);
-	fq_put(&h->upout, " ", 1);
-	fq_put(&h->upout, r.target, r.tlen);
-	fq_put(&h->upout, " ", 1);
-	fq_put(&h->upout, r.version, r.vlen);
-	fq_put(&h->upout, "\r\n", 2);
+	fq_reqline(&h->upout, r.method, r.mlen, r.target, r.tlen, r.version, r.vlen);
 	fr_rewrite(&h->upout, r.h, r.nh, c, 0);
 	fq_put(&h->upout, "\r\n", 2);
 	/* lws never answers Expect: 100-continue (curl then waits a second
@@ -420,19 +215,14 @@ static int h1_process(struct fconn *c)
 			prog = 1;
 			break;
 		}
-		case H_CL: {
-			size_t take = n < h->rem ? n : (size_t)h->rem;
-			fq_put(&h->upout, p, take);
-			fq_drop(&c->cin, take);
-			h->rem -= take;
-			if (!h->rem)
+		case H_CL:
+			if (fq_take(&h->upout, &c->cin, n, &h->rem))
 				h->st = H_HEAD;
 			prog = 1;
 			break;
-		}
 		case H_CHUNK: {
 			int done;
-			long k = fr_chunk_scan(&h->ck, p, n, &done, NULL);
+			long k = h1_chunk_scan(&h->ck, p, n, &done, NULL, NULL);
 			if (k < 0) {
 				fr_answer(c, 400, "a malformed chunked body");
 				return 1;
@@ -458,9 +248,10 @@ static int h1_process(struct fconn *c)
 /* an answer's head: what follows it and how it ends; 0: whole, -1 not ours */
 static int answer_head(struct h1state *h, const char *p, size_t hl)
 {
-	if (hl < 12 || memcmp(p, "HTTP/1.", 7) != 0)
+	struct h1_head a;
+	if (h1_parse_answer(p, hl, &a) < 0)
 		return -1;
-	int code = atoi(p + 9);
+	int code = a.status;
 	if (code == 101 && h->st == H_UPWAIT) {
 		h->st = H_TUNNEL;   /* from here on, the two sides joined */
 		h->inflight = 0;
@@ -470,16 +261,8 @@ static int answer_head(struct h1state *h, const char *p, size_t hl)
 		return 0;   /* an interim answer: the real one follows */
 	if (h->st == H_UPWAIT)
 		h->st = H_HEAD;   /* the upgrade refused: requests go on */
-	long long clen = -1;
-	int chunked = 0;
-	for (const char *l = memchr(p, '\n', hl); l && l + 1 < p + hl; l = memchr(l + 1, '\n', (size_t)(p + hl - l - 1))) {
-		const char *n = l + 1;
-		size_t left = (size_t)(p + hl - n);
-		if (left > 15 && !strncasecmp(n, "content-length:", 15))
-			clen = strtoll(n + 15, NULL, 10);
-		else if (left > 18 && !strncasecmp(n, "transfer-encoding:", 18))
-			chunked = 1;
-	}
+	long long clen = a.clen;
+	int chunked = a.chunked;
 	if (h->req_head) {
 		/* termd's routes answer HEAD with a body (lws does not drop it):
 		 * where this answer ends is not known, so requests are no longer
@@ -507,13 +290,13 @@ static void track(struct h1state *h, const char *p, size_t n)
 			size_t had = h->rs_h.len;
 			fq_put(&h->rs_h, p, n);
 			char *b = h->rs_h.p + h->rs_h.off;
-			char *e = memmem(b, h->rs_h.len, "\r\n\r\n", 4);
-			if (!e) {
+			size_t hl = h1_head_len(b, h->rs_h.len);
+			if (!hl) {
 				if (h->rs_h.len > (64u << 10))
 					h->untracked = 1;   /* not an answer lws makes: forward as they come */
 				return;
 			}
-			size_t hl = (size_t)(e - b) + 4, used = hl - had;
+			size_t used = hl - had;
 			if (answer_head(h, b, hl) < 0)
 				h->untracked = 1;
 			fq_drop(&h->rs_h, h->rs_h.len);
@@ -530,7 +313,7 @@ static void track(struct h1state *h, const char *p, size_t n)
 			}
 		} else if (h->rs == RS_CHUNK) {
 			int done;
-			long k = fr_chunk_scan(&h->rs_ck, p, n, &done, NULL);
+			long k = h1_chunk_scan(&h->rs_ck, p, n, &done, NULL, NULL);
 			if (k < 0) {
 				h->untracked = 1;
 				return;
@@ -554,79 +337,55 @@ static int can_read_client(struct fconn *c)
 	       h->upout.len < FR_BUF_CAP;
 }
 
-int fr_h1_pump(struct fconn *c)
+/* lws's side of a turn: the client's bytes to it, its bytes to cout */
+static int h1_work(struct fconn *c)
 {
 	struct h1state *h = c->h1;
-	int prog = 1;
-	for (int round = 0; round < 64 && prog; round++) {
-		prog = 0;
-		while (can_read_client(c)) {
-			char *p = fq_room(&c->cin, 16384);
-			ssize_t r = fr_cread(c, p, 16384);
-			if (r == -2)
-				return -1;
-			if (r < 0)
-				break;
-			prog = 1;
-			c->last_us = fr_now();
-			if (r == 0) {
-				c->eof = 1;
-				break;
-			}
-			c->cin.len += (size_t)r;
-		}
-		prog |= h1_process(c);
-		if (h->up.fd >= 0 && h->upout.len) {
-			ssize_t r = send(h->up.fd, h->upout.p + h->upout.off, h->upout.len, MSG_NOSIGNAL);
-			if (r > 0) {
-				fq_drop(&h->upout, (size_t)r);
-				prog = 1;
-			} else if (r < 0 && errno != EAGAIN && errno != EINTR) {
-				/* lws closed: what it answered is still read below */
-				fq_drop(&h->upout, h->upout.len);
-			}
-		}
-		if (c->eof && !h->upout.len && !h->shut && h->up.fd >= 0) {
-			shutdown(h->up.fd, SHUT_WR);
-			h->shut = 1;
-		}
-		while (h->up.fd >= 0 && !h->up_eof && c->cout.len < FR_BUF_CAP) {
-			char *p = fq_room(&c->cout, 65536);
-			ssize_t r = read(h->up.fd, p, 65536);
-			if (r < 0 && (errno == EAGAIN || errno == EINTR))
-				break;
-			prog = 1;
-			if (r <= 0) {
-				h->up_eof = 1;
-				break;
-			}
-			track(h, p, (size_t)r);
-			c->cout.len += (size_t)r;
-		}
-		size_t before = c->cout.len;
-		if (fr_cflush(c) < 0)
-			return -1;
-		if (c->cout.len < before)
-			prog = 1;   /* room again: more may be made to go */
+	int prog = h1_process(c);
+	if (h->up.fd >= 0 && h->upout.len)
+		prog |= fr_upsend(h->up.fd, &h->upout);
+	if (c->eof && !h->upout.len && !h->shut && h->up.fd >= 0) {
+		shutdown(h->up.fd, SHUT_WR);
+		h->shut = 1;
 	}
-	/* still moving after 64 turns: again on the loop's next turn, after
-	 * the other connections' events */
-	c->again = prog;
-	if (!c->cout.len && (h->up_eof || c->close_after || (c->eof && h->up.fd < 0)))
-		return -1;
-	uint32_t ev = 0;
-	if (can_read_client(c) || c->wr_wants_in)
-		ev |= EPOLLIN;
-	if (c->cout.len || c->rd_wants_out)
-		ev |= EPOLLOUT;
-	fr_watch(&c->w, ev);
-	if (h->up.fd >= 0) {
-		ev = 0;
-		if (!h->up_eof && c->cout.len < FR_BUF_CAP)
-			ev |= EPOLLIN;
-		if (h->upout.len)
-			ev |= EPOLLOUT;
-		fr_watch(&h->up, ev);
+	while (h->up.fd >= 0 && !h->up_eof && c->cout.len < FR_BUF_CAP) {
+		char *p = fq_room(&c->cout, 65536);
+		ssize_t r = read(h->up.fd, p, 65536);
+		if (r < 0 && (errno == EAGAIN || errno == EINTR))
+			break;
+		prog = 1;
+		if (r <= 0) {
+			h->up_eof = 1;
+			break;
+		}
+		track(h, p, (size_t)r);
+		c->cout.len += (size_t)r;
 	}
-	return 0;
+	return prog;
 }
+
+static int h1_over(struct fconn *c)
+{
+	struct h1state *h = c->h1;
+	return h->up_eof || c->close_after || (c->eof && h->up.fd < 0);
+}
+
+static void h1_watch(struct fconn *c)
+{
+	struct h1state *h = c->h1;
+	if (h->up.fd < 0)
+		return;
+	uint32_t ev = 0;
+	if (!h->up_eof && c->cout.len < FR_BUF_CAP)
+		ev |= EPOLLIN;
+	if (h->upout.len)
+		ev |= EPOLLOUT;
+	fr_watch(&h->up, ev);
+}
+
+const struct fr_proto fr_h1 = {
+	.can_read = can_read_client,
+	.work = h1_work,
+	.over = h1_over,
+	.watch = h1_watch,
+};

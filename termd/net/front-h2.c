@@ -6,7 +6,8 @@
  * as it comes, under HTTP/2's flow control: a stream's upstream is read only
  * while its buffer has room, the client's DATA is acknowledged (WINDOW_UPDATE)
  * only once lws took it. RST_STREAM closes the stream's upstream. No
- * extended CONNECT: WebSockets stay on HTTP/1.1. */
+ * extended CONNECT: WebSockets stay on HTTP/1.1. Answers read by
+ * proto/h1wire.c; its part of front.c's pump: fr_h2. */
 #include "front.h"
 
 #include <ctype.h>
@@ -42,7 +43,7 @@ struct h2stream {
 	/* the answer */
 	int rst, is_head, submitted, deferred, up_eof;
 	unsigned long long rem;
-	struct fr_chunk ck;
+	struct h1_chunk ck;
 	struct fq rin, body;
 };
 
@@ -83,7 +84,10 @@ static ssize_t body_read(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t l
 static void submit(struct h2stream *s, const nghttp2_nv *nv, size_t n)
 {
 	nghttp2_data_provider prd = {.source.ptr = s, .read_callback = body_read};
-	nghttp2_submit_response(s->c->h2->ng, s->id, nv, n, &prd);
+	/* no body (HEAD, 204, 304, Content-Length 0): END_STREAM on the
+	 * HEADERS, not an empty DATA frame after them */
+	int none = s->rst == R_DONE && !s->body.len;
+	nghttp2_submit_response(s->c->h2->ng, s->id, nv, n, none ? NULL : &prd);
 	s->submitted = 1;
 }
 
@@ -118,7 +122,7 @@ static void start_request(struct h2stream *s)
 		local_answer(s, "431", "the request's head is too large");
 		return;
 	}
-	struct fr_hdr h[FR_MAX_HDRS];
+	struct h1_hdr h[FR_MAX_HDRS];
 	int nh = 0;
 	const char *method = NULL, *path = NULL, *auth = NULL;
 	size_t ml = 0, pl = 0, al = 0;
@@ -162,20 +166,11 @@ static void start_request(struct h2stream *s)
 	}
 	s->is_head = ml == 4 && !memcmp(method, "HEAD", 4);
 	struct fq *o = &s->upout;
-	fq_put(o, method, ml);
-	fq_put(o, " ", 1);
-	fq_put(o, path, pl);
-	fq_put(o, " HTTP/1.1\r\n", 11);
-	if (auth) {
-		fq_put(o, "Host: ", 6);
-		fq_put(o, auth, al);
-		fq_put(o, "\r\n", 2);
-	}
-	if (cookie.len) {
-		fq_put(o, "Cookie: ", 8);
-		fq_put(o, cookie.p + cookie.off, cookie.len);
-		fq_put(o, "\r\n", 2);
-	}
+	fq_reqline(o, method, ml, path, pl, "HTTP/1.1", 8);
+	if (auth)
+		fq_field(o, "Host", 4, auth, al);
+	if (cookie.len)
+		fq_field(o, "Cookie", 6, cookie.p + cookie.off, cookie.len);
 	fq_free(&cookie);
 	fr_rewrite(o, h, nh, c, 1);
 	if (clen >= 0) {
@@ -290,6 +285,17 @@ static int on_data(nghttp2_session *ng, uint8_t flags, int32_t id, const uint8_t
 	return 0;
 }
 
+/* its upstream closed, its buffers and itself freed with the turn */
+static void stream_free(struct h2stream *s)
+{
+	fr_unwatch(&s->up);
+	fq_free(&s->store);
+	fq_free(&s->upout);
+	fq_free(&s->rin);
+	fq_free(&s->body);
+	fr_defer(s);
+}
+
 static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t err, void *user)
 {
 	(void)err;
@@ -304,26 +310,11 @@ static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t err, void *
 			break;
 		}
 	c->h2->nstreams--;
-	fr_unwatch(&s->up);
-	fq_free(&s->store);
-	fq_free(&s->upout);
-	fq_free(&s->rin);
-	fq_free(&s->body);
-	fr_defer(s);
+	stream_free(s);
 	return 0;
 }
 
 /* ----------------------------------------------------------- answers */
-
-static int hop_by_hop(const char *n, size_t l)
-{
-	static const char *const names[] = {"connection", "keep-alive", "proxy-connection",
-					    "transfer-encoding", "upgrade", "te", "trailer", NULL};
-	for (int i = 0; names[i]; i++)
-		if (hdr_is(n, l, names[i]))
-			return 1;
-	return 0;
-}
 
 static void fail_stream(struct h2stream *s)
 {
@@ -340,47 +331,33 @@ static void fail_stream(struct h2stream *s)
 static int take_answer_head(struct h2stream *s)
 {
 	char *p = s->rin.p + s->rin.off;
-	char *e = memmem(p, s->rin.len, "\r\n\r\n", 4);
-	if (!e)
+	size_t hl = h1_head_len(p, s->rin.len);
+	if (!hl)
 		return s->rin.len > H2_RESP_HEAD_MAX ? -1 : 0;
-	size_t hl = (size_t)(e - p) + 4;
-	if (hl < 16 || memcmp(p, "HTTP/1.", 7) || !isdigit((unsigned char)p[9]))
+	struct h1_head a;
+	if (h1_parse_answer(p, hl, &a) < 0)
 		return -1;
-	char status[4] = {p[9], p[10], p[11], 0};
-	int code = atoi(status);
-	if (code >= 100 && code < 200) {   /* an interim answer: not passed on */
+	int code = a.status;
+	if (code < 200) {   /* an interim answer: not passed on */
 		fq_drop(&s->rin, hl);
 		return 1;
 	}
+	char status[4] = {p[9], p[10], p[11], 0};
 	nghttp2_nv nv[FR_MAX_HDRS + 1];
 	size_t n = 0;
 	nv[n++] = (nghttp2_nv)NV(":status", status);
-	long long clen = -1;
-	int chunked = 0;
-	for (char *l = memchr(p, '\n', hl) + 1; l < e + 2 && n <= FR_MAX_HDRS;) {
-		char *le = memchr(l, '\n', (size_t)(e + 4 - l));
-		if (!le || le - l < 2)
-			break;
-		char *colon = memchr(l, ':', (size_t)(le - l));
-		if (colon) {
-			size_t nl = (size_t)(colon - l);
-			char *v = colon + 1, *ve = le - 1;
-			while (v < ve && (*v == ' ' || *v == '\t'))
-				v++;
-			while (ve > v && (ve[-1] == ' ' || ve[-1] == '\t' || ve[-1] == '\r'))
-				ve--;
-			for (size_t k = 0; k < nl; k++)
-				l[k] = (char)tolower((unsigned char)l[k]);
-			if (hdr_is(l, nl, "transfer-encoding"))
-				chunked = ve - v >= 7 && !strncasecmp(ve - 7, "chunked", 7);
-			if (hdr_is(l, nl, "content-length"))
-				clen = strtoll(v, NULL, 10);
-			if (!hop_by_hop(l, nl))
-				nv[n++] = (nghttp2_nv){(uint8_t *)l, (uint8_t *)v, nl, (size_t)(ve - v),
-						       NGHTTP2_NV_FLAG_NONE};
-		}
-		l = le + 1;
+	for (int i = 0; i < a.nh; i++) {
+		const struct h1_hdr *h = &a.h[i];
+		if (h1_hop_by_hop(h->name, h->nlen))
+			continue;
+		char *name = p + (h->name - p);   /* HTTP/2's names are lowercase */
+		for (size_t k = 0; k < h->nlen; k++)
+			name[k] = (char)tolower((unsigned char)name[k]);
+		nv[n++] = (nghttp2_nv){(uint8_t *)name, (uint8_t *)(p + (h->val - p)), h->nlen, h->vlen,
+				       NGHTTP2_NV_FLAG_NONE};
 	}
+	long long clen = a.clen;
+	int chunked = a.chunked;
 	if (s->is_head || code == 204 || code == 304) {
 		s->rst = R_DONE;
 	} else if (chunked) {
@@ -395,6 +372,11 @@ static int take_answer_head(struct h2stream *s)
 	submit(s, nv, n);   /* nghttp2 copies the names and values */
 	fq_drop(&s->rin, hl);
 	return 1;
+}
+
+static void body_sink(void *arg, const char *p, size_t n)
+{
+	fq_put(arg, p, n);
 }
 
 /* lws's bytes for this stream: the head, then the body into s->body */
@@ -418,15 +400,11 @@ static void take_answer(struct h2stream *s)
 		if (n > room)
 			n = room;
 		if (s->rst == R_CL) {
-			size_t take = n < s->rem ? n : (size_t)s->rem;
-			fq_put(&s->body, p, take);
-			fq_drop(&s->rin, take);
-			s->rem -= take;
-			if (!s->rem)
+			if (fq_take(&s->body, &s->rin, n, &s->rem))
 				s->rst = R_DONE;
 		} else if (s->rst == R_CHUNK) {
 			int done;
-			long k = fr_chunk_scan(&s->ck, p, n, &done, &s->body);
+			long k = h1_chunk_scan(&s->ck, p, n, &done, body_sink, &s->body);
 			if (k < 0) {
 				fail_stream(s);
 				return;
@@ -464,13 +442,7 @@ static int stream_pump(struct h2stream *s)
 	if (s->up.fd < 0)
 		return 0;
 	if (s->upout.len) {
-		ssize_t r = send(s->up.fd, s->upout.p + s->upout.off, s->upout.len, MSG_NOSIGNAL);
-		if (r > 0) {
-			fq_drop(&s->upout, (size_t)r);
-			prog = 1;
-		} else if (r < 0 && errno != EAGAIN && errno != EINTR) {
-			fq_drop(&s->upout, s->upout.len);
-		}
+		prog = fr_upsend(s->up.fd, &s->upout);
 		if (!s->upout.len && s->unconsumed) {
 			nghttp2_session_consume(s->c->h2->ng, s->id, s->unconsumed);
 			s->unconsumed = 0;
@@ -546,12 +518,7 @@ void fr_h2_free(struct fconn *c)
 	nghttp2_session_del(h->ng);   /* no callback: the streams are freed here */
 	for (struct h2stream *s = h->streams, *n; s; s = n) {
 		n = s->next;
-		fr_unwatch(&s->up);
-		fq_free(&s->store);
-		fq_free(&s->upout);
-		fq_free(&s->rin);
-		fq_free(&s->body);
-		fr_defer(s);
+		stream_free(s);
 	}
 	c->h2 = NULL;
 	fr_defer(h);
@@ -562,57 +529,47 @@ int fr_h2_idle(struct fconn *c)
 	return c->h2 && !c->h2->nstreams;
 }
 
-int fr_h2_pump(struct fconn *c)
+static int h2_can_read(struct fconn *c)
+{
+	return !c->eof && c->cout.len < FR_BUF_CAP;
+}
+
+/* the client's bytes, at once to nghttp2 */
+static int h2_took(struct fconn *c)
+{
+	ssize_t r = nghttp2_session_mem_recv(c->h2->ng, (uint8_t *)c->cin.p + c->cin.off, c->cin.len);
+	fq_drop(&c->cin, c->cin.len);
+	return r < 0 ? -1 : 0;
+}
+
+/* the streams' bytes with lws, and nghttp2's frames to cout */
+static int h2_work(struct fconn *c)
 {
 	struct h2state *h = c->h2;
-	int prog = 1;
-	for (int round = 0; round < 64 && prog; round++) {
-		prog = 0;
-		while (!c->eof && c->cout.len < FR_BUF_CAP) {
-			char buf[16384];
-			ssize_t r = fr_cread(c, buf, sizeof buf);
-			if (r == -2)
-				return -1;
-			if (r < 0)
-				break;
-			prog = 1;
-			c->last_us = fr_now();
-			if (r == 0) {
-				c->eof = 1;
-				break;
-			}
-			if (nghttp2_session_mem_recv(h->ng, (uint8_t *)buf, (size_t)r) < 0)
-				return -1;
-		}
-		for (struct h2stream *s = h->streams; s; s = s->next)
-			prog |= stream_pump(s);
-		while (c->cout.len < FR_BUF_CAP) {
-			const uint8_t *d;
-			ssize_t n = nghttp2_session_mem_send(h->ng, &d);
-			if (n < 0)
-				return -1;
-			if (!n)
-				break;
-			fq_put(&c->cout, d, (size_t)n);
-			prog = 1;
-		}
-		size_t before = c->cout.len;
-		if (fr_cflush(c) < 0)
+	int prog = 0;
+	for (struct h2stream *s = h->streams; s; s = s->next)
+		prog |= stream_pump(s);
+	while (c->cout.len < FR_BUF_CAP) {
+		const uint8_t *d;
+		ssize_t n = nghttp2_session_mem_send(h->ng, &d);
+		if (n < 0)
 			return -1;
-		if (c->cout.len < before)
-			prog = 1;   /* room again: more may be made to go */
+		if (!n)
+			break;
+		fq_put(&c->cout, d, (size_t)n);
+		prog = 1;
 	}
-	/* still moving after 64 turns: again on the loop's next turn, after
-	 * the other connections' events */
-	c->again = prog;
-	if (!c->cout.len && (c->eof || (!nghttp2_session_want_read(h->ng) &&
-					!nghttp2_session_want_write(h->ng))))
-		return -1;
-	uint32_t ev = 0;
-	if ((!c->eof && c->cout.len < FR_BUF_CAP) || c->wr_wants_in)
-		ev |= EPOLLIN;
-	if (c->cout.len || c->rd_wants_out)
-		ev |= EPOLLOUT;
-	fr_watch(&c->w, ev);
-	return 0;
+	return prog;
 }
+
+static int h2_over(struct fconn *c)
+{
+	return c->eof || (!nghttp2_session_want_read(c->h2->ng) && !nghttp2_session_want_write(c->h2->ng));
+}
+
+const struct fr_proto fr_h2 = {
+	.can_read = h2_can_read,
+	.took = h2_took,
+	.work = h2_work,
+	.over = h2_over,
+};

@@ -3,7 +3,8 @@
  * accepts, terminates TLS (OpenSSL, ALPN h2 and http/1.1), tells HTTP/1.1
  * (front-h1.c) from HTTP/2 (front-h2.c, also h2c prior knowledge), keeps the
  * timeouts, and forwards each request to lws on the internal unix socket
- * (srv.front_sock). It touches no termd state: only bytes and fds, every one
+ * (srv.front_sock). One pump moves a connection's bytes, the protocol's
+ * part given as a struct fr_proto. It touches no termd state: only bytes and fds, every one
  * non-blocking and close-on-exec. The listening fds go across an upgrade in
  * place (front_handover_*). */
 #include "front.h"
@@ -30,7 +31,6 @@
 #define FR_MAX_LISTEN (1 + TD_MAX_EXTRA_LISTEN)
 #define FR_MAX_CONNS 1024
 #define FR_HANDSHAKE_US (10 * 1000000ull)   /* TLS handshake */
-#define FR_HEAD_US (30 * 1000000ull)        /* a request head begun and not ended */
 #define FR_H2_IDLE_US (120 * 1000000ull)    /* an HTTP/2 connection without a stream */
 
 static struct fwatch lis[FR_MAX_LISTEN];
@@ -102,6 +102,34 @@ void fq_free(struct fq *q)
 	memset(q, 0, sizeof *q);
 }
 
+int fq_take(struct fq *to, struct fq *from, size_t n, unsigned long long *rem)
+{
+	size_t take = n < *rem ? n : (size_t)*rem;
+	fq_put(to, from->p + from->off, take);
+	fq_drop(from, take);
+	*rem -= take;
+	return !*rem;
+}
+
+void fq_field(struct fq *q, const char *name, size_t nl, const char *val, size_t vl)
+{
+	fq_put(q, name, nl);
+	fq_put(q, ": ", 2);
+	fq_put(q, val, vl);
+	fq_put(q, "\r\n", 2);
+}
+
+void fq_reqline(struct fq *q, const char *method, size_t ml, const char *target, size_t tl,
+		const char *version, size_t vl)
+{
+	fq_put(q, method, ml);
+	fq_put(q, " ", 1);
+	fq_put(q, target, tl);
+	fq_put(q, " ", 1);
+	fq_put(q, version, vl);
+	fq_put(q, "\r\n", 2);
+}
+
 uint64_t fr_now(void)
 {
 	return mono_us();
@@ -163,6 +191,18 @@ int fr_upstream(void)
 
 /* ------------------------------------------------- the client's bytes */
 
+int fr_upsend(int fd, struct fq *q)
+{
+	ssize_t r = send(fd, q->p + q->off, q->len, MSG_NOSIGNAL);
+	if (r > 0) {
+		fq_drop(q, (size_t)r);
+		return 1;
+	}
+	if (r < 0 && errno != EAGAIN && errno != EINTR)
+		fq_drop(q, q->len);   /* lws closed: what it answered is still read */
+	return 0;
+}
+
 ssize_t fr_cread(struct fconn *c, void *p, size_t n)
 {
 	if (!c->ssl) {
@@ -217,6 +257,59 @@ int fr_cflush(struct fconn *c)
 		fq_drop(&c->cout, (size_t)r);
 		c->last_us = fr_now();
 	}
+	return 0;
+}
+
+/* ---------------------------------------------------------- the pump */
+
+/* A connection's bytes, turn by turn while any moved (64 at the most):
+ * the client's read, the protocol's part, cout flushed; then its epoll
+ * interest. -1: close it. */
+static int fr_pump(struct fconn *c, const struct fr_proto *pr)
+{
+	int prog = 1;
+	for (int round = 0; round < 64 && prog; round++) {
+		prog = 0;
+		while (pr->can_read(c)) {
+			char *p = fq_room(&c->cin, 16384);
+			ssize_t r = fr_cread(c, p, 16384);
+			if (r == -2)
+				return -1;
+			if (r < 0)
+				break;
+			prog = 1;
+			c->last_us = fr_now();
+			if (r == 0) {
+				c->eof = 1;
+				break;
+			}
+			c->cin.len += (size_t)r;
+			if (pr->took && pr->took(c) < 0)
+				return -1;
+		}
+		int r = pr->work(c);
+		if (r < 0)
+			return -1;
+		prog |= r;
+		size_t before = c->cout.len;
+		if (fr_cflush(c) < 0)
+			return -1;
+		if (c->cout.len < before)
+			prog = 1;   /* room again: more may be made to go */
+	}
+	/* still moving after 64 turns: again on the loop's next turn, after
+	 * the other connections' events */
+	c->again = prog;
+	if (!c->cout.len && pr->over(c))
+		return -1;
+	uint32_t ev = 0;
+	if (pr->can_read(c) || c->wr_wants_in)
+		ev |= EPOLLIN;
+	if (c->cout.len || c->rd_wants_out)
+		ev |= EPOLLOUT;
+	fr_watch(&c->w, ev);
+	if (pr->watch)
+		pr->watch(c);
 	return 0;
 }
 
@@ -325,7 +418,7 @@ static void conn_pump(struct fconn *c)
 		c->counted = 1;
 		__atomic_add_fetch(c->h2 ? &n_h2 : &n_h1, 1, __ATOMIC_RELAXED);
 	}
-	int r = c->h2 ? fr_h2_pump(c) : fr_h1_pump(c);
+	int r = fr_pump(c, c->h2 ? &fr_h2 : &fr_h1);
 	if (r < 0)
 		conn_close(c);
 }
@@ -407,6 +500,8 @@ static void on_accept(struct fwatch *w)
 static void check_timeouts(void)
 {
 	uint64_t now = fr_now();
+	/* --head-timeout: a request head begun and not ended, or none begun */
+	uint64_t head_us = (uint64_t)(opts.head_time ? opts.head_time : 30) * 1000000ull;
 	if (paused) {
 		paused = 0;
 		for (int i = 0; i < nlis; i++)
@@ -416,9 +511,9 @@ static void check_timeouts(void)
 		n = c->next;
 		if (c->handshaking && now - c->last_us > FR_HANDSHAKE_US)
 			conn_close(c);
-		else if (c->head_us && now - c->head_us > FR_HEAD_US)
+		else if (c->head_us && now - c->head_us > head_us)
 			conn_close(c);
-		else if (!c->h2 && !fr_h1_forwarding(c) && now - c->last_us > FR_HEAD_US)
+		else if (!c->h2 && !fr_h1_forwarding(c) && now - c->last_us > head_us)
 			conn_close(c);   /* no request yet: lws's idle timeout is not there to help */
 		else if (c->h2 && fr_h2_idle(c) && now - c->last_us > FR_H2_IDLE_US)
 			conn_close(c);

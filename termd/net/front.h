@@ -1,7 +1,7 @@
 /* front.h — what the front's files share: termd's TCP listeners served by a
  * thread of their own (front.c: TLS with ALPN h2/http/1.1, timeouts, the
- * internal unix socket lws listens on), the HTTP/1.1 heads parsed and
- * rewritten (front-h1.c) and HTTP/2 streams carried as HTTP/1.1 requests
+ * internal unix socket lws listens on), HTTP/1.1 requests followed and their
+ * heads rewritten (front-h1.c; heads and chunks read by proto/h1wire.c) and HTTP/2 streams carried as HTTP/1.1 requests
  * (front-h2.c). The front touches no termd state: it only moves bytes. */
 #ifndef TERMD_FRONT_H
 #define TERMD_FRONT_H
@@ -13,6 +13,7 @@
 #include <nghttp2/nghttp2.h>
 
 #include "util.h"
+#include "h1wire.h"
 
 /* ---- for main.c and handover.c ---- */
 /* Is the front serving termd's TCP listeners (--front on, some TCP --listen)? */
@@ -33,7 +34,7 @@ void front_handover_load(const cJSON *record);
 /* ---- shared by the front's files ---- */
 #define FR_HEAD_MAX 4096          /* a request head, as lws's max_http_header_data */
 #define FR_BUF_CAP (64u << 10)    /* each direction's buffer before reads stop */
-#define FR_MAX_HDRS 100
+#define FR_MAX_HDRS H1_MAX_HDRS
 
 /* a byte queue: data at p + off, len bytes */
 struct fq {
@@ -46,6 +47,13 @@ void fq_drop(struct fq *q, size_t n);
 /* room to read into (at least want bytes), compacting first */
 char *fq_room(struct fq *q, size_t want);
 void fq_free(struct fq *q);
+/* a body of known length: up to *rem of from's first n bytes moved to to;
+ * 1 once *rem is 0 */
+int fq_take(struct fq *to, struct fq *from, size_t n, unsigned long long *rem);
+/* HTTP/1.1's "name: value" CRLF, and a request line */
+void fq_field(struct fq *q, const char *name, size_t nl, const char *val, size_t vl);
+void fq_reqline(struct fq *q, const char *method, size_t ml, const char *target, size_t tl,
+		const char *version, size_t vl);
 
 /* an epoll registration: what the fd is and whose */
 enum fr_kind { FK_LISTEN, FK_CLIENT, FK_UP };
@@ -80,6 +88,15 @@ struct fconn {
 	struct h2state *h2;
 };
 
+/* what differs between the front's protocols: front.c's pump calls these */
+struct fr_proto {
+	int (*can_read)(struct fconn *c);   /* the client's bytes may be read now */
+	int (*took)(struct fconn *c);       /* (may be NULL) bytes just read into cin; -1: close */
+	int (*work)(struct fconn *c);       /* the protocol's part of a turn: 1 progress, -1 close */
+	int (*over)(struct fconn *c);       /* nothing left once cout is written */
+	void (*watch)(struct fconn *c);     /* (may be NULL) its upstream fds' interest */
+};
+
 /* front.c */
 extern unsigned long fr_n_streams, fr_n_refused;   /* atomic: /metrics reads them */
 ssize_t fr_cread(struct fconn *c, void *p, size_t n);   /* >0, 0 end, -1 again, -2 broken */
@@ -87,49 +104,25 @@ int fr_cflush(struct fconn *c);                          /* cout to the client; 
 int fr_watch(struct fwatch *w, uint32_t ev);             /* add or change */
 void fr_unwatch(struct fwatch *w);
 int fr_upstream(void);                                   /* a connection to lws, non-blocking */
+int fr_upsend(int fd, struct fq *q);                     /* q to lws: 1 if some went; lws gone: q dropped */
 uint64_t fr_now(void);
 void fr_defer(void *p);                                  /* free()d after this turn's events */
 
-/* front-h1.c: heads */
-struct fr_hdr {
-	const char *name, *val;
-	size_t nlen, vlen;
-};
-struct fr_req {
-	const char *method, *target, *version;
-	size_t mlen, tlen, vlen;
-	struct fr_hdr h[FR_MAX_HDRS];
-	int nh;
-	long long clen;         /* -1: none */
-	int chunked, upgrade;
-	int expect_continue;     /* Expect: 100-continue */
-};
-/* 0, or the status to answer (400, 431) */
-int fr_parse_head(char *p, size_t len, struct fr_req *r);
+/* front-h1.c: heads (parsed by proto/h1wire.c) */
 /* the headers a request goes to lws with: X-Metadata-* folded into
  * X-Termd-Metadata, the client's X-Termd-* dropped, X-Termd-Peer and
  * X-Termd-Tls added; skip_hop: drop HTTP/2's connection-specific ones */
-void fr_rewrite(struct fq *out, const struct fr_hdr *h, int nh, const struct fconn *c, int from_h2);
+void fr_rewrite(struct fq *out, const struct h1_hdr *h, int nh, const struct fconn *c, int from_h2);
 void fr_answer(struct fconn *c, int status, const char *why);   /* a front answer, then close */
 /* an HTTP/1.1 connection: its bytes as they come */
 int fr_h1_init(struct fconn *c);
-int fr_h1_pump(struct fconn *c);   /* progress made; -1: close */
+extern const struct fr_proto fr_h1;
 void fr_h1_free(struct fconn *c);
 int fr_h1_forwarding(struct fconn *c);   /* a connection to lws is open (its timeouts hold) */
 
-/* a chunked body's framing, followed byte by byte */
-struct fr_chunk {
-	int st, sawdigit, inext, lastcr;
-	unsigned long long rem;
-	size_t linelen;
-};
-/* how many of n bytes belong to the body (the rest follows it); *done at
- * its end; out (may be NULL) gets the data bytes only; -1: malformed */
-long fr_chunk_scan(struct fr_chunk *k, const char *p, size_t n, int *done, struct fq *data);
-
 /* front-h2.c */
 int fr_h2_init(struct fconn *c, const char *pre, size_t n);
-int fr_h2_pump(struct fconn *c);
+extern const struct fr_proto fr_h2;
 void fr_h2_free(struct fconn *c);
 int fr_h2_idle(struct fconn *c);   /* no stream open */
 

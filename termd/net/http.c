@@ -4,14 +4,14 @@
  * mode=ro/rw against the token). Refusals are answered with a status
  * before any upgrade: 401, 404, 503, 403, 400. Also the table of plain
  * HTTP routes other modules register (openhands.c): a request's body
- * gathered up to --max-frame, answers given at once or later and written
- * in pieces as the socket takes them. */
+ * gathered up to --max-frame (a chunked one's framing read by
+ * proto/h1wire.c, which also compares the tokens), answers given at once
+ * or later and written in pieces as the socket takes them. */
 #include "net.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <errno.h>
 #include <strings.h>
 #include <arpa/inet.h>
 
@@ -20,19 +20,9 @@
  * sent); its buffer is given back down to this */
 #define HTTP_STREAM_SLACK (256u << 10)
 
-/* constant-time comparison of a presented token with the expected one */
-static int token_eq(const char *got, const char *want)
-{
-	size_t gl = strlen(got), wl = strlen(want);
-	unsigned char diff = (unsigned char)(gl != wl);
-	for (size_t i = 0; i < wl; i++)
-		diff |= (unsigned char)(want[i] ^ (i < gl ? got[i] : 0));
-	return diff == 0;
-}
-
 int http_token_ok(const char *token)
 {
-	return opts.token && token && token_eq(token, opts.token);   /* no token: nothing to match */
+	return opts.token && token && h1_token_eq(token, opts.token);   /* no token: nothing to match */
 }
 
 /* Is the Host header a name no DNS answer can make: an IP address,
@@ -121,9 +111,9 @@ static enum auth_level http_auth(struct lws *wsi)
 		if (v)
 			snprintf(got, sizeof got, "%s", v);
 	}
-	if (opts.token && token_eq(got, opts.token))
+	if (opts.token && h1_token_eq(got, opts.token))
 		return AUTH_FULL;
-	if (opts.view_token && got[0] && token_eq(got, opts.view_token))
+	if (opts.view_token && got[0] && h1_token_eq(got, opts.view_token))
 		return AUTH_VIEW;
 	if (!opts.token && opts.insecure_no_token && !got[0])
 		return AUTH_FULL;
@@ -209,7 +199,6 @@ static void txn_free(struct http_txn *t)
 {
 	stream_unlist(t);
 	buf_free(&t->body);
-	buf_free(&t->raw);
 	buf_free(&t->hdrs);
 	buf_free(&t->out);
 	free(t->disposition);
@@ -495,43 +484,9 @@ static int route_request(struct lws *wsi, const struct http_route *r, const char
 	return 0;
 }
 
-/* Decode what came of a chunked body (t->raw from t->raw_off; whole
- * chunks are moved to t->body): 1 once complete, 0 for more to come, -1
- * when it is no chunked encoding. */
-static int chunked_decode(struct http_txn *t)
+static void body_sink(void *arg, const char *p, size_t n)
 {
-	const char *p = t->raw.p + t->raw_off, *end = t->raw.p + t->raw.len;
-	for (;;) {
-		const char *eol = memmem(p, (size_t)(end - p), "\r\n", 2);
-		if (!eol)
-			return end - p < 1024 ? 0 : -1;
-		char *stop;
-		errno = 0;
-		unsigned long long n = strtoull(p, &stop, 16);
-		if (stop == p || (*stop != '\r' && *stop != ';' && *stop != ' ') || errno ||
-		    n > opts.max_frame)
-			return -1;
-		const char *data = eol + 2;
-		if (n == 0) {   /* the last chunk; trailers end with an empty line */
-			for (const char *q = data;;) {
-				const char *e2 = memmem(q, (size_t)(end - q), "\r\n", 2);
-				if (!e2)
-					return 0;
-				if (e2 == q)
-					return 1;
-				q = e2 + 2;
-			}
-		}
-		if ((size_t)(end - data) < n + 2)
-			return 0;
-		if (data[n] != '\r' || data[n + 1] != '\n')
-			return -1;
-		buf_append(&t->body, data, (size_t)n);
-		p = data + n + 2;
-		t->raw_off = (size_t)(p - t->raw.p);
-		if (t->body.len > opts.max_frame)
-			return 1;   /* the caller refuses it */
-	}
+	buf_append(arg, p, n);
 }
 
 static const char slow_body[] =
@@ -549,21 +504,22 @@ int http_body(struct lws *wsi, const void *in, size_t len)
 	}
 	lws_set_timeout(wsi, PENDING_TIMEOUT_HTTP_CONTENT, (int)opts.body_idle);
 	if (t->chunked) {
-		if (t->raw.len + len > opts.max_frame + 4096) {
+		/* its framing followed as it comes, the data into t->body */
+		if (t->raw_len + len > opts.max_frame + 4096) {
 			t->close_after = 1;
 			http_answer(t, 413, "application/json", too_large, sizeof too_large - 1);
 			return 0;
 		}
-		buf_append(&t->raw, in, len);
-		int r = chunked_decode(t);
-		if (r < 0) {
+		t->raw_len += len;
+		int done;
+		t->ck.max = opts.max_frame;
+		if (h1_chunk_scan(&t->ck, in, len, &done, body_sink, &t->body) < 0) {
 			t->close_after = 1;
 			http_answer_text(t, 400, "bad chunked encoding\n");
-		} else if (r > 0 && t->body.len > opts.max_frame) {
+		} else if (t->body.len > opts.max_frame) {
 			t->close_after = 1;
 			http_answer(t, 413, "application/json", too_large, sizeof too_large - 1);
-		} else if (r > 0) {
-			buf_free(&t->raw);
+		} else if (done) {
 			t->chunked = 0;
 			return http_body_done(wsi);
 		}

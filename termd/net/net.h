@@ -4,6 +4,7 @@
 #define TERMD_NET_H
 
 #include "action.h"
+#include "h1wire.h"
 
 /* ---- the upgrade checks (http.c) ---- */
 /* What a request's token admits. */
@@ -71,8 +72,8 @@ struct http_txn {
 	size_t announced;         /* its Content-Length */
 	uint64_t body_since;      /* mono_us when its headers were in (--body-timeout) */
 	int chunked;              /* Transfer-Encoding: chunked, still coming */
-	buf_t raw;                /* ... as it came (http.c decodes it) */
-	size_t raw_off;           /* ... decoded up to here */
+	struct h1_chunk ck;       /* ... its framing as it came (h1wire.c) */
+	size_t raw_len;           /* ... bytes of it so far, framing and all */
 	void *user;               /* the route's */
 	void (*gone)(struct http_txn *t);
 	/* a streamed answer: everything written so far has gone to the

@@ -20,9 +20,7 @@ import os
 import pty
 import shutil
 import signal
-import socket
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
@@ -32,6 +30,9 @@ import time
 import pexpect
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(REPO, "tests", "regress"))
+import wsclient  # noqa: E402  (the regress suite's stdlib WebSocket client)
+
 TERMD_BIN = os.environ.get("TERMD_BIN") or os.path.join(REPO, "build", "termd")
 RTT_BIN = os.environ.get("BENCH_RTT_BIN") or os.path.join(REPO, "build", "bench-rtt")
 N = int(os.environ.get("BENCH_N", "2000"))
@@ -64,92 +65,38 @@ def clean_env(home, **extra):
 
 
 # ---------------------------------------------------------------- WebSocket
-# A minimal RFC 6455 client for the events channel (unix socket only), kept
-# here so the bench does not depend on the regress suite's helpers.
+# The events channel (unix socket only) through the regress suite's stdlib
+# WebSocket client (tests/regress/wsclient.py), plus the bench's own action
+# ids and batch waits.
 
 class WS:
-    def __init__(self, sock_path, path="/events", subproto="termd.events.v1"):
-        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.s.settimeout(120)
-        self.s.connect(sock_path)
-        key = base64.b64encode(os.urandom(16)).decode()
-        self.s.sendall(("GET %s HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\n"
-                        "Connection: Upgrade\r\nSec-WebSocket-Key: %s\r\n"
-                        "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: %s\r\n\r\n"
-                        % (path, key, subproto)).encode())
-        buf = b""
-        while b"\r\n\r\n" not in buf:
-            c = self.s.recv(65536)
-            if not c:
-                raise RuntimeError("EOF during WebSocket handshake")
-            buf += c
-        head, _, rest = buf.partition(b"\r\n\r\n")
-        if b" 101 " not in head.split(b"\r\n", 1)[0]:
-            raise RuntimeError("handshake refused: %r" % head[:200])
-        self.buf = bytearray(rest)
+    def __init__(self, sock_path, path="/events", subproto=wsclient.EVENTS_SUBPROTOCOL):
+        try:
+            self.ws = wsclient.connect("unix:" + sock_path, path, subproto, timeout=120)
+        except wsclient.HandshakeError as e:
+            raise RuntimeError("handshake refused: %s" % e)
+        self.s = self.ws.sock
         self.counter = 0
         # ids must be unique per termd instance (an id already answered is
         # replayed, not run again), across all of this process's connections
         self.tag = base64.b32encode(os.urandom(5)).decode().lower()
 
     def send_text(self, text):
-        self.s.sendall(self.frame_text(text))
+        self.ws.send_text(text)
 
     @staticmethod
     def frame_text(text):
         """text as one masked client frame, ready to send."""
         data = text.encode()
-        n = len(data)
-        if n < 126:
-            hdr = struct.pack("!BB", 0x81, 0x80 | n)
-        elif n < 65536:
-            hdr = struct.pack("!BBH", 0x81, 0x80 | 126, n)
-        else:
-            hdr = struct.pack("!BBQ", 0x81, 0x80 | 127, n)
         key = os.urandom(4)
-        full = (key * (n // 4 + 1))[:n]
-        masked = (int.from_bytes(data, "big") ^ int.from_bytes(full, "big")).to_bytes(n, "big")
-        return hdr + key + masked
-
-    def _need(self, k):
-        while len(self.buf) < k:
-            c = self.s.recv(1 << 16)
-            if not c:
-                raise RuntimeError("EOF from termd")
-            self.buf += c
+        return wsclient.frame_header(wsclient.OP_TEXT, len(data)) + key + wsclient.mask_bytes(data, key)
 
     def recv_msg(self):
         """Next whole text/binary message (bytes); pings answered."""
-        parts = []
-        while True:
-            self._need(2)
-            b0, b1 = self.buf[0], self.buf[1]
-            n, pos = b1 & 0x7F, 2
-            if n == 126:
-                self._need(4)
-                n, pos = struct.unpack_from("!H", self.buf, 2)[0], 4
-            elif n == 127:
-                self._need(10)
-                n, pos = struct.unpack_from("!Q", self.buf, 2)[0], 10
-            self._need(pos + n)
-            payload = bytes(self.buf[pos:pos + n])
-            del self.buf[:pos + n]
-            op = b0 & 0x0F
-            if op == 0x9:
-                self._send_ctl(0xA, payload)
-                continue
-            if op == 0xA:
-                continue
-            if op == 0x8:
-                raise RuntimeError("termd closed the connection")
-            parts.append(payload)
-            if b0 & 0x80:
-                return b"".join(parts)
-
-    def _send_ctl(self, op, payload):
-        key = os.urandom(4)
-        self.s.sendall(struct.pack("!BB", 0x80 | op, 0x80 | len(payload)) + key +
-                       bytes(b ^ key[i % 4] for i, b in enumerate(payload)))
+        try:
+            return self.ws.recv(120)[1]
+        except wsclient.ConnectionClosed as e:
+            raise RuntimeError("termd closed the connection (%s)" % e)
 
     def send_action(self, action, args):
         """Send one action without waiting; returns its id."""

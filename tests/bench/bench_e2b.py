@@ -35,6 +35,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(REPO, "tests", "regress"))
 import wsclient  # noqa: E402
+from tdtest import free_port  # noqa: E402
 
 TERMD_BIN = os.environ.get("TERMD_BIN") or os.path.join(REPO, "build", "termd")
 N = int(os.environ.get("BENCH_E2B_N", "200"))
@@ -46,14 +47,6 @@ E2B = os.path.join(REPO, "tests", "e2b")
 def pct(v, p):
     v = sorted(v)
     return v[min(len(v) - 1, int(round(p / 100.0 * (len(v) - 1))))]
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def wait_port(port, proc, what):

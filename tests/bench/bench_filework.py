@@ -20,18 +20,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(REPO, "tests", "regress"))
 import wsclient  # noqa: E402
+from tdtest import free_port  # noqa: E402
 
 TERMD_BIN = os.environ.get("TERMD_BIN") or os.path.join(REPO, "build", "termd")
 N = int(os.environ.get("BENCH_FILEWORK_N", "500"))
-
-
-def free_port():
-    import socket
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 PORT = free_port()

@@ -9,7 +9,6 @@ same call over TLS both ways. p50/p99 of each. Env: TERMD_BIN, BENCH_FRONT_N
 import http.client
 import json
 import os
-import socket
 import ssl
 import subprocess
 import sys
@@ -20,6 +19,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(REPO, "tests", "regress"))
 import wsclient  # noqa: E402
+from tdtest import free_port  # noqa: E402
 
 TERMD_BIN = os.environ.get("TERMD_BIN") or os.path.join(REPO, "build", "termd")
 N = int(os.environ.get("BENCH_FRONT_N", "300"))
@@ -33,14 +33,6 @@ def pct(v, p):
 
 def line(name, ms):
     print("  %-48s p50 %7.3f ms   p99 %7.3f ms   (n=%d)" % (name, pct(ms, 50), pct(ms, 99), len(ms)))
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 def start(tmp, name, args, scheme="ws"):

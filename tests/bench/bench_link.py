@@ -7,13 +7,10 @@ Python code. Informational: exit status 0 whenever the figures could be taken.
 Environment: TERMD_BIN (as bench.py), BENCH_N (timed round trips, default
 2000)."""
 
-import base64
-import hashlib
 import json
 import os
 import shutil
 import socket
-import struct
 import sys
 import tempfile
 import time
@@ -21,63 +18,39 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-import bench  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "tests", "regress"))
 
-GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+import bench  # noqa: E402
+import wsserver  # noqa: E402  (the server side of RFC 6455, shared with the regress tests)
 
 
 class LinkEnd:
     """The backend's end of one link: a blocking socket, the server side of
-    RFC 6455 (frames from termd are masked, ours are not)."""
+    RFC 6455 (tests/regress/wsserver.py: frames from termd are masked, ours
+    are not)."""
 
     def __init__(self, conn):
         self.s = conn
         self.s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.buf = bytearray()
-        while b"\r\n\r\n" not in self.buf:
-            self.buf += self.s.recv(4096)
-        head, _, rest = bytes(self.buf).partition(b"\r\n\r\n")
-        self.buf = bytearray(rest)
-        key = [l.split(b":", 1)[1].strip() for l in head.split(b"\r\n")
-               if l.lower().startswith(b"sec-websocket-key:")][0]
-        acc = base64.b64encode(hashlib.sha1(key + GUID).digest())
-        self.s.sendall(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
-                       b"Connection: Upgrade\r\nSec-WebSocket-Accept: " + acc +
-                       b"\r\nSec-WebSocket-Protocol: termd.events.v1\r\n\r\n")
-
-    def _need(self, k):
-        while len(self.buf) < k:
-            c = self.s.recv(1 << 16)
-            if not c:
-                raise RuntimeError("EOF from termd")
-            self.buf += c
+        r = wsserver.read_head(self.s)
+        if r is None:
+            raise RuntimeError("EOF from termd")
+        _, h, rest = r
+        self.rd = wsserver.Reader(self.s, rest)
+        self.s.sendall(("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+                        "Connection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n"
+                        "Sec-WebSocket-Protocol: termd.events.v1\r\n\r\n"
+                        % wsserver.accept_key(h["sec-websocket-key"])).encode())
 
     def recv_msg(self):
         parts = []
         while True:
-            self._need(2)
-            b0, b1 = self.buf[0], self.buf[1]
-            n, pos = b1 & 0x7F, 2
-            if n == 126:
-                self._need(4)
-                n, pos = struct.unpack_from("!H", self.buf, 2)[0], 4
-            elif n == 127:
-                self._need(10)
-                n, pos = struct.unpack_from("!Q", self.buf, 2)[0], 10
-            mask = None
-            if b1 & 0x80:
-                self._need(pos + 4)
-                mask, pos = bytes(self.buf[pos:pos + 4]), pos + 4
-            self._need(pos + n)
-            payload = bytes(self.buf[pos:pos + n])
-            del self.buf[:pos + n]
-            if mask:
-                full = (mask * (n // 4 + 1))[:n]
-                payload = (int.from_bytes(payload, "big") ^ int.from_bytes(full, "big")) \
-                    .to_bytes(n, "big") if n else b""
-            op = b0 & 0x0F
+            try:
+                b0, op, payload = self.rd.frame()
+            except EOFError:
+                raise RuntimeError("EOF from termd")
             if op == 0x9:
-                self._send(0x8A, payload)
+                self.s.sendall(wsserver.frame(0xA, payload))
                 continue
             if op in (0xA,):
                 continue
@@ -87,18 +60,8 @@ class LinkEnd:
             if b0 & 0x80:
                 return b"".join(parts)
 
-    def _send(self, b0, data):
-        n = len(data)
-        if n < 126:
-            hdr = struct.pack("!BB", b0, n)
-        elif n < 65536:
-            hdr = struct.pack("!BBH", b0, 126, n)
-        else:
-            hdr = struct.pack("!BBQ", b0, 127, n)
-        self.s.sendall(hdr + data)
-
     def call(self, action, args, aid):
-        self._send(0x81, json.dumps({"id": aid, "action": action, "args": args}).encode())
+        self.s.sendall(wsserver.frame(0x1, json.dumps({"id": aid, "action": action, "args": args}).encode()))
         while True:
             obs = json.loads(self.recv_msg())
             if obs.get("cause") == aid:

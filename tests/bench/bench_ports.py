@@ -18,6 +18,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(REPO, "tests", "regress"))
 import wsclient  # noqa: E402
+from tdtest import free_port  # noqa: E402
 
 TERMD_BIN = os.environ.get("TERMD_BIN") or os.path.join(REPO, "build", "termd")
 N = int(os.environ.get("BENCH_PORTS_N", "200"))
@@ -57,14 +58,6 @@ s.listen(8)
 print("%.6f" % time.time(), file=open(sys.argv[2], "w"), flush=True)
 time.sleep(60)
 '''
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 def pct(v, p):

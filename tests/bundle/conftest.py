@@ -7,10 +7,14 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tarfile
 import time
 
 import pytest
+
+sys.path.append(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "regress"))
+from tdtest import free_port  # noqa: E402,F401  (the shared test helpers; the bundle tests import it from here)
 
 BUNDLE_TAR = os.environ.get("BUNDLE_TAR", "")
 ROOTS_CACHE = os.environ.get("BUNDLE_ROOTS", "")
@@ -130,14 +134,6 @@ class Termd:
         if wait:
             pre += ["--wait", str(wait)]
         return self.root.run(pre + list(args), env=env, timeout=timeout, input=input)
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 @pytest.fixture(scope="session")

@@ -39,7 +39,7 @@ def test_bundle_under_5mb_one_folder(bundle_tar, bundle):
     assert total < 5 * MB, f"unpacked {total} bytes"
     assert re.fullmatch(r"termd-\d+\.\d+\.\d+-linux-x86_64", bundle.name)
     assert bundle_tar.endswith(bundle.name + ".tar.xz")
-    for tool in ("termctl", "od-attach", "termd-healthz"):
+    for tool in ("termctl", "od-attach", "termd-healthz", "swerex-remote"):
         assert os.readlink(bundle / "bin" / tool) == "termd"
     for p in ("plugins/browser/plugin.json", "plugins/browser/setup.sh", "plugins/browser/termd-browser",
               "plugins/jupyter/plugin.json", "plugins/agentskills/python/agentskills/__init__.py",

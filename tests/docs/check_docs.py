@@ -42,6 +42,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tests" / "regress"))
+from tdtest import free_port  # noqa: E402  (the shared test helpers)
 CMD_TIMEOUT = 60
 FENCE = re.compile(r"^```(\w*)\s*$")
 SKIP = re.compile(r"<!--\s*docs-check:\s*skip\b\s*(.*?)\s*-->")
@@ -49,12 +51,6 @@ PORTS = re.compile(r"<!--\s*docs-check:\s*ports\s+([\d\s]+?)\s*-->")
 STATUS = re.compile(r"\bexit(?: status)? (\d+)\b")
 COMMENT = re.compile(r"\s{2,}#.*$")
 LISTEN = re.compile(r"--listen\s+(\S+):(\d+)")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_port(port, proc, deadline):

@@ -210,6 +210,25 @@ scenarios.user = async function () {
   return o;
 };
 
+// e2b's own SDK test "files/write > write multiple files", as E2B_TEST_USER,
+// into E2B_TEST_DIR (a folder only root may write in, as / is)
+scenarios.writeMulti = async function () {
+  const s = sandbox();
+  const base = process.env.E2B_TEST_DIR;
+  const user = process.env.E2B_TEST_USER;
+  const files = [];
+  for (let i = 0; i < 10; i++)
+    files.push({ path: `${base}/0/multi_test_file${i}.txt`, data: `This is a test file ${i}.` });
+  const o = {};
+  o.err = await errorOf((async () => {
+    o.infos = await s.files.write(files, { user });
+    o.read = [];
+    for (const f of files)
+      o.read.push(await s.files.read(f.path, { user }));
+  })());
+  return o;
+};
+
 scenarios.quick = async function () {
   // short programs, stdin closed: every one ends with its own exit code
   const s = sandbox();

@@ -81,7 +81,11 @@ def copy_tree(dest):
         n += 1
     build = REPO / "build"
     if build.is_dir():
-        shutil.copytree(build, dest / "build", symlinks=True)
+        # the SWE-ReX clients' venv (make deps-swerex, ~760 MB) is linked, not copied
+        shutil.copytree(build, dest / "build", symlinks=True,
+                        ignore=lambda d, names: ["swerex-venv"] if Path(d) == build else [])
+        if (build / "swerex-venv").is_dir():
+            os.symlink(build / "swerex-venv", dest / "build" / "swerex-venv")
     nm = REPO / "tests" / "e2b" / "node_modules"
     if nm.is_dir():
         os.symlink(nm, dest / "tests" / "e2b" / "node_modules")

@@ -285,6 +285,16 @@ def test_python_literals_in_actions(plugin, site):
     assert "value='concat\\\\n'" in a["extras"]["axtree"]
 
 
+def test_tab_escape_in_an_action_and_in_the_axtree(plugin, site):
+    # '\t' in an action's string is a tab (as in Python), and the axtree shows
+    # a tab in a value as Python's repr() does: \t
+    plugin.browse(site + "/form.html")
+    notes = bid_of(plugin.act("noop(0)")["extras"]["axtree"], "textbox", "Notes")
+    a = plugin.act("fill('%s', 'a\\tb')" % notes)
+    assert a["extras"]["error"] is False, a["extras"]["last_browser_action_error"]
+    assert "value='a\\tb'" in a["extras"]["axtree"], a["extras"]["axtree"]
+
+
 def test_press_enter_submits(plugin, site):
     plugin.browse(site + "/form.html")
     q = bid_of(plugin.act("noop(0)")["extras"]["axtree"], "textbox", "Query")
@@ -294,6 +304,14 @@ def test_press_enter_submits(plugin, site):
 
 
 # ---- navigation and tabs ----
+
+def test_press_with_shift_types_the_shifted_character(plugin, site):
+    plugin.browse(site + "/form.html")
+    q = bid_of(plugin.act("noop(0)")["extras"]["axtree"], "textbox", "Query")
+    a = plugin.act("fill('%s', 'x')\npress('%s', 'Shift+a')\npress('%s', 'b')" % (q, q, q))
+    assert a["extras"]["error"] is False, a["extras"]["last_browser_action_error"]
+    assert "value='xAb'" in a["extras"]["axtree"], a["extras"]["axtree"]
+
 
 def test_click_link_go_back_go_forward(plugin, site):
     plugin.browse(site + "/second.html")

@@ -83,6 +83,13 @@ def test_exception_has_no_colour_and_later_cells_run(plug):
         assert ao["extras"]["status"] == "ok" and body(ao) == str(i)
 
 
+def test_private_mode_sequences_are_stripped_too(plug):
+    # ESC [ ? 25 l (hide the cursor) is a CSI with a private marker: stripped
+    # like the colours, not left in the answer
+    a = plug.run("print('\\x1b[?25lhidden\\x1b[?25h \\x1b[1;31mred\\x1b[0m')")
+    assert body(a) == "hidden red", repr(body(a))
+
+
 def test_input_is_not_available(plug):
     a = plug.run("input('name? ')")
     assert a["extras"]["status"] == "error" and "StdinNotImplementedError" in body(a)
@@ -221,6 +228,24 @@ def test_cwd_follows_the_request(tmp_path):
         # a cwd that does not exist is no error; the kernel stays
         a = p.run(code, cwd=str(tmp_path / "missing"))
         assert body(a) == "/" and a["extras"]["status"] == "ok"
+    finally:
+        assert p.close() == 0
+
+
+def test_the_cell_after_an_error_runs_with_a_kernel_slow_to_stop_aborting(tmp_path):
+    # termd-jupyter asks with stop_on_error false: a cell after one that raised
+    # runs, even on a kernel that goes on aborting requests for a minute after
+    # an error it was told to stop on (its stop_on_error_timeout, set here)
+    prof = tmp_path / "ipython" / "profile_default"
+    prof.mkdir(parents=True)
+    (prof / "ipython_kernel_config.py").write_text(
+        "c.Kernel.stop_on_error_timeout = 60.0\nc.IPythonKernel.stop_on_error_timeout = 60.0\n")
+    p = Plugin(cwd=str(tmp_path), env={"IPYTHONDIR": str(tmp_path / "ipython")})
+    try:
+        a = p.run("raise ValueError('boom')")
+        assert a["extras"]["status"] == "error" and "ValueError: boom" in body(a), a
+        a = p.run("print('after')")
+        assert a["extras"]["status"] == "ok" and body(a) == "after", a
     finally:
         assert p.close() == 0
 

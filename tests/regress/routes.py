@@ -202,3 +202,14 @@ def admitted(r, status, body):
     if r.get("admitted_when"):   # the route's own answer past its check
         return r["admitted_when"] in (body or b"")
     return status != 404
+
+
+# Routes served only on a listener of their own API (--listen ADDR,api=NAME;
+# termd started as swerex-remote): named here so the table stays whole, and
+# walked (no key, a wrong key) by that API's own tests.
+API_ONLY_ROUTES = {
+    "swerex": [("GET", "/"), ("GET", "/is_alive"), ("POST", "/create_session"),
+               ("POST", "/run_in_session"), ("POST", "/close_session"), ("POST", "/execute"),
+               ("POST", "/read_file"), ("POST", "/write_file"), ("POST", "/upload"),
+               ("POST", "/close")],   # test_swerex.py
+}

@@ -1,9 +1,11 @@
 """Small helpers shared by the regress tests: running commands through the
-events channel and checking observations."""
+events channel and checking observations, free ports, certificates. The
+bench, docs and bundle scripts import it too (tests/regress on sys.path)."""
 
 import os
 import shutil
 import socket
+import subprocess
 import sys
 import time
 
@@ -111,6 +113,30 @@ def free_port():
     port = s.getsockname()[1]
     s.close()
     return port
+
+
+def make_cert(d, name=None):
+    """A self-signed certificate for localhost and 127.0.0.1, made with the
+    openssl command in directory d: (cert, key) paths, cert.pem and key.pem,
+    or NAME.pem and NAME.key when name is given."""
+    if name is None:
+        cert, key = d / "cert.pem", d / "key.pem"
+    else:
+        cert, key = d / (name + ".pem"), d / (name + ".key")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+                    "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
+                    "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True, timeout=60)
+    return cert, key
+
+
+def subscribed(termd, timeout=CALL_TIMEOUT):
+    """An /events connection to termd (a conftest Termd) that has sent
+    `subscribe` and had it answered."""
+    ev = termd.events()
+    obs = ev.call("subscribe", {}, timeout=timeout)
+    assert obs.get("observation") == "subscribe", fmt(obs)
+    return ev
 
 
 def rss_mb(pid):

@@ -26,7 +26,7 @@ import pytest
 
 import wsclient
 from conftest import Termd, log_tail
-from tdtest import PY, assert_error, fmt, run, run_done, run_obs, wait_until
+from tdtest import PY, assert_error, fmt, run, run_done, run_obs, subscribed, wait_until
 
 try:   # Debian's python3-prometheus-client (make deps)
     from prometheus_client.parser import text_string_to_metric_families
@@ -209,12 +209,6 @@ def sessions(ev):
     o = ev.call("session.list")
     assert o["observation"] == "session.list", fmt(o)
     return {s["name"]: s for s in o["extras"]["sessions"]}
-
-
-def subscribed(t):
-    ev = t.events()
-    assert ev.call("subscribe")["observation"] == "subscribe"
-    return ev
 
 
 def limit_event(ev, what, timeout=20):
@@ -427,6 +421,20 @@ def test_limits_per_session_override_defaults(td):
         o = ev.call("session.open", {"name": "bad", "limits": bad})
         assert_error(o, "bad_request")
     assert "bad" not in sessions(ev)
+
+
+def test_limit_sizes_are_binary_with_any_suffix(td):
+    """K, M, G, T are powers of 1024, with or without B / iB, in any case,
+    and a fraction is allowed: "1G" is 2^30 like "1M" is 2^20."""
+    t = td([])
+    need_cgroups(t)
+    ev = t.events()
+    for i, (given, want) in enumerate([("1G", 1 << 30), ("2GiB", 2 << 30), ("1.5g", 3 << 29),
+                                       ("64MB", 64 << 20), ("65536k", 64 << 20)]):
+        o = ev.call("session.open", {"name": "size%d" % i, "limits": {"memory": given}})
+        assert o["observation"] == "session.open", fmt(o)
+        assert o["extras"]["limits"]["memory"] == want, (given, fmt(o))
+        ev.call("session.close", {"name": "size%d" % i})
 
 
 def test_without_cgroups(td, tmp_path):

@@ -28,6 +28,7 @@ import pytest
 from conftest import TERMD_BIN
 import routes
 import wsclient
+from tdtest import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 # make test-e2b-latest: a scratch copy with the newest published SDK
@@ -501,8 +502,9 @@ def vm_rss_kb(pid):
 
 def test_stream_client_that_never_reads(termd_factory):
     """A client that starts a process printing 300 MB and never reads: termd
-    keeps a bounded amount for it, then cuts its stream; it stays healthy."""
-    td = start(termd_factory)
+    keeps a bounded amount for it (holding the process, contract 1.4), then
+    cuts its stream after --stream-stall; it stays healthy."""
+    td = start(termd_factory, args=("--stream-stall", "2"))
     s = socket.create_connection(("127.0.0.1", port_of(td)))
     body = envelope(start_cmd("head -c 300000000 /dev/zero"))
     s.sendall(("POST /process.Process/Start HTTP/1.1\r\nHost: x\r\nX-Access-Token: %s\r\n"
@@ -616,14 +618,6 @@ def test_sdk_short_programs_end_with_their_own_code(termd_factory):
     td = start(termd_factory)
     o = drive(td, "quick")
     assert o["codes"] == [0] * 40
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 def test_listen_more_than_once(termd_factory, tmp_path):

@@ -59,6 +59,13 @@ def test_screen_title(ev):
     assert obs["extras"]["title"] == "my-title", fmt(obs)
 
 
+def test_screen_title_from_osc_0(ev):
+    # OSC 0 sets the icon name and the title at once: most prompts use it
+    run_done(ev, "printf '\\033]0;zero-title\\007'")
+    obs = screen(ev)
+    assert obs["extras"]["title"] == "zero-title", fmt(obs)
+
+
 def test_keys_at_prompt(ev):
     obs = keys(ev, "echo typed", "Enter")
 
@@ -83,6 +90,19 @@ def test_keys_named_keys_edit_the_line(ev):
         return "ad" in lines(screen(ev))
 
     wait_until(shows, 15, 0.2, "'ad' on the screen")
+
+
+def test_keys_function_and_alt_keys_send_their_sequences(ev):
+    # cat -v shows what each key sent: F12 is ESC [ 2 4 ~ (F1..F12 are key
+    # names, not text), M-x is ESC x (Alt prefixes an ESC), F1 ESC O P
+    obs = run_obs(ev, "cat -v", timeout=1)
+    assert obs["extras"]["running"] is True, fmt(obs)
+    keys(ev, "F12", "M-x", "F1", "Enter")
+    want = "^[[24~^[x^[OP"
+    wait_until(lambda: want in lines(screen(ev)), 15, 0.1, "%r on the screen" % want)
+    keys(ev, "C-d")
+    obs = run_when_idle(ev, "echo after-cat")
+    assert obs.get("observation") == "run" and content(obs) == "after-cat", fmt(obs)
 
 
 def test_keys_right_after_run_reach_the_line_editor(ev):

@@ -5,9 +5,10 @@ door's routes answer over h2 as over HTTP/1.1 (envd unary, a server stream,
 multi-MiB /files both ways with X-Access-Token; OpenHands with
 X-Session-API-Key; /record; the web page; /healthz; /metrics); a reader that
 stops reading stalls nobody else; RST_STREAM closes the stream's request
-behind it; a head over the limit is 431; a WebSocket still works over TLS
-HTTP/1.1; h2c with prior knowledge on a plain listener; the e2b JS SDK's
-driver over https:// negotiates h2."""
+behind it; a head over the limit is 431; a connection that sends no whole
+head is closed after --head-timeout; HEAD over h2 is answered by HEADERS
+alone; a WebSocket still works over TLS HTTP/1.1; h2c with prior knowledge
+on a plain listener; the e2b JS SDK's driver over https:// negotiates h2."""
 import json
 import os
 import socket
@@ -19,7 +20,7 @@ import time
 import pytest
 
 import wsclient
-from tdtest import content, free_port, run_done
+from tdtest import content, free_port, make_cert, run_done
 
 h2 = pytest.importorskip("h2.connection", reason="python3-h2 is needed (make deps)")
 import h2.config  # noqa: E402
@@ -30,16 +31,6 @@ import h2.errors  # noqa: E402
 TOKEN = "h2-test-token-0123456789"
 
 
-def make_cert(d):
-    cert, key = d / "cert.pem", d / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-                    "-subj", "/CN=localhost",
-                    "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
-                    "-keyout", str(key), "-out", str(cert)],
-                   check=True, capture_output=True, timeout=60)
-    return cert, key
-
-
 class Stream:
     def __init__(self):
         self.status = None
@@ -47,6 +38,8 @@ class Stream:
         self.data = bytearray()
         self.ended = False
         self.reset = None
+        self.ended_on_headers = False   # END_STREAM on the HEADERS frame itself
+        self.data_frames = 0            # DATA frames, empty ones too
 
 
 class H2:
@@ -97,9 +90,11 @@ class H2:
                 hd = dict(ev.headers)
                 st.status = int(hd[":status"])
                 st.headers = hd
+                st.ended_on_headers = ev.stream_ended is not None
             elif isinstance(ev, h2.events.DataReceived):
                 if st:
                     st.data += ev.data
+                    st.data_frames += 1
                 if ev.stream_id not in self.noack:
                     self.conn.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
             elif isinstance(ev, h2.events.StreamEnded) and st:
@@ -733,3 +728,100 @@ def test_h1_expect_100_continue_is_answered(tls_td):
     assert status == 200, answer
     assert dest.read_bytes() == body
     s.close()
+
+
+def _head_over_h2(c, path, headers):
+    """HEAD path over h2: its stream, once ended."""
+    sid = c.start("HEAD", path, headers)
+    st = c.streams[sid]
+    c.wait(lambda: st.ended or st.reset is not None, "answer to HEAD %s" % path, 30)
+    return st
+
+
+@pytest.mark.parametrize("tls", [True, False], ids=["h2", "h2c"])
+def test_h2_head_answers_headers_alone_and_the_connection_goes_on(tls, termd_factory, tmp_path,
+                                                                  monkeypatch):
+    """HEAD over HTTP/2 (TLS with ALPN h2, and h2c): the answer's HEADERS
+    carry END_STREAM and no DATA follows (not even an empty one), for
+    /healthz (lws sends its body after the head: the front drops it) and for
+    a download (a body to the end of lws's connection); the next request on
+    the same connection is answered. A front that took HEAD's answer as a
+    GET's sent the body as DATA, or never ended the stream."""
+    if tls:
+        cert, key = make_cert(tmp_path)
+        monkeypatch.setattr(wsclient, "tls_cafile", str(cert))
+        td = termd_factory(args=["--tls-cert", str(cert), "--tls-key", str(key)], token=TOKEN,
+                           listen="127.0.0.1:%d" % free_port(), scheme="wss")
+    else:
+        cert = None
+        td = termd_factory(token=TOKEN, tcp=True)
+    port = int(td.url.rsplit(":", 1)[1])
+    big = td.home / "head.bin"
+    big.write_bytes(os.urandom(300000))
+    c = H2(port, cert)
+    try:
+        for path, hdrs, ctype in (("/healthz", {}, "application/json"),
+                                  ("/files?path=%s" % big, ENVD, "application/octet-stream")):
+            st = _head_over_h2(c, path, hdrs)
+            assert st.reset is None, "HEAD %s: stream reset %r" % (path, st.reset)
+            assert st.status == 200, (path, st.status, st.headers)
+            assert st.ended_on_headers, "HEAD %s: no END_STREAM on the HEADERS" % path
+            assert st.data_frames == 0 and not st.data, (path, st.data_frames, st.data[:100])
+            assert st.headers.get("content-type") == ctype, (path, st.headers)
+            # the same connection serves the next request
+            status, _, body = c.request("GET", "/healthz", timeout=30)
+            assert status == 200 and json.loads(body)["ok"] is True
+        status, _, body = c.request("GET", "/files?path=%s" % big, ENVD, timeout=30)
+        assert status == 200 and body == big.read_bytes()
+    finally:
+        c.close()
+
+
+@pytest.mark.parametrize("tls", [False, True], ids=["plain", "tls"])
+def test_idle_http1_connection_is_closed_after_the_head_timeout(tls, termd_factory, tmp_path,
+                                                                  monkeypatch):
+    """A connection that sends nothing (on a plain listener; over TLS, after
+    its handshake) is closed by the front after --head-timeout, and so is
+    one that sent part of a head; a client that asks is served meanwhile.
+    The front once kept an idle connection open for good."""
+    args = ["--head-timeout", "2"]
+    if tls:
+        cert, key = make_cert(tmp_path)
+        monkeypatch.setattr(wsclient, "tls_cafile", str(cert))
+        td = termd_factory(args=args + ["--tls-cert", str(cert), "--tls-key", str(key)],
+                           token=TOKEN, listen="127.0.0.1:%d" % free_port(), scheme="wss")
+        ctx = ssl.create_default_context(cafile=str(cert))
+        ctx.set_alpn_protocols(["http/1.1"])
+    else:
+        td = termd_factory(args=args, token=TOKEN, tcp=True)
+    port = int(td.url.rsplit(":", 1)[1])
+
+    def connect():
+        s = socket.create_connection(("127.0.0.1", port), timeout=30)
+        if tls:
+            s = ctx.wrap_socket(s, server_hostname="localhost")
+            assert s.selected_alpn_protocol() == "http/1.1"
+        return s
+
+    idle, partial = connect(), connect()
+    try:
+        t0 = time.monotonic()
+        partial.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n")
+        # another client is served while the two wait
+        c = connect()
+        c.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        status, body, _ = _read_answer(c, b"")
+        assert status == 200 and json.loads(body)["ok"] is True
+        c.close()
+        for s in (idle, partial):
+            s.settimeout(30)   # the timeout is 2 s: a loaded machine gets 28 more
+            try:
+                assert s.recv(1) == b"", "the front answered a connection that sent no head"
+            except (ConnectionResetError, ssl.SSLError):
+                pass           # closed too
+            except socket.timeout:
+                raise AssertionError("the front kept a connection without a request head open")
+        assert time.monotonic() - t0 > 1, "closed before --head-timeout"
+    finally:
+        idle.close()
+        partial.close()

@@ -40,7 +40,7 @@ import pytest
 
 import conftest
 from conftest import TERMD_BIN
-from tdtest import assert_error, fmt
+from tdtest import assert_error, fmt, subscribed, wait_until
 
 T = 60.0
 TOKEN = "hardening3-token-0123456789"
@@ -230,12 +230,6 @@ def kernel_watches(pid):
     return n
 
 
-def subscribed(td):
-    sub = td.events()
-    assert sub.call("subscribe", timeout=T).get("observation") == "subscribe"
-    return sub
-
-
 # ------------------------------------------------ 4: the freed path
 
 def test_watch_refused_by_inotify_names_the_path_not_freed_memory(termd_factory):
@@ -344,6 +338,48 @@ def test_input_waiting_for_a_session_is_bounded_and_refused_whole(termd_factory)
     assert codes[-1] == 429 and m["code"] == "resource_exhausted", (codes, m)
     assert "--stdin-max" in m["message"], m
     s.close()
+
+
+def test_stdin_max_takes_exactly_what_fits_and_not_a_byte_more(termd_factory):
+    """With Q bytes waiting for a program that does not read, exactly
+    limit - Q more are taken and limit - Q + 1 refused whole; full, one
+    byte is refused."""
+    limit = 1 << 20
+    td = start(termd_factory, "--stdin-max", str(limit))
+    ev = td.events()
+    o = ev.call("session.open", {"name": "deaf", "kind": "pipe", "command": "sleep 600",
+                                 "stdin": True}, timeout=T)
+    assert o.get("observation") == "session.open", fmt(o)
+
+    def send(n):
+        return ev.call("session.stdin", {"session": "deaf", "encoding": "base64",
+                                         "content": base64.b64encode(b"q" * n).decode()},
+                       timeout=T)
+
+    def refused(o):
+        assert_error(o, "too_large")
+        assert "--stdin-max" in o["content"] and "nothing was written" in o["content"], fmt(o)
+        assert o["extras"]["limit"] == limit, fmt(o)
+        return o["extras"]["queued"]
+
+    o = send(300000)                    # more than the pipe takes: the rest waits
+    assert o.get("observation") == "session.stdin" and o["extras"]["bytes"] == 300000, fmt(o)
+    # what waits, as any write past the limit says it: asked until it says
+    # the same twice (the pipe full, termd no longer writing to it)
+    seen = []
+
+    def settled():
+        seen.append(refused(send(limit + 1)))
+        return len(seen) > 1 and seen[-1] == seen[-2]
+    wait_until(settled, what="the input waiting to settle")
+    queued = seen[-1]
+    assert 0 < queued < 300000, seen
+    assert refused(send(limit - queued + 1)) == queued     # one byte too many: none taken
+    o = send(limit - queued)                               # exactly what fits
+    assert o.get("observation") == "session.stdin", fmt(o)
+    assert o["extras"]["bytes"] == limit - queued, fmt(o)
+    o = ev.call("session.stdin", {"session": "deaf", "content": "x"}, timeout=T)
+    assert refused(o) == limit, fmt(o)                     # full: not one byte more
 
 
 def test_128_mib_of_input_drains_without_stalling_the_loop(termd_factory):
@@ -481,7 +517,10 @@ def test_streams_per_client_and_in_all_are_limited(termd_factory):
 
 def test_stream_read_slower_than_written_holds_at_most_the_bound(termd_factory):
     """A client reading 90 % of what is written: the old buffer was reset
-    only once drained whole, and only unsent bytes were counted."""
+    only once drained whole, and only unsent bytes were counted. (Since
+    contract 1.4 the process is held instead of the stream being cut: it
+    ends when the program does, or is still going at 40 s; the bound on
+    termd's memory is the same.)"""
     td = start(termd_factory)
     pid = td.proc.pid
     rate = 12 << 20                  # bytes/s the program prints
@@ -516,8 +555,97 @@ def test_stream_read_slower_than_written_holds_at_most_the_bound(termd_factory):
     grew = peak / 1024
     print("slow reader: read %.1f MiB in %.1f s, ended by termd: %s, peak RSS +%.1f MiB"
           % (got / 1048576, time.monotonic() - t0, ended, grew))
-    assert ended, "the stream was never cut"
     assert sanitized(pid) or grew < 8 * 2 + 24, grew
+
+
+def kernel_send_buffer_max():
+    with open("/proc/sys/net/ipv4/tcp_wmem") as f:
+        return int(f.read().split()[2])
+
+
+def test_stream_counts_what_went_out_but_is_still_held(termd_factory):
+    """Bytes termd sent but has not moved out of a stream's buffer yet are
+    held too. Since contract 1.4 a process's own stream holds the process
+    at --stream-max instead of being cut, so the count decides when the
+    program is held: counted short (only bytes not sent yet), termd writes
+    past what the HTTP stream may hold, and the stream is cut with the
+    output lost. In k's (what the kernel's buffers may take, termd's send
+    buffer and the client's receive buffer: about 5 MiB), with --stream-max
+    8k: the program prints 7k (as base64 on the stream) and waits until
+    termd has read its pipe empty; the client reads 2k in small bursts and
+    stops; 2.5k more are printed, past the bound: termd holds the program
+    (its pipe fills) until the client reads on. Only then does the client
+    read the rest: every byte arrives, the stream ends with the program
+    (no error), and termd's memory stays near the bound."""
+    rcvbuf = 1 << 18                                     # fixed: the kernel does not grow it
+    k = kernel_send_buffer_max() + (1 << 20)
+    limit = 8 * k
+    td = start(termd_factory, "-v", "--stream-max", str(limit))   # -v: its holds are logged
+    pid = td.proc.pid
+    d = td.home / "steps"
+    d.mkdir()
+    first, then = 7 * k * 3 // 4, 5 * k // 2 * 3 // 4     # printed: base64 adds a third
+    prog = ("import fcntl,os,struct,sys,termios,time\n"
+            "d=sys.argv[1]\n"
+            "def put(n, done):\n"
+            "  b=b'x'*n\n"
+            "  while b: b=b[os.write(1,b):]\n"
+            "  while struct.unpack('i',fcntl.ioctl(1,termios.FIONREAD,b'1234'))[0]: time.sleep(0.01)\n"
+            "  open(os.path.join(d,done),'w').close()\n"
+            "def gate(name):\n"
+            "  while not os.path.exists(os.path.join(d,name)): time.sleep(0.01)\n"
+            "put(%d,'first'); gate('go'); put(%d,'then')\n" % (first, then))
+    base = kib(pid, "VmHWM")
+    s = open_stream(td, "process.Process/Start",
+                    {"process": {"cmd": "/usr/bin/python3", "args": ["-c", prog, str(d)]}},
+                    rcvbuf=rcvbuf)
+    s.settimeout(T)
+    got = bytearray()
+
+    def log():
+        try:
+            return open(td.log, errors="replace").read()
+        except OSError:
+            return ""
+    try:
+        wait_until(lambda: (d / "first").exists(), timeout=T,
+                   what="termd to read the program's output")
+        while len(got) < 2 * k:
+            c = s.recv(1 << 14)
+            assert c, "the stream ended after %d bytes" % len(got)
+            got += c
+        (d / "go").write_text("")
+        # the client reads nothing until termd has held the program (or,
+        # counting short, wrote the rest into the stream or cut it)
+        wait_until(lambda: (d / "then").exists() or "its process held" in log()
+                   or "past --stream-max: cut" in log(), timeout=T,
+                   what="termd to hold the program, or take all of its output")
+    finally:
+        (d / "go").write_text("")
+    while True:                         # the rest, as fast as it comes
+        try:
+            c = s.recv(1 << 16)
+        except ConnectionResetError:
+            break
+        if not c:
+            break
+        got += c
+    s.close()
+    got = bytes(got)
+    grew = (kib(pid, "VmHWM") - base) / 1024
+    envs = envelopes(got.split(b"\r\n\r\n", 1)[1])
+    printed = sum(len(base64.b64decode(m["event"]["data"]["stdout"])) for f, m in envs
+                  if f == 0 and "data" in m.get("event", {}))
+    print("--stream-max %.1f MiB: read %.1f MiB of the stream, %.1f of %.1f MiB printed, "
+          "peak RSS +%.1f MiB" % (limit / 1048576, len(got) / 1048576, printed / 1048576,
+                                  (first + then) / 1048576, grew))
+    flags, end = envs[-1]
+    assert flags == 2 and "error" not in end, \
+        "a stream holding 9.5k of --stream-max 8k (k = %d) did not end with its program: %s" % (
+            k, end if flags == 2 else "mid-stream")
+    assert printed == first + then, (printed, first + then)
+    assert "its process held" in log(), "the program was never held"
+    assert sanitized(pid) or grew < limit / 1048576 + 24, grew
 
 
 # --------------------------------------------- 11: polled watchers

@@ -10,6 +10,7 @@ through the termd Python package, which exposes `RunResult.waiting`; a
 password typed with is_input stays out of recordings without
 --record-input; termctl says what the program waits for."""
 
+import contextlib
 import os
 import pwd
 import secrets
@@ -97,6 +98,31 @@ def test_line_read_from_the_terminal_however_opened(client, command, reader):
     assert r.output.splitlines()[-1] == "got=Ann", r
 
 
+def test_a_reader_whose_name_holds_a_parenthesis_is_seen(client, tmp_path):
+    # /proc/PID/stat gives the name in parentheses and the name may hold
+    # anything, ") " too: the fields are read after the last ')'
+    prog = tmp_path / "rd) S 1 x"
+    shutil.copy("/bin/sh", prog)
+    r = ask(client, "'%s' -c 'printf \"Name? \"; read x; echo got=$x'" % prog, "line", timeout=10)
+    assert r.waiting.prompt == "Name?", r
+    r = done(answer(client, "Bo"))
+    assert r.output.splitlines()[-1] == "got=Bo", r
+
+
+@pytest.mark.parametrize("call", ["select", "poll"])
+def test_a_program_that_selects_or_polls_the_terminal_alone_is_waiting(client, call):
+    # it waits in select() or poll() on the terminal only (the last and only
+    # descriptor of the set, asked for input), then reads the line
+    wait = ("select.select([sys.stdin], [], [])" if call == "select" else
+            "p = select.poll(); p.register(sys.stdin, select.POLLIN); p.poll()")
+    prog = ("import select, sys; print('Ready? ', end='', flush=True); %s; "
+            "print('got', sys.stdin.readline().strip())" % wait)
+    r = ask(client, '%s -c "%s"' % (PY, prog), "line", timeout=10)
+    assert r.waiting.prompt == "Ready?", r
+    r = done(answer(client, "yes"))
+    assert r.output.splitlines()[-1] == "got yes", r
+
+
 def test_patch_reversed_question(client, tmp_path):
     # issue 33's case: patch asks on /dev/tty (its stdin is the patch file)
     (tmp_path / "a.txt").write_text("alpha\nbeta\ngamma\n")
@@ -173,56 +199,89 @@ def test_sudo_password_as_an_unprivileged_user(client, sudo_user):
     assert password not in r.output, r
 
 
-def test_sudo_password_with_termd_not_root(sudo_user, tmp_path):
-    """termd itself unprivileged: it may not look into the set-uid sudo's
-    system call, yet sudo's question is seen (asleep, the terminal in
-    password mode, the prompt on screen)."""
-    name, password = sudo_user
+@contextlib.contextmanager
+def termd_as(name):
+    """termd started as the user name (not root), its client; stopped, and
+    its folder removed, afterwards. termd runs from a copy in that folder:
+    the build's may sit where another user cannot reach (tests/mutants
+    builds in a private folder)."""
     pw = pwd.getpwnam(name)
-    binary = Path(conftest.TERMD_BIN).resolve()
-    for p in binary.parents:
-        if not os.stat(p).st_mode & 0o001:
-            pytest.skip("another user cannot reach %s (%s is not searchable by others)" % (binary, p))
     d = Path(tempfile.mkdtemp(prefix="td-iw-", dir="/tmp"))
-    home = d / "home"
-    home.mkdir()
-    for p in (d, home):
-        os.chown(p, pw.pw_uid, pw.pw_gid)
-    sock = d / "termd.sock"
-    env = conftest.base_env(home)
-    log = open(d / "termd.log", "wb")
-    proc = subprocess.Popen(["setpriv", "--reuid=%s" % name, "--regid=%s" % name, "--init-groups",
-                             conftest.TERMD_BIN, "--listen", "unix:%s" % sock, "--cwd", str(home)],
-                            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
-                            cwd=str(home), start_new_session=True)
+    proc, log, text = None, None, ""
     try:
+        home = d / "home"
+        home.mkdir()
+        for p in (d, home):
+            os.chown(p, pw.pw_uid, pw.pw_gid)
+        binary = d / "termd"
+        shutil.copy(conftest.TERMD_BIN, binary)
+        binary.chmod(0o755)
+        sock = d / "termd.sock"
+        log = open(d / "termd.log", "wb")
+        proc = subprocess.Popen(["setpriv", "--reuid=%s" % name, "--regid=%s" % name,
+                                 "--init-groups", str(binary), "--listen", "unix:%s" % sock,
+                                 "--cwd", str(home)],
+                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                env=conftest.base_env(home), cwd=str(home), start_new_session=True)
         wait_until(lambda: sock.exists() or proc.poll() is not None, what="termd's socket")
         assert proc.poll() is None, (d / "termd.log").read_text()
         with termd.Termd("unix:%s" % sock, wait=90) as c:
             assert c.run("id -un").output == name
-            r = ask(c, "sudo -k; sudo true; echo rc=$?", "password")
-            assert r.waiting.prompt == "[sudo] password for %s:" % name, r
-            assert r.waiting.command == "sudo true", r
-            r = done(answer(c, password))
-            assert r.output.splitlines()[-1] == "rc=0", r
-            # busy programs of its own are still not waiting
-            r = done(c.run("sleep 2; echo slept", timeout=TIMEOUT))
-            assert r.output == "slept", r
+            yield c
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            rc = proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            rc = proc.wait(10)
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        log.close()
-        text = (d / "termd.log").read_text(errors="replace")
+        rc = 0
+        if proc:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                rc = proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                rc = proc.wait(10)
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        if log:
+            log.close()
+            text = (d / "termd.log").read_text(errors="replace")
         shutil.rmtree(d, ignore_errors=True)
     assert rc == 0, "termd exited %s\n%s" % (rc, text)
+
+
+def test_sudo_password_with_termd_not_root(sudo_user):
+    """termd itself unprivileged: it may not look into the set-uid sudo's
+    system call, yet sudo's question is seen (asleep, the terminal in
+    password mode, the prompt on screen)."""
+    name, password = sudo_user
+    with termd_as(name) as c:
+        r = ask(c, "sudo -k; sudo true; echo rc=$?", "password")
+        assert r.waiting.prompt == "[sudo] password for %s:" % name, r
+        assert r.waiting.command == "sudo true", r
+        r = done(answer(c, password))
+        assert r.output.splitlines()[-1] == "rc=0", r
+        # busy programs of its own are still not waiting
+        r = done(c.run("sleep 2; echo slept", timeout=TIMEOUT))
+        assert r.output == "slept", r
+
+
+def test_sudo_without_a_password_is_not_waiting_with_termd_not_root(sudo_user):
+    """`sudo sleep` that asks no password (NOPASSWD), termd not root: the
+    set-uid sudo sleeps where termd may not look, text sits before the
+    cursor, but the terminal still echoes (canonical, echo on): that is no
+    password prompt, and the run answers when the command ends, never
+    waiting for input. (sudo without use_pty, as many systems have it,
+    leaves the terminal as it is; with use_pty it makes it raw.)"""
+    name, _ = sudo_user
+    sudoers = Path("/etc/sudoers.d") / (name + "-sleep")
+    try:
+        sudoers.write_text("Defaults:%s !use_pty\n"
+                           "%s ALL=(root) NOPASSWD: /bin/sleep, /usr/bin/sleep\n" % (name, name))
+        sudoers.chmod(0o440)
+        with termd_as(name) as c:
+            r = done(c.run("printf 'syncing... '; sudo sleep 5; echo rc=$?", timeout=TIMEOUT))
+            assert r.output == "syncing... rc=0", r
+    finally:
+        sudoers.unlink(missing_ok=True)
 
 
 # ------------------------------------------------------------ keys

@@ -34,6 +34,8 @@ def test_programs_plugins_and_share(installed, tmp_path):
         r = subprocess.run([str(installed / "bin" / p), "--version"], capture_output=True, text=True)
         assert r.returncode == 0 and "contract 1.3" in r.stdout, r
     assert (installed / "share/termd/shell/termd.bash").is_file()
+    # SWE-ReX's server name (issue 48): a link to termd
+    assert os.readlink(installed / "bin" / "swerex-remote") == "termd"
     # the installed termd finds the installed plugins (its misspelt-name error lists them)
     r = subprocess.run([str(installed / "bin/termd"), "--listen", "unix:%s/s.sock" % tmp_path,
                         "--plugins", "nosuch", "--state-dir", str(tmp_path / "st")],

@@ -20,17 +20,12 @@ import pytest
 import websockets
 
 from conftest import TERMD_BIN, VALGRIND_FACTOR, base_env
+from tdtest import free_port, make_cert
+import wsserver
 
 SUB = "termd.events.v1"
 TTY = "termd.tty.v1"
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
+PROXY = "termd.proxy.v1"
 
 
 class Link:
@@ -99,7 +94,7 @@ class Backend:
             await self.pending.put(link)
             await ws.wait_closed()
 
-        self.server = await websockets.serve(handler, self.host, 0, subprotocols=[SUB, TTY],
+        self.server = await websockets.serve(handler, self.host, 0, subprotocols=[SUB, TTY, PROXY],
                                              ssl=self.ssl_ctx, max_size=None,
                                              ping_interval=None)
         self.port = self.server.sockets[0].getsockname()[1]
@@ -306,14 +301,6 @@ def test_backoff_counted_by_accepts(termd_factory, tmp_path):
     assert min(gaps) >= 0.25, gaps
 
 
-def make_cert(tmp_path, name):
-    key, crt = tmp_path / (name + ".key"), tmp_path / (name + ".pem")
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-                    "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost",
-                    "-keyout", str(key), "-out", str(crt)], check=True, capture_output=True)
-    return crt, key
-
-
 def test_wrong_certificate_refused(termd_factory, tmp_path):
     crt, key = make_cert(tmp_path, "backend")
     other, _ = make_cert(tmp_path, "other")
@@ -368,8 +355,6 @@ def raw_backend(behaviour):
     stop = threading.Event()
 
     def handshake(c):
-        import base64
-        import hashlib
         data = b""
         while b"\r\n\r\n" not in data:
             chunk = c.recv(4096)
@@ -378,8 +363,7 @@ def raw_backend(behaviour):
             data += chunk
         key = [l.split(b":", 1)[1].strip() for l in data.split(b"\r\n")
                if l.lower().startswith(b"sec-websocket-key:")][0]
-        acc = base64.b64encode(hashlib.sha1(key + b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11")
-                               .digest())
+        acc = wsserver.accept_key(key).encode()
         c.sendall(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
                   b"Connection: Upgrade\r\nSec-WebSocket-Accept: " + acc +
                   b"\r\nSec-WebSocket-Protocol: " + SUB.encode() + b"\r\n\r\n")
@@ -729,7 +713,7 @@ def test_stalled_peer_mid_command_replayed(termd_factory, tmp_path):
         c1, _ = srv.accept()
         e1 = LinkEnd(c1)
         assert json.loads(e1.recv_msg())["observation"] == "hello"
-        e1._send(0x81, json.dumps({"id": "st-1", "action": "run", "args": args}).encode())
+        e1.call("run", args, "st-1")
         t0 = time.monotonic()
         # stalled from here: nothing read, no pong
         c2, _ = srv.accept()
@@ -777,8 +761,6 @@ def test_a_connection_resets_the_backoff(termd_factory, tmp_path):
     stop = threading.Event()
 
     def serve():
-        import base64
-        import hashlib
         while not stop.is_set():
             try:
                 c, _ = srv.accept()
@@ -795,7 +777,7 @@ def test_a_connection_resets_the_backoff(termd_factory, tmp_path):
                 data += c.recv(4096)
             key = [ln.split(b":", 1)[1].strip() for ln in data.split(b"\r\n")
                    if ln.lower().startswith(b"sec-websocket-key:")][0]
-            acc = base64.b64encode(hashlib.sha1(key + b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11").digest())
+            acc = wsserver.accept_key(key).encode()
             c.sendall(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
                       b"Connection: Upgrade\r\nSec-WebSocket-Accept: " + acc +
                       b"\r\nSec-WebSocket-Protocol: " + SUB.encode() + b"\r\n\r\n")
@@ -827,3 +809,94 @@ def test_a_connection_resets_the_backoff(termd_factory, tmp_path):
     assert lo * 0.9 <= redial < 8 * lo, ("the first redial after a connection waited %.2f s "
                                          "(MIN %.1f; the grown delay was %.2f s)" % (redial, lo, before))
     assert h["attempts"] >= refuse + 2, h
+
+
+# a TCP server that takes one connection, waits for the file argv[2] (a
+# gate) before reading, then reads to the end, writing how many bytes it got
+# to argv[3] as it goes
+SINK = r"""
+import os, socket, sys, time
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+s.bind(("127.0.0.1", int(sys.argv[1])))
+s.listen(1)
+c, _ = s.accept()
+while not os.path.exists(sys.argv[2]):
+    time.sleep(0.05)
+got = 0
+while True:
+    d = c.recv(65536)
+    if not d:
+        break
+    got += len(d)
+    with open(sys.argv[3] + ".tmp", "w") as f:
+        f.write(str(got))
+    os.replace(sys.argv[3] + ".tmp", sys.argv[3])
+"""
+
+
+def test_link_proxy_carries_an_upload_bigger_than_it_holds(termd_factory, backend, tmp_path):
+    """link.proxy: 8 MiB from the backend to a program that reads only
+    later, and slowly (a 4 KiB receive buffer), arrive whole: termd holds
+    about 1 MiB (the backend's frames wait), then writes it out as the
+    program reads, over many turns, letting the backend go on each time.
+    (The pty, plugin and preview proxy lost their wish to write again made
+    in a WRITEABLE callback; here each frame from the backend asks again,
+    and this test shows no stall.)"""
+    td = termd_factory(args=link_args(backend.url(), tmp_path))
+    link = backend.accept()
+    sink, gate, count = tmp_path / "sink.py", tmp_path / "gate", tmp_path / "count"
+    sink.write_text(SINK)
+    port = free_port()
+    link.send({"id": "r1", "action": "run", "args": {
+        "command": "python3 %s %d %s %s >/dev/null 2>&1 &" % (sink, port, gate, count)}})
+    assert link.answer("r1")["observation"] == "run"
+
+    asked = [0]
+
+    def listed():
+        asked[0] += 1
+        i = "l%d" % asked[0]   # a new id each time (a re-sent one gets the old answer)
+        link.send({"id": i, "action": "ports.list"})
+        return port in [p["port"] for p in link.answer(i)["extras"]["ports"]]
+    wait_for(listed, 30)
+    link.send({"id": "p1", "action": "link.proxy",
+               "args": {"port": port, "url": backend.url("/relay/1")}})
+    relay = backend.accept_raw()
+    assert relay.subprotocol == PROXY and relay.path == "/relay/1"
+    assert link.answer("p1")["observation"] == "link.proxy"
+    size, chunk = 8 << 20, bytes(range(256)) * 256
+    sent = {"n": 0}
+
+    async def upload():
+        for _ in range(size // len(chunk)):
+            await relay.ws.send(chunk)
+            sent["n"] += len(chunk)
+    job = asyncio.run_coroutine_threadsafe(upload(), backend.loop)
+    # termd takes what it holds and the kernel's buffers fill: the
+    # backend's sending stops (a second unchanged) or it is all sent
+    seen = {"v": -1, "since": 0.0}
+
+    def stopped():
+        v, now = sent["n"], time.monotonic()
+        if v != seen["v"]:
+            seen["v"], seen["since"] = v, now
+            return v == size
+        return v > 0 and now - seen["since"] >= 1.0
+    wait_for(stopped, 60, 0.1)
+    gate.write_text("")
+
+    def got():
+        try:
+            return int(count.read_text() or 0)
+        except (OSError, ValueError):
+            return 0
+    try:
+        wait_for(lambda: got() >= size, 60, 0.1)
+    except AssertionError:
+        raise AssertionError("the program got %d of %d bytes (the backend sent %d)"
+                             % (got(), size, sent["n"]))
+    job.result(30)
+    assert got() == size
+    relay.close()

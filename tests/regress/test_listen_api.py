@@ -43,6 +43,9 @@ def check_serves(url, api):
     for name, paths in PROBES.items():
         for p in paths:
             st, body = get(url, p)
+            if api == "swerex" and p == "/":   # SWE-ReX's own root (issue 48), not the web page
+                assert (st, body) == (200, b'{"message":"hello world"}')
+                continue
             want = 200 if api is None or api == name else 404
             assert st == want, "%s %s on api=%s: %s %r" % (name, p, api, st, body[:200])
     want = 101 if api in (None, "termd") else 404
@@ -69,7 +72,8 @@ def test_each_listener_serves_its_api_alone(termd_factory, front):
     check_serves(td.url, None)
     for api in ("termd", "openhands", "e2b"):
         check_serves(urls[api], api)
-    # APIs with no routes yet: /healthz and nothing else
+    # swerex: SWE-ReX's routes (test_swerex.py); agent-sandbox: no routes
+    # yet, /healthz and nothing else
     for api in ("swerex", "agent-sandbox"):
         check_serves(urls[api], api)
 

@@ -434,6 +434,17 @@ def test_two_viewers_at_once(termd, ev, viewers):
         v.wait(lambda t: "2 viewers" in t, what="2 viewers")
 
 
+def test_viewer_count_goes_down_when_one_leaves(termd, ev, viewers):
+    a = attached(viewers(termd.url))
+    a.wait(lambda t: "| 1 viewer " in t, what="1 viewer")
+    b = attached(viewers(termd.url))
+    a.wait(lambda t: "| 2 viewers" in t, what="2 viewers")
+    b.prefix("d")
+    rc, text = b.exit_status()
+    assert rc == 0, text
+    a.wait(lambda t: "| 1 viewer " in t, what="1 viewer again after a detach")
+
+
 def test_running_command_and_exit_code_in_status(termd, ev, viewers):
     v = attached(viewers(termd.url))
     obs = tdtest.run(ev, "sleep 3; (exit 4)", timeout=0.3)
@@ -529,6 +540,21 @@ def test_next_previous_and_pick(termd, ev, viewers):
     v.wait(lambda t: "> second" in t, what="second selected")
     v.keys("Enter")
     attached(v, "second")
+
+
+def test_previous_and_next_go_opposite_ways(termd, ev, viewers):
+    # with three sessions (main, second, third) p from main wraps back to
+    # third and n goes forward again: two sessions could not tell them apart
+    for name in ("second", "third"):
+        ev.call("session.open", {"name": name, "cols": 80, "rows": 20})
+        tdtest.run_done(ev, "true", session=name)
+    v = attached(viewers(termd.url))
+    v.prefix("p")
+    attached(v, "third")
+    v.prefix("p")
+    attached(v, "second")
+    v.prefix("n")
+    attached(v, "third")
 
 
 def test_small_viewer_is_clipped_around_the_cursor(termd, ev, viewers):

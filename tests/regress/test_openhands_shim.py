@@ -5,7 +5,6 @@ dir (no user is created: OH_SHIM_NO_USER=1)."""
 
 import json
 import os
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -13,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import TERMD_BIN, base_env
+from tdtest import free_port
 from test_openhands import OH
 from test_plugins import BUILT_PLUGINS
 
@@ -48,14 +48,6 @@ def test_argument_list_becomes_termds(tmp_path):
     for bad in (["notaport"], [], ["1", "--user-id", "x"]):
         r = shim(bad)
         assert r.returncode == 2 and "openhands-shim:" in r.stderr, (bad, r.stderr)
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 @pytest.mark.parametrize("key", [None, "shim-key"])

@@ -9,20 +9,13 @@ import base64
 import os
 import time
 
-from tdtest import PY, assert_error, fmt, run_done, wait_until
+from tdtest import PY, assert_error, fmt, run_done, subscribed, wait_until
 
 T = 90.0
 
 
 def call(ev, action, args=None, **kw):
     return ev.call(action, args, timeout=kw.pop("timeout", T), **kw)
-
-
-def subscribed(termd):
-    sub = termd.events()
-    s = call(sub, "subscribe")
-    assert s.get("observation") == "subscribe", fmt(s)
-    return sub
 
 
 def open_pipe(ev, name, command, **args):

@@ -146,6 +146,24 @@ def test_custom_plugin_json_lines(termd_factory, tmp_path):
                                          "actions": ACTIONS, "error": None}]
 
 
+def test_request_bigger_than_the_pipe_reaches_the_program_whole(termd_factory, tmp_path):
+    """A 2 MB request line (more than the program's stdin pipe takes at
+    once) reaches the plugin program whole, and its answer comes back:
+    termd writes the rest as the program reads, over many turns. Its wish
+    to write again, made while writing (lws drops it after its WRITEABLE
+    callback), was once lost: the request stopped half written."""
+    make_plugin(tmp_path / "plugins", "mine", setup="exit 0\n")
+    t = start(termd_factory, tmp_path, "mine")
+    ev = t.events()
+    ev.call("subscribe", {"since": 0})
+    until_status(ev, "mine", ["ready"])
+    text = "".join("%07d\n" % i for i in range(250000))
+    o = ev.call("echo", {"text": text}, timeout=T)
+    assert o.get("observation") == "echo" and o["content"] == text, fmt(o)[:300]
+    # the program goes on with the next request
+    assert ev.call("echo", {"text": "after"}, timeout=T)["content"] == "after"
+
+
 def test_setup_failure_message_exact(termd_factory, tmp_path):
     make_plugin(tmp_path / "plugins", "bad",
                 setup="echo progress on stdout\necho 'first problem' >&2\necho 'E: Unable to locate package nope' >&2\nexit 100\n")

@@ -1,8 +1,9 @@
 """PROTOCOL.md §11 Ports (contract 1.3): termd notices the TCP sockets its
 sessions' programs listen on (IPv4 and IPv6, any address) and says so on
 the stream (`port.open`/`port.close`, naming the session and the pid),
-`ports.list` lists them, `port.wait` answers once a port accepts
-connections or at its timeout (saying what listens instead). A socket of a
+`ports.list` lists them, `port.wait` answers once a port of theirs accepts
+connections (1.4: it is in ports.list then) or at its timeout (saying what
+listens instead). A socket of a
 process that is not termd's is never listed. A view token may list (it sees
 the events anyway) but not probe with port.wait."""
 
@@ -12,15 +13,10 @@ import socket
 import time
 
 import tdtest
-from tdtest import assert_error, fmt
+import wsserver
+from tdtest import assert_error, fmt, subscribed
 
 T = 60.0
-
-
-def subscribed(termd):
-    sub = termd.events()
-    assert sub.call("subscribe", {}, timeout=T).get("observation") == "subscribe"
-    return sub
 
 
 def wait_event(sub, pred, timeout, what):
@@ -152,9 +148,11 @@ def test_foreign_listener_not_listed_and_timeout_says_what_listens(termd, ev):
         lst = ev.call("ports.list", {}, timeout=T)
         listed = [p["port"] for p in lst["extras"]["ports"]]
         assert port in listed and foreign not in listed, fmt(lst)
-        # anyone's listener answers a wait
-        w = ev.call("port.wait", {"port": foreign, "timeout": 5}, timeout=T)
-        assert w["extras"]["ready"] is True, fmt(w)
+        # a listener not a session's answers no wait (1.4: ready means in
+        # ports.list, where the proxy admits it)
+        w = ev.call("port.wait", {"port": foreign, "timeout": 0.3}, timeout=T)
+        assert w["extras"]["ready"] is False, fmt(w)
+        assert "not a session's" in w["content"], fmt(w)
         mine.close()
         t0 = time.monotonic()
         w = ev.call("port.wait", {"port": foreign, "timeout": 0.5}, timeout=T)
@@ -345,6 +343,58 @@ def test_proxy_fetches_and_keeps_path_query_body(termd_factory, tmp_path):
         kill(pid)
 
 
+def test_preview_token_never_reaches_the_app(termd_factory, tmp_path):
+    """The preview token in Authorization opens the preview and stays with
+    termd, by the path route and by the Host route: the app (which echoes
+    the headers it got) sees no Authorization, nor the token anywhere. An
+    Authorization of the app's own still reaches it (access then by the
+    preview cookie), so the check is not empty."""
+    import json
+    t = proxy_termd(termd_factory, tmp_path)
+    ev = t.events()
+    port, pid = echo_server(t, ev)
+    try:
+        preview = {"Authorization": "Bearer previewsecret"}
+        for path, extra in (("/proxy/%d/seen?a=1" % port, {}),
+                            ("/seen?a=1", {"Host": "%d-box.preview.test" % port})):
+            for method, body in (("GET", None), ("POST", b"x=1")):
+                st, h, out = get(t, path, dict(preview, **extra), method=method, body=body)
+                assert st == 200 and h.get("x-echo") == "yes", (path, method, st, h, out)
+                e = json.loads(out)
+                assert e["path"] == "/seen?a=1" and e["method"] == method, e
+                assert "authorization" not in e["headers"], (path, method, e["headers"])
+                assert b"previewsecret" not in out, (path, method, out)
+        # the app's own credential, with access by termd's cookie, passes
+        st, h, _ = get(t, "/proxy/%d/own?token=previewsecret" % port)
+        assert st == 302, (st, h)
+        cookie = h["set-cookie"].split(";")[0]
+        st, h, out = get(t, "/proxy/%d/own" % port,
+                         {"Cookie": cookie, "Authorization": "Bearer app-own-credential"})
+        assert st == 200, (st, out)
+        assert json.loads(out)["headers"].get("authorization") == "Bearer app-own-credential", out
+    finally:
+        kill(pid)
+
+
+def test_proxy_big_post_reaches_the_app_whole(termd_factory, tmp_path):
+    """A 7 MiB POST (under --max-frame's 8 MiB) reaches the app whole: more
+    than the socket to the app takes at once, so termd writes it over
+    several turns (a wish to write again that lws dropped once left the rest
+    of such a body unsent for good)."""
+    import json
+    t = proxy_termd(termd_factory, tmp_path)
+    ev = t.events()
+    port, pid = echo_server(t, ev)
+    try:
+        body = b"".join(b"%07d\n" % i for i in range((7 << 20) // 8))
+        st, h, out = get(t, "/proxy/%d/post" % port, FULL, method="POST", body=body)
+        assert st == 200 and h.get("x-echo") == "yes", (st, h, out[:200])
+        e = json.loads(out)
+        assert e["method"] == "POST" and e["body"].encode() == body, len(e["body"])
+    finally:
+        kill(pid)
+
+
 def test_proxy_access(termd_factory, tmp_path):
     t = proxy_termd(termd_factory, tmp_path)
     ev = t.events()
@@ -506,57 +556,28 @@ def test_termctl_and_python_client(termd, ev, client):
 # a WebSocket echo server in plain Python (no package needed): it answers
 # with the subprotocol asked for and echoes each frame's payload, prefixed
 # with the request path once
-WSECHO = r'''
-import base64, hashlib, socket, struct, sys, threading
+WSECHO = wsserver.script(r'''
+import socket, sys, threading
 def serve(c):
-    data = b""
-    while b"\r\n\r\n" not in data:
-        d = c.recv(4096)
-        if not d:
-            return
-        data += d
-    head = data.split(b"\r\n\r\n")[0].decode()
-    lines = head.split("\r\n")
-    path = lines[0].split()[1]
-    h = {k.strip().lower(): v.strip() for k, v in (l.split(":", 1) for l in lines[1:])}
-    acc = base64.b64encode(hashlib.sha1((h["sec-websocket-key"] +
-          "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").encode()).digest()).decode()
+    r = read_head(c)
+    if r is None:
+        return
+    line, h, rest = r
+    path = line.split()[1]
     resp = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" \
-           "Sec-WebSocket-Accept: %s\r\n" % acc
+           "Sec-WebSocket-Accept: %s\r\n" % accept_key(h["sec-websocket-key"])
     if "sec-websocket-protocol" in h:
         resp += "Sec-WebSocket-Protocol: %s\r\n" % h["sec-websocket-protocol"].split(",")[0].strip()
     c.sendall((resp + "\r\n").encode())
-    def frame(op, p):
-        n = len(p)
-        hd = bytes([0x80 | op]) + (bytes([n]) if n < 126 else
-             bytes([126]) + struct.pack(">H", n) if n < 65536 else bytes([127]) + struct.pack(">Q", n))
-        c.sendall(hd + p)
-    frame(1, ("path " + path + " fwd " + h.get("x-forwarded-prefix", "-")).encode())
-    buf = b""
-    def need(n):
-        nonlocal buf
-        while len(buf) < n:
-            d = c.recv(65536)
-            if not d:
-                raise EOFError
-            buf += d
-        out, buf = buf[:n], buf[n:]
-        return out
+    c.sendall(frame(1, ("path " + path + " fwd " + h.get("x-forwarded-prefix", "-")).encode()))
+    rd = Reader(c, rest)
     try:
         while True:
-            b0, b1 = need(2)
-            n = b1 & 0x7f
-            if n == 126:
-                n = struct.unpack(">H", need(2))[0]
-            elif n == 127:
-                n = struct.unpack(">Q", need(8))[0]
-            mask = need(4) if b1 & 0x80 else b"\0\0\0\0"
-            p = bytes(x ^ mask[i % 4] for i, x in enumerate(need(n)))
-            op = b0 & 0x0f
+            b0, op, p = rd.frame()
             if op == 8:
-                frame(8, p[:2])
+                c.sendall(frame(8, p[:2]))
                 return
-            frame(op, p)
+            c.sendall(frame(op, p))
     except EOFError:
         pass
     finally:
@@ -568,7 +589,7 @@ s.listen(16)
 while True:
     c, _ = s.accept()
     threading.Thread(target=serve, args=(c,), daemon=True).start()
-'''
+''')
 
 
 def test_proxy_websocket_passes_through(termd_factory, tmp_path):
@@ -618,6 +639,156 @@ def test_proxy_websocket_passes_through(termd_factory, tmp_path):
         assert t.events().call("ping", {}, timeout=T)["observation"] == "pong"
     finally:
         kill(pid)
+
+
+# a WebSocket server that sends 10 MiB (160 binary frames of 64 KiB) on an
+# upgrade to /flood, writing how many bytes it has sent to the file argv[2]
+# after each frame, then waits; any other path gets one text frame "hello"
+WSFLOOD = r"""
+import base64, hashlib, os, socket, struct, sys, threading
+def serve(c):
+    data = b""
+    while b"\r\n\r\n" not in data:
+        d = c.recv(4096)
+        if not d:
+            return
+        data += d
+    lines = data.split(b"\r\n\r\n")[0].decode().split("\r\n")
+    path = lines[0].split()[1]
+    h = {k.strip().lower(): v.strip() for k, v in (l.split(":", 1) for l in lines[1:])}
+    acc = base64.b64encode(hashlib.sha1((h["sec-websocket-key"] +
+          "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").encode()).digest()).decode()
+    c.sendall(("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+               "Connection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n\r\n" % acc).encode())
+    if path != "/flood":
+        c.sendall(b"\x81\x05hello")
+    else:
+        frame = b"\x82\x7f" + struct.pack(">Q", 65536) + b"f" * 65536
+        sent = 0
+        for _ in range(160):
+            c.sendall(frame)
+            sent += len(frame)
+            with open(sys.argv[2] + ".tmp", "w") as f:
+                f.write(str(sent))
+            os.replace(sys.argv[2] + ".tmp", sys.argv[2])
+    try:
+        while c.recv(65536):
+            pass
+    except OSError:
+        pass
+    c.close()
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1])))
+s.listen(16)
+while True:
+    c, _ = s.accept()
+    threading.Thread(target=serve, args=(c,), daemon=True).start()
+"""
+FLOOD_FRAME = 10 + 65536
+FLOOD = 160 * FLOOD_FRAME
+
+
+def test_proxy_websocket_to_a_client_that_reads_nothing(termd_factory, tmp_path):
+    """A tunnel whose client reads nothing while the app sends 10 MiB:
+    termd stays responsive (/healthz, /events, another tunnel, a proxied
+    GET) and its memory bounded (it keeps about 1 MiB of the tunnel's
+    bytes); once the client reads, all 10 MiB arrive. A tunnel whose
+    writes to the client could block would stop termd's loop; one whose
+    wish to write again, made while writing, was lost (lws takes POLLOUT
+    off a raw file's wsi after its WRITEABLE callback) stalled for good."""
+    import http.client
+    import json
+    import wsclient
+    asan = os.environ.get("ASAN_OPTIONS")
+    t = proxy_termd(termd_factory, tmp_path,
+                    env={"ASAN_OPTIONS": asan + ":quarantine_size_mb=16"} if asan else None)
+    ev = t.events()
+    (t.home / "wsflood.py").write_text(WSFLOOD)
+    progress = t.home / "flood.sent"
+    sub = subscribed(t)
+    port = tdtest.free_port()
+    o = tdtest.run_done(ev, "python3 wsflood.py %d %s >/dev/null 2>&1 & echo PID=$!"
+                        % (port, progress))
+    fpid = int([ln for ln in tdtest.content(o).splitlines() if ln.startswith("PID=")][0][4:])
+    eport, epid = None, None
+    client = None
+    try:
+        wait_event(sub, is_open(port, fpid), 10.0, "port.open of the WebSocket server")
+        sub.close()
+        eport, epid = echo_server(t, ev)
+        base = tdtest.rss_mb(t.proc.pid)
+        client = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        client.connect(tuple_addr(t))
+        client.sendall(b"GET /proxy/%d/flood HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\n"
+                       b"Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                       b"Sec-WebSocket-Version: 13\r\nAuthorization: Bearer fullsecret\r\n\r\n"
+                       % port)
+
+        def sent():
+            try:
+                return int(progress.read_text() or 0)
+            except (OSError, ValueError):
+                return 0
+
+        # the app sends until the way to the client is full (its count
+        # stays a second), or all of it (the kernel's socket buffers on
+        # loopback hold megabytes): termd then has more than the client
+        # takes, and no way to write it without waiting
+        seen = {"v": -1, "since": 0.0}
+
+        def app_done():
+            v = sent()
+            now = time.monotonic()
+            if v != seen["v"]:
+                seen["v"], seen["since"] = v, now
+                return v == FLOOD
+            return v > 0 and now - seen["since"] >= 1.0
+
+        tdtest.wait_until(app_done, 60, 0.1, what="the app's sending to stop")
+        # termd is responsive: a new connection's /healthz, /events, another
+        # tunnel, a proxied GET
+        for _ in range(3):
+            c = http.client.HTTPConnection(*tuple_addr(t), timeout=20)
+            c.request("GET", "/healthz")
+            r = c.getresponse()
+            assert r.status == 200 and json.loads(r.read())["ok"] is True
+            c.close()
+        assert t.events().call("ping", {}, timeout=20)["observation"] == "pong"
+        ws = wsclient.connect(t.url, "/proxy/%d/other" % port, None, token="fullsecret")
+        assert ws.recv(20)[1] == b"hello"
+        ws.close()
+        st, h, _ = get(t, "/proxy/%d/x" % eport, FULL)
+        assert st == 200 and h.get("x-echo") == "yes", (st, h)
+        grown = tdtest.rss_mb(t.proc.pid) - base
+        print("rss base %.1f MiB, grown %.1f MiB, the app sent %d" % (base, grown, sent()))
+        assert grown < 6, "termd grew %.1f MiB holding a tunnel's bytes" % grown
+        # the client reads: every byte arrives, the head first
+        client.settimeout(30)
+        data = b""
+        while b"\r\n\r\n" not in data:
+            d = client.recv(65536)
+            assert d, "closed before the 101: %r" % data
+            data += d
+        head, rest = data.split(b"\r\n\r\n", 1)
+        assert head.startswith(b"HTTP/1.1 101"), head
+        got = len(rest)
+        while got < FLOOD:
+            try:
+                d = client.recv(1 << 20)
+            except socket.timeout:
+                raise AssertionError("the tunnel stopped after %d of %d bytes (the app sent %d)"
+                                     % (got, FLOOD, sent()))
+            assert d, "closed after %d of %d bytes" % (got, FLOOD)
+            got += len(d)
+        assert got == FLOOD and sent() == FLOOD, (got, sent())
+    finally:
+        if client:
+            client.close()
+        kill(fpid)
+        if epid:
+            kill(epid)
 
 
 def test_proxy_reaches_the_address_the_program_bound(termd_factory, tmp_path):

@@ -35,6 +35,21 @@ def test_erase_line_and_cursor_up(ev):
     assert lines(obs) == ["one-fixed", "two"], fmt(obs)
 
 
+def test_tabs_stop_every_eight_columns(ev):
+    # from column 7, the column just before a stop, a tab goes to that stop
+    # (8), not the next one; from a stop it goes to the next
+    obs = run_done(ev, "printf 'abcdefg\\tX\\nabcdefgh\\tY\\n\\tZ\\n'")
+    assert lines(obs) == ["abcdefg X", "abcdefgh        Y", "        Z"], fmt(obs)
+
+
+def test_erase_to_the_cursor_erases_the_cursors_cell(ev):
+    # ESC[1K erases from the line's start through the cursor's column,
+    # inclusive (ECMA-48 EL 1): "abcdef", back to the 'c', erase: "   def";
+    # then an X at column 6 (after a move, so it cannot cover the 'c')
+    obs = run_done(ev, "printf 'abcdef\\033[4D\\033[1K\\033[6GX\\n'")
+    assert content(obs) == "   deX", fmt(obs)
+
+
 def test_colours_stripped(ev):
     assert content(run_done(ev, "printf '\\033[31mred\\033[0m\\n'")) == "red"
     obs = run_done(ev, "printf '\\033[1;38;5;208mbold\\033[0m \\033[48;2;10;20;30mtrue\\033[m\\n'")

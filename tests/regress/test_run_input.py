@@ -36,6 +36,19 @@ def test_read_prompt_then_answer(ev):
     assert content(run_done(ev, 'echo "n=$n"')) == "n=Ann"
 
 
+def test_erase_takes_a_whole_utf8_character_in_cooked_mode(ev):
+    # the pty is in UTF-8 mode (IUTF8): BSpace at a line read in cooked mode
+    # erases the whole "é", not the last of its two bytes
+    t0 = time.monotonic()
+    obs = run_obs(ev, 'read -r -p "Word: " w && echo "got=[$w]"')
+    _assert_waiting(obs, t0)
+    k = ev.call("keys", {"keys": ["a\u00e9", "BSpace", "b", "Enter"]})
+    assert k.get("observation") == "screen", fmt(k)
+    obs = run_obs(ev, "")
+    assert "got=[ab]" in lines(obs), fmt(obs)
+    assert obs["extras"]["running"] is False and obs["extras"]["exit_code"] == 0, fmt(obs)
+
+
 def test_password_prompt_not_echoed(ev):
     t0 = time.monotonic()
     obs = run_obs(ev, 'read -s -p "Password: " pw && echo && echo "len ${#pw}"')

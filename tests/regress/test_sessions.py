@@ -11,7 +11,8 @@ import time
 import pytest
 
 import wsclient
-from tdtest import PY, assert_error, content, drain, finish, fmt, free_port, run, run_done, run_obs, wait_until
+from tdtest import (PY, assert_error, content, drain, finish, fmt, free_port, lines, run, run_done, run_obs,
+                    wait_until)
 
 # Generous: the suite also runs under AddressSanitizer (~3x slower).
 T = 90.0
@@ -322,6 +323,16 @@ def test_signal_reaches_foreground_job(ev):
     assert got[-1]["extras"]["exit_code"] == 128 + 15, fmt(got[-1])
     # the shell itself was not hit
     assert content(run_done(ev, "echo alive", session="sig")) == "alive"
+
+
+def test_programs_start_with_default_signal_dispositions(ev):
+    # termd ignores SIGPIPE for itself; a session's programs must not inherit
+    # that: `yes` into a closed pipe dies of SIGPIPE (141), silently, instead
+    # of getting EPIPE and writing "Broken pipe" errors
+    obs = run_done(ev, 'yes | head -1; echo "status ${PIPESTATUS[*]}"')
+    assert lines(obs) == ["y", "status 141 0"], fmt(obs)
+    obs = run_done(ev, "grep -E '^Sig(Ign|Blk):' /proc/self/status")
+    assert [ln.split() for ln in lines(obs)] == [["SigBlk:", "0" * 16], ["SigIgn:", "0" * 16]], fmt(obs)
 
 
 def _start_tree(ev, name, tag):
@@ -652,3 +663,35 @@ def test_program_that_closes_its_output_early_is_not_hung_up(termd, ev):
         codes.append((e["extras"]["exit_code"], e["extras"]["signal"]))
         close_session(ev, name)
     assert codes == [(0, None)] * 20, codes
+
+
+def test_input_bigger_than_the_pty_takes_arrives_whole(termd, ev):
+    """2 MB of session.stdin to a program on a pty (raw mode) arrive whole:
+    the pty takes a few KiB at a time, so termd writes the rest as it is
+    read, over many turns. termd's wish to write again, made while writing
+    (lws drops it after its WRITEABLE callback), was once lost: the input
+    stopped after some 20 KiB until more was typed."""
+    ready, out = termd.home / "raw.ready", termd.home / "raw.out"
+    size = 2000000
+    open_session(ev, "raw", command="stty raw -echo && touch %s && head -c %d > %s; sleep 600"
+                 % (ready, size, out))
+    wait_until(ready.exists, T, 0.05, what="the pty in raw mode")
+    data = b"".join(b"%07d\n" % i for i in range(size // 8))
+    assert len(data) == size
+    import base64
+    o = call(ev, "session.stdin", {"session": "raw", "encoding": "base64",
+                                   "content": base64.b64encode(data).decode()})
+    assert o.get("observation") == "session.stdin" and o["extras"]["bytes"] == size, fmt(o)
+
+    def written():
+        try:
+            return out.stat().st_size
+        except OSError:
+            return 0
+
+    try:
+        wait_until(lambda: written() >= size, 60, 0.1, what="2 MB through the pty")
+    except AssertionError:
+        raise AssertionError("%d of %d bytes came through the pty" % (written(), size))
+    assert out.read_bytes() == data
+    call(ev, "session.close", {"session": "raw"})

@@ -19,7 +19,9 @@ def _json_out(stdout):
 def test_run_prints_output(termd):
     p = termd.termctl("run", "echo hi")
     assert p.returncode == 0, (p.returncode, p.stdout, p.stderr)
-    assert p.stdout.strip() == "hi", p.stdout
+    assert p.stdout == "hi\n", p.stdout            # a whole line: what follows starts on its own
+    p = termd.termctl("run", "printf no-newline")
+    assert p.stdout == "no-newline\n", p.stdout
 
 
 def test_run_exit_code(termd):
@@ -29,6 +31,8 @@ def test_run_exit_code(termd):
     assert p.returncode == 5, (p.returncode, p.stdout, p.stderr)
     p = termd.termctl("run", "true")
     assert p.returncode == 0, (p.returncode, p.stdout, p.stderr)
+    p = termd.termctl("run", "(exit 255)")     # the top of the range is the command's too
+    assert p.returncode == 255, (p.returncode, p.stdout, p.stderr)
 
 
 def test_run_state_persists_between_invocations(termd):
@@ -45,6 +49,16 @@ def test_run_multiline_output(termd):
 def test_url_option(termd):
     p = termd.termctl("--url", termd.url, "run", "echo via-url", url=False)
     assert p.returncode == 0 and p.stdout.strip() == "via-url", (p.returncode, p.stdout, p.stderr)
+
+
+def test_expect_prints_up_to_the_match_and_exits_by_it(termd):
+    p = termd.termctl("run", "echo ex-pect-ed-$((40 + 2))")
+    assert p.returncode == 0, (p.returncode, p.stdout, p.stderr)
+    p = termd.termctl("expect", "--timeout", "20", "ex-pect-ed-4[0-9]")
+    assert p.returncode == 0, (p.returncode, p.stdout, p.stderr)
+    assert "ex-pect-ed-42" in p.stdout and not p.stderr, (p.stdout, p.stderr)
+    p = termd.termctl("expect", "--timeout", "0.3", "never-seen-[0-9]")
+    assert p.returncode == 1, (p.returncode, p.stdout, p.stderr)
 
 
 def test_ping(termd):

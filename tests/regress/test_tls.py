@@ -11,19 +11,10 @@ import pytest
 
 import wsclient
 from conftest import TERMD_BIN, base_env
-from tdtest import content, free_port, run_done
+from tdtest import content, free_port, make_cert, run_done
 
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None,
                                 reason="the openssl command is needed to make a certificate")
-
-
-def make_cert(d):
-    cert, key = d / "cert.pem", d / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-                    "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost",
-                    "-keyout", str(key), "-out", str(cert)],
-                   check=True, capture_output=True, timeout=60)
-    return cert, key
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ import time
 import pytest
 
 import tdtest
+from tdtest import subscribed
 import wsclient
 
 TTY = "termd.tty.v1"
@@ -39,13 +40,6 @@ def frames_until(ws, pred, timeout=15.0):
     raise AssertionError("condition not met; frames: %r" % [(t, p[:80]) for t, p in got])
 
 
-def subscribed(termd):
-    ev = termd.events()
-    obs = ev.call("subscribe", {})
-    assert obs["observation"] == "subscribe"
-    return ev
-
-
 def events_until(ev, pred, timeout=15.0):
     got = []
     deadline = time.time() + timeout
@@ -73,6 +67,19 @@ def test_size_then_snapshot_with_colours(termd, ev):
     assert "plain" in snap
     assert snap.startswith("\x1b[?1049l")           # primary screen
     assert "\x1b[?25h" in snap                     # cursor visible
+
+
+def test_snapshot_keeps_bright_colours_foreground_and_background(termd, ev):
+    # SGR 90-97 / 100-107 (the bright eight) come back as themselves: a
+    # bright foreground is not painted as a bright background, nor the reverse
+    tdtest.run_done(ev, "printf '\\033[91mBRFG\\033[0m \\033[102mBRBG\\033[0m\\n'")
+    ws = attach(termd)
+    assert frame(ws)[0] == "Z"
+    t, p = frame(ws)
+    assert t == "S"
+    snap = p.decode()
+    assert "\x1b[0;91;49mBRFG" in snap, snap
+    assert "\x1b[0;39;102mBRBG" in snap, snap
 
 
 def test_output_follows_snapshot_in_order(termd, ev):
@@ -164,6 +171,22 @@ def test_writer_resize(termd, ev):
     assert tdtest.content(tdtest.run_done(ev, "stty size")) == "30 100"
     ws.send_binary(b'R{"cols":"x"}')
     frames_until(ws, lambda fs: any(t == "E" for t, _ in fs))
+
+
+def test_writer_resize_of_one_dimension(termd, ev):
+    # a resize that keeps the width (or the height) still reaches the
+    # program: only the rows change here
+    tdtest.run_done(ev, "true")
+    ws = attach(termd, mode="rw")
+    frame(ws), frame(ws)
+    ws.send_binary(b'R{"cols":160,"rows":30}')
+    got = frames_until(ws, lambda fs: any(t == "Z" for t, _ in fs))
+    assert json.loads([p for t, p in got if t == "Z"][0]) == {"cols": 160, "rows": 30}, got
+    assert tdtest.content(tdtest.run_done(ev, "stty size")) == "30 160"
+    ws.send_binary(b'R{"cols":100,"rows":30}')
+    got = frames_until(ws, lambda fs: any(t == "Z" for t, _ in fs))
+    assert json.loads([p for t, p in got if t == "Z"][0]) == {"cols": 100, "rows": 30}, got
+    assert tdtest.content(tdtest.run_done(ev, "stty size")) == "30 100"
 
 
 def test_exit_frame_when_session_ends(termd, ev):

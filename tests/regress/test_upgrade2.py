@@ -180,24 +180,25 @@ def test_expect_rearmed_keeps_its_deadline(termd):
 
 
 def test_port_wait_in_flight_is_rearmed(termd):
-    import socket
     from tdtest import free_port
     port = free_port()
     ev = termd.events()
     ev.send_action("port.wait", {"port": port, "timeout": 60}, id="pw-1")
     code, ev2, ans = upgrade(termd, ev)
     assert ans["extras"].get("ok") is True, fmt(ans)
-    s = socket.socket()
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind(("127.0.0.1", port))
-    s.listen(4)
+    # a listener of main's (ready means in ports.list: a socket of the
+    # test's own would never be)
+    o = run_done(ev2, "python3 -c \"import socket, time; s = socket.socket(); "
+                      "s.bind(('127.0.0.1', %d)); s.listen(4); time.sleep(600)\" "
+                      ">/dev/null 2>&1 & echo PID=$!" % port)
+    pid = int([ln for ln in content(o).splitlines() if ln.startswith("PID=")][0][4:])
     try:
         # re-sent with the same id: bound to the re-armed wait (a new one
         # for a port nobody listens on, with timeout 0, would fail)
         other = free_port()
         got = ev2.call("port.wait", {"port": other, "timeout": 0}, id="pw-1", timeout=T)
     finally:
-        s.close()
+        os.kill(pid, 9)
     assert got.get("observation") == "port.wait", fmt(got)
     assert got["extras"].get("port") == port, fmt(got)
 

@@ -11,19 +11,13 @@ import shutil
 import struct
 import http.client
 
-from tdtest import assert_error, fmt
+from tdtest import assert_error, fmt, subscribed
 
 T = 60.0
 
 
 def call(ev, action, args=None):
     return ev.call(action, args, timeout=T)
-
-
-def subscribed(termd):
-    sub = termd.events()
-    assert call(sub, "subscribe").get("observation") == "subscribe"
-    return sub
 
 
 def start(ev, path, **kw):

@@ -15,6 +15,7 @@ import pytest
 
 import cdp
 import wsclient
+import wsserver
 from tdtest import free_port, run_done, wait_until
 
 # the page's Content-Security-Policy (web.c), every directive
@@ -537,19 +538,15 @@ def test_list_page_shows_ports_as_links(termd_factory, tmp_path, pages):
 
 # a dev server in miniature: files from its folder, and a WebSocket echo on
 # any path asked with Upgrade (plain Python, no package)
-DEVSERVER = r'''
-import base64, hashlib, os, socket, struct, sys, threading
+DEVSERVER = wsserver.script(r'''
+import os, socket, sys, threading
 def serve(c):
-    data = b""
-    while b"\r\n\r\n" not in data:
-        d = c.recv(4096)
-        if not d:
-            c.close()
-            return
-        data += d
-    lines = data.split(b"\r\n\r\n")[0].decode().split("\r\n")
-    path = lines[0].split()[1].split("?")[0]
-    h = {k.strip().lower(): v.strip() for k, v in (l.split(":", 1) for l in lines[1:])}
+    r = read_head(c)
+    if r is None:
+        c.close()
+        return
+    line, h, rest = r
+    path = line.split()[1].split("?")[0]
     if "upgrade" not in h:
         name = path.strip("/") or "index.html"
         try:
@@ -562,32 +559,15 @@ def serve(c):
                    % (st, ct, len(body))).encode() + body)
         c.close()
         return
-    acc = base64.b64encode(hashlib.sha1((h["sec-websocket-key"] +
-          "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").encode()).digest()).decode()
     c.sendall(("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-               "Sec-WebSocket-Accept: %s\r\n\r\n" % acc).encode())
-    buf = b""
-    def need(n):
-        nonlocal buf
-        while len(buf) < n:
-            d = c.recv(65536)
-            if not d:
-                raise EOFError
-            buf += d
-        out, buf = buf[:n], buf[n:]
-        return out
+               "Sec-WebSocket-Accept: %s\r\n\r\n" % accept_key(h["sec-websocket-key"])).encode())
+    rd = Reader(c, rest)
     try:
         while True:
-            b0, b1 = need(2)
-            n = b1 & 0x7f
-            if n == 126:
-                n = struct.unpack(">H", need(2))[0]
-            mask = need(4)
-            p = bytes(x ^ mask[i % 4] for i, x in enumerate(need(n)))
-            if b0 & 0x0f == 8:
+            b0, op, p = rd.frame()
+            if op == 8:
                 return
-            p = b"echo:" + p
-            c.sendall(bytes([0x81, len(p)]) + p)
+            c.sendall(frame(1, b"echo:" + p))
     except EOFError:
         pass
     finally:
@@ -599,7 +579,7 @@ s.listen(16)
 while True:
     c, _ = s.accept()
     threading.Thread(target=serve, args=(c,), daemon=True).start()
-'''
+''')
 
 DEV_INDEX = """<!doctype html><html><head><link rel="stylesheet" href="style.css">
 <script src="app.js"></script></head><body><h1 id="h">DEV-PAGE</h1></body></html>"""

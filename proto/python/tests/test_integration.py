@@ -337,7 +337,9 @@ def test_token_and_view_token(termd_factory, tmp_path):
     td = termd_factory(token="full-secret", args=["--view-token-file", str(vt)])
     with pytest.raises(termd.TermdConnectionError) as ei:
         termd.Termd(td.url, token="wrong", retry_for=5)
-    assert "401" in str(ei.value)
+    # refused at once, saying why (not retried as if termd were unreachable)
+    assert "401" in str(ei.value) and "refused" in str(ei.value), ei.value
+    assert "wrong or missing token" in str(ei.value), ei.value
     with termd.Termd(td.url, token="full-secret", **FAST) as t:
         assert t.run("echo ok").output == "ok"
     with termd.Termd(td.url, token_file=str(vt), **FAST) as v:

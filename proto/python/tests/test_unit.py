@@ -8,6 +8,7 @@ import json
 import logging
 import re
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -60,6 +61,12 @@ def test_frame_shape_headers_and_typed_result():
     assert r.waiting == termd.Waiting("password", "Password:", 42, "sudo true")
     assert isinstance(s, termd.Screen) and s.cursor == termd.Cursor(1, 1) and s.lines == ["a", "b"]
     assert p.observation == "ping"
+
+
+def test_screen_cursor_is_row_then_column():
+    s = termd.Screen.from_dict({"observation": "screen", "content": "ab\ncd",
+                                "extras": {"cols": 80, "rows": 2, "cursor": {"row": 1, "col": 2}}})
+    assert s.cursor == termd.Cursor(1, 2) and (s.cursor.row, s.cursor.col) == (1, 2), s.cursor
 
 
 def test_generic_call_and_every_arg_reachable():
@@ -178,9 +185,10 @@ def test_wait_is_the_callers_timeout_is_termds():
     with FakeServer(script) as srv:
         t = termd.Termd(srv.url, **FAST)
         t0 = time.monotonic()
-        with pytest.raises(termd.WaitTimeoutError):
+        with pytest.raises(termd.WaitTimeoutError) as ei:
             t.run("sleep 100", timeout=50, wait=0.3)
         assert time.monotonic() - t0 < 2
+        assert isinstance(ei.value, TimeoutError)   # `except TimeoutError` catches the caller's wait too
         assert srv.actions("run")[0]["args"] == {"command": "sleep 100", "timeout": 50}
         assert t._aio._pending == {}
         t.close()
@@ -201,9 +209,9 @@ def test_cause_null_too_large_goes_to_the_largest_action():
         async with termd.AsyncTermd(url, **FAST) as t:
             p = asyncio.ensure_future(t.ping())
             await asyncio.sleep(0.1)
-            with pytest.raises(termd.TooLargeError):
-                await t.write("/f", "x" * 100000)
-            assert (await p).observation == "pong"
+            with pytest.raises(termd.TooLargeError):   # (wait: a miss fails, it does not hang)
+                await t.write("/f", "x" * 100000, wait=30)
+            assert (await asyncio.wait_for(p, 30)).observation == "pong"
     with FakeServer(script) as srv:
         asyncio.run(main(srv.url))
 
@@ -252,6 +260,31 @@ def test_events_resume_since_and_gap_item():
     assert [type(e).__name__ for e in got] == ["Event", "Event", "Gap", "Event", "Event"]
     assert [e.seq for e in got if not isinstance(e, termd.Gap)] == [6, 7, 10, 22]
     assert (got[2].from_seq, got[2].to_seq) == (8, 9)
+
+
+def test_events_wait_ends_a_quiet_stream():
+    async def script(n, c):
+        await c.hello(seq=3)
+        sub = await c.recv()
+        await c.send({"seq": 4, "cause": sub["id"], "observation": "subscribe", "extras": {"since": 3}})
+        await asyncio.sleep(30)   # then nothing
+    with FakeServer(script) as srv:
+        t = termd.Termd(srv.url, connect=False, **FAST)
+        ended = []
+
+        def consume():
+            try:
+                for _ in t.events(wait=0.3):
+                    pass
+            except BaseException as e:
+                ended.append(e)
+        th = threading.Thread(target=consume, daemon=True)
+        th.start()
+        th.join(30)   # (a bound on a failure: wait=0.3 ends it at once)
+        try:
+            assert ended and isinstance(ended[0], termd.WaitTimeoutError), ended
+        finally:
+            t.close()
 
 
 def test_events_gap_raises_when_asked():

@@ -378,6 +378,7 @@ void plugin_stop_all(void)
 void plugin_free(struct plugin *pl)
 {
 	lws_sul_cancel(&pl->eof_sul);
+	lws_sul_cancel(&pl->in_sul);
 	while (pl->reqs) {
 		struct preq *q = pl->reqs;
 		pl->reqs = q->next;

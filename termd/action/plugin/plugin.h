@@ -38,6 +38,7 @@ struct plugin {
 	buf_t outq, rx;
 	int died;                 /* it ran and ended: the next start says restarted */
 	lws_sorted_usec_list_t eof_sul;  /* stdout closed: wait a moment for its exit status */
+	lws_sorted_usec_list_t in_sul;   /* asks for stdin writable again (flush_out) */
 	char rundir[512];
 	struct preq *reqs;        /* sent, waiting for their answer */
 	struct preq *waiting;     /* waiting for the plugin to be ready */

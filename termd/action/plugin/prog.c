@@ -86,10 +86,18 @@ void program_close_fds(struct plugin *pl)
 			lws_set_timeout(ws[i], PENDING_TIMEOUT_KILLED_BY_PARENT, LWS_TO_KILL_ASYNC);
 		}
 	}
+	lws_sul_cancel(&pl->in_sul);
 	pl->in_wsi = pl->out_wsi = NULL;
 	pl->in_fd = -1;
 	buf_reset(&pl->outq);
 	buf_reset(&pl->rx);
+}
+
+static void in_rearm(lws_sorted_usec_list_t *sul)
+{
+	struct plugin *pl = lws_container_of(sul, struct plugin, in_sul);
+	if (pl->in_wsi)
+		lws_callback_on_writable(pl->in_wsi);
 }
 
 static void flush_out(struct plugin *pl)
@@ -106,8 +114,11 @@ static void flush_out(struct plugin *pl)
 		}
 		buf_consume(&pl->outq, (size_t)w);
 	}
+	/* asked from a timer: lws takes POLLOUT off a raw file's wsi after
+	 * its WRITEABLE callback (where this also runs), so a wish made here
+	 * would be lost, and the rest of a long request line with it */
 	if (pl->outq.len && pl->in_wsi)
-		lws_callback_on_writable(pl->in_wsi);
+		server_timer(&pl->in_sul, in_rearm, 1);
 }
 
 static const char *known_code(const char *c)

@@ -361,6 +361,174 @@ int envd_fail(struct envd_call *c, enum envd_code code, const char *fmt, ...)
 
 /* ============================================================== streams */
 
+/* ---- a stream that holds its producer (envd_stream_hold) */
+
+#define HOLD_TICK_US 20000        /* a held stream is looked at this often */
+
+static void finish_now(struct envd_stream *st, enum envd_code code, const char *msg);
+
+static size_t http_unsent(const struct http_txn *t)
+{
+	return t->out.len - t->off;
+}
+
+/* what the HTTP stream counts against --stream-max for the next write
+ * (http_stream_write: sent bytes not moved out yet too, none once all went) */
+static size_t http_holds(const struct http_txn *t)
+{
+	return t->off == t->out.len ? 0 : t->out.len;
+}
+
+static size_t env_len(const char *e)
+{
+	const unsigned char *u = (const unsigned char *)e + 1;
+	return 5 + ((size_t)u[0] << 24 | (size_t)u[1] << 16 | (size_t)u[2] << 8 | u[3]);
+}
+
+/* the client took some since the last look, or has everything */
+static void hold_progress(struct envd_stream *st, uint64_t now)
+{
+	size_t unsent = st->t ? http_unsent(st->t) : 0;
+	size_t sent = st->written - unsent;
+	if (sent != st->sent_seen || (!unsent && !st->over.len)) {
+		st->sent_seen = sent;
+		st->progress_us = now;
+	}
+}
+
+static void hold_tick(lws_sorted_usec_list_t *sul);
+
+/* held: something waits, or (once held) the stream still holds more than
+ * half of --stream-max; the tick runs while held or finishing */
+static void hold_update(struct envd_stream *st)
+{
+	int was = st->held;
+	size_t unsent = st->t ? http_unsent(st->t) : 0;
+	if (st->over.len)
+		st->held = 1;
+	else if (unsent <= opts.stream_max / 2)
+		st->held = 0;
+	if ((st->held || st->finishing) && !st->ticking) {
+		st->ticking = 1;
+		server_timer(&st->hold_sul, hold_tick, HOLD_TICK_US);
+	}
+	if (was != st->held) {
+		log_debug("envd: a process stream %s", st->held ? "is behind: its process held"
+							       : "caught up: its process read again");
+		if (st->held_changed)
+			st->held_changed(st);
+	}
+}
+
+/* whole waiting envelopes into the HTTP stream, as many as it takes below
+ * --stream-max (one at least when it holds nothing); -1 when it was cut */
+static int hold_flush(struct envd_stream *st)
+{
+	size_t k = 0, holds = http_holds(st->t);
+	while (k + 5 <= st->over.len) {
+		size_t len = env_len(st->over.p + k);
+		if (holds + k + len > opts.stream_max && holds + k > 0)
+			break;
+		k += len;
+	}
+	if (!k)
+		return 0;
+	if (http_stream_write(st->t, st->over.p, k) == HTTP_STREAM_CUT)
+		return -1;
+	st->written += k;
+	buf_consume(&st->over, k);
+	if (!st->over.len)
+		buf_free(&st->over);
+	return 0;
+}
+
+/* cut: the client read nothing for --stream-stall (or one envelope was
+ * over --stream-max): what waits is dropped, the owner lets go */
+static void hold_cut(struct envd_stream *st, const char *why)
+{
+	buf_free(&st->over);
+	st->finishing = 0;
+	st->ended = 0;
+	if (st->held_changed && st->held) {
+		st->held = 0;
+		st->held_changed(st);
+	}
+	if (st->gone)
+		st->gone(st);
+	finish_now(st, EC_RESOURCE_EXHAUSTED, why);
+}
+
+/* look again: move what waits, notice a stalled client, end a finished one */
+static void hold_look(struct envd_stream *st)
+{
+	if (!st->t)
+		return;
+	uint64_t now = mono_us();
+	if (hold_flush(st) < 0) {
+		hold_cut(st, "a message is larger than --stream-max");
+		return;
+	}
+	hold_progress(st, now);
+	if ((st->held || st->finishing) && http_unsent(st->t) &&
+	    now - st->progress_us >= (uint64_t)opts.stream_stall * 1000000u) {
+		char why[128];
+		snprintf(why, sizeof why, "the client read nothing of its stream for %zu s "
+			 "(--stream-stall)", opts.stream_stall);
+		log_info("envd: %s: cut", why);
+		hold_cut(st, why);
+		return;
+	}
+	if (st->finishing && !st->over.len) {
+		st->finishing = 0;
+		st->ended = 0;
+		finish_now(st, (enum envd_code)st->fin_code, NULL);
+		return;
+	}
+	hold_update(st);
+}
+
+static void hold_tick(lws_sorted_usec_list_t *sul)
+{
+	struct envd_stream *st = lws_container_of(sul, struct envd_stream, hold_sul);
+	st->ticking = 0;
+	hold_look(st);
+}
+
+static void hold_drained(struct http_txn *t)
+{
+	struct envd_stream *st = t->user;
+	if (st)
+		hold_look(st);
+}
+
+void envd_stream_hold(struct envd_stream *st, void (*held_changed)(struct envd_stream *st))
+{
+	st->holds = 1;
+	st->held_changed = held_changed;
+	st->progress_us = mono_us();
+	if (st->t)
+		st->t->drained = hold_drained;
+}
+
+/* a held stream's write: into the HTTP stream below --stream-max, else it
+ * waits (and the producer is held) */
+static size_t hold_put(struct envd_stream *st, const void *p, size_t n)
+{
+	size_t r;
+	if (!st->over.len && (http_holds(st->t) + n <= opts.stream_max || !http_holds(st->t))) {
+		r = http_stream_write(st->t, p, n);
+		if (r == HTTP_STREAM_CUT)
+			return r;
+		st->written += n;
+	} else {
+		buf_append(&st->over, p, n);
+		r = http_unsent(st->t) + st->over.len;
+	}
+	hold_progress(st, mono_us());
+	hold_update(st);
+	return r;
+}
+
 /* one envelope, whole (a stream cut at --stream-max holds whole ones; the
  * end-of-stream one goes even to a cut stream) */
 static void envelope(struct envd_stream *st, int flags, cJSON *msg, size_t *pending)
@@ -377,6 +545,8 @@ static void envelope(struct envd_stream *st, int flags, cJSON *msg, size_t *pend
 		buf_append(&b, s, n);
 		if (flags & 2)
 			http_stream_last(st->t, b.p, b.len);
+		else if (st->holds)
+			p = hold_put(st, b.p, b.len);
 		else
 			p = http_stream_write(st->t, b.p, b.len);
 		buf_free(&b);
@@ -456,6 +626,8 @@ size_t envd_stream_send_json(struct envd_stream *st, buf_t *b)
 	h[2] = (unsigned char)(n >> 16);
 	h[3] = (unsigned char)(n >> 8);
 	h[4] = (unsigned char)n;
+	if (st->holds)
+		return hold_put(st, b->p, b->len);
 	return http_stream_write(st->t, b->p, b->len);
 }
 
@@ -463,6 +635,22 @@ void envd_stream_finish(struct envd_stream *st, enum envd_code code, const char 
 {
 	if (st->ended)
 		return;
+	if (st->holds && st->t && st->over.len && !code) {
+		/* a normal end comes after what waits (hold_look ends it) */
+		st->ended = 1;
+		st->finishing = 1;
+		st->fin_code = code;
+		lws_sul_cancel(&st->ka);
+		lws_sul_cancel(&st->deadline);
+		hold_update(st);
+		return;
+	}
+	buf_free(&st->over);
+	finish_now(st, code, msg);
+}
+
+static void finish_now(struct envd_stream *st, enum envd_code code, const char *msg)
+{
 	cJSON *m = cJSON_CreateObject();
 	if (msg)
 		cJSON_AddItemToObject(m, "error", error_json(code, msg));
@@ -483,6 +671,8 @@ void envd_stream_free(struct envd_stream *st)
 {
 	lws_sul_cancel(&st->ka);
 	lws_sul_cancel(&st->deadline);
+	lws_sul_cancel(&st->hold_sul);
+	buf_free(&st->over);
 	free(st);
 }
 
@@ -669,6 +859,15 @@ static void files(struct http_txn *t)
 		envd_files_get(t);
 }
 
+/* /healthz: "user_root_capable", for the user requests without one act as
+ * (--user, else termd's own) */
+static void envd_health(buf_t *b)
+{
+	struct passwd *pw = opts.envd_user ? getpwnam(opts.envd_user) : getpwuid(geteuid());
+	int yes = pw && fs_user_root_capable_peek(pw->pw_name, pw->pw_uid);
+	buf_printf(b, ",\"user_root_capable\":%s", yes ? "true" : "false");
+}
+
 void envd_register(void)
 {
 	static const struct http_route routes[] = {
@@ -679,6 +878,7 @@ void envd_register(void)
 		{"*", "/files", admit_token, files, 0, TD_API_E2B},
 	};
 	http_routes_register(routes, sizeof routes / sizeof routes[0]);
+	http_health_extend(envd_health);
 	ed.conn.sink = envd_sink;
 	envd_process_register();
 	ed.registered = 1;

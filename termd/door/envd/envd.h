@@ -29,6 +29,17 @@ struct envd_stream {
 	 * of it (envd.c frees it) */
 	void (*gone)(struct envd_stream *st);
 	void *owner;
+	/* a stream that holds its producer (envd_stream_hold) */
+	int holds;
+	int held;                    /* behind: the producer is to stop */
+	int ticking, finishing;
+	buf_t over;                  /* whole envelopes past --stream-max, waiting */
+	size_t written;              /* bytes given to the HTTP stream */
+	size_t sent_seen;            /* ... of them gone to the socket at the last look */
+	uint64_t progress_us;        /* when the client last took some (or had all) */
+	lws_sorted_usec_list_t hold_sul;
+	int fin_code;                /* a finish waiting for over to go out */
+	void (*held_changed)(struct envd_stream *st);
 };
 
 /* One Connect call: its transaction, the request message, whether the
@@ -69,6 +80,15 @@ int envd_fail(struct envd_call *c, enum envd_code code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 /* A stream for c: headers sent, keepalives running. */
 struct envd_stream *envd_stream_open(struct envd_call *c);
+/* A process's own stream (Start/Connect): it is never cut at --stream-max;
+ * what would pass it waits in st->over and st->held says the producer is
+ * to stop reading its program (held_changed is called when that changes:
+ * held once something waits, let go once all went out to the HTTP stream
+ * and it holds at most half of --stream-max); a client that takes nothing
+ * for --stream-stall seconds while held is cut (resource_exhausted, the
+ * owner's gone called first). A normal end (code 0) comes after what
+ * waits. */
+void envd_stream_hold(struct envd_stream *st, void (*held_changed)(struct envd_stream *st));
 /* One message (taken over) in a data envelope. Returns the bytes the
  * socket has not taken yet. */
 size_t envd_stream_send(struct envd_stream *st, cJSON *msg);

@@ -475,6 +475,20 @@ static void get_work(struct fsjob *j)
 	if (f->fd >= 0)
 		return;
 	int e = errno;
+	/* refused to the user: as root for a user who may act as root anyway
+	 * (no link followed on the way or at the end: the user's refusal
+	 * stands for a path through one) */
+	if ((e == EACCES || e == EPERM) && fs_as_root(&j->cred) == 1) {
+		int fd = fs_read_beneath(f->path, &f->st);
+		if (fs_as_user(&j->cred) != 0 && fd >= 0) {
+			close(fd);
+			fd = -1;
+		}
+		if (fd >= 0) {
+			f->fd = fd;
+			return;
+		}
+	}
 	if (e == EISDIR)
 		fj_fail(f, 400, "path", f->path, 0), buf_puts(&f->msg, " is a directory");
 	else if (e == EINVAL)
@@ -594,25 +608,81 @@ void envd_files_get(struct http_txn *t)
 
 /* --------------------------------------------------------------- POST */
 
-/* write one upload (in the worker, as the user); the answer's entry, or
- * NULL with f's error set */
+/* The kernel refused the user (EACCES/EPERM) the upload's folders or file:
+ * when the user may act as root anyway (--user-root-capable, fs_as_root)
+ * the thread is root (*rooted set) and the folders are made beneath / one
+ * component at a time with no link followed (O_NOFOLLOW: a link anywhere
+ * on the way, the user's or not, is refused) and given to the user, and
+ * the file is opened the same way (a link there is refused too). Its fd
+ * (*created: the caller gives it to the user), or -1 (the refusal
+ * stands). */
+static int open_as_root(struct fjob *f, const char *path, int *created, int *rooted)
+{
+	const struct fs_cred *c = &f->job.cred;
+	const char *slash = strrchr(path, '/');
+	if (path[0] != '/' || !slash || !slash[1] || fs_as_root(c) != 1)
+		return -1;
+	*rooted = 1;
+	int root = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	char *dir = xstrndup(path + 1, (size_t)(slash - path - 1));
+	int dfd = root < 0 ? -1 : fs_dir_beneath_owned(root, dir, 0755, c->uid, c->gid);
+	free(dir);
+	if (root >= 0)
+		close(root);
+	if (dfd < 0)
+		return -1;
+	int fd = fs_write_beneath_new(dfd, slash + 1, 0644, created);
+	close(dfd);
+	return fd;   /* (made: given to the user by the caller) */
+}
+
+static cJSON *write_upload_as(struct fjob *f, const char *path, const char *data, size_t len,
+			      int *rooted);
+
+/* write one upload (in the worker, as the user; as root where the kernel
+ * refuses the user and the user may act as root anyway); the answer's
+ * entry, or NULL with f's error set */
 static cJSON *write_upload(struct fjob *f, const char *path, const char *data, size_t len)
 {
+	int rooted = 0;
+	cJSON *o = write_upload_as(f, path, data, len, &rooted);
+	if (rooted && fs_as_user(&f->job.cred) != 0) {
+		/* the worker restores its own ids after the job; nothing
+		 * more of this job runs (the next upload is refused) */
+		cJSON_Delete(o);
+		fj_fail(f, 500, "termd cannot act as the user again for", path, EPERM);
+		return NULL;
+	}
+	return o;
+}
+
+static cJSON *write_upload_as(struct fjob *f, const char *path, const char *data, size_t len,
+			      int *rooted)
+{
 	const char *slash = strrchr(path, '/');
+	int created = 0, fd = -1;
 	if (slash && slash != path) {
 		char *d = xstrndup(path, (size_t)(slash - path));
 		int r = fsops_mkdirs(d, 0755, NULL);   /* made as the user: the user's */
 		int e = errno;
 		free(d);
-		if (r != 0) {
+		if (r != 0 && (e == EACCES || e == EPERM))
+			fd = open_as_root(f, path, &created, rooted);
+		if (r != 0 && fd < 0) {
 			fj_fail(f, errno_status(e), "cannot make the folder of", path, e);
 			return NULL;
 		}
 	}
 	/* in place (a watcher sees a write, as envd's); a FIFO, a device or a
 	 * folder is refused before anything is truncated */
-	int created;
-	int fd = fs_open_write(path, 0644, &created);
+	if (fd < 0)
+		fd = fs_open_write(path, 0644, &created);
+	if (fd < 0 && (errno == EACCES || errno == EPERM) && !*rooted) {
+		int e = errno;
+		fd = open_as_root(f, path, &created, rooted);
+		if (fd < 0)
+			errno = e;   /* the user's refusal is the answer */
+	}
 	if (fd < 0) {
 		int e = errno;
 		if (e == EISDIR)
@@ -628,7 +698,7 @@ static cJSON *write_upload(struct fjob *f, const char *path, const char *data, s
 	 * writes: a watcher sees CREATE, CHMOD, WRITE (e2b's SDK tests count
 	 * them). termd opened it as the user already; the same chown, to the
 	 * user's own ids, gives the same event and changes nothing else */
-	if (fchown(fd, f->job.cred.uid, f->job.cred.gid) < 0) {
+	if ((!*rooted || created) && fchown(fd, f->job.cred.uid, f->job.cred.gid) < 0) {
 		/* a file system without owners (vfat): as envd, nothing to say */
 	}
 	if (write_all(fd, data, len) < 0) {

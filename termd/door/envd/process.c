@@ -11,7 +11,12 @@
  * output (a PTY's bytes, a pipe's two streams) and end. The session
  * execs the program itself (session_exec_next: no shell in between), as
  * the request's user when termd is root (ids switched in the child); its
- * command reads as `exec setpriv ... -- CMD ARGS`, what it runs. */
+ * command reads as `exec setpriv ... -- CMD ARGS`, what it runs. A
+ * stream whose client reads slower than the process writes holds the
+ * process (its output is not read while the stream is behind: its pipe
+ * or terminal fills and the writer blocks); nothing is dropped, and a
+ * client that takes nothing for --stream-stall seconds is cut
+ * (envd_stream_hold). */
 #include "envd.h"
 #include "fsio.h"
 
@@ -38,6 +43,7 @@ struct eproc {
 	struct envd_stream *streams;
 	int ended, end_seen, closed;
 	int exit_code, exited;
+	int holding;              /* its output held for a stream that is behind */
 	char status[64];
 	lws_sorted_usec_list_t close_sul, free_sul;
 };
@@ -57,6 +63,9 @@ static struct eproc *by_session(struct session *s)
 
 static void eproc_free(struct eproc *p)
 {
+	if (p->holding && p->s)
+		fair_out_hold(p->s, 0);
+	p->holding = 0;
 	for (struct eproc **pp = &ep.procs; *pp; pp = &(*pp)->next)
 		if (*pp == p) {
 			*pp = p->next;
@@ -109,6 +118,26 @@ static cJSON *end_msg(struct eproc *p)
 	return m;
 }
 
+/* its output held while a stream of its is behind (and it runs) */
+static void proc_hold_update(struct eproc *p)
+{
+	int hold = 0;
+	for (struct envd_stream *st = p->streams; st; st = st->next)
+		hold |= st->held;
+	if (p->ended || !p->s)
+		hold = 0;
+	if (hold == p->holding)
+		return;
+	p->holding = hold;
+	fair_out_hold(p->s, hold);
+}
+
+static void stream_held_changed(struct envd_stream *st)
+{
+	if (st->p)
+		proc_hold_update(st->p);
+}
+
 static void unlink_stream(struct eproc *p, struct envd_stream *st)
 {
 	for (struct envd_stream **pp = &p->streams; *pp; pp = &(*pp)->next)
@@ -117,6 +146,7 @@ static void unlink_stream(struct eproc *p, struct envd_stream *st)
 			break;
 		}
 	st->p = NULL;
+	proc_hold_update(p);
 }
 
 static void stream_unlink(struct envd_stream *st)
@@ -168,11 +198,12 @@ static void deliver(struct eproc *p, int kind, const char *data, size_t n)
 	buf_puts(&b, "\"}}}");
 	for (struct envd_stream *st = p->streams, *next; st; st = next) {
 		next = st->next;
-		/* a client that does not read is cut at --stream-max (http.c) */
+		/* a client that reads slower holds the process
+		 * (envd_stream_hold): only one message over --stream-max cuts */
 		if (envd_stream_send_json(st, &b) == HTTP_STREAM_CUT) {
 			unlink_stream(p, st);
 			envd_stream_finish(st, EC_RESOURCE_EXHAUSTED,
-					   "the client does not read its stream (--stream-max)");
+					   "a message larger than --stream-max");
 		}
 	}
 	buf_free(&b);
@@ -235,6 +266,7 @@ static void proc_on_exit(struct session *s)
 	if (!p || p->ended)
 		return;
 	p->ended = 1;
+	proc_hold_update(p);
 	int sig = s->pty.exit_signal;
 	if (sig) {
 		/* as Go's ProcessState says it */
@@ -261,6 +293,7 @@ static void proc_on_gone(struct session *s)
 	struct eproc *p = by_session(s);
 	if (!p)
 		return;
+	p->holding = 0;   /* (the session is gone, with its hold) */
 	p->s = NULL;
 	if (!p->ended) {   /* closed by someone else before its end was seen */
 		p->ended = 1;
@@ -456,6 +489,7 @@ static int proc_start(struct envd_call *c)
 	p->next = ep.procs;
 	ep.procs = p;
 	struct envd_stream *st = envd_stream_open(c);
+	envd_stream_hold(st, stream_held_changed);
 	st->p = p;
 	st->gone = stream_unlink;
 	p->streams = st;
@@ -469,6 +503,7 @@ static int proc_connect(struct envd_call *c)
 	if (!p)
 		return 0;
 	struct envd_stream *st = envd_stream_open(c);
+	envd_stream_hold(st, stream_held_changed);
 	envd_stream_send(st, start_msg(p));
 	/* what it printed while nobody was attached */
 	for (size_t off = 0; off + 5 <= p->missed.len;) {

@@ -26,6 +26,7 @@ struct side {
 	size_t off;
 	int held;                /* its reads stopped: the other side is behind */
 	int eof;                 /* it sent its end */
+	lws_sorted_usec_list_t rearm;   /* asks for writable again, after lws's turn */
 };
 
 struct tunnel {
@@ -42,6 +43,7 @@ static void tun_close(struct tunnel *t)
 {
 	for (int i = 0; i < 2; i++) {
 		struct side *sd = &t->s[i];
+		server_timer(&sd->rearm, NULL, 0);
 		if (sd->wsi) {
 			struct tun_ref *r = lws_get_opaque_user_data(sd->wsi);
 			free(r);
@@ -56,8 +58,19 @@ static void tun_close(struct tunnel *t)
 	free(t);
 }
 
-/* write what waits for side i; -1 on an error */
-static int side_flush(struct tunnel *t, int i)
+/* lws takes POLLOUT off a raw file's wsi after its WRITEABLE callback: a
+ * lws_callback_on_writable made in that callback is lost. Asked again
+ * from a timer, after lws's turn. */
+static void side_rearm(lws_sorted_usec_list_t *sul)
+{
+	struct side *sd = lws_container_of(sul, struct side, rearm);
+	if (sd->wsi)
+		lws_callback_on_writable(sd->wsi);
+}
+
+/* write what waits for side i (in_wr: from its WRITEABLE callback); -1 on
+ * an error */
+static int side_flush(struct tunnel *t, int i, int in_wr)
 {
 	struct side *sd = &t->s[i], *other = &t->s[!i];
 	while (sd->off < sd->out.len) {
@@ -74,6 +87,8 @@ static int side_flush(struct tunnel *t, int i)
 		sd->off = 0;
 		if (other->eof)
 			shutdown(sd->fd, SHUT_WR);
+	} else if (in_wr) {
+		server_timer(&sd->rearm, side_rearm, 1);
 	} else {
 		lws_callback_on_writable(sd->wsi);
 	}
@@ -109,7 +124,7 @@ static int side_read(struct tunnel *t, int i)
 		sd->held = 1;
 		lws_rx_flow_control(sd->wsi, 0);
 	}
-	return side_flush(t, !i);
+	return side_flush(t, !i, 0);
 }
 
 static int tun_event(struct lws *wsi, enum lws_callback_reasons reason, void *arg)
@@ -135,7 +150,7 @@ static int tun_event(struct lws *wsi, enum lws_callback_reasons reason, void *ar
 			}
 			t->connected = 1;
 		}
-		bad = side_flush(t, i) < 0;
+		bad = side_flush(t, i, 1) < 0;
 		break;
 	case LWS_CALLBACK_RAW_CLOSE_FILE:
 		if (t->s[i].wsi == wsi) {
@@ -159,14 +174,7 @@ static void build_upgrade(struct lws *wsi, buf_t *b, const char *path, int port,
 {
 	buf_printf(b, "GET %s HTTP/1.1\r\nHost: localhost:%d\r\nUpgrade: websocket\r\n"
 		      "Connection: Upgrade\r\n", path, port);
-	proxy_copy_hdr(wsi, b, WSI_TOKEN_KEY, "Sec-WebSocket-Key");
-	proxy_copy_hdr(wsi, b, WSI_TOKEN_VERSION, "Sec-WebSocket-Version");
-	proxy_copy_hdr(wsi, b, WSI_TOKEN_PROTOCOL, "Sec-WebSocket-Protocol");
-	proxy_copy_hdr(wsi, b, WSI_TOKEN_EXTENSIONS, "Sec-WebSocket-Extensions");
-	proxy_copy_hdr(wsi, b, WSI_TOKEN_ORIGIN, "Origin");
-	proxy_copy_hdr(wsi, b, WSI_TOKEN_HTTP_USER_AGENT, "User-Agent");
-	proxy_copy_cookie(wsi, b);
-	proxy_forwarded(wsi, b, port, by_host);   /* (no TLS here: Proto http) */
+	proxy_client_hdrs(wsi, b, port, by_host, 1);   /* (no TLS here: Proto http) */
 	buf_append(b, "\r\n", 2);
 }
 

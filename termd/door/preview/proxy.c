@@ -3,8 +3,9 @@
  * forwarded as HTTP/1.1 to that port where the program bound it (loopback
  * for a wildcard address), only for ports a session's program listens on (ports.c);
  * access by the full token, the preview token or the cookie `?token=` sets;
- * the answer streamed back with a bounded buffer (upstream reads held while
- * the client is behind). */
+ * the answer (its head and chunked framing read by proto/h1wire.c, interim
+ * 1xx answers passed over) streamed back with a bounded buffer (upstream
+ * reads held while the client is behind). */
 #include "door.h"
 
 #include <arpa/inet.h>
@@ -35,29 +36,19 @@ struct px {
 	buf_t head;                /* upstream's head, until complete */
 	int streaming;             /* head sent to the client */
 	int chunked;               /* upstream's body is chunked */
-	int cstate;                /* 0 size line, 1 data, 2 CRLF after data, 3 trailers */
-	unsigned long long cleft;  /* bytes left in this chunk */
-	buf_t cline;               /* a size or trailer line being read */
+	struct h1_chunk ck;        /* ... its framing so far */
 	int held;
+	lws_sorted_usec_list_t rearm;   /* asks for upstream writable again */
 };
 
 /* ------------------------------------------------------------ helpers */
-
-static int tok_eq(const char *got, const char *want)
-{
-	size_t gl = strlen(got), wl = strlen(want);
-	unsigned char diff = (unsigned char)(gl != wl);
-	for (size_t i = 0; i < wl; i++)
-		diff |= (unsigned char)(want[i] ^ (i < gl ? got[i] : 0));
-	return diff == 0;
-}
 
 /* a token (full or preview) that opens previews */
 static int preview_token_ok(const char *tok)
 {
 	if (!tok || !tok[0])
 		return 0;
-	return http_token_ok(tok) || (opts.preview_token && tok_eq(tok, opts.preview_token));
+	return http_token_ok(tok) || (opts.preview_token && h1_token_eq(tok, opts.preview_token));
 }
 
 /* the cookie termd_preview carries our secret */
@@ -72,7 +63,7 @@ static int cookie_ok(struct lws *wsi)
 		char *end = strchr(p, ';');
 		if (end)
 			*end = 0;
-		if (strncmp(p, "termd_preview=", 14) == 0 && tok_eq(p + 14, cookie_secret))
+		if (strncmp(p, "termd_preview=", 14) == 0 && h1_token_eq(p + 14, cookie_secret))
 			return 1;
 		p = end ? end + 1 : NULL;
 	}
@@ -137,6 +128,7 @@ int proxy_host_port(struct lws *wsi)
 
 static void px_free(struct px *x)
 {
+	server_timer(&x->rearm, NULL, 0);
 	if (x->up) {
 		lws_set_opaque_user_data(x->up, NULL);
 		lws_set_timeout(x->up, PENDING_TIMEOUT_KILLED_BY_PARENT, LWS_TO_KILL_ASYNC);
@@ -149,7 +141,6 @@ static void px_free(struct px *x)
 	}
 	buf_free(&x->out);
 	buf_free(&x->head);
-	buf_free(&x->cline);
 	free(x);
 }
 
@@ -183,57 +174,27 @@ static void px_finish(struct px *x, const char *why)
 	px_free(x);
 }
 
-/* a piece of upstream's body to the client; -1 when the body is complete */
+static void client_sink(void *arg, const char *p, size_t n)
+{
+	struct px *x = arg;
+	http_stream_write(x->t, p, n);
+}
+
+/* a piece of upstream's body to the client; -1 when the body is complete
+ * (or its chunked framing broken) */
 static int body_out(struct px *x, const char *p, size_t n)
 {
 	if (!x->t)
 		return 0;
-	if (!x->chunked) {
-		size_t pend = http_stream_write(x->t, p, n);
-		if (pend > PX_HELD_MAX && x->up && !x->held) {
-			x->held = 1;
-			lws_rx_flow_control(x->up, 0);
-		}
-		return 0;
+	size_t pend;
+	if (x->chunked) {
+		int done;
+		if (h1_chunk_scan(&x->ck, p, n, &done, client_sink, x) < 0 || done)
+			return -1;
+		pend = http_stream_write(x->t, "", 0);
+	} else {
+		pend = http_stream_write(x->t, p, n);
 	}
-	size_t i = 0;
-	while (i < n) {
-		if (x->cstate == 1) {
-			size_t take = n - i < x->cleft ? n - i : (size_t)x->cleft;
-			http_stream_write(x->t, p + i, take);
-			i += take;
-			x->cleft -= take;
-			if (!x->cleft)
-				x->cstate = 2;
-			continue;
-		}
-		char ch = p[i++];
-		if (ch != '\n') {
-			if (x->cline.len < 1024)
-				buf_putc(&x->cline, ch);
-			continue;
-		}
-		/* a whole line */
-		char line[1100];
-		size_t l = x->cline.len;
-		memcpy(line, x->cline.p ? x->cline.p : "", l);
-		line[l] = 0;
-		if (l && line[l - 1] == '\r')
-			line[--l] = 0;
-		buf_reset(&x->cline);
-		if (x->cstate == 2) {
-			x->cstate = 0;
-		} else if (x->cstate == 0) {
-			char *e;
-			x->cleft = strtoull(line, &e, 16);
-			if (e == line)
-				return -1;
-			x->cstate = x->cleft ? 1 : 3;
-		} else if (x->cstate == 3 && l == 0) {
-			return -1;   /* the last chunk and its trailers */
-		}
-	}
-	size_t pend = http_stream_write(x->t, "", 0);
 	if (pend > PX_HELD_MAX && x->up && !x->held) {
 		x->held = 1;
 		lws_rx_flow_control(x->up, 0);
@@ -241,64 +202,44 @@ static int body_out(struct px *x, const char *p, size_t n)
 	return 0;
 }
 
-static int hop_by_hop(const char *name)
-{
-	static const char *const skip[] = {"connection", "keep-alive", "transfer-encoding",
-					   "content-length", "content-type", "proxy-connection",
-					   "upgrade", "te", "trailer", "proxy-authenticate"};
-	for (size_t i = 0; i < sizeof skip / sizeof skip[0]; i++)
-		if (strcasecmp(name, skip[i]) == 0)
-			return 1;
-	return 0;
-}
-
-/* upstream's head is in x->head up to hlen: start the client's answer */
+/* upstream's head is in x->head up to hlen: start the client's answer (1),
+ * or an interim answer passed over (0); -1 when it is no HTTP answer */
 static int head_done(struct px *x, size_t hlen)
 {
 	char *h = x->head.p;
-	h[hlen - 1] = 0;
-	int status = 0;
-	if (sscanf(h, "HTTP/1.%*d %d", &status) != 1 || status < 100 || status > 999)
+	struct h1_head a;
+	if (h1_parse_answer(h, hlen, &a) < 0)
 		return -1;
+	if (a.status < 200)
+		return 0;   /* the real answer follows */
+	x->chunked = a.chunked;
 	char ctype[64] = "application/octet-stream";
-	char *line = strchr(h, '\n');
-	while (line && *++line) {
-		char *next = strchr(line, '\n');
-		if (next)
-			*next = 0;
-		size_t l = strlen(line);
-		if (l && line[l - 1] == '\r')
-			line[--l] = 0;
-		char *colon = strchr(line, ':');
-		if (colon && colon != line) {
-			*colon = 0;
-			char *v = colon + 1;
-			while (*v == ' ' || *v == '\t')
-				v++;
-			for (char *c = line; *c; c++)
-				if (*c >= 'A' && *c <= 'Z')
-					*c = (char)(*c - 'A' + 'a');
-			if (strcmp(line, "content-type") == 0)
-				snprintf(ctype, sizeof ctype, "%s", v);
-			if (strcmp(line, "transfer-encoding") == 0 && strcasestr(v, "chunked"))
-				x->chunked = 1;
-			if (!hop_by_hop(line)) {
-				if (strcmp(line, "location") == 0 && v[0] == '/' && v[1] != '/' &&
-				    !x->by_host) {
-					char loc[PX_URI_MAX];
-					snprintf(loc, sizeof loc, "/proxy/%d%s", x->port, v);
-					http_set_header(x->t, line, loc);
-				} else {
-					http_set_header(x->t, line, v);
-				}
-			}
+	for (int i = 0; i < a.nh; i++) {
+		const struct h1_hdr *f = &a.h[i];
+		char *name = h + (f->name - h), *v = h + (f->val - h);
+		name[f->nlen] = 0;   /* (its colon) */
+		v[f->vlen] = 0;      /* (its CR, or white space) */
+		for (char *c = name; *c; c++)
+			if (*c >= 'A' && *c <= 'Z')
+				*c = (char)(*c - 'A' + 'a');
+		if (strcmp(name, "content-type") == 0)
+			snprintf(ctype, sizeof ctype, "%s", v);
+		/* the connection's own, and the framing and type the answer gets anew */
+		if (h1_hop_by_hop(name, f->nlen) || strcmp(name, "content-length") == 0 ||
+		    strcmp(name, "content-type") == 0)
+			continue;
+		if (strcmp(name, "location") == 0 && v[0] == '/' && v[1] != '/' && !x->by_host) {
+			char loc[PX_URI_MAX];
+			snprintf(loc, sizeof loc, "/proxy/%d%s", x->port, v);
+			http_set_header(x->t, name, loc);
+		} else {
+			http_set_header(x->t, name, v);
 		}
-		line = next;
 	}
-	http_stream_start(x->t, status, ctype);
+	http_stream_start(x->t, a.status, ctype);
 	x->t->drained = client_drained;
 	x->streaming = 1;
-	return 0;
+	return 1;
 }
 
 /* One read from upstream: 1 when there may be more to read now, 0 when
@@ -326,19 +267,25 @@ static int up_read(struct px *x)
 		return more && !x->held;
 	}
 	buf_append(&x->head, b, (size_t)n);
-	char *end = x->head.p ? memmem(x->head.p, x->head.len, "\r\n\r\n", 4) : NULL;
-	if (!end) {
-		if (x->head.len > PX_HEAD_MAX) {
-			px_finish(x, "the preview's server sent a head too large\n");
+	size_t hlen;
+	int r;
+	do {
+		hlen = h1_head_len(x->head.p, x->head.len);
+		if (!hlen) {
+			if (x->head.len > PX_HEAD_MAX) {
+				px_finish(x, "the preview's server sent a head too large\n");
+				return -1;
+			}
+			return more;
+		}
+		r = head_done(x, hlen);
+		if (r < 0) {
+			px_finish(x, "the preview's server answered no HTTP\n");
 			return -1;
 		}
-		return more;
-	}
-	size_t hlen = (size_t)(end - x->head.p) + 4;
-	if (head_done(x, hlen) < 0) {
-		px_finish(x, "the preview's server answered no HTTP\n");
-		return -1;
-	}
+		if (!r)
+			buf_consume(&x->head, hlen);
+	} while (!r);
 	if (x->head.len > hlen && body_out(x, x->head.p + hlen, x->head.len - hlen) < 0) {
 		px_finish(x, NULL);
 		return -1;
@@ -353,6 +300,16 @@ static void up_readable(struct px *x)
 	for (int i = 0; i < 4; i++)
 		if (up_read(x) <= 0)
 			return;
+}
+
+/* lws takes POLLOUT off a raw file's wsi after its WRITEABLE callback
+ * (up_write's caller): writable is asked for again from a timer, after
+ * lws's turn, or the rest of the request would wait for good */
+static void px_rearm(lws_sorted_usec_list_t *sul)
+{
+	struct px *x = lws_container_of(sul, struct px, rearm);
+	if (x->up)
+		lws_callback_on_writable(x->up);
 }
 
 static void up_write(struct px *x)
@@ -378,7 +335,7 @@ static void up_write(struct px *x)
 		x->out_off += (size_t)n;
 	}
 	if (x->out_off < x->out.len) {
-		lws_callback_on_writable(x->up);
+		server_timer(&x->rearm, px_rearm, 1);
 	} else {
 		buf_free(&x->out);
 		x->out_off = 0;
@@ -509,7 +466,7 @@ out:
 	return port;
 }
 
-void proxy_copy_hdr(struct lws *wsi, buf_t *b, enum lws_token_indexes tok, const char *name)
+static void copy_hdr(struct lws *wsi, buf_t *b, enum lws_token_indexes tok, const char *name)
 {
 	int l = lws_hdr_total_length(wsi, tok);
 	if (l <= 0 || l > 8000)
@@ -521,7 +478,7 @@ void proxy_copy_hdr(struct lws *wsi, buf_t *b, enum lws_token_indexes tok, const
 }
 
 /* Cookie without termd's own */
-void proxy_copy_cookie(struct lws *wsi, buf_t *b)
+static void copy_cookie(struct lws *wsi, buf_t *b)
 {
 	char c[8192];
 	if (lws_hdr_copy(wsi, c, sizeof c, WSI_TOKEN_HTTP_COOKIE) <= 0 || strpbrk(c, "\r\n"))
@@ -542,7 +499,8 @@ void proxy_copy_cookie(struct lws *wsi, buf_t *b)
 	buf_free(&keep);
 }
 
-void proxy_forwarded(struct lws *wsi, buf_t *b, int port, int by_host)
+/* X-Forwarded-For, -Host, -Proto and, on a /proxy/<port> path, -Prefix */
+static void forwarded(struct lws *wsi, buf_t *b, int port, int by_host)
 {
 	char peer[64] = "";
 	http_peer(wsi, peer, sizeof peer);
@@ -556,25 +514,46 @@ void proxy_forwarded(struct lws *wsi, buf_t *b, int port, int by_host)
 		buf_printf(b, "X-Forwarded-Prefix: /proxy/%d\r\n", port);
 }
 
+/* the client's headers a request (PX_HTTP) or an upgrade (PX_WS) takes on */
+enum { PX_HTTP = 1, PX_WS = 2 };
+static const struct {
+	enum lws_token_indexes tok;
+	const char *name;
+	int in;
+} px_hdrs[] = {
+	{WSI_TOKEN_KEY, "Sec-WebSocket-Key", PX_WS},
+	{WSI_TOKEN_VERSION, "Sec-WebSocket-Version", PX_WS},
+	{WSI_TOKEN_PROTOCOL, "Sec-WebSocket-Protocol", PX_WS},
+	{WSI_TOKEN_EXTENSIONS, "Sec-WebSocket-Extensions", PX_WS},
+	{WSI_TOKEN_HTTP_ACCEPT, "Accept", PX_HTTP},
+	{WSI_TOKEN_HTTP_ACCEPT_ENCODING, "Accept-Encoding", PX_HTTP},
+	{WSI_TOKEN_HTTP_ACCEPT_LANGUAGE, "Accept-Language", PX_HTTP},
+	{WSI_TOKEN_HTTP_CONTENT_TYPE, "Content-Type", PX_HTTP},
+	{WSI_TOKEN_HTTP_USER_AGENT, "User-Agent", PX_HTTP | PX_WS},
+	{WSI_TOKEN_HTTP_IF_NONE_MATCH, "If-None-Match", PX_HTTP},
+	{WSI_TOKEN_HTTP_IF_MODIFIED_SINCE, "If-Modified-Since", PX_HTTP},
+	{WSI_TOKEN_HTTP_RANGE, "Range", PX_HTTP},
+	{WSI_TOKEN_HTTP_REFERER, "Referer", PX_HTTP},
+	{WSI_TOKEN_HTTP_CACHE_CONTROL, "Cache-Control", PX_HTTP},
+	{WSI_TOKEN_ORIGIN, "Origin", PX_HTTP | PX_WS},
+};
+
+void proxy_client_hdrs(struct lws *wsi, buf_t *b, int port, int by_host, int upgrade)
+{
+	forwarded(wsi, b, port, by_host);
+	for (size_t i = 0; i < sizeof px_hdrs / sizeof px_hdrs[0]; i++)
+		if (px_hdrs[i].in & (upgrade ? PX_WS : PX_HTTP))
+			copy_hdr(wsi, b, px_hdrs[i].tok, px_hdrs[i].name);
+	copy_cookie(wsi, b);
+}
+
 static void build_request(struct px *x, struct http_txn *t, const char *method, const char *path)
 {
 	struct lws *wsi = t->wsi;
 	buf_t *b = &x->out;
 	buf_printf(b, "%s %s HTTP/1.1\r\nHost: localhost:%d\r\nConnection: close\r\n", method, path,
 		   x->port);
-	proxy_forwarded(wsi, b, x->port, x->by_host);
-	proxy_copy_hdr(wsi, b, WSI_TOKEN_HTTP_ACCEPT, "Accept");
-	proxy_copy_hdr(wsi, b, WSI_TOKEN_HTTP_ACCEPT_ENCODING, "Accept-Encoding");
-	proxy_copy_hdr(wsi, b, WSI_TOKEN_HTTP_ACCEPT_LANGUAGE, "Accept-Language");
-	proxy_copy_hdr(wsi, b, WSI_TOKEN_HTTP_CONTENT_TYPE, "Content-Type");
-	proxy_copy_hdr(wsi, b, WSI_TOKEN_HTTP_USER_AGENT, "User-Agent");
-	proxy_copy_hdr(wsi, b, WSI_TOKEN_HTTP_IF_NONE_MATCH, "If-None-Match");
-	proxy_copy_hdr(wsi, b, WSI_TOKEN_HTTP_IF_MODIFIED_SINCE, "If-Modified-Since");
-	proxy_copy_hdr(wsi, b, WSI_TOKEN_HTTP_RANGE, "Range");
-	proxy_copy_hdr(wsi, b, WSI_TOKEN_HTTP_REFERER, "Referer");
-	proxy_copy_hdr(wsi, b, WSI_TOKEN_HTTP_CACHE_CONTROL, "Cache-Control");
-	proxy_copy_hdr(wsi, b, WSI_TOKEN_ORIGIN, "Origin");
-	proxy_copy_cookie(wsi, b);
+	proxy_client_hdrs(wsi, b, x->port, x->by_host, 0);
 	/* Authorization only when it is not termd's own credential */
 	char auth[600];
 	if (lws_hdr_copy(wsi, auth, sizeof auth, WSI_TOKEN_HTTP_AUTHORIZATION) > 0 &&
