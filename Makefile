@@ -48,7 +48,7 @@ MAN_PAGES := share/man/termd.1 share/man/termctl.1 share/man/od-attach.1
 PREFIX  ?= /usr/local
 DESTDIR ?=
 
-.PHONY: all deps deps-e2b deps-swerex deps-agent-sandbox test-agent-sandbox test-k8s test-e2b test-e2b-latest run test test-suites docs-check unit regress test-asan valgrind bench clean check-layers install man-check
+.PHONY: all deps deps-e2b deps-swerex deps-openhands-v1 deps-openhands-sdk deps-agent-sandbox test-agent-sandbox test-k8s test-e2b test-e2b-latest run test test-suites docs-check unit regress test-asan valgrind bench clean check-layers install man-check
 all: $(BINS) $(BUILD)/swerex-remote $(BUILD)/man.ok
 
 # termd started as swerex-remote serves SWE-ReX's API (termd(1))
@@ -94,6 +94,7 @@ deps:
 	fi
 	@$(MAKE) --no-print-directory deps-e2b
 	@$(MAKE) --no-print-directory deps-swerex
+	@$(MAKE) --no-print-directory deps-openhands-v1
 
 # the published e2b SDK, pinned by tests/e2b/package-lock.json, for
 # tests/regress/test_envd.py (npm is Debian's; node_modules is not in git)
@@ -103,6 +104,43 @@ deps-e2b:
 	elif [ ! tests/e2b/node_modules/.package-lock.json -nt tests/e2b/package-lock.json ]; then \
 	  cd tests/e2b && npm ci --no-audit --no-fund --loglevel=error; \
 	fi
+
+# OpenHands V1's published clients for tests/regress/test_openhands_v1_clients.py:
+# the TypeScript client pinned by tests/openhands-v1/package-lock.json (npm
+# ci), and the Python SDK (openhands-sdk, pinned; it needs Python >= 3.12,
+# which Debian 12's 3.11 is not: a python3.12+ on PATH or pyenv's) in a venv
+# under $(BUILD). What could not be installed is said in a .skip file the
+# tests read (no npm, no network, no Python >= 3.12).
+OPENHANDS_SDK_VERSION := 1.43.1
+OH_SDK_VENV := $(BUILD)/openhands-sdk-venv
+deps-openhands-v1:
+	@rm -f tests/openhands-v1/.skip; \
+	if ! command -v npm >/dev/null; then \
+	  echo "no npm: the OpenHands TypeScript client is not installed" > tests/openhands-v1/.skip; \
+	  echo "make deps: $$(cat tests/openhands-v1/.skip)"; \
+	elif [ ! tests/openhands-v1/node_modules/.package-lock.json -nt tests/openhands-v1/package-lock.json ]; then \
+	  (cd tests/openhands-v1 && npm ci --no-audit --no-fund --loglevel=error) || \
+	  echo "npm ci in tests/openhands-v1 failed (no network?)" > tests/openhands-v1/.skip; \
+	fi
+	@$(MAKE) --no-print-directory deps-openhands-sdk
+
+deps-openhands-sdk:
+	@rm -f $(OH_SDK_VENV).skip; \
+	if [ -x $(OH_SDK_VENV)/bin/python ] && $(OH_SDK_VENV)/bin/python -c \
+	  "import importlib.metadata as m, sys; sys.exit(m.version('openhands-sdk') != '$(OPENHANDS_SDK_VERSION)')" 2>/dev/null; then \
+	  exit 0; fi; \
+	py=""; for c in python3.13 python3.12 $$HOME/.pyenv/versions/3.13*/bin/python3 $$HOME/.pyenv/versions/3.12*/bin/python3; do \
+	  p=$$(command -v $$c 2>/dev/null) || continue; \
+	  $$p -c 'import sys, venv; sys.exit(sys.version_info < (3, 12))' 2>/dev/null && { py=$$p; break; }; \
+	done; \
+	mkdir -p $(BUILD); \
+	if [ -z "$$py" ]; then \
+	  echo "no Python >= 3.12 (openhands-sdk needs it; Debian 12 has 3.11): the SDK is not installed" > $(OH_SDK_VENV).skip; \
+	elif ! { rm -rf $(OH_SDK_VENV) && $$py -m venv $(OH_SDK_VENV) && \
+	  $(OH_SDK_VENV)/bin/pip install -q --disable-pip-version-check openhands-sdk==$(OPENHANDS_SDK_VERSION); }; then \
+	  echo "pip install openhands-sdk==$(OPENHANDS_SDK_VERSION) with $$py failed (no network?)" > $(OH_SDK_VENV).skip; \
+	fi; \
+	[ ! -f $(OH_SDK_VENV).skip ] || echo "make deps: $$(cat $(OH_SDK_VENV).skip)"
 
 # SWE-ReX's real clients for tests/regress/test_swerex.py and
 # tests/bench/bench_swerex.py: swe-rex and mini-swe-agent from PyPI, pinned,
@@ -222,6 +260,11 @@ test-asan:
 # stream, files, tty and faults in about three minutes on two cores.
 VG_TESTS := $(addprefix tests/regress/, \
   test_faults.py \
+  test_openhands_v1.py::test_output_pieces_come_while_it_runs_in_order_none_repeated \
+  test_openhands_v1.py::test_socket_resend_and_commands \
+  test_openhands_v1.py::test_upload_and_download \
+  test_openhands_v1.py::test_git_changes_and_diff \
+  test_listen_api.py::test_api_tags_survive_an_upgrade_in_place \
   test_limits.py::test_max_sessions \
   test_limits.py::test_scrollback_lines \
   test_access.py::test_view_token_cannot_act \
@@ -374,6 +417,7 @@ bench: deps
 	TERMD_BIN=$(abspath $(BUILD)/termd) BENCH_RTT_BIN=$(abspath $(BUILD)/bench-rtt) $(PY) tests/bench/bench.py
 	TERMD_BIN=$(abspath $(BUILD)/termd) BENCH_VIEWERS_BIN=$(abspath $(BUILD)/bench-viewers) $(PY) tests/bench/bench_tty.py
 	TERMD_BIN=$(abspath $(BUILD)/termd) $(PY) tests/bench/bench_openhands.py
+	TERMD_BIN=$(abspath $(BUILD)/termd) $(PY) tests/bench/bench_openhands_v1.py
 	TERMD_BIN=$(abspath $(BUILD)/termd) $(PY) tests/bench/bench_envd.py
 	TERMD_BIN=$(abspath $(BUILD)/termd) $(PY) tests/bench/bench_e2b.py
 	TERMD_BIN=$(abspath $(BUILD)/termd) $(PY) tests/bench/bench_front.py

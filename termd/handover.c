@@ -334,6 +334,7 @@ static void modules_save(cJSON *j)
 {
 	cJSON_AddItemToObject(j, "plugins", plugin_handover_save());
 	cJSON_AddItemToObject(j, "recordings", record_handover_save());
+	cJSON_AddItemToObject(j, "openhands_v1", ohv1_handover_save());
 	cJSON_AddItemToObject(j, "stdin", stdin_save());
 	cJSON_AddItemToObject(j, "pendings", pending_handover_save());
 	cJSON_AddItemToObject(j, "watches", watch_handover_save());
@@ -343,12 +344,14 @@ static void modules_save(cJSON *j)
 static void modules_early(const cJSON *rec)
 {
 	record_handover_load(cJSON_GetObjectItem(rec, "recordings"));
+	ohv1_handover_load(cJSON_GetObjectItem(rec, "openhands_v1"));
 }
 
 /* after: what no session took is let go */
 static void modules_sessions_done(const cJSON *rec)
 {
 	record_handover_done();
+	ohv1_handover_done();
 	stdin_load(cJSON_GetObjectItem(rec, "stdin"));
 }
 

@@ -466,6 +466,7 @@ static void teardown(void)
 	fswork_shutdown(); /* file work in flight: its workers joined, its answers dropped */
 	envd_shutdown();   /* its timers and streams while the loop still exists */
 	sandbox_shutdown(); /* its commands' timers */
+	ohv1_shutdown();   /* the same for OpenHands V1's commands and sockets */
 	watch_shutdown();  /* after envd's sinks; its inotify fds while the loop exists */
 	ports_shutdown();  /* its timers and port.wait actions while the loop exists */
 	server_close_loop();
@@ -971,11 +972,13 @@ static void register_modules(void)
 	fsops_register();
 	watch_register();
 	ports_register();
+	ohv1_register();
 	swerex_register();   /* on a swerex listener (swerex-remote's) */
 	openhands_register();
 	envd_register();
 	sandbox_register();
 	web_register();
+	ohv1_register_late();
 	proxy_register();
 	handover_register();
 	metrics_register();

@@ -18,6 +18,12 @@ struct conn {
 	/* a connection without a socket (openhands.c): conn_send hands each
 	 * message to sink instead of queueing it */
 	void (*sink)(struct conn *c, const char *data, size_t len);
+	/* a WebSocket a door serves on this protocol (net.h's ws_door), or
+	 * NULL for /events: what its upgrade check said, and the door's state */
+	const struct ws_door *door;
+	int door_arg;
+	void *door_state;
+	int close_code;           /* a door's close: its code (0: none) */
 };
 
 

@@ -1,7 +1,7 @@
 /* door.h — the front doors' entry points for main.c and handover.c, and what
  * the doors of more than one file share across folders: recordings
  * (record.c), the web page (web.c), the preview proxy (preview/), the
- * dial-out links (link/), OpenHands' API (openhands/), e2b's envd API
+ * dial-out links (link/), OpenHands' API (openhands/: V0, ohv1/: V1), e2b's envd API
  * (envd/) and agent-sandbox's runtime API (sandbox/). A door with a folder keeps its files' shared header there
  * (envd/envd.h, openhands/openhands.h); the formats the doors read and
  * write are codec/'s (codec.h, included here). Each door translates its
@@ -81,6 +81,19 @@ void link_proxy_register(void);
 /* ---- OpenHands' action execution server API (openhands/) ---- */
 void openhands_register(void);
 void openhands_shutdown(void);
+/* ... V1, the agent-server's workspace API (ohv1/): its routes before
+ * V0's, its / and /health after the web page's and envd's (late);
+ * shutdown while the loop exists */
+void ohv1_register(void);
+/* V0's /server_info object (openhands/openhands.c), V1's adds its fields */
+cJSON *oh_server_info_json(void);
+void ohv1_register_late(void);
+void ohv1_shutdown(void);
+/* upgrade in place: V1's kept events and running commands (load before
+ * the sessions are adopted, done after) */
+cJSON *ohv1_handover_save(void);
+void ohv1_handover_load(const cJSON *o);
+void ohv1_handover_done(void);
 
 
 /* ---- SWE-ReX's remote runtime API (swerex/): swerex-remote ---- */

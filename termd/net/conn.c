@@ -6,7 +6,8 @@
  * on are told it is gone. conn_open/_receive/_writable/_closed are the
  * channel itself, also served over a connection termd dialed (link.c).
  * Being protocols[0], its callback
- * also takes the vhost's HTTP requests and upgrade checks (http.c). */
+ * also takes the vhost's HTTP requests and upgrade checks (http.c), and
+ * carries the WebSockets doors serve (http_ws_door: /sockets/bash-events). */
 #include "net.h"
 
 #include <string.h>
@@ -80,6 +81,51 @@ void conn_closed(struct conn *c)
 	wsconn_free(&c->ws);
 }
 
+/* ------------------------------------------- a door's WebSocket */
+
+void conn_door_send(struct conn *c, const char *data, size_t n)
+{
+	if (c->closing)
+		return;
+	if (wsconn_over(&c->ws, n, opts.max_pending)) {
+		log_warn("%s: client not reading: %zu bytes pending, closing it", c->door->path,
+			 c->ws.pending);
+		conn_door_close(c, 1008, "not reading");
+		return;
+	}
+	memcpy(wsconn_queue(&c->ws, n), data, n);
+}
+
+void conn_door_close(struct conn *c, int code, const char *reason)
+{
+	if (c->closing)
+		return;
+	c->closing = 1;
+	c->close_code = code;
+	lws_close_reason(c->ws.wsi, (enum lws_close_status)code, (unsigned char *)reason,
+			 strlen(reason));
+	lws_callback_on_writable(c->ws.wsi);
+}
+
+static void door_receive(struct conn *c, const char *in, size_t len)
+{
+	if (c->closing)
+		return;
+	buf_t msg;
+	size_t total;
+	switch (wsconn_receive(&c->ws, in, len, opts.max_frame, &msg, &total)) {
+	case WSRX_PARTIAL:
+		break;
+	case WSRX_TOO_LARGE:
+		conn_door_close(c, 1009, "message too big");
+		break;
+	case WSRX_MESSAGE:
+		c->door->message(c, msg.p ? msg.p : "", msg.len);
+		buf_free(&msg);
+		break;
+	}
+}
+
 static int conn_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user,
 			 void *in, size_t len)
 {
@@ -100,6 +146,12 @@ static int conn_callback(struct lws *wsi, enum lws_callback_reasons reason, void
 		return http_confirm_upgrade(wsi);
 	case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION: {
 		struct upgrade u;
+		if (http_upgrade(wsi, CHANNEL_DOOR, &u) == 0) {
+			memset(c, 0, sizeof *c);
+			c->door = u.door;
+			c->door_arg = u.door_arg;
+			return 0;
+		}
 		if (http_upgrade(wsi, CHANNEL_EVENTS, &u) < 0)
 			return 1;
 		memset(c, 0, sizeof *c);
@@ -107,15 +159,29 @@ static int conn_callback(struct lws *wsi, enum lws_callback_reasons reason, void
 		return 0;
 	}
 	case LWS_CALLBACK_ESTABLISHED:
-		conn_open(c, wsi);
+		if (c->door) {
+			wsconn_init(&c->ws, wsi, 0);
+			c->door->open(c);
+		} else {
+			conn_open(c, wsi);
+		}
 		break;
 	case LWS_CALLBACK_RECEIVE:
-		conn_receive(c, in, len);
+		if (c->door)
+			door_receive(c, in, len);
+		else
+			conn_receive(c, in, len);
 		break;
 	case LWS_CALLBACK_SERVER_WRITEABLE:
 		return conn_writable(c);
 	case LWS_CALLBACK_CLOSED:
-		conn_closed(c);
+		if (c->door) {
+			c->closing = 1;
+			c->door->closed(c);
+			wsconn_free(&c->ws);
+		} else {
+			conn_closed(c);
+		}
 		break;
 	default:
 		break;

@@ -501,8 +501,8 @@ static int route_request(struct lws *wsi, const struct http_route *r, const char
 		t->close_after = 1;
 		return 0;
 	}
-	if (t->post && t->announced > 0)
-		return 0;   /* the body comes next (http_body) */
+	if (t->announced > 0)
+		return 0;   /* the body comes next (http_body; a GET's too: V1's batch) */
 	r->fn(t);
 	return 0;
 }
@@ -700,9 +700,23 @@ int http_request(struct lws *wsi, const char *uri)
 		r = route_find(uri, api);
 	if (r)
 		return route_request(wsi, r, uri);
+	if (api == TD_API_OPENHANDS)   /* FastAPI's answer, on a listener of its own */
+		return http_reply(wsi, 404, "application/json", "{\"detail\":\"Not Found\"}");
 	if (http_auth(wsi) == AUTH_NONE)
 		return http_reply(wsi, 401, "text/plain", "unauthorized\n");
 	return http_reply(wsi, 404, "text/plain", "not found\n");
+}
+
+#define WS_DOORS 4
+static const struct ws_door *ws_doors[WS_DOORS];
+
+void http_ws_door(const struct ws_door *d)
+{
+	for (int i = 0; i < WS_DOORS; i++)
+		if (!ws_doors[i] || ws_doors[i] == d) {
+			ws_doors[i] = d;
+			return;
+		}
 }
 
 /* Every check an upgrade request must pass, in the order its refusals are
@@ -715,13 +729,20 @@ static int upgrade_check(struct lws *wsi, struct upgrade *u, const char **why)
 		*why = foreign_why;
 		return 403;
 	}
+	uri_path(wsi, path, sizeof path);
+	unsigned api = http_api(wsi);
+	for (int i = 0; i < WS_DOORS && ws_doors[i]; i++)
+		if ((ws_doors[i]->api & api) && strcmp(path, ws_doors[i]->path) == 0) {
+			u->channel = CHANNEL_DOOR;
+			u->door = ws_doors[i];
+			return ws_doors[i]->check(wsi, http_auth(wsi), &u->door_arg, why);
+		}
 	u->auth = http_auth(wsi);
 	if (u->auth == AUTH_NONE) {
 		*why = "unauthorized\n";
 		return 401;
 	}
-	uri_path(wsi, path, sizeof path);
-	if (!(http_api(wsi) & TD_API_TERMD)) {
+	if (!(api & TD_API_TERMD)) {
 		*why = "not found\n";   /* the channels are termd's API */
 		return 404;
 	}

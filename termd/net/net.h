@@ -9,14 +9,38 @@
 /* ---- the upgrade checks (http.c) ---- */
 /* What a request's token admits. */
 enum auth_level { AUTH_NONE, AUTH_VIEW, AUTH_FULL };
-enum channel { CHANNEL_EVENTS, CHANNEL_TTY };
+enum channel { CHANNEL_EVENTS, CHANNEL_TTY, CHANNEL_DOOR };
 /* A WebSocket upgrade request that passed every check. */
 struct upgrade {
 	enum channel channel;
 	enum auth_level auth;
 	int rw;                   /* /tty: mode=rw */
 	char session[TD_SESSION_NAME_MAX + 1]; /* /tty: the session */
+	const struct ws_door *door;           /* CHANNEL_DOOR: whose */
+	int door_arg;                         /* ... and what its check said */
 };
+
+/* ---- WebSockets a door serves (http.c checks, conn.c carries) ---- */
+/* A WebSocket at path (exact) on a listener serving one of api's APIs,
+ * on the /events channel's protocol (no subprotocol needed): check runs
+ * on the upgrade request, before termd's token check (the door has its
+ * own; level is what termd's token check found): 0 to accept (with *arg, kept in c->door_arg), else an HTTP status
+ * and *why. Then open (c->ws is up), each whole text message, closed
+ * (free c->door_state). Up to four. */
+struct ws_door {
+	const char *path;
+	unsigned api;
+	int (*check)(struct lws *wsi, enum auth_level level, int *arg, const char **why);
+	void (*open)(struct conn *c);
+	void (*message)(struct conn *c, const char *msg, size_t n);
+	void (*closed)(struct conn *c);
+};
+void http_ws_door(const struct ws_door *d);
+/* one text message to a door's socket (one not reading past
+ * --max-pending is closed, 1008); close it with code and reason once
+ * what is queued went */
+void conn_door_send(struct conn *c, const char *data, size_t n);
+void conn_door_close(struct conn *c, int code, const char *reason);
 
 
 /* ---- the /events channel (conn.c) ---- */

@@ -3,7 +3,9 @@ walk (test_routes.py; test_hardening.py and test_envd.py take their rows
 from it): termd's own (termd/net/http.c: /healthz, the /events and /tty
 upgrades), the web page (termd/door/web.c), recordings (termd/door/record.c),
 e2b's envd (termd/door/envd/: every Connect method, /health, /envs,
-/files) and OpenHands' action server (termd/door/openhands/).
+/files), OpenHands' action server (termd/door/openhands/) and its V1
+workspace API (termd/door/ohv1/; its WebSocket takes its key in a first
+frame, so it is test_openhands_v1.py's).
 
 A row: door, method ("GET", "POST", or "WS" for an upgrade), path (with a
 query where the route needs one), who may use it, and for a POST the body
@@ -15,7 +17,8 @@ and content type. `access` is
             token may see.
 Each door takes the full token its own way (`full_headers`) and refuses in
 its own words (`refusal`): 401 for termd's routes, the web page, /record and
-envd ("unauthenticated"), 403 for OpenHands ("Invalid API Key").
+envd ("unauthenticated"), 403 for OpenHands ("Invalid API Key"), 401 for
+OpenHands V1 ("Unauthorized").
 
 A route added to a door and not here fails test_routes.py's
 test_the_table_names_every_route."""
@@ -48,6 +51,10 @@ def _oh(method, path, body=None, access="full"):
     return dict(door="openhands", method=method, path=path, access=access,
                 body=json.dumps(body).encode() if body is not None else b"",
                 ctype="application/json" if body is not None else None)
+
+
+def _v1(method, path, body=None, access="full"):
+    return dict(_oh(method, path, body, access), door="ohv1")
 
 
 # {home} and {cast} are filled in by the test: termd's home and a recording's file name
@@ -108,9 +115,21 @@ ROUTES = [
     _oh("POST", "/upload_file?destination={home}/up&recursive=false", {}),
     _oh("GET", "/download_files?path={home}"),
     _oh("GET", "/vscode/connection_token"),
+    # OpenHands V1's workspace API (termd/door/ohv1/; /alive, /server_info and /health above)
+    _v1("GET", "/ready", access="public"),
+    _v1("POST", "/api/bash/start_bash_command", {"command": "true"}),
+    _v1("POST", "/api/bash/execute_bash_command", {"command": "true"}),
+    _v1("GET", "/api/bash/bash_events/search"),
+    _v1("DELETE", "/api/bash/bash_events"),
+    dict(door="ohv1", method="POST", path="/api/file/upload?path={home}/v1up.txt", access="full",
+         body=b"--b\r\nContent-Disposition: form-data; name=\"file\"; filename=\"p.txt\"\r\n\r\n"
+              b"posted\r\n--b--\r\n", ctype="multipart/form-data; boundary=b"),
+    _v1("GET", "/api/file/download?path={home}/hello.txt"),
+    _v1("GET", "/api/git/changes?path={home}"),
+    _v1("GET", "/api/git/diff?path={home}/hello.txt"),
 ]
 
-REFUSAL = {"termd": 401, "web": 401, "record": 401, "envd": 401, "openhands": 403}
+REFUSAL = {"termd": 401, "web": 401, "record": 401, "envd": 401, "openhands": 403, "ohv1": 401}
 
 
 def label(r):
@@ -121,7 +140,7 @@ def full_headers(r, token):
     """The full token, the way the route's door takes it."""
     if r["door"] == "envd":
         return {"X-Access-Token": token}
-    if r["door"] == "openhands":
+    if r["door"] in ("openhands", "ohv1"):
         return {"X-Session-API-Key": token}
     return {"Authorization": "Bearer " + token}
 

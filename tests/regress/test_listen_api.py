@@ -16,8 +16,8 @@ T = 30.0
 
 # a path of each API that answers 200 without a token on a listener serving it
 PROBES = {
-    "termd": ("/metrics", "/"),
-    "openhands": ("/alive", "/server_info"),
+    "termd": ("/metrics",),
+    "openhands": ("/alive", "/server_info", "/ready"),
     "e2b": ("/envs",),
 }
 

@@ -426,7 +426,7 @@ static unsigned long long proc_field_ull(const char *file, const char *key)
 	return v;
 }
 
-void oh_server_info(struct http_txn *t)
+cJSON *oh_server_info_json(void)
 {
 	uint64_t now = mono_us();
 	unsigned long long utime = 0, stime = 0, vsize = 0;
@@ -478,6 +478,12 @@ void oh_server_info(struct http_txn *t)
 	cJSON_AddNumberToObject(io, "read_bytes", (double)proc_field_ull("/proc/self/io", "read_bytes: "));
 	cJSON_AddNumberToObject(io, "write_bytes",
 				(double)proc_field_ull("/proc/self/io", "write_bytes: "));
+	return o;
+}
+
+void oh_server_info(struct http_txn *t)
+{
+	cJSON *o = oh_server_info_json();
 	char *s = cJSON_PrintUnformatted(o);
 	oh_answer_json(t, 200, s);
 	free(s);

@@ -92,6 +92,7 @@ void oh_init(const struct oh_action *acts, size_t n);
 int oh_admit_key(struct http_txn *t);
 void oh_alive(struct http_txn *t);
 void oh_server_info(struct http_txn *t);
+
 void oh_execute_action(struct http_txn *t);
 void oh_vscode_token(struct http_txn *t);
 
