@@ -97,15 +97,15 @@ deps:
 	@$(MAKE) --no-print-directory deps-openhands-v1
 
 # the published e2b SDK, pinned by tests/e2b/package-lock.json, for
-# tests/regress/test_envd.py (npm is Debian's; node_modules is not in git)
+# tests/regress/door/envd/test_envd.py (npm is Debian's; node_modules is not in git)
 deps-e2b:
 	@if ! command -v npm >/dev/null; then \
-	  echo "make deps: no npm: the e2b SDK tests in tests/regress/test_envd.py will skip (they need Node >= 20 and npm)"; \
+	  echo "make deps: no npm: the e2b SDK tests in tests/regress/door/envd/test_envd.py will skip (they need Node >= 20 and npm)"; \
 	elif [ ! tests/e2b/node_modules/.package-lock.json -nt tests/e2b/package-lock.json ]; then \
 	  cd tests/e2b && npm ci --no-audit --no-fund --loglevel=error; \
 	fi
 
-# OpenHands V1's published clients for tests/regress/test_openhands_v1_clients.py:
+# OpenHands V1's published clients for tests/regress/door/ohv1/test_openhands_v1_clients.py:
 # the TypeScript client pinned by tests/openhands-v1/package-lock.json (npm
 # ci), and the Python SDK (openhands-sdk, pinned; it needs Python >= 3.12,
 # which Debian 12's 3.11 is not: a python3.12+ on PATH or pyenv's) in a venv
@@ -142,7 +142,7 @@ deps-openhands-sdk:
 	fi; \
 	[ ! -f $(OH_SDK_VENV).skip ] || echo "make deps: $$(cat $(OH_SDK_VENV).skip)"
 
-# SWE-ReX's real clients for tests/regress/test_swerex.py and
+# SWE-ReX's real clients for tests/regress/door/swerex/test_swerex.py and
 # tests/bench/bench_swerex.py: swe-rex and mini-swe-agent from PyPI, pinned,
 # in a venv under build/ (never the system's Python). Offline the venv is
 # not made and those tests skip, saying so.
@@ -162,13 +162,13 @@ deps-swerex:
 test-e2b: all deps-e2b
 	TERMD_BIN=$(abspath $(BUILD)/termd) TERMCTL_BIN=$(abspath $(BUILD)/termctl) \
 	  OD_ATTACH_BIN=$(abspath $(BUILD)/od-attach) \
-	  $(PY) -m pytest -q -p no:cacheprovider tests/regress/test_envd.py
+	  $(PY) -m pytest -q -p no:cacheprovider tests/regress/door/envd/test_envd.py
 
 # the same SDK tests on the newest published e2b (not in make test: a new
 # release must not turn CI red). Installed into a scratch copy of
 # tests/e2b (drive.mjs, package.json) in $(BUILD)/e2b-latest: tests/e2b's
 # lockfile and node_modules are never touched. TERMD_E2B_DIR points
-# tests/regress/test_envd.py at it.
+# tests/regress/door/envd/test_envd.py at it.
 test-e2b-latest: all
 	@command -v npm >/dev/null || { echo "test-e2b-latest: npm is not installed (make deps)"; exit 1; }
 	rm -rf $(BUILD)/e2b-latest && mkdir -p $(BUILD)/e2b-latest
@@ -177,7 +177,7 @@ test-e2b-latest: all
 	@echo "test-e2b-latest: e2b $$(node -p "require('./$(BUILD)/e2b-latest/node_modules/e2b/package.json').version")"
 	TERMD_BIN=$(abspath $(BUILD)/termd) TERMCTL_BIN=$(abspath $(BUILD)/termctl) \
 	  OD_ATTACH_BIN=$(abspath $(BUILD)/od-attach) TERMD_E2B_DIR=$(abspath $(BUILD)/e2b-latest) \
-	  $(PY) -m pytest -q -p no:cacheprovider tests/regress/test_envd.py
+	  $(PY) -m pytest -q -p no:cacheprovider tests/regress/door/envd/test_envd.py
 
 # shell integration scripts, embedded in termd as C string literals
 $(BUILD)/gen/%.inc: share/shell/%
@@ -259,92 +259,92 @@ test-asan:
 # valgrind's log). The subset covers run, keys, screen, sessions, the event
 # stream, files, tty and faults in about three minutes on two cores.
 VG_TESTS := $(addprefix tests/regress/, \
-  test_faults.py \
-  test_openhands_v1.py::test_output_pieces_come_while_it_runs_in_order_none_repeated \
-  test_openhands_v1.py::test_socket_resend_and_commands \
-  test_openhands_v1.py::test_upload_and_download \
-  test_openhands_v1.py::test_git_changes_and_diff \
-  test_listen_api.py::test_api_tags_survive_an_upgrade_in_place \
-  test_limits.py::test_max_sessions \
-  test_limits.py::test_scrollback_lines \
-  test_access.py::test_view_token_cannot_act \
-  test_tls.py::test_wss_events_and_https_healthz \
-  test_render.py::test_output_that_broke_libvterm \
-  test_restart.py \
-  test_pipe_sessions.py::test_stdin_pipe_write_and_eof \
-  test_pipe_sessions.py::test_stdout_and_stderr_apart_and_exit_code \
-  test_run_units.py::test_heredoc \
-  test_input_wait.py::test_getpass_is_a_password \
-  test_input_wait.py::test_patch_reversed_question \
-  test_run_units.py::test_seven_commands_last_false \
-  test_run_units.py::test_multiline_then_single_line \
-  test_render.py::test_progress_bar_last_state \
-  test_render.py::test_erase_line_and_cursor_up \
-  test_render.py::test_utf8_and_wide_chars \
-  test_render.py::test_50000_lines_truncated \
-  test_render.py::test_output_under_the_limit_is_whole \
-  test_fullscreen.py \
-  test_tty.py \
-  test_fair.py::test_viewers_past_the_viewer_rate_get_screens_then_output \
-  test_run_state.py::test_cd_persists_and_cwd_follows \
-  test_run_state.py::test_variables_functions_aliases_persist \
-  test_run_state.py::test_exit_codes \
-  test_run_state.py::test_extras_fields_and_types \
-  test_run_state.py::test_output_that_looks_like_integration_marks \
-  test_run_input.py::test_read_prompt_then_answer \
-  test_run_input.py::test_ctrl_c_sleep \
-  test_run_input.py::test_relay_polling_the_tty_is_not_waiting_until_it_asks \
-  test_run_continuation.py \
-  test_run_concurrent_input.py::test_second_command_is_busy_input_is_not \
-  test_run_long.py::test_long_command_keeps_shell_state \
-  test_run_timeouts.py::test_hard_timeout_then_rest \
-  test_run_timeouts.py::test_busy_nothing_typed \
-  test_sessions.py::test_run_in_unknown_session_opens_a_shell \
-  test_sessions.py::test_open_program_with_cwd_and_env \
-  test_sessions.py::test_close_ends_children_of_children \
-  test_sessions.py::test_close_answers_actions_waiting_on_the_session \
-  test_sessions.py::test_program_session_exit \
-  test_sessions.py::test_program_killed_by_signal \
-  test_sessions.py::test_expect_text_that_appears_later \
-  test_sessions.py::test_expect_timeout \
-  test_sessions.py::test_expect_while_a_run_is_in_flight \
-  test_events_stream.py::test_subscriber_sees_command_start_end_then_run \
-  test_events_stream.py::test_command_events_for_keys_typed_command \
-  test_events_stream.py::test_subscribe_since_replays_exactly_the_later_events \
-  test_events_stream.py::test_retention_gap \
-  test_events_stream.py::test_event_log \
-  test_events_stream.py::test_resent_id_is_not_run_twice \
-  test_events_stream.py::test_result_survives_disconnect \
-  test_files.py::test_read_whole_file \
-  test_files.py::test_read_errors \
-  test_files.py::test_read_base64 \
-  test_files.py::test_write_utf8_and_base64 \
-  test_files.py::test_write_expected_sha256 \
-  test_files.py::test_write_errors \
-  test_files.py::test_edit_create \
-  test_files.py::test_str_replace_success_and_snippet \
-  test_files.py::test_insert \
-  test_files.py::test_undo_edit_through_three_edits \
-  test_health_events.py::test_hello \
-  test_health_events.py::test_bad_json \
-  test_health_events.py::test_frame_over_max_frame \
-  test_health_events.py::test_client_disconnects_mid_command \
-  test_health_events.py::test_client_disconnects_mid_frame \
-  test_health_events.py::test_many_connections_come_and_go \
-  test_health_events.py::test_token_auth \
-  test_ignored_args.py::test_answers_given_later_carry_them \
-  test_plugins.py::test_custom_plugin_json_lines \
-  test_plugins.py::test_setup_failure_message_exact \
-  test_plugins.py::test_dead_program_restarted_and_said_so \
-  test_plugins.py::test_plugin_processes_end_with_termd \
-  test_web.py::test_files_gzipped_or_plain_with_headers \
-  test_cgroups.py::test_double_forked_daemon_killed_by_tree \
-  test_cgroups.py::test_limits_per_session_override_defaults \
-  test_cgroups.py::test_metrics)
+  loop/test_faults.py \
+  door/ohv1/test_openhands_v1.py::test_output_pieces_come_while_it_runs_in_order_none_repeated \
+  door/ohv1/test_openhands_v1.py::test_socket_resend_and_commands \
+  door/ohv1/test_openhands_v1.py::test_upload_and_download \
+  door/ohv1/test_openhands_v1.py::test_git_changes_and_diff \
+  net/test_listen_api.py::test_api_tags_survive_an_upgrade_in_place \
+  core/test_limits.py::test_max_sessions \
+  core/test_limits.py::test_scrollback_lines \
+  net/test_access.py::test_view_token_cannot_act \
+  net/test_tls.py::test_wss_events_and_https_healthz \
+  core/test_render.py::test_output_that_broke_libvterm \
+  core/test_restart.py \
+  core/test_pipe_sessions.py::test_stdin_pipe_write_and_eof \
+  core/test_pipe_sessions.py::test_stdout_and_stderr_apart_and_exit_code \
+  action/test_run_units.py::test_heredoc \
+  core/test_input_wait.py::test_getpass_is_a_password \
+  core/test_input_wait.py::test_patch_reversed_question \
+  action/test_run_units.py::test_seven_commands_last_false \
+  action/test_run_units.py::test_multiline_then_single_line \
+  core/test_render.py::test_progress_bar_last_state \
+  core/test_render.py::test_erase_line_and_cursor_up \
+  core/test_render.py::test_utf8_and_wide_chars \
+  core/test_render.py::test_50000_lines_truncated \
+  core/test_render.py::test_output_under_the_limit_is_whole \
+  core/test_fullscreen.py \
+  net/test_tty.py \
+  core/test_fair.py::test_viewers_past_the_viewer_rate_get_screens_then_output \
+  action/test_run_state.py::test_cd_persists_and_cwd_follows \
+  action/test_run_state.py::test_variables_functions_aliases_persist \
+  action/test_run_state.py::test_exit_codes \
+  action/test_run_state.py::test_extras_fields_and_types \
+  action/test_run_state.py::test_output_that_looks_like_integration_marks \
+  action/test_run_input.py::test_read_prompt_then_answer \
+  action/test_run_input.py::test_ctrl_c_sleep \
+  action/test_run_input.py::test_relay_polling_the_tty_is_not_waiting_until_it_asks \
+  action/test_run_continuation.py \
+  action/test_run_concurrent_input.py::test_second_command_is_busy_input_is_not \
+  action/test_run_long.py::test_long_command_keeps_shell_state \
+  action/test_run_timeouts.py::test_hard_timeout_then_rest \
+  action/test_run_timeouts.py::test_busy_nothing_typed \
+  action/test_sessions.py::test_run_in_unknown_session_opens_a_shell \
+  action/test_sessions.py::test_open_program_with_cwd_and_env \
+  action/test_sessions.py::test_close_ends_children_of_children \
+  action/test_sessions.py::test_close_answers_actions_waiting_on_the_session \
+  action/test_sessions.py::test_program_session_exit \
+  action/test_sessions.py::test_program_killed_by_signal \
+  action/test_sessions.py::test_expect_text_that_appears_later \
+  action/test_sessions.py::test_expect_timeout \
+  action/test_sessions.py::test_expect_while_a_run_is_in_flight \
+  action/test_events_stream.py::test_subscriber_sees_command_start_end_then_run \
+  action/test_events_stream.py::test_command_events_for_keys_typed_command \
+  action/test_events_stream.py::test_subscribe_since_replays_exactly_the_later_events \
+  action/test_events_stream.py::test_retention_gap \
+  action/test_events_stream.py::test_event_log \
+  action/test_events_stream.py::test_resent_id_is_not_run_twice \
+  action/test_events_stream.py::test_result_survives_disconnect \
+  action/test_files.py::test_read_whole_file \
+  action/test_files.py::test_read_errors \
+  action/test_files.py::test_read_base64 \
+  action/test_files.py::test_write_utf8_and_base64 \
+  action/test_files.py::test_write_expected_sha256 \
+  action/test_files.py::test_write_errors \
+  action/test_files.py::test_edit_create \
+  action/test_files.py::test_str_replace_success_and_snippet \
+  action/test_files.py::test_insert \
+  action/test_files.py::test_undo_edit_through_three_edits \
+  net/test_health_events.py::test_hello \
+  net/test_health_events.py::test_bad_json \
+  net/test_health_events.py::test_frame_over_max_frame \
+  net/test_health_events.py::test_client_disconnects_mid_command \
+  net/test_health_events.py::test_client_disconnects_mid_frame \
+  net/test_health_events.py::test_many_connections_come_and_go \
+  net/test_health_events.py::test_token_auth \
+  action/test_ignored_args.py::test_answers_given_later_carry_them \
+  action/test_plugins.py::test_custom_plugin_json_lines \
+  action/test_plugins.py::test_setup_failure_message_exact \
+  action/test_plugins.py::test_dead_program_restarted_and_said_so \
+  action/test_plugins.py::test_plugin_processes_end_with_termd \
+  door/web/test_web.py::test_files_gzipped_or_plain_with_headers \
+  core/test_cgroups.py::test_double_forked_daemon_killed_by_tree \
+  core/test_cgroups.py::test_limits_per_session_override_defaults \
+  core/test_cgroups.py::test_metrics)
 # the slowest twins of tests kept in the subset
 VG_DESELECT := \
-  --deselect 'tests/regress/test_faults.py::test_client_gone_while_termd_writes_a_large_answer[tcp-rst]' \
-  --deselect tests/regress/test_faults.py::test_output_file_on_a_full_tmpfs
+  --deselect 'tests/regress/loop/test_faults.py::test_client_gone_while_termd_writes_a_large_answer[tcp-rst]' \
+  --deselect tests/regress/loop/test_faults.py::test_output_file_on_a_full_tmpfs
 
 valgrind:
 	@command -v valgrind >/dev/null || { echo "make valgrind: valgrind is not installed (make deps)"; exit 1; }
@@ -366,7 +366,7 @@ test-python: all
 # agent-sandbox's Python SDK, pinned (tests/agent-sandbox/requirements.txt), in
 # a venv under the build folder (never the system's Python): make test runs
 # it before the regress suite; offline, the reason is kept in the venv and
-# tests/regress/test_agent_sandbox_sdk.py skips with it
+# tests/regress/door/sandbox/test_agent_sandbox_sdk.py skips with it
 AS_VENV := $(BUILD)/agent-sandbox-venv
 deps-agent-sandbox:
 	@if [ -f $(AS_VENV)/.ok ] && [ $(AS_VENV)/.ok -nt tests/agent-sandbox/requirements.txt ]; then exit 0; fi; \
@@ -376,14 +376,14 @@ deps-agent-sandbox:
 	  touch $(AS_VENV)/.ok; \
 	else \
 	  tail -n 3 $(AS_VENV)/pip.err > $(AS_VENV)/offline; \
-	  echo "deps-agent-sandbox: could not install k8s-agent-sandbox (offline?): test_agent_sandbox_sdk.py will skip"; \
+	  echo "deps-agent-sandbox: could not install k8s-agent-sandbox (offline?): door/sandbox/test_agent_sandbox_sdk.py will skip"; \
 	fi
 
 # the agent-sandbox door against agent-sandbox's Python SDK (direct mode)
 test-agent-sandbox: all deps-agent-sandbox
 	TERMD_BIN=$(abspath $(BUILD)/termd) TERMCTL_BIN=$(abspath $(BUILD)/termctl) \
 	  OD_ATTACH_BIN=$(abspath $(BUILD)/od-attach) \
-	  $(PY) -m pytest -q -p no:cacheprovider tests/regress/test_agent_sandbox.py tests/regress/test_agent_sandbox_sdk.py
+	  $(PY) -m pytest -q -p no:cacheprovider tests/regress/door/sandbox/test_agent_sandbox.py tests/regress/door/sandbox/test_agent_sandbox_sdk.py
 
 # share/k8s against a real API server (not in make test: it builds kube-apiserver,
 # kubectl, etcd and agent-sandbox's controller from their Go modules, pinned by

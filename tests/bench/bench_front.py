@@ -89,6 +89,7 @@ def unary_h1(conn):
 
 
 def unary_h2(port, cafile=None):
+    sys.path.insert(0, os.path.join(REPO, "tests", "regress", "net"))  # regroup.py: test_h2.py moved to tests/regress/net/
     from test_h2 import H2
     c = H2(port, cafile)
     h = {k.lower(): v for k, v in HDRS.items()}

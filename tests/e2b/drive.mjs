@@ -1,7 +1,7 @@
 // drive.mjs — the published e2b SDK (tests/e2b/package.json, pinned by
 // package-lock.json) driving a termd in the SDK's debug mode: one
 // scenario per run (`node drive.mjs <scenario>`), its observations as one
-// JSON line on stdout; tests/regress/test_envd.py asserts on them.
+// JSON line on stdout; tests/regress/door/envd/test_envd.py asserts on them.
 // Env: E2B_SANDBOX_URL (termd), TERMD_TOKEN (sent as X-Access-Token),
 // E2B_DEBUG=true.
 import { Sandbox, CommandExitError, NotFoundError } from 'e2b';

@@ -99,7 +99,7 @@ fuzz-fidelity: all
 	@echo "fuzz-fidelity: seed $(FIDELITY_SEED), $(FIDELITY_N) commands"
 	TERMD_FIDELITY_SEED=$(FIDELITY_SEED) TERMD_FIDELITY_N=$(FIDELITY_N) \
 	  TERMD_BIN=$(abspath $(BUILD)/termd) $(PY) -m pytest -q -p no:cacheprovider \
-	  tests/regress/test_fidelity.py -k generated
+	  tests/regress/action/test_run_fidelity.py -k generated
 
 fuzz-clean:
 	rm -rf $(FUZZ_BUILD)

@@ -3,7 +3,7 @@
 // termd's api=openhands listener: RemoteWorkspace, BashClient,
 // FileClient, ServerClient and BashWebSocketClient, unmodified. One
 // scenario per run (`node drive.mjs <scenario>`), its observations as one
-// JSON line on stdout; tests/regress/test_openhands_v1_clients.py asserts
+// JSON line on stdout; tests/regress/door/ohv1/test_openhands_v1_clients.py asserts
 // on them. Env: OH_URL (http://127.0.0.1:PORT), OH_KEY (the full token),
 // OH_HOME (a folder the scenario may write in).
 import { createRequire } from 'node:module';

@@ -22,6 +22,16 @@ from pathlib import Path
 
 import pytest
 
+# regroup.py (issue 45): the group folders on sys.path. The tests live in
+# tests/regress/<group>/ (termd/'s layers and doors) and import the helpers
+# here and each other by module name (their basenames are unique).
+_REGRESS = Path(__file__).resolve().parent
+for _d in sorted({p.parent for p in _REGRESS.rglob("test_*.py")}, reverse=True):
+    if str(_d) not in sys.path:
+        sys.path.insert(1, str(_d))
+if str(_REGRESS) not in sys.path:
+    sys.path.insert(0, str(_REGRESS))
+
 import wsclient
 
 # the project's Python client (proto/python), for tests that drive termd the

@@ -4,7 +4,7 @@ termd's `run` in a shell session must answer what `bash -c` prints for it.
 What is here: the corpus (commands of the kinds agents write), a seeded
 grammar-based generator of random shell commands, how a command is run on
 each side, and THE ONE PLACE that lists the differences a terminal makes by
-design (`normalize`). Used by tests/regress/test_fidelity.py (the corpus and a
+design (`normalize`). Used by tests/regress/action/test_run_fidelity.py (the corpus and a
 seeded slice of the generator in `make test`), by `make fuzz-fidelity` (the
 generator, unbounded seeds) and by tests/bench/bench_fidelity.py.
 

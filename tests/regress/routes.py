@@ -1,5 +1,5 @@
 """Every route of every door on termd's listener, in one table the auth tests
-walk (test_routes.py; test_hardening.py and test_envd.py take their rows
+walk (test_routes.py; test_view_token_and_ids.py and test_envd.py take their rows
 from it): termd's own (termd/net/http.c: /healthz, the /events and /tty
 upgrades), the web page (termd/door/web.c), recordings (termd/door/record.c),
 e2b's envd (termd/door/envd/: every Connect method, /health, /envs,

@@ -30,7 +30,7 @@ import routes
 import wsclient
 from tdtest import free_port
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[4]
 # make test-e2b-latest: a scratch copy with the newest published SDK
 E2B = Path(os.environ.get("TERMD_E2B_DIR") or ROOT / "tests" / "e2b")
 TOKEN = "envd-test-token-0123456789"

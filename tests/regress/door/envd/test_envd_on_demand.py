@@ -151,7 +151,7 @@ def test_pipe_output_kept_for_the_screen_is_bounded(termd_factory):
     """40 MB on one line nobody looks at: what is kept for the screen stays
     within its 4 MiB (termd's peak RSS grows by less than the output), and
     the screen then shows the line's end."""
-    from test_hardening3 import kib, sanitized
+    from test_watch_stdin_stream_bounds import kib, sanitized
     td = termd_factory()
     pid = td.proc.pid
     ev = td.events()   # (no subscriber: its queue would hold the output events)

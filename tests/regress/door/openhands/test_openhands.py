@@ -37,7 +37,7 @@ META_KEYS = {"exit_code", "pid", "username", "hostname", "working_dir", "py_inte
              "prefix", "suffix"}
 ERROR_KEYS = {"message", "observation", "content", "extras"}
 
-FIXTURES = Path(__file__).parent / "openhands"
+FIXTURES = Path(__file__).resolve().parents[2] / "openhands"
 
 
 # ---------------------------------------------------------------- client

@@ -18,7 +18,7 @@ import pytest
 import conftest
 import tdtest
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 OD_ATTACH_BIN = os.environ.get("OD_ATTACH_BIN") or str(REPO / "build" / "od-attach")
 PROGRAMS = {"termd": conftest.TERMD_BIN, "termctl": conftest.TERMCTL_BIN, "od-attach": OD_ATTACH_BIN}
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import conftest
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 CHECK = str(REPO / "tests" / "docs" / "check_docs.py")
 BUILD = os.path.relpath(os.path.dirname(conftest.TERMD_BIN), REPO)
 

@@ -226,7 +226,7 @@ def test_port_wait_a_foreign_listener_is_not_ready(termd_factory):
 # ------------------------------------------------------------ item 7
 
 def process_stream(td, cmd, rcvbuf=1 << 16):
-    from test_hardening3 import open_stream
+    from test_watch_stdin_stream_bounds import open_stream
     return open_stream(td, "process.Process/Start",
                        {"process": {"cmd": "/bin/sh", "args": ["-c", cmd]}}, rcvbuf=rcvbuf)
 
@@ -244,7 +244,7 @@ def test_a_process_stream_read_slowly_holds_the_process_and_loses_nothing(termd_
     1 MiB: the process waits for the client (its pipe fills), every byte
     arrives in order and the end is exit 0 (before: the stream was cut at
     --stream-max with resource_exhausted and the output lost)."""
-    from test_hardening3 import start, kib, sanitized
+    from test_watch_stdin_stream_bounds import start, kib, sanitized
     import base64
     td = start(termd_factory, "--stream-max", "1048576")
     base = kib(td.proc.pid, "VmHWM")
@@ -285,7 +285,7 @@ def test_a_process_stream_whose_client_reads_nothing_is_cut_after_the_stall(term
     --stream-max), and after --stream-stall 2 s without a byte taken the
     stream is cut with resource_exhausted naming --stream-stall; the
     process, let go, runs to its end."""
-    from test_hardening3 import start, opt, unary
+    from test_watch_stdin_stream_bounds import start, opt, unary
     td = start(termd_factory, "--stream-max", "1048576", *opt("stream-stall", 2))
     s = process_stream(td, "head -c 300000000 /dev/zero")
 
@@ -362,23 +362,23 @@ def base():
 
 
 def post_file(td, path, data):
-    from test_hardening3 import request
+    from test_watch_stdin_stream_bounds import request
     return request(td, "POST", "/files?path=%s" % path, data,
                    {"Content-Type": "application/octet-stream"})
 
 
 def get_file(td, path):
-    from test_hardening3 import request
+    from test_watch_stdin_stream_bounds import request
     return request(td, "GET", "/files?path=%s" % path)
 
 
 def make_dir(td, path):
-    from test_hardening3 import unary
+    from test_watch_stdin_stream_bounds import unary
     return unary(td, "filesystem.Filesystem/MakeDir", {"path": str(path)})
 
 
 def health(td):
-    from test_hardening3 import request
+    from test_watch_stdin_stream_bounds import request
     status, body = request(td, "GET", "/healthz", token=None)
     assert status == 200, body
     return json.loads(body)
@@ -390,7 +390,7 @@ def test_a_root_capable_user_writes_where_only_root_may(termd_factory, sudo_all_
     root, as envd does) and are the user's (before: "cannot make the
     folder of ...: Permission denied")."""
     import pwd
-    from test_hardening3 import start
+    from test_watch_stdin_stream_bounds import start
     pw = pwd.getpwnam(sudo_all_user)
     td = start(termd_factory, "--user", sudo_all_user)
     target = base / "rootdir" / "0" / "multi_test_file0.txt"
@@ -443,7 +443,7 @@ def test_e2b_sdk_write_multiple_files_as_a_root_capable_user(termd_factory, sudo
 
 
 def test_a_user_without_sudo_is_refused(termd_factory, base):
-    from test_hardening3 import start
+    from test_watch_stdin_stream_bounds import start
     td = start(termd_factory, "--user", "nobody")
     assert health(td).get("user_root_capable") is False
     target = base / "rootdir" / "0" / "f.txt"
@@ -463,7 +463,7 @@ def test_root_capable_never_follows_the_users_links(termd_factory, sudo_all_user
     root folder: writing through either is refused, root capable or not,
     and the root file and folder are unchanged."""
     import pwd
-    from test_hardening3 import start
+    from test_watch_stdin_stream_bounds import start
     pw = pwd.getpwnam(sudo_all_user)
     udir = base / "udir"
     udir.mkdir()
@@ -491,7 +491,7 @@ def test_root_capable_never_follows_the_users_links(termd_factory, sudo_all_user
 
 
 def test_user_root_capable_no_refuses(termd_factory, sudo_all_user, base):
-    from test_hardening3 import start
+    from test_watch_stdin_stream_bounds import start
     td = start(termd_factory, "--user", sudo_all_user, "--user-root-capable", "no")
     assert health(td).get("user_root_capable") is False
     target = base / "rootdir" / "0" / "f.txt"
@@ -507,7 +507,7 @@ def test_user_root_capable_no_refuses(termd_factory, sudo_all_user, base):
     # environment
     td2 = start(termd_factory)
     assert health(td2).get("user_root_capable") is True
-    from test_hardening3 import TOKEN as TOKEN3
+    from test_watch_stdin_stream_bounds import TOKEN as TOKEN3
     td3 = termd_factory(token=TOKEN3, tcp=True, env={"TERMD_USER_ROOT_CAPABLE": "no"})
     assert health(td3).get("user_root_capable") is False
 
@@ -518,7 +518,7 @@ def test_healthz_never_waits_for_sudo(termd_factory, tmp_path):
     first on termd's PATH and --user nobody (auto: sudo is asked), /healthz
     answers at once (false: not known yet), twice, and a WebSocket action
     too. Asked on the loop, the first /healthz waits the minute out."""
-    from test_hardening3 import start
+    from test_watch_stdin_stream_bounds import start
     fake = tmp_path / "bin"
     fake.mkdir()
     pidf = tmp_path / "sudo.pid"
@@ -526,7 +526,7 @@ def test_healthz_never_waits_for_sudo(termd_factory, tmp_path):
     (fake / "sudo").chmod(0o755)
     td = termd_factory(token=TOKEN, tcp=True, args=["--user", "nobody"],
                        env={"PATH": "%s:%s" % (fake, os.environ.get("PATH", "/usr/bin:/bin"))})
-    from test_hardening3 import request
+    from test_watch_stdin_stream_bounds import request
     try:
         for _ in range(2):
             status, body = request(td, "GET", "/healthz", token=None, timeout=20)

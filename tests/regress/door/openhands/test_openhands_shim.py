@@ -16,7 +16,7 @@ from tdtest import free_port
 from test_openhands import OH
 from test_plugins import BUILT_PLUGINS
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[4]
 SHIM = REPO / "share" / "runtime" / "openhands-shim"
 PREFIX = ["run", "-n", "openhands", "poetry", "run", "python", "-u", "-m",
           "openhands.runtime.action_execution_server"]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-TEST_RUN = str(Path(__file__).resolve().parents[2] / "tools" / "test-run")
+TEST_RUN = str(Path(__file__).resolve().parents[3] / "tools" / "test-run")
 
 
 def run(*argv, timeout=60):

@@ -22,7 +22,7 @@ import conftest
 import tdtest
 import wsclient
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[4]
 OD_ATTACH_BIN = os.environ.get("OD_ATTACH_BIN") or str(REPO / "build" / "od-attach")
 TTY = "termd.tty.v1"
 MARK = re.compile(rb"\x1b\]6973;[0-9a-f]+;[^\x07]*\x07")

@@ -34,7 +34,7 @@ import pytest
 
 from tdtest import free_port
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[4]
 TS = ROOT / "tests" / "openhands-v1"
 BUILD = Path(os.environ.get("TERMD_BIN") or ROOT / "build" / "termd").parent
 VENV = Path(os.environ.get("TERMD_OH_SDK_VENV") or ROOT / "build" / "openhands-sdk-venv")

@@ -21,7 +21,7 @@ import pytest
 import conftest
 import tdtest
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 OD_ATTACH_BIN = os.environ.get("OD_ATTACH_BIN") or str(REPO / "build" / "od-attach")
 # Generous: under AddressSanitizer termd, bash and od-attach are all slower.
 WAIT = float(os.environ.get("OD_ATTACH_TEST_WAIT", "15"))

@@ -16,7 +16,7 @@ import pytest
 from conftest import TERMD_BIN
 from tdtest import free_port
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[4]
 # beside the termd under test; TERMD_AGENT_SANDBOX_VENV names another (a
 # sanitizer build's termd with the main build's venv)
 VENV = Path(os.environ.get("TERMD_AGENT_SANDBOX_VENV")

@@ -23,10 +23,10 @@ import routes
 import wsclient
 from conftest import TERMD_BIN, Termd
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[4]
 VENV = Path(os.environ.get("TERMD_SWEREX_VENV") or REPO / "build" / "swerex-venv")
 VPY = VENV / "bin" / "python"
-CLIENT = Path(__file__).resolve().parent / "swerex_client.py"
+CLIENT = Path(__file__).resolve().parents[2] / "swerex_client.py"
 TOKEN = "swerex-test-token-0123456789"
 
 
