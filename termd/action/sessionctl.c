@@ -36,6 +36,14 @@ static int signal_by_name(const char *n)
 	return 0;
 }
 
+static const char *signal_name(int sig)
+{
+	for (size_t i = 0; i < sizeof signals / sizeof signals[0]; i++)
+		if (signals[i].sig == sig)
+			return signals[i].name;
+	return "?";
+}
+
 /* usage: session.list's (session.open's answer has the limits only) */
 static cJSON *session_json(struct session *s, int usage)
 {
@@ -203,7 +211,17 @@ static int session_signal_action(struct act *a)
 	cJSON_AddStringToObject(ex, "session", s->name);
 	cJSON_AddStringToObject(ex, "signal", signame);
 	cJSON_AddNumberToObject(ex, "pid", pg);
-	events_emit(a->conn, a->id, "session.signal", "", ex);
+	char msg[256] = "";
+	if (s->is_shell && pg == s->pty.pid) {
+		/* no job in the foreground: only the shell at its prompt got it */
+		cJSON_AddBoolToObject(ex, "job", 0);
+		snprintf(msg, sizeof msg, "no foreground job in session %s: SIG%s reached only its "
+			 "shell (pid %d) at its prompt; tree: true signals what runs behind it",
+			 s->name, signal_name(sig), (int)pg);
+	} else {
+		cJSON_AddBoolToObject(ex, "job", 1);
+	}
+	events_emit(a->conn, a->id, "session.signal", msg, ex);
 	return 0;
 }
 

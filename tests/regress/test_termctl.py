@@ -179,3 +179,92 @@ def test_session_open_pipe_and_stdin(termd, ev, tmp_path):
     assert p.returncode == 2 and "no_command" in p.stderr, (p.returncode, p.stderr)
     p = termd.termctl("session", "stdin", "cat")
     assert p.returncode == 2 and "usage" in p.stderr, (p.returncode, p.stderr)
+
+
+# ---- issue 51: termctl's names for PROTOCOL.md section 11
+
+def test_session_open_takes_limits(termd, ev):
+    p = termd.termctl("session", "open", "lim51", "--memory", "64M", "--pids", "40",
+                      "--cpu=0.5")
+    assert p.returncode == 0, (p.returncode, p.stdout, p.stderr)
+    assert "warning" not in p.stderr, p.stderr
+    lst = ev.call("session.list", {})["extras"]["sessions"]
+    s = [s for s in lst if s["name"] == "lim51"][0]
+    assert s["limits"] == {"memory": 64 << 20, "pids": 40, "cpu": 0.5}, s
+    p = termd.termctl("session", "open", "lim51b", "--memory", "1048576")
+    assert p.returncode == 0, (p.returncode, p.stdout, p.stderr)
+    lst = ev.call("session.list", {})["extras"]["sessions"]
+    assert [s for s in lst if s["name"] == "lim51b"][0]["limits"]["memory"] == 1 << 20
+    p = termd.termctl("session", "open", "lim51c", "--pids", "many")
+    assert p.returncode == 2 and "--pids" in p.stderr, (p.returncode, p.stderr)
+
+
+def test_session_signal_says_when_no_job_got_it(termd, ev):
+    # an idle shell: INT reaches only the shell at its prompt; termctl says so
+    assert ev.call("session.open", {"name": "sig51"})["observation"] == "session.open"
+    run_done(ev, "true", session="sig51")
+    p = termd.termctl("session", "signal", "sig51", "INT")
+    assert p.returncode == 1, (p.returncode, p.stdout, p.stderr)
+    assert "no foreground job in session sig51" in p.stderr, p.stderr
+    # a job in the foreground: it gets it, exit 0
+    ev.send_action("run", {"command": "sleep 300", "session": "sig51", "timeout": 60})
+    tdtest.wait_until(lambda: any(s["name"] == "sig51" and s.get("command")
+                                  for s in ev.call("session.list", {})["extras"]["sessions"]),
+                      what="sleep running in sig51")
+    p = termd.termctl("session", "signal", "sig51", "INT")
+    assert p.returncode == 0 and not p.stderr, (p.returncode, p.stdout, p.stderr)
+    # --tree: every process the session started
+    p = termd.termctl("session", "signal", "sig51", "TERM", "--tree")
+    assert p.returncode == 0, (p.returncode, p.stdout, p.stderr)
+
+
+def test_subscribe_resumes_after_an_upgrade(termd, ev):
+    import queue
+    import subprocess
+    import threading
+    from conftest import TERMCTL_BIN, base_env
+    e = base_env(termd.home)
+    e["TERMD_URL"] = termd.url
+    proc = subprocess.Popen([TERMCTL_BIN, "subscribe"], env=e, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    lines = queue.Queue()
+    t = threading.Thread(target=lambda: [lines.put(l) for l in proc.stdout], daemon=True)
+    t.start()
+    seen = []
+
+    def saw(text, timeout=60):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                l = lines.get(timeout=max(0.01, deadline - time.monotonic()))
+            except queue.Empty:
+                break
+            seen.append(json.loads(l))
+            if text in l:
+                return
+        raise AssertionError("termctl subscribe never printed %r (rc %r): %s" %
+                             (text, proc.poll(), [str(o)[:120] for o in seen[-5:]]))
+    try:
+        saw('"subscribe"')
+        run_done(ev, "echo before-up-$((50+1))")
+        saw("before-up-51")
+        ev.send_action("termd.upgrade", {}, id="up51")
+        deadline = time.monotonic() + 60
+        ev2 = None
+        while ev2 is None and time.monotonic() < deadline:
+            try:
+                ev2 = termd.events(timeout=10)
+                ev2.ping()
+            except Exception:   # noqa: BLE001 — the old one closing, the new one starting
+                ev2 = None
+        assert ev2 is not None
+        run_done(ev2, "echo after-up-$((50+1))")
+        saw("after-up-51")
+        assert proc.poll() is None, proc.stderr.read()
+        seqs = [o["seq"] for o in seen if "seq" in o and o.get("observation") != "subscribe"]
+        assert seqs == sorted(set(seqs)), seqs                   # none twice, in order
+        assert all(o.get("observation") != "gap" for o in seen)
+    finally:
+        proc.kill()
+        proc.wait()
+        t.join(5)
