@@ -619,6 +619,7 @@ static int run_action(struct act *a)
 	int is_input = 0;
 	double timeout = 0, idle = 0, max_out = DEFAULT_MAX_OUTPUT;
 	int has_timeout = 0, has_idle = 0, has_max = 0;
+	ARGS_KNOWN(a, "command", "session", "is_input", "timeout", "idle_timeout", "max_output");
 	if (arg_string(a, "command", &command, 1) < 0 ||
 	    arg_bool(a, "is_input", &is_input) < 0 ||
 	    arg_number(a, "timeout", &timeout, &has_timeout) < 0 ||
@@ -717,6 +718,7 @@ static int run_action(struct act *a)
 
 static int keys_action(struct act *a)
 {
+	ARGS_KNOWN(a, "session", "keys", "settle_ms", "timeout");
 	const cJSON *keys = arg_json(a, "keys");
 	if (!cJSON_IsArray(keys)) {
 		act_error(a, TD_ERR_BAD_REQUEST, "'keys' must be an array of strings");

@@ -83,6 +83,7 @@ static int session_open_action(struct act *a)
 	const char *name = NULL, *command = NULL, *cwd = NULL, *kind = NULL;
 	double cols = 0, rows = 0;
 	int has, with_stdin = 0, has_stdin = -1;
+	ARGS_KNOWN(a, "name", "command", "cwd", "kind", "stdin", "cols", "rows", "env", "limits");
 	if (arg_session_name(a, "name", 1, &name) < 0 ||
 	    arg_string(a, "command", &command, 0) < 0 ||
 	    arg_string(a, "cwd", &cwd, 0) < 0 ||
@@ -186,6 +187,7 @@ static int session_signal_action(struct act *a)
 	const char *signame = NULL;
 	struct session *s;
 	int tree = 0;
+	ARGS_KNOWN(a, "session", "signal", "tree");
 	if (arg_string(a, "signal", &signame, 1) < 0 || arg_bool(a, "tree", &tree) < 0 ||
 	    arg_session(a, "session", 0, &s, NULL) < 0)
 		return -1;
@@ -246,6 +248,7 @@ static void close_kill_timer(lws_sorted_usec_list_t *sul)
 static int session_close_action(struct act *a)
 {
 	const char *name = NULL;
+	ARGS_KNOWN(a, "name", "session");
 	if (arg_session_name(a, "name", 0, &name) < 0)
 		return -1;
 	if (!name && arg_session_name(a, "session", 1, &name) < 0)
@@ -294,6 +297,7 @@ static int session_stdin_action(struct act *a)
 	const char *content = NULL;
 	int b64 = 0, eof = 0;
 	struct session *s;
+	ARGS_KNOWN(a, "session", "content", "encoding", "eof");
 	if (arg_string(a, "content", &content, 0) < 0 || arg_encoding(a, &b64) < 0 ||
 	    arg_bool(a, "eof", &eof) < 0 || arg_session(a, "session", 0, &s, NULL) < 0)
 		return -1;
