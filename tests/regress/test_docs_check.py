@@ -58,3 +58,28 @@ def test_a_wrong_exit_status_fails(tmp_path):
     r = check(tmp_path, GOOD.replace("# exit status 124", ""))
     assert r.returncode == 1, r.stdout + r.stderr
     assert "exit status 124, the README says 0" in r.stderr, r.stderr
+
+
+def _docs():
+    paths = [REPO / "README.md", REPO / "SECURITY.md", REPO / "termd" / "README"]
+    paths += sorted((REPO / "share").rglob("*.1")) + sorted((REPO / "share").rglob("*.md"))
+    return [p for p in paths if p.is_file()]
+
+
+def test_token_recipes_are_url_safe():
+    """issue 51: base64's + / = break ?token= addresses: every recipe the
+    docs give makes a URL-safe token."""
+    bad = []
+    for p in _docs():
+        for n, line in enumerate(p.read_text().splitlines(), 1):
+            if "urandom" in line and "base64" in line and "tr '+/'" not in line:
+                bad.append("%s:%d: %s" % (p.relative_to(REPO), n, line.strip()))
+    assert not bad, "\n".join(bad)
+
+
+def test_termd_man_page_does_not_send_the_web_page_to_share():
+    """issue 51: the web page's files are built into termd, not read from
+    PREFIX/share/termd."""
+    page = (REPO / "share" / "man" / "termd.1").read_text()
+    files = page.split(".SH FILES", 1)[1].split(".SH ", 1)[0]
+    assert "web page's files, " not in files and "built into the termd binary" in files, files
