@@ -83,3 +83,28 @@ def test_termd_man_page_does_not_send_the_web_page_to_share():
     page = (REPO / "share" / "man" / "termd.1").read_text()
     files = page.split(".SH FILES", 1)[1].split(".SH ", 1)[0]
     assert "web page's files, " not in files and "built into the termd binary" in files, files
+
+
+def test_runs_in_a_checkout_under_tmp():
+    """issue 51: a checkout under /tmp (a fresh clone at /tmp/x): the
+    private /tmp of the check's termd hid the checkout's own build/termd."""
+    import shutil
+    import tempfile
+    top = Path(tempfile.mkdtemp(prefix="i51-docs-", dir="/tmp"))
+    try:
+        (top / "tests" / "docs").mkdir(parents=True)
+        shutil.copy(CHECK, top / "tests" / "docs" / "check_docs.py")
+        shutil.copytree(str(REPO / "tests" / "regress"), str(top / "tests" / "regress"),
+                        ignore=shutil.ignore_patterns("__pycache__", "openhands"))
+        (top / "build").mkdir()
+        for prog in ("termd", "termctl"):
+            shutil.copy(str(REPO / BUILD / prog), str(top / "build" / prog))
+        md = top / "DOC.md"
+        md.write_text(GOOD)
+        r = subprocess.run([sys.executable, str(top / "tests" / "docs" / "check_docs.py"),
+                            str(md)], capture_output=True, text=True, timeout=300,
+                           stdin=subprocess.DEVNULL)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "1 shell blocks run" in r.stdout, r.stdout
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
