@@ -42,7 +42,8 @@ static const char usage_text[] =
 	"      run COMMAND (words joined by spaces; '-' reads it from stdin) in the\n"
 	"      session's shell and print its output; exit with its exit code, or 124\n"
 	"      if it is still running (timed out or waiting for input: it says\n"
-	"      what for, e.g. \"termd: waiting for a password\"). With no\n"
+	"      what for and how to answer, e.g. \"termd: waiting for a password\").\n"
+	"      With no\n"
 	"      COMMAND, wait again for the running one. --input types the text into\n"
 	"      the running program instead (C-c, C-d… are sent as control keys).\n"
 	"      A command killed for its session's memory limit: \"termd: killed:\n"
@@ -292,25 +293,39 @@ static int ctl_finish(cJSON *obs, int rc)
 
 /* ---- commands ---- */
 
-/* What a program waiting for input waits for (extras.waiting), on stderr:
- * "termd: waiting for a password (pid 42: sudo true)". */
-static void print_waiting(const cJSON *w)
+/* What a program waiting for input waits for (extras.waiting), on stderr,
+ * and how to answer it: "termd: waiting for a password (pid 42: sudo
+ * true)", then "termd: answer with termctl run --input TEXT …". */
+static void print_waiting(const cJSON *w, const char *session)
 {
-	static const struct { const char *kind, *what; } kinds[] = {
-		{"line", "waiting for a line of input"},
-		{"password", "waiting for a password"},
-		{"key", "waiting for a key"},
-		{"pager", "waiting in a pager (q quits)"},
-		{"editor", "waiting in an editor"},
+	static const struct { const char *kind, *what, *how; } kinds[] = {
+		{"line", "waiting for a line of input",
+		 "answer with: termctl run%s%s --input TEXT (or --input C-c to interrupt it)"},
+		{"password", "waiting for a password",
+		 "answer with: termctl run%s%s --input PASSWORD (or --input C-c to interrupt it)"},
+		{"key", "waiting for a key",
+		 "answer with: termctl keys%s%s KEY (y, Enter, q, C-c...)"},
+		{"pager", "waiting in a pager (q quits)",
+		 "answer with: termctl keys%s%s q (or Space for the next page)"},
+		{"editor", "waiting in an editor",
+		 "see it with termctl screen%s%s; answer with termctl keys%s%s KEY..."},
 	};
 	const char *kind = td_json_str(w, "kind");
-	const char *what = NULL;
+	const char *what = NULL, *how = NULL;
 	for (size_t i = 0; kind && i < sizeof kinds / sizeof kinds[0]; i++)
-		if (strcmp(kind, kinds[i].kind) == 0)
+		if (strcmp(kind, kinds[i].kind) == 0) {
 			what = kinds[i].what;
+			how = kinds[i].how;
+		}
 	if (!what) {   /* a termd before 1.3, or a kind this termctl does not know */
 		fprintf(stderr, "termd: still running (waiting for input)\n");
 		return;
+	}
+	int shell = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(w, "shell"));
+	if (shell) {
+		what = "waiting for a command line";
+		how = "a shell at its prompt: termctl run%s%s --input 'COMMAND' (or --input exit "
+		      "to leave it)";
 	}
 	const cJSON *pid = cJSON_GetObjectItemCaseSensitive(w, "pid");
 	const char *command = td_json_str(w, "command");
@@ -318,6 +333,11 @@ static void print_waiting(const cJSON *w)
 		fprintf(stderr, "termd: %s (pid %.0f: %.200s)\n", what, pid->valuedouble, command);
 	else
 		fprintf(stderr, "termd: %s\n", what);
+	const char *s_opt = session && strcmp(session, "main") ? " -s " : "";
+	const char *s_name = *s_opt ? session : "";
+	fputs("termd: ", stderr);
+	fprintf(stderr, how, s_opt, s_name, s_opt, s_name);
+	fputc('\n', stderr);
 }
 
 /* extras.killed "oom": "termd: killed: out of memory (session limit 64M)". */
@@ -414,7 +434,7 @@ static int cmd_run(ctl_t *x, int argc, char **argv)
 	if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ex, "running"))) {
 		const char *to = td_json_str(ex, "timed_out");
 		if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ex, "waiting_for_input")))
-			print_waiting(cJSON_GetObjectItemCaseSensitive(ex, "waiting"));
+			print_waiting(cJSON_GetObjectItemCaseSensitive(ex, "waiting"), sess);
 		else if (to)
 			fprintf(stderr, "termd: still running (timed_out=%s)\n", to);
 		else

@@ -262,6 +262,8 @@ static void add_waiting(cJSON *ex, struct session *s, pid_t reader)
 	inputwait_describe(s, reader, &what);
 	cJSON *wj = cJSON_AddObjectToObject(ex, "waiting");
 	cJSON_AddStringToObject(wj, "kind", inputwait_kind_name(what.kind));
+	if (what.shell)
+		cJSON_AddBoolToObject(wj, "shell", 1);
 	buf_t prompt = {0};
 	screen_last_line(s, &prompt);
 	cJSON_AddStringToObject(wj, "prompt", prompt.p ? prompt.p : "");

@@ -275,6 +275,8 @@ enum inputwait inputwait_blocked_on_tty(struct session *s, pid_t *reader);
 enum iw_kind { IWK_LINE, IWK_PASSWORD, IWK_KEY, IWK_PAGER, IWK_EDITOR };
 struct inputwait_what {
 	enum iw_kind kind;
+	int shell;                /* an interactive shell (su's, a nested bash) at its
+				   * prompt: kind line, whatever mode its readline set */
 	pid_t pid;
 	char command[1024];       /* its arguments joined by spaces */
 };
