@@ -193,8 +193,8 @@ static void fg_command(struct session *s, buf_t *out)
 }
 
 /* A run answered before its command could be typed: the shell has not
- * shown its first prompt yet (slow rc files). It says so, and for how
- * long and what the shell is running; the command stays queued and is
+ * shown its first prompt yet (slow rc files), or its line editor does not
+ * read yet. It says so, and for how long and what the shell is running; the command stays queued and is
  * typed once, at the prompt (a `run ""` then waits for it). */
 static void run_answer_starting(struct waiter *w, const char *timed_out)
 {
@@ -214,8 +214,14 @@ static void run_answer_starting(struct waiter *w, const char *timed_out)
 	cJSON_AddBoolToObject(ex, "waiting_for_input", 0);
 	cJSON_AddBoolToObject(ex, "alt_screen", screen_alt(session_screen(s)));
 	cJSON_AddBoolToObject(ex, "truncated", 0);
-	cJSON *st = cJSON_AddObjectToObject(ex, "shell_starting");
-	cJSON_AddNumberToObject(st, "for_ms", (double)(now - s->spawned_us) / 1000.0);
+	/* before its first prompt the shell is starting; after one it is up
+	 * but its line editor does not read yet (a PROMPT_COMMAND or PS1's
+	 * $(...) still running: at a pids limit bash retries its forks for
+	 * seconds): not "starting" since its spawn */
+	int up = s->state != SH_STARTING;
+	cJSON *st = cJSON_AddObjectToObject(ex, up ? "shell_not_reading" : "shell_starting");
+	cJSON_AddNumberToObject(st, "for_ms",
+				(double)(now - (up ? s->prompt_us : s->spawned_us)) / 1000.0);
 	buf_t prog = {0};
 	fg_command(s, &prog);
 	cJSON_AddStringToObject(st, "running", prog.p ? prog.p : "");

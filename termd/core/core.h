@@ -78,6 +78,7 @@ struct session {
 	struct shellint *si;
 	enum shell_state state;
 	uint64_t spawned_us;      /* when its process started (a shell still starting says how long) */
+	uint64_t prompt_us;       /* its last prompt mark (a shell up but not reading yet) */
 	int ready;                /* line editor is reading (prompt shown) */
 	int cont;                 /* the shell reads the rest of a command (PS2) */
 	char *cwd;
