@@ -108,3 +108,27 @@ def test_runs_in_a_checkout_under_tmp():
         assert "1 shell blocks run" in r.stdout, r.stdout
     finally:
         shutil.rmtree(top, ignore_errors=True)
+
+
+def test_readme_tours_wave_4_in_blocks_the_check_runs():
+    """issue 51: the README said nothing of session limits, /metrics,
+    upgrade in place, previews or password prompts: a tour of each, in
+    shell blocks (make docs-check runs all but the one marked)."""
+    text = (REPO / "README.md").read_text()
+    blocks, skip, cur = [], False, None
+    for line in text.splitlines():
+        if cur is None and line.startswith("<!-- docs-check: skip"):
+            skip = True
+        elif cur is None and line.startswith("```sh"):
+            cur = []
+        elif cur is not None and line.startswith("```"):
+            blocks.append(("\n".join(cur), skip))
+            cur, skip = None, False
+        elif cur is not None:
+            cur.append(line)
+    run = "\n".join(b for b, s in blocks if not s)
+    for what in ("--memory", "--pids", "killed: out of memory", "signal small KILL --tree",
+                 "/proxy/8000/", "port wait", "waiting for a password", "/metrics",
+                 "answer with: termctl run --input"):
+        assert what in run, what
+    assert "termctl upgrade" in text and "SIGUSR2" in text or "kill -USR2" in text
