@@ -736,7 +736,11 @@ static int cmd_session(ctl_t *x, int argc, char **argv)
 	/* a signal that reached no job (the shell at its prompt got it) */
 	if (cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(ctl_extras(obs), "job"))) {
 		const char *msg = td_json_str(obs, "content");
-		fprintf(stderr, "termd: %s\n", msg && *msg ? msg : "no foreground job to signal");
+		const char *t = msg ? strstr(msg, "tree: true") : NULL;
+		if (t)   /* termctl's name for it */
+			fprintf(stderr, "termd: %.*s--tree%s\n", (int)(t - msg), msg, t + 10);
+		else
+			fprintf(stderr, "termd: %s\n", msg && *msg ? msg : "no foreground job to signal");
 		return ctl_finish(obs, 1);
 	}
 	ctl_print_content(obs);

@@ -206,6 +206,7 @@ def test_session_signal_says_when_no_job_got_it(termd, ev):
     p = termd.termctl("session", "signal", "sig51", "INT")
     assert p.returncode == 1, (p.returncode, p.stdout, p.stderr)
     assert "no foreground job in session sig51" in p.stderr, p.stderr
+    assert "--tree signals what runs behind it" in p.stderr, p.stderr
     # a job in the foreground: it gets it, exit 0
     ev.send_action("run", {"command": "sleep 300", "session": "sig51", "timeout": 60})
     tdtest.wait_until(lambda: any(s["name"] == "sig51" and s.get("command")
