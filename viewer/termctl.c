@@ -340,6 +340,21 @@ static void print_waiting(const cJSON *w, const char *session)
 	fputc('\n', stderr);
 }
 
+/* extras.shell_starting / shell_not_reading: the command is queued, not
+ * typed yet: "termd: the shell of session main is still starting (4.2 s;
+ * running: sleep 3): the command is queued; termctl run waits for it". */
+static void print_not_typed(const cJSON *st, int starting, const char *session)
+{
+	const cJSON *ms = cJSON_GetObjectItemCaseSensitive(st, "for_ms");
+	const char *running = td_json_str(st, "running");
+	fprintf(stderr, "termd: the shell of session %s %s (%.1f s%s%.200s): the command is "
+		"queued, typed at its prompt; `termctl run%s%s` (no command) waits for it\n",
+		session, starting ? "is still starting" : "is up but does not read yet",
+		cJSON_IsNumber(ms) ? ms->valuedouble / 1000 : 0, running && *running ? "; running: " : "",
+		running ? running : "", strcmp(session, "main") ? " -s " : "",
+		strcmp(session, "main") ? session : "");
+}
+
 /* extras.killed "oom": "termd: killed: out of memory (session limit 64M)". */
 static void print_oom(const cJSON *limit)
 {
@@ -433,8 +448,12 @@ static int cmd_run(ctl_t *x, int argc, char **argv)
 		print_oom(cJSON_GetObjectItemCaseSensitive(ex, "limit"));
 	if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ex, "running"))) {
 		const char *to = td_json_str(ex, "timed_out");
+		const cJSON *st = cJSON_GetObjectItemCaseSensitive(ex, "shell_starting");
+		const cJSON *nr = cJSON_GetObjectItemCaseSensitive(ex, "shell_not_reading");
 		if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ex, "waiting_for_input")))
 			print_waiting(cJSON_GetObjectItemCaseSensitive(ex, "waiting"), sess);
+		else if (cJSON_IsObject(st) || cJSON_IsObject(nr))
+			print_not_typed(st ? st : nr, st != NULL, sess);
 		else if (to)
 			fprintf(stderr, "termd: still running (timed_out=%s)\n", to);
 		else

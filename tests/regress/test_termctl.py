@@ -269,3 +269,20 @@ def test_subscribe_resumes_after_an_upgrade(termd, ev):
         proc.kill()
         proc.wait()
         t.join(5)
+
+
+def test_run_says_a_command_is_queued_not_just_still_running(termd, ev, tmp_path):
+    """first-hour walk (issue 51): a run answered before its command was
+    typed (the shell starting, or not reading yet) said only "still
+    running"; it says the command is queued and how to wait for it."""
+    gate = tmp_path / "gate"
+    run_done(ev, "PROMPT_COMMAND+=('while [ ! -e %s ]; do sleep 0.1; done')" % gate)
+    try:
+        p = termd.termctl("run", "--timeout", "1", "echo queued-$((50+1))")
+        assert p.returncode == 124, (p.returncode, p.stdout, p.stderr)
+        assert "the shell of session main is up but does not read yet" in p.stderr, p.stderr
+        assert "the command is queued" in p.stderr and "`termctl run`" in p.stderr, p.stderr
+    finally:
+        gate.touch()
+    p = termd.termctl("run")
+    assert p.returncode == 0 and "queued-51" in p.stdout, (p.returncode, p.stdout, p.stderr)
