@@ -58,7 +58,8 @@ static const char usage_text[] =
 	"  ping                           print \"pong\"\n"
 	"  raw JSON|-                     send one action (an id is added if missing)\n"
 	"                                 and print its observation as one JSON line\n"
-	"  session list                   table of sessions: name pid alive command cwd\n"
+	"  session list                   table of sessions: name pid alive, memory and\n"
+	"                                 pids (used/limit), command cwd\n"
 	"  session open NAME [--cmd C] [--cwd D] [--cols N] [--rows N] [--env K=V]...\n"
 	"               [--pipe [--stdin]]  --pipe: C runs without a terminal, stdout\n"
 	"                                 and stderr apart (session.output events)\n"
@@ -583,6 +584,36 @@ static int cmd_raw(ctl_t *x, int argc, char **argv)
 	return ctl_finish(obs, ctl_is_error(obs, 1) ? EXIT_PROTO : 0);
 }
 
+/* "12M/64M": a session's use of one limit (usage KEY over limits KEY);
+ * bytes in K/M/G when mem. "-" when termd reports neither. */
+static void ctl_use(const cJSON *s, const char *key, int mem, char *out, size_t n)
+{
+	const cJSON *u = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(s, "usage"),
+							  key);
+	const cJSON *l = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(s, "limits"),
+							  key);
+	char ub[24] = "-", lb[24] = "";
+	const cJSON *v[2] = { u, l };
+	char *b[2] = { ub, lb };
+	for (int i = 0; i < 2; i++) {
+		if (!cJSON_IsNumber(v[i]))
+			continue;
+		double x = v[i]->valuedouble;
+		static const char *const units[] = { "", "K", "M", "G" };
+		int k = 0;
+		while (mem && k < 3 && x >= 1024) {
+			x /= 1024;
+			k++;
+		}
+		snprintf(b[i], 24, x < 10 && k && x != (double)(long long)x ? "%.1f%s" : "%.0f%s", x,
+			 units[k]);
+	}
+	if (!cJSON_IsNumber(u) && !cJSON_IsNumber(l))
+		snprintf(out, n, "-");
+	else
+		snprintf(out, n, "%s%s%s", ub, *lb ? "/" : "", lb);
+}
+
 static int ctl_print_sessions(const cJSON *obs)
 {
 	const cJSON *list = cJSON_GetObjectItemCaseSensitive(ctl_extras(obs), "sessions");
@@ -599,7 +630,8 @@ static int ctl_print_sessions(const cJSON *obs)
 		if (cJSON_IsNumber(pid) && snprintf(b, sizeof b, "%.0f", pid->valuedouble) > wpid)
 			wpid = (int)strlen(b);
 	}
-	printf("%-*s  %*s  %-5s  %-20s  %s\n", wname, "NAME", wpid, "PID", "ALIVE", "COMMAND", "CWD");
+	printf("%-*s  %*s  %-5s  %-11s  %-7s  %-20s  %s\n", wname, "NAME", wpid, "PID", "ALIVE",
+	       "MEMORY", "PIDS", "COMMAND", "CWD");
 	cJSON_ArrayForEach(s, list) {
 		const char *n = td_json_str(s, "name"), *cmd = td_json_str(s, "command"), *cwd = td_json_str(s, "cwd");
 		const cJSON *pid = cJSON_GetObjectItemCaseSensitive(s, "pid");
@@ -607,8 +639,11 @@ static int ctl_print_sessions(const cJSON *obs)
 		if (cJSON_IsNumber(pid))
 			snprintf(pb, sizeof pb, "%.0f", pid->valuedouble);
 		const char *alive = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(s, "alive")) ? "yes" : "no";
-		printf("%-*s  %*s  %-5s  %-20s  %s\n", wname, n ? n : "?", wpid, pb, alive,
-		       cmd && *cmd ? cmd : "-", cwd ? cwd : "-");
+		char mem[64], pids[64];
+		ctl_use(s, "memory", 1, mem, sizeof mem);
+		ctl_use(s, "pids", 0, pids, sizeof pids);
+		printf("%-*s  %*s  %-5s  %-11s  %-7s  %-20s  %s\n", wname, n ? n : "?", wpid, pb, alive,
+		       mem, pids, cmd && *cmd ? cmd : "-", cwd ? cwd : "-");
 	}
 	return 0;
 }

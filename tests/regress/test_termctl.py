@@ -183,7 +183,15 @@ def test_session_open_pipe_and_stdin(termd, ev, tmp_path):
 
 # ---- issue 51: termctl's names for PROTOCOL.md section 11
 
+def _need_cgroups(termd):
+    import pytest
+    st, _, body = termd.healthz()
+    if json.loads(body).get("cgroups") is None:
+        pytest.skip("termd uses no cgroups here: session limits are refused")
+
+
 def test_session_open_takes_limits(termd, ev):
+    _need_cgroups(termd)
     p = termd.termctl("session", "open", "lim51", "--memory", "64M", "--pids", "40",
                       "--cpu=0.5")
     assert p.returncode == 0, (p.returncode, p.stdout, p.stderr)
@@ -197,6 +205,12 @@ def test_session_open_takes_limits(termd, ev):
     assert [s for s in lst if s["name"] == "lim51b"][0]["limits"]["memory"] == 1 << 20
     p = termd.termctl("session", "open", "lim51c", "--pids", "many")
     assert p.returncode == 2 and "--pids" in p.stderr, (p.returncode, p.stderr)
+    # session list shows each session's use of its limits
+    p = termd.termctl("session", "list")
+    head, *rows = p.stdout.splitlines()
+    assert "MEMORY" in head.split() and "PIDS" in head.split(), p.stdout
+    row = [r for r in rows if r.split()[0] == "lim51"][0].split()
+    assert row[3].endswith("/64M") and row[4].endswith("/40"), p.stdout
 
 
 def test_session_signal_says_when_no_job_got_it(termd, ev):
