@@ -214,8 +214,10 @@ static int session_signal_action(struct act *a)
 	cJSON_AddStringToObject(ex, "signal", signame);
 	cJSON_AddNumberToObject(ex, "pid", pg);
 	char msg[256] = "";
-	if (s->is_shell && pg == s->pty.pid) {
-		/* no job in the foreground: only the shell at its prompt got it */
+	if (s->is_shell && pg == s->pty.pid && s->state == SH_IDLE && !s->cont) {
+		/* no job in the foreground: only the shell at its prompt got it
+		 * (not one still starting, running its rc files, nor one running
+		 * a loop or builtin of its own, nor reading a PS2 continuation) */
 		cJSON_AddBoolToObject(ex, "job", 0);
 		snprintf(msg, sizeof msg, "no foreground job in session %s: SIG%s reached only its "
 			 "shell (pid %d) at its prompt; tree: true signals what runs behind it",

@@ -300,3 +300,24 @@ def test_run_says_a_command_is_queued_not_just_still_running(termd, ev, tmp_path
         gate.touch()
     p = termd.termctl("run")
     assert p.returncode == 0 and "queued-51" in p.stdout, (p.returncode, p.stdout, p.stderr)
+
+
+def test_session_signal_to_a_loop_of_the_shell_itself_reached_it(termd, ev):
+    """A loop the shell runs itself (no child in its own process group)
+    is in the foreground: INT reaches it, and termctl does not say no job."""
+    assert ev.call("session.open", {"name": "loop51"})["observation"] == "session.open"
+    run_done(ev, "true", session="loop51")
+    cid = ev.send_action("run", {"command": "while :; do :; done", "session": "loop51",
+                                 "timeout": 60})
+    tdtest.wait_until(lambda: any(s["name"] == "loop51" and s.get("command")
+                                  for s in ev.call("session.list", {})["extras"]["sessions"]),
+                      what="the loop running in loop51")
+    p = termd.termctl("session", "signal", "loop51", "INT")
+    assert p.returncode == 0 and "no foreground job" not in p.stderr, (p.returncode, p.stderr)
+    while True:   # the loop's run ends by the interrupt
+        o = ev.recv_obs(60)
+        if o.get("cause") == cid:
+            break
+    assert o["extras"]["running"] is False and o["extras"]["exit_code"] == 130, o
+    o = run_done(ev, "echo after-loop", session="loop51")
+    assert "after-loop" in o["content"], o
