@@ -26,6 +26,7 @@ import pytest
 
 import conftest
 import termd
+import termd as termd_mod
 from tdtest import PY, wait_until
 
 # The answer should come about a second after the program blocks (0.7 s of
@@ -447,6 +448,10 @@ def test_termctl_says_what_it_waits_for(termd):
     assert r.returncode == 0, r
 
 
+def termd_client_waiting(w):
+    return termd_mod.Waiting.from_dict(w)
+
+
 def test_a_nested_shell_at_its_prompt_waits_for_a_command_line(termd):
     """issue 51: `su` (or `bash`) started in a session: its shell reads its
     prompt with readline, the terminal raw; that is not a key wait but a
@@ -460,6 +465,7 @@ def test_a_nested_shell_at_its_prompt_waits_for_a_command_line(termd):
     o = termd.events().call("run", {"command": "", "timeout": 5})
     w = o["extras"].get("waiting") or {}
     assert w.get("kind") == "line" and w.get("shell") is True, o
+    assert termd_client_waiting(w).shell is True
     r = termd.termctl("run", "--input", "echo nested-$((50+1))")
     assert "nested-51" in r.stdout, r
     r = termd.termctl("run", "--input", "exit")
