@@ -459,6 +459,12 @@ static int cmd_run(ctl_t *x, int argc, char **argv)
 			fprintf(stderr, "termd: still running (timed_out=%s)\n", to);
 		else
 			fprintf(stderr, "termd: still running\n");
+		if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ex, "waiting_for_input")) &&
+		    !st && !nr) {
+			const char *so = strcmp(sess, "main") ? " -s " : "", *sn = *so ? sess : "";
+			fprintf(stderr, "termd: it goes on: termctl run%s%s waits for it again, "
+				"termctl run%s%s --input C-c interrupts it\n", so, sn, so, sn);
+		}
 		return ctl_finish(obs, EXIT_RUNNING);
 	}
 	const cJSON *ec = cJSON_GetObjectItemCaseSensitive(ex, "exit_code");

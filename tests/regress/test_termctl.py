@@ -321,3 +321,13 @@ def test_session_signal_to_a_loop_of_the_shell_itself_reached_it(termd, ev):
     assert o["extras"]["running"] is False and o["extras"]["exit_code"] == 130, o
     o = run_done(ev, "echo after-loop", session="loop51")
     assert "after-loop" in o["content"], o
+
+
+def test_a_command_left_running_says_how_to_go_on(termd):
+    """first-hour walk (issue 51): "still running" said nothing of what to
+    do next."""
+    p = termd.termctl("run", "-s", "goes51", "--timeout", "0.5", "sleep 30")
+    assert p.returncode == 124, (p.returncode, p.stdout, p.stderr)
+    assert "termctl run -s goes51 --input C-c interrupts it" in p.stderr, p.stderr
+    p = termd.termctl("run", "-s", "goes51", "--input", "C-c")
+    assert p.returncode == 130, (p.returncode, p.stdout, p.stderr)
