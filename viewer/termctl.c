@@ -42,9 +42,12 @@ static const char usage_text[] =
 	"      run COMMAND (words joined by spaces; '-' reads it from stdin) in the\n"
 	"      session's shell and print its output; exit with its exit code, or 124\n"
 	"      if it is still running (timed out or waiting for input: it says\n"
-	"      what for, e.g. \"termd: waiting for a password\"). With no\n"
+	"      what for and how to answer, e.g. \"termd: waiting for a password\").\n"
+	"      With no\n"
 	"      COMMAND, wait again for the running one. --input types the text into\n"
 	"      the running program instead (C-c, C-d… are sent as control keys).\n"
+	"      A command killed for its session's memory limit: \"termd: killed:\n"
+	"      out of memory (session limit M)\" on stderr.\n"
 	"  keys [-s SESSION] [--settle-ms N] [--timeout S] KEY...\n"
 	"      send keys (tmux names: Enter, Escape, C-c, Up, F1… or literal text)\n"
 	"      and print the screen afterwards\n"
@@ -55,17 +58,25 @@ static const char usage_text[] =
 	"  ping                           print \"pong\"\n"
 	"  raw JSON|-                     send one action (an id is added if missing)\n"
 	"                                 and print its observation as one JSON line\n"
-	"  session list                   table of sessions: name pid alive command cwd\n"
+	"  session list                   table of sessions: name pid alive, memory and\n"
+	"                                 pids (used/limit), command cwd\n"
 	"  session open NAME [--cmd C] [--cwd D] [--cols N] [--rows N] [--env K=V]...\n"
 	"               [--pipe [--stdin]]  --pipe: C runs without a terminal, stdout\n"
 	"                                 and stderr apart (session.output events)\n"
+	"               [--memory M] [--pids N] [--cpu F]  limits of the session's\n"
+	"                                 cgroup: memory in bytes or with K/M/G, the\n"
+	"                                 number of processes, a fraction of one core\n"
 	"  session stdin NAME [--eof] [TEXT|-]  write TEXT (or all of stdin, bytes as\n"
 	"                                 they are) to the session's input; --eof then\n"
 	"                                 closes a pipe session's stdin\n"
 	"  session close NAME\n"
-	"  session signal NAME SIG        SIG: INT TERM KILL HUP QUIT STOP CONT USR1 USR2\n"
-	"                                 (with or without SIG, any case; no numbers)\n"
-	"  subscribe [--since SEQ]        print every event as a JSON line, until closed\n"
+	"  session signal NAME SIG [--tree]  SIG: INT TERM KILL HUP QUIT STOP CONT USR1\n"
+	"                                 USR2 (with or without SIG, any case; no numbers)\n"
+	"                                 to the foreground job; exit 1 when there is\n"
+	"                                 none (the shell at its prompt got it). --tree:\n"
+	"                                 to every process the session started\n"
+	"  subscribe [--since SEQ]        print every event as a JSON line, until closed;\n"
+	"                                 after an upgrade in place it resumes by itself\n"
 	"  ports                          table of the ports sessions' programs listen on:\n"
 	"                                 port address session pid command\n"
 	"  port wait PORT [--timeout S]   wait until PORT accepts connections (default 30 s);\n"
@@ -283,25 +294,39 @@ static int ctl_finish(cJSON *obs, int rc)
 
 /* ---- commands ---- */
 
-/* What a program waiting for input waits for (extras.waiting), on stderr:
- * "termd: waiting for a password (pid 42: sudo true)". */
-static void print_waiting(const cJSON *w)
+/* What a program waiting for input waits for (extras.waiting), on stderr,
+ * and how to answer it: "termd: waiting for a password (pid 42: sudo
+ * true)", then "termd: answer with termctl run --input TEXT …". */
+static void print_waiting(const cJSON *w, const char *session)
 {
-	static const struct { const char *kind, *what; } kinds[] = {
-		{"line", "waiting for a line of input"},
-		{"password", "waiting for a password"},
-		{"key", "waiting for a key"},
-		{"pager", "waiting in a pager (q quits)"},
-		{"editor", "waiting in an editor"},
+	static const struct { const char *kind, *what, *how; } kinds[] = {
+		{"line", "waiting for a line of input",
+		 "answer with: termctl run%s%s --input TEXT (or --input C-c to interrupt it)"},
+		{"password", "waiting for a password",
+		 "answer with: termctl run%s%s --input PASSWORD (or --input C-c to interrupt it)"},
+		{"key", "waiting for a key",
+		 "answer with: termctl keys%s%s KEY (y, Enter, q, C-c...)"},
+		{"pager", "waiting in a pager (q quits)",
+		 "answer with: termctl keys%s%s q (or Space for the next page)"},
+		{"editor", "waiting in an editor",
+		 "see it with termctl screen%s%s; answer with termctl keys%s%s KEY..."},
 	};
 	const char *kind = td_json_str(w, "kind");
-	const char *what = NULL;
+	const char *what = NULL, *how = NULL;
 	for (size_t i = 0; kind && i < sizeof kinds / sizeof kinds[0]; i++)
-		if (strcmp(kind, kinds[i].kind) == 0)
+		if (strcmp(kind, kinds[i].kind) == 0) {
 			what = kinds[i].what;
+			how = kinds[i].how;
+		}
 	if (!what) {   /* a termd before 1.3, or a kind this termctl does not know */
 		fprintf(stderr, "termd: still running (waiting for input)\n");
 		return;
+	}
+	int shell = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(w, "shell"));
+	if (shell) {
+		what = "waiting for a command line";
+		how = "a shell at its prompt: termctl run%s%s --input 'COMMAND' (or --input exit "
+		      "to leave it)";
 	}
 	const cJSON *pid = cJSON_GetObjectItemCaseSensitive(w, "pid");
 	const char *command = td_json_str(w, "command");
@@ -309,6 +334,46 @@ static void print_waiting(const cJSON *w)
 		fprintf(stderr, "termd: %s (pid %.0f: %.200s)\n", what, pid->valuedouble, command);
 	else
 		fprintf(stderr, "termd: %s\n", what);
+	const char *s_opt = session && strcmp(session, "main") ? " -s " : "";
+	const char *s_name = *s_opt ? session : "";
+	fputs("termd: ", stderr);
+	fprintf(stderr, how, s_opt, s_name, s_opt, s_name);
+	fputc('\n', stderr);
+}
+
+/* extras.shell_starting / shell_not_reading: the command is queued, not
+ * typed yet: "termd: the shell of session main is still starting (4.2 s;
+ * running: sleep 3): the command is queued; termctl run waits for it". */
+static void print_not_typed(const cJSON *st, int starting, const char *session)
+{
+	const cJSON *ms = cJSON_GetObjectItemCaseSensitive(st, "for_ms");
+	const char *running = td_json_str(st, "running");
+	fprintf(stderr, "termd: the shell of session %s %s (%.1f s%s%.200s): the command is "
+		"queued, typed at its prompt; `termctl run%s%s` (no command) waits for it\n",
+		session, starting ? "is still starting" : "is up but does not read yet",
+		cJSON_IsNumber(ms) ? ms->valuedouble / 1000 : 0, running && *running ? "; running: " : "",
+		running ? running : "", strcmp(session, "main") ? " -s " : "",
+		strcmp(session, "main") ? session : "");
+}
+
+/* extras.killed "oom": "termd: killed: out of memory (session limit 64M)". */
+static void print_oom(const cJSON *limit)
+{
+	if (!cJSON_IsNumber(limit) || limit->valuedouble <= 0) {
+		fprintf(stderr, "termd: killed: out of memory (session limit)\n");
+		return;
+	}
+	double v = limit->valuedouble;
+	static const char units[] = "GMK";
+	for (int k = 0; k < 3; k++) {
+		double u = (double)(1ULL << (10 * (3 - k)));
+		if (v >= u && v / u == (double)(unsigned long long)(v / u)) {
+			fprintf(stderr, "termd: killed: out of memory (session limit %.0f%c)\n", v / u,
+				units[k]);
+			return;
+		}
+	}
+	fprintf(stderr, "termd: killed: out of memory (session limit %.0f bytes)\n", v);
 }
 
 static int cmd_run(ctl_t *x, int argc, char **argv)
@@ -379,14 +444,27 @@ static int cmd_run(ctl_t *x, int argc, char **argv)
 		fprintf(stderr, "termd: output truncated%s%s\n", f ? "; full output in " : "",
 			f ? f : "");
 	}
+	const char *killed = td_json_str(ex, "killed");
+	if (killed && !strcmp(killed, "oom"))
+		print_oom(cJSON_GetObjectItemCaseSensitive(ex, "limit"));
 	if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ex, "running"))) {
 		const char *to = td_json_str(ex, "timed_out");
+		const cJSON *st = cJSON_GetObjectItemCaseSensitive(ex, "shell_starting");
+		const cJSON *nr = cJSON_GetObjectItemCaseSensitive(ex, "shell_not_reading");
 		if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ex, "waiting_for_input")))
-			print_waiting(cJSON_GetObjectItemCaseSensitive(ex, "waiting"));
+			print_waiting(cJSON_GetObjectItemCaseSensitive(ex, "waiting"), sess);
+		else if (cJSON_IsObject(st) || cJSON_IsObject(nr))
+			print_not_typed(st ? st : nr, st != NULL, sess);
 		else if (to)
 			fprintf(stderr, "termd: still running (timed_out=%s)\n", to);
 		else
 			fprintf(stderr, "termd: still running\n");
+		if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ex, "waiting_for_input")) &&
+		    !st && !nr) {
+			const char *so = strcmp(sess, "main") ? " -s " : "", *sn = *so ? sess : "";
+			fprintf(stderr, "termd: it goes on: termctl run%s%s waits for it again, "
+				"termctl run%s%s --input C-c interrupts it\n", so, sn, so, sn);
+		}
 		return ctl_finish(obs, EXIT_RUNNING);
 	}
 	const cJSON *ec = cJSON_GetObjectItemCaseSensitive(ex, "exit_code");
@@ -512,6 +590,36 @@ static int cmd_raw(ctl_t *x, int argc, char **argv)
 	return ctl_finish(obs, ctl_is_error(obs, 1) ? EXIT_PROTO : 0);
 }
 
+/* "12M/64M": a session's use of one limit (usage KEY over limits KEY);
+ * bytes in K/M/G when mem. "-" when termd reports neither. */
+static void ctl_use(const cJSON *s, const char *key, int mem, char *out, size_t n)
+{
+	const cJSON *u = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(s, "usage"),
+							  key);
+	const cJSON *l = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(s, "limits"),
+							  key);
+	char ub[24] = "-", lb[24] = "";
+	const cJSON *v[2] = { u, l };
+	char *b[2] = { ub, lb };
+	for (int i = 0; i < 2; i++) {
+		if (!cJSON_IsNumber(v[i]))
+			continue;
+		double x = v[i]->valuedouble;
+		static const char *const units[] = { "", "K", "M", "G" };
+		int k = 0;
+		while (mem && k < 3 && x >= 1024) {
+			x /= 1024;
+			k++;
+		}
+		snprintf(b[i], 24, x < 10 && k && x != (double)(long long)x ? "%.1f%s" : "%.0f%s", x,
+			 units[k]);
+	}
+	if (!cJSON_IsNumber(u) && !cJSON_IsNumber(l))
+		snprintf(out, n, "-");
+	else
+		snprintf(out, n, "%s%s%s", ub, *lb ? "/" : "", lb);
+}
+
 static int ctl_print_sessions(const cJSON *obs)
 {
 	const cJSON *list = cJSON_GetObjectItemCaseSensitive(ctl_extras(obs), "sessions");
@@ -528,7 +636,8 @@ static int ctl_print_sessions(const cJSON *obs)
 		if (cJSON_IsNumber(pid) && snprintf(b, sizeof b, "%.0f", pid->valuedouble) > wpid)
 			wpid = (int)strlen(b);
 	}
-	printf("%-*s  %*s  %-5s  %-20s  %s\n", wname, "NAME", wpid, "PID", "ALIVE", "COMMAND", "CWD");
+	printf("%-*s  %*s  %-5s  %-11s  %-7s  %-20s  %s\n", wname, "NAME", wpid, "PID", "ALIVE",
+	       "MEMORY", "PIDS", "COMMAND", "CWD");
 	cJSON_ArrayForEach(s, list) {
 		const char *n = td_json_str(s, "name"), *cmd = td_json_str(s, "command"), *cwd = td_json_str(s, "cwd");
 		const cJSON *pid = cJSON_GetObjectItemCaseSensitive(s, "pid");
@@ -536,10 +645,72 @@ static int ctl_print_sessions(const cJSON *obs)
 		if (cJSON_IsNumber(pid))
 			snprintf(pb, sizeof pb, "%.0f", pid->valuedouble);
 		const char *alive = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(s, "alive")) ? "yes" : "no";
-		printf("%-*s  %*s  %-5s  %-20s  %s\n", wname, n ? n : "?", wpid, pb, alive,
-		       cmd && *cmd ? cmd : "-", cwd ? cwd : "-");
+		char mem[64], pids[64];
+		ctl_use(s, "memory", 1, mem, sizeof mem);
+		ctl_use(s, "pids", 0, pids, sizeof pids);
+		printf("%-*s  %*s  %-5s  %-11s  %-7s  %-20s  %s\n", wname, n ? n : "?", wpid, pb, alive,
+		       mem, pids, cmd && *cmd ? cmd : "-", cwd ? cwd : "-");
 	}
 	return 0;
+}
+
+/* args.limits, made on first use. */
+static cJSON *ctl_limits(cJSON *args)
+{
+	cJSON *l = cJSON_GetObjectItemCaseSensitive(args, "limits");
+	return l ? l : cJSON_AddObjectToObject(args, "limits");
+}
+
+/* session open NAME [options]: the session.open action. */
+static cJSON *session_open_action(int argc, char **argv)
+{
+	const char *name = NULL, *v;
+	cJSON *args, *act = td_action_new("session.open", &args);
+	cJSON *env = NULL;
+	for (int i = 1; i < argc; i++) {
+		if (ctl_opt(argc, argv, &i, NULL, "--cmd", &v)) {
+			cJSON_AddStringToObject(args, "command", v);
+		} else if (ctl_opt(argc, argv, &i, NULL, "--cwd", &v)) {
+			cJSON_AddStringToObject(args, "cwd", v);
+		} else if (ctl_opt(argc, argv, &i, NULL, "--cols", &v)) {
+			cJSON_AddNumberToObject(args, "cols", ctl_number(v, "--cols"));
+		} else if (ctl_opt(argc, argv, &i, NULL, "--rows", &v)) {
+			cJSON_AddNumberToObject(args, "rows", ctl_number(v, "--rows"));
+		} else if (ctl_flag(argv[i], NULL, "--pipe")) {
+			cJSON_AddStringToObject(args, "kind", "pipe");
+		} else if (ctl_flag(argv[i], NULL, "--stdin")) {
+			cJSON_AddBoolToObject(args, "stdin", 1);
+		} else if (ctl_opt(argc, argv, &i, NULL, "--memory", &v)) {
+			if (*v && v[strspn(v, "0123456789")])   /* 64M: termd reads the suffix */
+				cJSON_AddStringToObject(ctl_limits(args), "memory", v);
+			else
+				cJSON_AddNumberToObject(ctl_limits(args), "memory", ctl_number(v, "--memory"));
+		} else if (ctl_opt(argc, argv, &i, NULL, "--pids", &v)) {
+			cJSON_AddNumberToObject(ctl_limits(args), "pids", ctl_number(v, "--pids"));
+		} else if (ctl_opt(argc, argv, &i, NULL, "--cpu", &v)) {
+			cJSON_AddNumberToObject(ctl_limits(args), "cpu", ctl_number(v, "--cpu"));
+		} else if (ctl_opt(argc, argv, &i, NULL, "--env", &v)) {
+			const char *eq = strchr(v, '=');
+			if (!eq || eq == v)
+				ctl_usage_die("--env wants NAME=VALUE, not '%s'", v);
+			if (!env)
+				env = cJSON_AddObjectToObject(args, "env");
+			char *k = strndup(v, (size_t)(eq - v));
+			cJSON_DeleteItemFromObjectCaseSensitive(env, k);
+			cJSON_AddStringToObject(env, k, eq + 1);
+			free(k);
+		} else if (argv[i][0] == '-') {
+			ctl_usage_die("session open: unknown option %s", argv[i]);
+		} else if (!name) {
+			name = argv[i];
+		} else {
+			ctl_usage_die("session open: unexpected argument %s", argv[i]);
+		}
+	}
+	if (!name)
+		ctl_usage_die("session open: NAME missing");
+	cJSON_AddStringToObject(args, "name", name);
+	return act;
 }
 
 static int cmd_session(ctl_t *x, int argc, char **argv)
@@ -557,43 +728,7 @@ static int cmd_session(ctl_t *x, int argc, char **argv)
 		ctl_print_sessions(obs);
 		return ctl_finish(obs, 0);
 	} else if (!strcmp(sub, "open")) {
-		const char *name = NULL, *v;
-		act = td_action_new("session.open", &args);
-		cJSON *env = NULL;
-		for (int i = 1; i < argc; i++) {
-			if (ctl_opt(argc, argv, &i, NULL, "--cmd", &v)) {
-				cJSON_AddStringToObject(args, "command", v);
-			} else if (ctl_opt(argc, argv, &i, NULL, "--cwd", &v)) {
-				cJSON_AddStringToObject(args, "cwd", v);
-			} else if (ctl_opt(argc, argv, &i, NULL, "--cols", &v)) {
-				cJSON_AddNumberToObject(args, "cols", ctl_number(v, "--cols"));
-			} else if (ctl_opt(argc, argv, &i, NULL, "--rows", &v)) {
-				cJSON_AddNumberToObject(args, "rows", ctl_number(v, "--rows"));
-			} else if (ctl_flag(argv[i], NULL, "--pipe")) {
-				cJSON_AddStringToObject(args, "kind", "pipe");
-			} else if (ctl_flag(argv[i], NULL, "--stdin")) {
-				cJSON_AddBoolToObject(args, "stdin", 1);
-			} else if (ctl_opt(argc, argv, &i, NULL, "--env", &v)) {
-				const char *eq = strchr(v, '=');
-				if (!eq || eq == v)
-					ctl_usage_die("--env wants NAME=VALUE, not '%s'", v);
-				if (!env)
-					env = cJSON_AddObjectToObject(args, "env");
-				char *k = strndup(v, (size_t)(eq - v));
-				cJSON_DeleteItemFromObjectCaseSensitive(env, k);
-				cJSON_AddStringToObject(env, k, eq + 1);
-				free(k);
-			} else if (argv[i][0] == '-') {
-				ctl_usage_die("session open: unknown option %s", argv[i]);
-			} else if (!name) {
-				name = argv[i];
-			} else {
-				ctl_usage_die("session open: unexpected argument %s", argv[i]);
-			}
-		}
-		if (!name)
-			ctl_usage_die("session open: NAME missing");
-		cJSON_AddStringToObject(args, "name", name);
+		act = session_open_action(argc, argv);
 	} else if (!strcmp(sub, "stdin")) {
 		const char *name = NULL, *text = NULL;
 		int eof = 0;
@@ -633,21 +768,76 @@ static int cmd_session(ctl_t *x, int argc, char **argv)
 		act = td_action_new("session.close", &args);
 		cJSON_AddStringToObject(args, "name", argv[1]);
 	} else if (!strcmp(sub, "signal")) {
-		if (argc != 3)
-			ctl_usage_die("usage: termctl session signal NAME SIG");
+		const char *pos[2] = { NULL, NULL };
+		int tree = 0, npos = 0;
+		for (int i = 1; i < argc; i++) {
+			if (ctl_flag(argv[i], NULL, "--tree"))
+				tree = 1;
+			else if (npos < 2 && (argv[i][0] != '-' || npos == 1))
+				pos[npos++] = argv[i];
+			else
+				ctl_usage_die("usage: termctl session signal NAME SIG [--tree]");
+		}
+		if (npos != 2)
+			ctl_usage_die("usage: termctl session signal NAME SIG [--tree]");
 		act = td_action_new("session.signal", &args);
-		cJSON_AddStringToObject(args, "session", argv[1]);
+		cJSON_AddStringToObject(args, "session", pos[0]);
 		/* the name as given: termd knows the names (with or without SIG,
 		 * in any case) and answers bad_request for any other */
-		cJSON_AddStringToObject(args, "signal", argv[2]);
+		cJSON_AddStringToObject(args, "signal", pos[1]);
+		if (tree)
+			cJSON_AddBoolToObject(args, "tree", 1);
 	} else {
 		ctl_usage_die("session: unknown subcommand %s (list, open, stdin, close, signal)", sub);
 	}
 	cJSON *obs = ctl_call(x, act, -1);
 	if (ctl_is_error(obs, 0))
 		return ctl_finish(obs, EXIT_PROTO);
+	/* a signal that reached no job (the shell at its prompt got it) */
+	if (cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(ctl_extras(obs), "job"))) {
+		const char *msg = td_json_str(obs, "content");
+		const char *t = msg ? strstr(msg, "tree: true") : NULL;
+		if (t)   /* termctl's name for it */
+			fprintf(stderr, "termd: %.*s--tree%s\n", (int)(t - msg), msg, t + 10);
+		else
+			fprintf(stderr, "termd: %s\n", msg && *msg ? msg : "no foreground job to signal");
+		return ctl_finish(obs, 1);
+	}
 	ctl_print_content(obs);
 	return ctl_finish(obs, 0);
+}
+
+/* Sends subscribe (since, when >= 0) on x's connection, opening it. */
+static void subscribe_send(ctl_t *x, double since)
+{
+	cJSON *args, *act = td_action_new("subscribe", &args);
+	if (since >= 0)
+		cJSON_AddNumberToObject(args, "since", since);
+	td_client *c = ctl_conn(x);
+	char *txt = cJSON_PrintUnformatted(act);
+	cJSON_Delete(act);
+	if (td_send(c, 0, txt, strlen(txt)) < 0)
+		ctl_die("%s: %s", x->url, td_error(c));
+	free(txt);
+}
+
+/* After close code 1012 (termd upgraded in place): connect again, within a
+ * minute; 0 when it could not. */
+static int subscribe_reconnect(ctl_t *x)
+{
+	char err[512];
+	uint64_t deadline = mono_us() + 60000000;
+	td_close(x->c);
+	x->c = NULL;
+	while (mono_us() < deadline) {
+		x->c = td_connect(x->url, TD_PATH_EVENTS, TD_SUBPROTO_EVENTS, x->token, err, sizeof err);
+		if (x->c) {
+			td_set_id_prefix(x->c, "termctl");
+			return 1;
+		}
+		usleep(50000);
+	}
+	return 0;
 }
 
 static int cmd_subscribe(ctl_t *x, int argc, char **argv)
@@ -656,23 +846,30 @@ static int cmd_subscribe(ctl_t *x, int argc, char **argv)
 	for (int i = 0; i < argc; i++)
 		if (!ctl_opt(argc, argv, &i, NULL, "--since", &since))
 			ctl_usage_die("subscribe: unexpected argument %s", argv[i]);
-	cJSON *args, *act = td_action_new("subscribe", &args);
-	if (since)
-		cJSON_AddNumberToObject(args, "since", ctl_number(since, "--since"));
-	td_client *c = ctl_conn(x);
-	char *txt = cJSON_PrintUnformatted(act);
-	cJSON_Delete(act);
-	if (td_send(c, 0, txt, strlen(txt)) < 0)
-		ctl_die("%s: %s", x->url, td_error(c));
-	free(txt);
+	double last = since ? ctl_number(since, "--since") : -1;
+	subscribe_send(x, last);
 	char err[512];
 	for (;;) {
 		cJSON *obs;
-		int r = td_recv_json(c, &obs, -1, err, sizeof err);
-		if (r <= 0)
+		int r = td_recv_json(x->c, &obs, -1, err, sizeof err);
+		if (r <= 0) {
+			/* upgraded in place: resume from the last event seen, no gap */
+			if (td_close_code(x->c) == 1012 && subscribe_reconnect(x)) {
+				subscribe_send(x, last);
+				continue;
+			}
 			ctl_die("%s: %s", x->url, err);
+		}
 		const char *o = td_json_str(obs, "observation");
-		if (!o || strcmp(o, "hello")) {
+		const cJSON *seq = cJSON_GetObjectItemCaseSensitive(obs, "seq");
+		if (o && !strcmp(o, "hello")) {
+			/* nothing seen yet: resume after what was there at the start */
+			const cJSON *hs = cJSON_GetObjectItemCaseSensitive(ctl_extras(obs), "seq");
+			if (last < 0 && cJSON_IsNumber(hs))
+				last = hs->valuedouble;
+		} else {
+			if (cJSON_IsNumber(seq) && seq->valuedouble > last)
+				last = seq->valuedouble;
 			char *out = cJSON_PrintUnformatted(obs);
 			puts(out);
 			fflush(stdout);

@@ -50,7 +50,7 @@ _termctl()
 		return
 		;;
 	--url | --token | --wait | --timeout | --idle-timeout | --max-output | --settle-ms | --since | \
-		--cmd | --cwd | --cols | --rows | --env)
+		--cmd | --cwd | --cols | --rows | --env | --memory | --pids | --cpu)
 		return
 		;;
 	esac
@@ -75,9 +75,9 @@ _termctl()
 		elif [ "$COMP_CWORD" -eq $((i + 2)) ] && [[ $sub == stdin || $sub == close || $sub == signal ]]; then
 			COMPREPLY=($(compgen -W "$(_termctl_sessions)" -- "$cur"))
 		elif [ "$sub" = signal ]; then
-			COMPREPLY=($(compgen -W "INT TERM KILL HUP QUIT STOP CONT USR1 USR2" -- "$cur"))
+			COMPREPLY=($(compgen -W "INT TERM KILL HUP QUIT STOP CONT USR1 USR2 --tree" -- "$cur"))
 		elif [ "$sub" = open ]; then
-			COMPREPLY=($(compgen -W "--cmd --cwd --cols --rows --env --pipe --stdin" -- "$cur"))
+			COMPREPLY=($(compgen -W "--cmd --cwd --cols --rows --env --pipe --stdin --memory --pids --cpu" -- "$cur"))
 		elif [ "$sub" = stdin ]; then
 			COMPREPLY=($(compgen -W "--eof" -- "$cur"))
 		fi

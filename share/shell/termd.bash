@@ -7,8 +7,13 @@
 # that carries this session's nonce, so output that merely looks like a mark
 # is not taken for one. Written to survive set -u, set -o pipefail, set -x,
 # a new PS1, PS0 or PROMPT_COMMAND and venv activation.
+# An interrupt while they run (session.signal INT before the first prompt)
+# ends what they run, not this file: without the trap bash stops reading it
+# and the shell would come up without the marks below.
+trap : INT
 [ -r /etc/bash.bashrc ] && . /etc/bash.bashrc
 [ -n "${HOME-}" ] && [ -r "$HOME/.bashrc" ] && . "$HOME/.bashrc"
+trap - INT   # (an INT trap the rc files set is not kept)
 # A command runs as `bash -c` runs it: no history expansion (a `!` in a
 # command is a character, `!!` is two), whatever the rc files set.
 set +H

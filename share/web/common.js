@@ -81,7 +81,9 @@ TD.askToken = (why) => {
 };
 
 TD.tokenMessage = (auth) => (TD.token
-  ? 'termd refused this token: this page shows nothing without a valid one.'
+  ? (TD.token.includes(' ')
+    ? 'termd refused this token: it has a space where the token has a +; percent-encode it in ?token= (+ is %2B) or type it here.'
+    : 'termd refused this token: this page shows nothing without a valid one.')
   : 'termd needs a token: open this page with ?token=… once, or give it here.');
 
 TD.showAccess = (auth) => {

@@ -184,6 +184,11 @@ int arg_encoding(struct act *a, int *base64);
 const cJSON *arg_json(struct act *a, const char *key);
 /* Every argument counts as read (a plugin's action: forwarded whole). */
 void act_args_all_read(struct act *a);
+/* The names an action reads, declared before any check can fail it: an
+ * action that fails early names only arguments it does not know in
+ * extras.ignored_args, not the ones it never came to read. */
+void act_args_known(struct act *a, const char *const *names);
+#define ARGS_KNOWN(a, ...) act_args_known((a), (const char *const[]){ __VA_ARGS__, NULL })
 /* The argument names of a->args nothing read, as a JSON array; NULL when
  * there are none. */
 cJSON *act_ignored_args(const struct act *a);

@@ -180,6 +180,12 @@ const cJSON *arg_json(struct act *a, const char *key)
 	return arg_get(a, key);
 }
 
+void act_args_known(struct act *a, const char *const *names)
+{
+	for (; *names; names++)
+		arg_mark(a, *names);
+}
+
 void act_args_all_read(struct act *a)
 {
 	a->all_read = 1;

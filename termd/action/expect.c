@@ -141,6 +141,7 @@ static int expect_action(struct act *a)
 	double timeout = 30;
 	int has;
 	struct session *s;
+	ARGS_KNOWN(a, "session", "pattern", "timeout");
 	if (arg_string(a, "pattern", &pattern, 1) < 0 ||
 	    arg_number(a, "timeout", &timeout, &has) < 0)
 		return -1;

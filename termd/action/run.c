@@ -193,8 +193,8 @@ static void fg_command(struct session *s, buf_t *out)
 }
 
 /* A run answered before its command could be typed: the shell has not
- * shown its first prompt yet (slow rc files). It says so, and for how
- * long and what the shell is running; the command stays queued and is
+ * shown its first prompt yet (slow rc files), or its line editor does not
+ * read yet. It says so, and for how long and what the shell is running; the command stays queued and is
  * typed once, at the prompt (a `run ""` then waits for it). */
 static void run_answer_starting(struct waiter *w, const char *timed_out)
 {
@@ -214,8 +214,14 @@ static void run_answer_starting(struct waiter *w, const char *timed_out)
 	cJSON_AddBoolToObject(ex, "waiting_for_input", 0);
 	cJSON_AddBoolToObject(ex, "alt_screen", screen_alt(session_screen(s)));
 	cJSON_AddBoolToObject(ex, "truncated", 0);
-	cJSON *st = cJSON_AddObjectToObject(ex, "shell_starting");
-	cJSON_AddNumberToObject(st, "for_ms", (double)(now - s->spawned_us) / 1000.0);
+	/* before its first prompt the shell is starting; after one it is up
+	 * but its line editor does not read yet (a PROMPT_COMMAND or PS1's
+	 * $(...) still running: at a pids limit bash retries its forks for
+	 * seconds): not "starting" since its spawn */
+	int up = s->state != SH_STARTING;
+	cJSON *st = cJSON_AddObjectToObject(ex, up ? "shell_not_reading" : "shell_starting");
+	cJSON_AddNumberToObject(st, "for_ms",
+				(double)(now - (up ? s->prompt_us : s->spawned_us)) / 1000.0);
 	buf_t prog = {0};
 	fg_command(s, &prog);
 	cJSON_AddStringToObject(st, "running", prog.p ? prog.p : "");
@@ -262,6 +268,8 @@ static void add_waiting(cJSON *ex, struct session *s, pid_t reader)
 	inputwait_describe(s, reader, &what);
 	cJSON *wj = cJSON_AddObjectToObject(ex, "waiting");
 	cJSON_AddStringToObject(wj, "kind", inputwait_kind_name(what.kind));
+	if (what.shell)
+		cJSON_AddBoolToObject(wj, "shell", 1);
 	buf_t prompt = {0};
 	screen_last_line(s, &prompt);
 	cJSON_AddStringToObject(wj, "prompt", prompt.p ? prompt.p : "");
@@ -619,6 +627,7 @@ static int run_action(struct act *a)
 	int is_input = 0;
 	double timeout = 0, idle = 0, max_out = DEFAULT_MAX_OUTPUT;
 	int has_timeout = 0, has_idle = 0, has_max = 0;
+	ARGS_KNOWN(a, "command", "session", "is_input", "timeout", "idle_timeout", "max_output");
 	if (arg_string(a, "command", &command, 1) < 0 ||
 	    arg_bool(a, "is_input", &is_input) < 0 ||
 	    arg_number(a, "timeout", &timeout, &has_timeout) < 0 ||
@@ -717,6 +726,7 @@ static int run_action(struct act *a)
 
 static int keys_action(struct act *a)
 {
+	ARGS_KNOWN(a, "session", "keys", "settle_ms", "timeout");
 	const cJSON *keys = arg_json(a, "keys");
 	if (!cJSON_IsArray(keys)) {
 		act_error(a, TD_ERR_BAD_REQUEST, "'keys' must be an array of strings");

@@ -36,6 +36,14 @@ static int signal_by_name(const char *n)
 	return 0;
 }
 
+static const char *signal_name(int sig)
+{
+	for (size_t i = 0; i < sizeof signals / sizeof signals[0]; i++)
+		if (signals[i].sig == sig)
+			return signals[i].name;
+	return "?";
+}
+
 /* usage: session.list's (session.open's answer has the limits only) */
 static cJSON *session_json(struct session *s, int usage)
 {
@@ -75,6 +83,7 @@ static int session_open_action(struct act *a)
 	const char *name = NULL, *command = NULL, *cwd = NULL, *kind = NULL;
 	double cols = 0, rows = 0;
 	int has, with_stdin = 0, has_stdin = -1;
+	ARGS_KNOWN(a, "name", "command", "cwd", "kind", "stdin", "cols", "rows", "env", "limits");
 	if (arg_session_name(a, "name", 1, &name) < 0 ||
 	    arg_string(a, "command", &command, 0) < 0 ||
 	    arg_string(a, "cwd", &cwd, 0) < 0 ||
@@ -178,6 +187,7 @@ static int session_signal_action(struct act *a)
 	const char *signame = NULL;
 	struct session *s;
 	int tree = 0;
+	ARGS_KNOWN(a, "session", "signal", "tree");
 	if (arg_string(a, "signal", &signame, 1) < 0 || arg_bool(a, "tree", &tree) < 0 ||
 	    arg_session(a, "session", 0, &s, NULL) < 0)
 		return -1;
@@ -203,7 +213,19 @@ static int session_signal_action(struct act *a)
 	cJSON_AddStringToObject(ex, "session", s->name);
 	cJSON_AddStringToObject(ex, "signal", signame);
 	cJSON_AddNumberToObject(ex, "pid", pg);
-	events_emit(a->conn, a->id, "session.signal", "", ex);
+	char msg[256] = "";
+	if (s->is_shell && pg == s->pty.pid && s->state == SH_IDLE && !s->cont) {
+		/* no job in the foreground: only the shell at its prompt got it
+		 * (not one still starting, running its rc files, nor one running
+		 * a loop or builtin of its own, nor reading a PS2 continuation) */
+		cJSON_AddBoolToObject(ex, "job", 0);
+		snprintf(msg, sizeof msg, "no foreground job in session %s: SIG%s reached only its "
+			 "shell (pid %d) at its prompt; tree: true signals what runs behind it",
+			 s->name, signal_name(sig), (int)pg);
+	} else {
+		cJSON_AddBoolToObject(ex, "job", 1);
+	}
+	events_emit(a->conn, a->id, "session.signal", msg, ex);
 	return 0;
 }
 
@@ -228,6 +250,7 @@ static void close_kill_timer(lws_sorted_usec_list_t *sul)
 static int session_close_action(struct act *a)
 {
 	const char *name = NULL;
+	ARGS_KNOWN(a, "name", "session");
 	if (arg_session_name(a, "name", 0, &name) < 0)
 		return -1;
 	if (!name && arg_session_name(a, "session", 1, &name) < 0)
@@ -276,6 +299,7 @@ static int session_stdin_action(struct act *a)
 	const char *content = NULL;
 	int b64 = 0, eof = 0;
 	struct session *s;
+	ARGS_KNOWN(a, "session", "content", "encoding", "eof");
 	if (arg_string(a, "content", &content, 0) < 0 || arg_encoding(a, &b64) < 0 ||
 	    arg_bool(a, "eof", &eof) < 0 || arg_session(a, "session", 0, &s, NULL) < 0)
 		return -1;

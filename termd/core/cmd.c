@@ -321,6 +321,7 @@ static void mark_done(struct session *s, int exit_code, const char *cwd, size_t 
 	s->state = SH_IDLE;
 	s->ready = 0;
 	s->cont = 0;
+	s->prompt_us = mono_us();
 	/* text typed before the first prompt is still unread: the shell's line
 	 * editor reads it now, so it names the first command */
 	if (prev != SH_STARTING)

@@ -78,6 +78,7 @@ struct session {
 	struct shellint *si;
 	enum shell_state state;
 	uint64_t spawned_us;      /* when its process started (a shell still starting says how long) */
+	uint64_t prompt_us;       /* its last prompt mark (a shell up but not reading yet) */
 	int ready;                /* line editor is reading (prompt shown) */
 	int cont;                 /* the shell reads the rest of a command (PS2) */
 	char *cwd;
@@ -281,6 +282,8 @@ enum inputwait inputwait_blocked_on_tty(struct session *s, pid_t *reader);
 enum iw_kind { IWK_LINE, IWK_PASSWORD, IWK_KEY, IWK_PAGER, IWK_EDITOR };
 struct inputwait_what {
 	enum iw_kind kind;
+	int shell;                /* an interactive shell (su's, a nested bash) at its
+				   * prompt: kind line, whatever mode its readline set */
 	pid_t pid;
 	char command[1024];       /* its arguments joined by spaces */
 };

@@ -305,6 +305,11 @@ static const char *const openers[] = {
 	"bzr", "fossil", "systemctl", "kubectl", "virsh", NULL,
 };
 
+static const char *const shells[] = {
+	"bash", "sh", "dash", "zsh", "ksh", "ksh93", "mksh", "ash", "fish", "tcsh", "csh",
+	"yash", "busybox", NULL,
+};
+
 static int in_list(const char *name, const char *const *list)
 {
 	if (!name[0])
@@ -417,6 +422,26 @@ const char *inputwait_kind_name(enum iw_kind k)
 	return "line";
 }
 
+/* An interactive shell other than the session's own (su's, a nested
+ * bash): a shell by name whose arguments are options only (no script, no
+ * -c). args: reader's n bytes of /proc/PID/cmdline. */
+static int nested_shell(struct session *s, pid_t reader, const char *args, size_t n)
+{
+	if (reader <= 0 || reader == s->pty.pid)
+		return 0;
+	char comm[64];
+	read_comm(reader, comm, sizeof comm);
+	const char *a0 = base_name(args);
+	if (!in_list(comm, shells) && !in_list(a0[0] == '-' ? a0 + 1 : a0, shells))
+		return 0;
+	for (size_t i = strlen(args) + 1; i < n; i += strlen(args + i) + 1) {
+		const char *a = args + i;
+		if (a[0] != '-' || !strcmp(a, "-c") || (a[1] != '-' && strchr(a, 'c')))
+			return 0;   /* a script, or a command string */
+	}
+	return 1;
+}
+
 void inputwait_describe(struct session *s, pid_t reader, struct inputwait_what *w)
 {
 	memset(w, 0, sizeof *w);
@@ -448,6 +473,8 @@ void inputwait_describe(struct session *s, pid_t reader, struct inputwait_what *
 		w->kind = IWK_EDITOR;
 	else if (reader == s->pty.pid && s->cont)
 		w->kind = IWK_LINE;   /* the shell reads the rest of a command (PS2) */
+	else if (!password && nested_shell(s, reader, args, n))
+		w->shell = 1;         /* a command line (its readline keeps the tty raw) */
 	else if (have_mode && !(t.c_lflag & ICANON))
 		w->kind = IWK_KEY;
 	else if (password)

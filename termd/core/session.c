@@ -474,6 +474,7 @@ struct session *session_adopt(const cJSON *rec, char *err, size_t errlen)
 	if (cJSON_IsObject(cg))   /* the same folders, limits and counters */
 		s->cg = cgroup_adopt(s->name, cg);
 	s->spawned_us = mono_us();
+	s->prompt_us = s->spawned_us;   /* (a handed-over shell: since the upgrade) */
 	for (size_t i = 0; i < nlisteners; i++)
 		if (listeners[i]->started)
 			listeners[i]->started(s);

@@ -673,7 +673,7 @@ static void serve_list(struct http_txn *t)
 static int record_admit(struct http_txn *t)
 {
 	if (t->auth == AUTH_NONE) {
-		http_answer_text(t, 401, "unauthorized\n");
+		http_answer_text(t, 401, http_unauthorized_why(t->wsi, "unauthorized\n"));
 		return 1;
 	}
 	if (!opts.record_dir) {

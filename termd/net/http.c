@@ -25,6 +25,22 @@ int http_token_ok(const char *token)
 	return opts.token && token && h1_token_eq(token, opts.token);   /* no token: nothing to match */
 }
 
+const char *http_unauthorized_why(struct lws *wsi, const char *base)
+{
+	static char why[512];
+	char tok[600];
+	const char *q = lws_get_urlarg_by_name(wsi, "token=", tok, sizeof tok);
+	if (!q || !strchr(q, ' '))
+		return base;
+	size_t n = strlen(base);
+	snprintf(why, sizeof why, "%.*s: the ?token= value has a space where the token has a '+'"
+		 " (a query reads + as a space): percent-encode the token in the address (+ is "
+		 "%%2B, / is %%2F, = is %%3D; python3 -c 'import urllib.parse,sys; "
+		 "print(urllib.parse.quote(sys.argv[1], safe=\"\"))' TOKEN), or send it as "
+		 "Authorization: Bearer\n", (int)(n && base[n - 1] == '\n' ? n - 1 : n), base);
+	return why;
+}
+
 /* Is the Host header a name no DNS answer can make: an IP address,
  * localhost or a name under .localhost (port and brackets allowed)? */
 static int host_is_local(const char *host)
@@ -703,7 +719,7 @@ int http_request(struct lws *wsi, const char *uri)
 	if (api == TD_API_OPENHANDS)   /* FastAPI's answer, on a listener of its own */
 		return http_reply(wsi, 404, "application/json", "{\"detail\":\"Not Found\"}");
 	if (http_auth(wsi) == AUTH_NONE)
-		return http_reply(wsi, 401, "text/plain", "unauthorized\n");
+		return http_reply(wsi, 401, "text/plain", http_unauthorized_why(wsi, "unauthorized\n"));
 	return http_reply(wsi, 404, "text/plain", "not found\n");
 }
 
@@ -739,7 +755,7 @@ static int upgrade_check(struct lws *wsi, struct upgrade *u, const char **why)
 		}
 	u->auth = http_auth(wsi);
 	if (u->auth == AUTH_NONE) {
-		*why = "unauthorized\n";
+		*why = http_unauthorized_why(wsi, "unauthorized\n");
 		return 401;
 	}
 	if (!(api & TD_API_TERMD)) {

@@ -132,7 +132,7 @@ static int metrics_admit(struct http_txn *t)
 {
 	if (t->auth != AUTH_NONE)
 		return 0;
-	http_answer_text(t, 401, "unauthorized\n");
+	http_answer_text(t, 401, http_unauthorized_why(t->wsi, "unauthorized\n"));
 	return 1;
 }
 

@@ -169,6 +169,11 @@ int http_tls(struct lws *wsi);
 const char *http_arg(struct http_txn *t, const char *name, char *out, size_t n);
 /* Does token equal termd's full token (constant time)? No token set: 1. */
 int http_token_ok(const char *token);
+/* The 401 text for a request no token admits: "unauthorized", or a hint
+ * when its ?token= has a space (a raw '+' of the token, which a query
+ * reads as a space: it must be percent-encoded). base is the text without
+ * the hint; the answer is base or a static buffer. */
+const char *http_unauthorized_why(struct lws *wsi, const char *base);
 /* More members for /healthz's object (the dial-out links, from above):
  * each hook appends ",\"name\":value..." to b. Up to four hooks. */
 typedef void http_health_fn(buf_t *b);

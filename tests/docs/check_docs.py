@@ -19,7 +19,8 @@
 #  - A ```sh block without "$ " lines runs each line as a command the same way.
 #  - "$ make run &" (the README's quickstart) is the termd this check starts:
 #    build/termd --listen 127.0.0.1:8421, its sessions with a private /tmp
-#    (a mount namespace, when the kernel allows one) and a scratch HOME.
+#    (a mount namespace, when the kernel allows one; a checkout under /tmp is
+#    bound back into it) and a scratch HOME.
 #  - <!-- docs-check: ports 8421 8422 8000 --> anywhere in a file: those port
 #    numbers are placeholders; the check picks a free port for each and writes
 #    it wherever the number stands alone.
@@ -138,12 +139,17 @@ class Termd:
     def __init__(self, build, port, home):
         self.log = open(home / "termd.log", "wb")
         argv = [str(build / "termd"), "--listen", "127.0.0.1:%d" % port]
+        # a fresh /tmp; a checkout under /tmp (a clone at /tmp/x) is bound
+        # back into it, through a descriptor opened before the tmpfs hid it
         private = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
-                   'mount -t tmpfs -o mode=1777 tmpfs /tmp && exec "$@"', "sh"]
-        env = dict(os.environ, HOME=str(home))
+                   'exec 3<"$TD_TOP" && mount -t tmpfs -o mode=1777 tmpfs /tmp && '
+                   'case "$TD_TOP" in /tmp/*) mkdir -p "$TD_TOP" && '
+                   'mount --no-canonicalize --bind /proc/self/fd/3 "$TD_TOP" ;; esac && '
+                   'exec 3<&- && exec "$@"', "sh"]
+        env = dict(os.environ, HOME=str(home), TD_TOP=os.path.realpath(str(REPO)))
         env.pop("TERMD_TOKEN", None)
         self.private = shutil.which("unshare") is not None and subprocess.run(
-            private + ["true"], capture_output=True).returncode == 0
+            private + ["true"], capture_output=True, env=env).returncode == 0
         self.proc = subprocess.Popen((private if self.private else []) + argv, stdout=self.log,
                                      stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                      env=env, cwd=str(home), start_new_session=True)

@@ -62,16 +62,18 @@ class Waiting:
     "key" (a key, raw mode), "pager" (less, more, man: `q` quits) or
     "editor" (vi, nano, an editor git or crontab opened); `prompt` is the
     last non-empty line of the screen; `pid` and `command` are the reading
-    process's."""
+    process's; `shell` is True when the reader is another interactive shell
+    at its prompt (su's, a nested bash): kind "line", a command line."""
     kind: str = "line"
     prompt: str = ""
     pid: Optional[int] = None
     command: str = ""
+    shell: bool = False
 
     @classmethod
     def from_dict(cls, d: Dict[str, Any]) -> "Waiting":
         return cls(kind=d.get("kind") or "line", prompt=d.get("prompt") or "", pid=d.get("pid"),
-                   command=d.get("command") or "")
+                   command=d.get("command") or "", shell=d.get("shell") is True)
 
 
 @dataclass

@@ -606,7 +606,8 @@ int proxy_admit_check(struct lws *wsi, enum auth_level level, int port, const ch
 		      const char **why)
 {
 	if (!proxy_auth_ok(wsi, level)) {
-		*why = "a preview needs the full token or the preview token\n";
+		*why = http_unauthorized_why(wsi, "a preview needs the full token or the preview "
+					     "token\n");
 		return 401;
 	}
 	const char *a = ports_find(port);

@@ -193,3 +193,28 @@ def test_front_doors_send_only_names_termd_reads(termd_factory, tmp_path):
     actions = {x["observation"] for x in seen}
     assert {"file.mkdir", "file.list", "watch", "session.open", "run", "read", "write",
             "edit"} <= actions, sorted(actions)
+
+
+def test_an_action_that_failed_early_names_only_unknown_names(termd, ev):
+    """issue 51: a session.open that failed (the name taken) had not come to
+    read `limits`: that is not a misspelling. A name it does not know still
+    is named."""
+    assert call(ev, "session.open", {"name": "taken"})["observation"] == "session.open"
+    o = call(ev, "session.open", {"name": "taken", "limits": {"memory": "64M"},
+                                  "env": {"A": "1"}, "cols": 80})
+    assert_error(o, "session_exists")
+    assert ignored(o) is None, fmt(o)
+    o = call(ev, "session.open", {"name": "taken", "limts": {"pids": 5}})
+    assert_error(o, "session_exists")
+    assert ignored(o) == ["limts"], fmt(o)
+    for action, args in (("session.signal", {"session": "nope", "signal": "INT", "tree": True}),
+                         ("session.stdin", {"session": "nope", "content": "x", "eof": True,
+                                            "encoding": "utf-8"}),
+                         ("keys", {"session": "nope", "keys": ["a"], "settle_ms": 5,
+                                   "timeout": 1}),
+                         ("expect", {"session": "nope", "pattern": "x", "timeout": 1}),
+                         ("run", {"command": "true", "timeout": -1, "idle_timeout": 1,
+                                  "max_output": 10, "is_input": False, "session": "main"})):
+        o = call(ev, action, args)
+        assert o["observation"] == "error", (action, fmt(o))
+        assert ignored(o) is None, (action, fmt(o))

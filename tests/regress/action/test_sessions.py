@@ -731,3 +731,36 @@ def test_programs_start_with_default_signal_dispositions_whatever_termds_parent_
         assert [ln.split() for ln in lines(obs)] == [["SigIgn:", "0" * 16]], fmt(obs)
     finally:
         t.stop()
+
+
+def test_an_interrupt_while_the_shell_starts_keeps_its_integration(termd_factory, tmp_path):
+    """issue 51 (first hour): `termctl session signal NAME INT` right after
+    `session open`, while the rc files ran, aborted the rest of termd's rc
+    file: the session never had a prompt mark, and every run on it was
+    "shell_starting" for ever. Now the interrupt ends what the rc file runs
+    (its sleep), and the shell still comes up with termd's integration."""
+    import tdtest
+    home = tmp_path / "home"
+    home.mkdir()
+    gate = tmp_path / "gate"
+    (home / ".bashrc").write_text("while [ ! -e %s ]; do sleep 0.1; done\n" % gate)
+    t = termd_factory(env={"HOME": str(home)})
+    ev = t.events()
+    assert ev.call("session.open", {"name": "slow"})["observation"] == "session.open"
+
+    pid = [x for x in ev.call("session.list", {})["extras"]["sessions"]
+           if x["name"] == "slow"][0]["pid"]
+
+    def rc_running():   # the rc file's loop: a sleep child of the shell
+        try:
+            kids = open("/proc/%d/task/%d/children" % (pid, pid)).read().split()
+            return any(open("/proc/%s/comm" % k).read().strip() == "sleep" for k in kids)
+        except OSError:
+            return False
+    tdtest.wait_until(rc_running, what="the rc file running in slow")
+    o = ev.call("session.signal", {"session": "slow", "signal": "INT"})
+    assert o["observation"] == "session.signal", o
+    gate.touch()
+    o = ev.call("run", {"session": "slow", "command": "echo up-$((50+1))", "timeout": 30},
+                timeout=60)
+    assert o["extras"]["running"] is False and "up-51" in o["content"], o

@@ -749,3 +749,16 @@ def test_cgroup_numbers_go_on_after_an_upgrade(td):
         got = number(name)
         assert got > max(earlier), (name, got, earlier)
         earlier.append(got)
+
+
+def test_termctl_run_says_killed_for_the_memory_limit(td):
+    """issue 51: termctl run on a command killed "oom" says so on stderr,
+    with the session's limit, and exits with the shell's status."""
+    t = td(["--session-memory-max", "64M"])
+    need_cgroups(t)
+    hog = "%s -c \"a = b'x' * (768 << 20); print(len(a))\"" % PY
+    p = t.termctl("run", "--timeout", "120", hog)
+    assert p.returncode == 137, (p.returncode, p.stdout, p.stderr)
+    assert "termd: killed: out of memory (session limit 64M)\n" in p.stderr, p.stderr
+    p = t.termctl("run", "echo fine")
+    assert p.returncode == 0 and "killed" not in p.stderr, (p.returncode, p.stderr)

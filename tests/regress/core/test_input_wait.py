@@ -26,6 +26,7 @@ import pytest
 
 import conftest
 import termd
+import termd as termd_mod
 from tdtest import PY, wait_until
 
 # The answer should come about a second after the program blocks (0.7 s of
@@ -445,3 +446,38 @@ def test_termctl_says_what_it_waits_for(termd):
     assert r.returncode == 124 and "termd: waiting for a key" in r.stderr, r
     r = termd.termctl("keys", "y")
     assert r.returncode == 0, r
+
+
+def termd_client_waiting(w):
+    return termd_mod.Waiting.from_dict(w)
+
+
+def test_a_nested_shell_at_its_prompt_waits_for_a_command_line(termd):
+    """issue 51: `su` (or `bash`) started in a session: its shell reads its
+    prompt with readline, the terminal raw; that is not a key wait but a
+    command line, and termctl says how to answer."""
+    import shutil
+    nested = "su" if os.geteuid() == 0 and shutil.which("su") else "bash --norc"
+    r = termd.termctl("run", "--timeout", str(TIMEOUT), nested)
+    assert r.returncode == 124, r
+    assert "termd: waiting for a command line (pid " in r.stderr, r
+    assert "a shell at its prompt" in r.stderr and "--input" in r.stderr, r
+    o = termd.events().call("run", {"command": "", "timeout": 5})
+    w = o["extras"].get("waiting") or {}
+    assert w.get("kind") == "line" and w.get("shell") is True, o
+    assert termd_client_waiting(w).shell is True
+    r = termd.termctl("run", "--input", "echo nested-$((50+1))")
+    assert "nested-51" in r.stdout, r
+    r = termd.termctl("run", "--input", "exit")
+    assert r.returncode == 0, r
+
+
+def test_termctl_says_how_to_answer(termd):
+    r = termd.termctl("run", "--timeout", str(TIMEOUT), "read -p 'Name: ' n")
+    assert r.returncode == 124, r
+    assert "termd: waiting for a line of input (pid " in r.stderr, r
+    assert "termctl run --input TEXT" in r.stderr and "C-c" in r.stderr, r
+    r = termd.termctl("run", "--input", "C-c")
+    r = termd.termctl("run", "--timeout", str(TIMEOUT), "read -n1 -p 'Go? ' k")
+    assert r.returncode == 124 and "termctl keys" in r.stderr, r
+    termd.termctl("keys", "y")

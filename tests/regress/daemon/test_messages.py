@@ -279,3 +279,28 @@ def test_a_wrong_link_token_is_said_plainly(termd_factory, tmp_path):
         be.terminate()
         be.wait(10)
         blog.close()
+
+
+def test_a_shell_up_but_not_reading_is_not_called_starting(termd, tmp_path):
+    """issue 51: after a fork bomb a run was labelled shell_starting for
+    19.6 s while the shell was up: its prompt (PS1's $(...), retrying fork
+    at the pids limit) kept its line editor from reading, and every queued
+    run was called a shell still starting, for as long as since its spawn.
+    Here a PROMPT_COMMAND after termd's mark holds the prompt the same
+    way: the answer says the shell is up and not reading yet, since its
+    prompt, and what it runs."""
+    ev = termd.events()
+    gate = tmp_path / "gate"
+    o = tdtest.run_done(ev, "PROMPT_COMMAND+=('while [ ! -e %s ]; do sleep 0.1; done')" % gate)
+    try:
+        o = ev.call("run", {"command": "echo after-$((50+1))", "timeout": 1}, timeout=60)
+        x = o["extras"]
+        assert x["running"] is True and x["timed_out"] == "hard", o
+        assert "shell_starting" not in x, o
+        nr = x.get("shell_not_reading")
+        assert nr and nr["queued"] is True and nr["running"].startswith("sleep"), o
+        assert nr["for_ms"] < x["duration_ms"] + 5000, o     # since its prompt, not its spawn
+    finally:
+        gate.touch()
+    o = ev.call("run", {"command": "", "timeout": 30}, timeout=60)
+    assert "after-51" in o["content"], o

@@ -229,3 +229,26 @@ def test_token_file_with_an_empty_first_line_is_refused_by_both(tmp_path):
                        stdin=subprocess.DEVNULL)
     assert p.returncode == 2, (p.returncode, p.stderr)
     assert "token file %s: empty" % f in p.stderr, p.stderr
+
+
+def test_token_with_plus_in_the_query(termd_factory):
+    """issue 51: a token with + / = (base64's) in ?token=: percent-encoded
+    it is admitted everywhere; raw, its + reads as a space and the refusal
+    says to percent-encode it."""
+    import urllib.parse
+    tok = "ab+c/d=e="
+    t = termd_factory(token=tok, tcp=True)
+    enc = urllib.parse.quote(tok, safe="")
+    st, _, body = wsclient.http_request(t.url, "/metrics?token=" + enc)
+    assert st == 200, (st, body)
+    st, _, body = wsclient.http_request(t.url, "/proxy/1/?token=" + enc)
+    assert st == 404, (st, body)                      # admitted: no such port
+    ev = wsclient.Events(t.url, token=None, path="/events?token=" + enc)
+    assert ev.call("ping", {})["observation"] == "pong"
+    ev.close()
+    for path in ("/proxy/1/?token=" + tok, "/metrics?token=" + tok):
+        st, _, body = wsclient.http_request(t.url, path)
+        body = body.decode() if isinstance(body, bytes) else body
+        assert st == 401 and "percent-encode" in body and "%2B" in body, (path, st, body)
+    st, _, body = wsclient.http_request(t.url, "/metrics?token=wrong")
+    assert st == 401 and b"percent" not in body, body   # no hint for a plainly wrong one

@@ -84,3 +84,11 @@ def test_completion(installed, termd_factory):
     env["PATH"] = "%s:%s" % (installed / "bin", env.get("PATH", ""))
     assert set(complete(installed, ["termctl", "run", "-s", ""], env)) == {"main", "build-1"}
     assert complete(installed, ["termctl", "session", "close", "bu"], env) == ["build-1"]
+
+
+def test_completion_offers_the_limit_and_tree_options(installed):
+    """issue 51: session open --memory/--pids/--cpu, session signal --tree."""
+    assert {"--memory", "--pids", "--cpu"} <= set(complete(installed, ["termctl", "session",
+                                                                       "open", "x", "--"]))
+    assert "--tree" in complete(installed, ["termctl", "session", "signal", "x", "INT", "--"])
+    assert complete(installed, ["termctl", "session", "open", "x", "--memory", ""]) == []

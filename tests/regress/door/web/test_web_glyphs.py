@@ -175,3 +175,62 @@ def test_underscores_are_drawn_in_the_player(termd_factory, tmp_path, pages):
     # it later (asynchronously): the line is in the buffer only after that
     wait_text(p, LINE, WAIT)
     assert_underscores_drawn(p, "player")
+
+
+LINK_JS = """(() => {
+  const a = [...document.querySelectorAll('a')].find(e => e.textContent === %s);
+  if (!a) return null;
+  const r = a.getBoundingClientRect(), t = a.firstChild, under = [];
+  for (let i = 0; i < t.length; i++) {
+    if (t.data[i] !== '_') continue;
+    const g = document.createRange();
+    g.setStart(t, i); g.setEnd(t, i + 1);
+    const c = g.getBoundingClientRect();
+    under.push([c.left - r.left, c.right - r.left]);
+  }
+  return { x: r.left, y: r.top, w: r.width, h: r.height + 6, under }; })()"""
+
+
+def underscores_hidden(page, text):
+    """None when each '_' of the link `text` has ink of its own (rows that
+    are not the underline's, or no underline at all), else why not."""
+    g = page.wait(lambda: page.eval(LINK_JS % json.dumps(text)), WAIT, "the link %r" % text)
+    scale = 4
+    clip = {"x": g["x"], "y": g["y"], "width": g["w"], "height": g["h"], "scale": scale}
+    shot = page.call("Page.captureScreenshot", {"format": "png", "clip": clip}, timeout=WAIT)
+    w, h, rows = png_pixels(base64.b64decode(shot["data"]))
+    bg = rows[0][0]
+    ink = [[px != bg for px in r] for r in rows]
+    # an underline: a row inked over most of the link's width
+    line_rows = {y for y in range(h) if sum(ink[y]) > 0.85 * w}
+    for x0, x1 in g["under"]:
+        cols = range(int(x0 * scale) + 1, min(w, int(x1 * scale) - 1))
+        own = [y for y in range(h // 2, h) if y not in line_rows and any(ink[y][x] for x in cols)]
+        # its own mark: inked rows with at least a CSS pixel of background
+        # between them and the underline (touching, the two read as one line)
+        if len(own) < scale // 2 or (line_rows and min(abs(y - l) for y in own
+                                                         for l in line_rows) <= scale):
+            return ("'_' at %.0f-%.0f px of %r has no ink of its own (underline rows %s, "
+                    "its rows %s)" % (x0, x1, text, sorted(line_rows), own))
+    return None
+
+
+def test_underscores_show_in_the_session_list_links(termd_factory, tmp_path, pages):
+    """issue 51: the list's link underline hid the underscores of a name
+    ("my_dev_app" read "my dev app"): each '_' must be drawn apart from
+    any underline."""
+    t = start(termd_factory, tmp_path)
+    ev = t.events()
+    assert ev.call("session.open", {"name": "my_dev_app"})["observation"] == "session.open"
+    p = pages(base(t) + "/?token=" + TOKEN, 1000, 600)
+    why = underscores_hidden(p, "my_dev_app")
+    assert why is None, why
+    # under the pointer too, where the link is underlined
+    g = p.eval(LINK_JS % json.dumps("my_dev_app"))
+    p.call("Input.dispatchMouseEvent", {"type": "mouseMoved", "x": g["x"] + g["w"] / 2,
+                                        "y": g["y"] + 5})
+    p.wait(lambda: p.eval("getComputedStyle([...document.querySelectorAll('a')].find(e => "
+                          "e.textContent === 'my_dev_app')).textDecorationLine") == "underline",
+           WAIT, "the link underlined under the pointer")
+    why = underscores_hidden(p, "my_dev_app")
+    assert why is None, why
