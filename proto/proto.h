@@ -6,7 +6,7 @@
 
 #define TERMD_VERSION        "0.1.0"
 #define PROTOCOL_VERSION     1
-#define TD_CONTRACT_VERSION  "1.3"   /* /work/shared/PROTOCOL.md section 11 names */
+#define TD_CONTRACT_VERSION  "1.4"   /* the contract's section 12 names */
 
 #define TD_DEFAULT_HOST      "127.0.0.1"
 #define TD_DEFAULT_PORT      8421

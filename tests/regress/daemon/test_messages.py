@@ -33,7 +33,7 @@ def prog(name, *args):
 def test_version_names_the_contract(name, flag):
     r = prog(name, flag)
     assert r.returncode == 0, r
-    assert r.stdout.startswith(name + " ") and "contract 1.3" in r.stdout, r
+    assert r.stdout.startswith(name + " ") and "contract 1.4" in r.stdout, r
 
 
 @pytest.mark.parametrize("name", sorted(PROGRAMS))

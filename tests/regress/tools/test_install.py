@@ -32,7 +32,7 @@ def installed(tmp_path_factory):
 def test_programs_plugins_and_share(installed, tmp_path):
     for p in ("termd", "termctl", "od-attach"):
         r = subprocess.run([str(installed / "bin" / p), "--version"], capture_output=True, text=True)
-        assert r.returncode == 0 and "contract 1.3" in r.stdout, r
+        assert r.returncode == 0 and "contract 1.4" in r.stdout, r
     assert (installed / "share/termd/shell/termd.bash").is_file()
     # SWE-ReX's server name (issue 48): a link to termd
     assert os.readlink(installed / "bin" / "swerex-remote") == "termd"
