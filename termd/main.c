@@ -63,7 +63,7 @@ static const struct limit_opt {
 	 "bytes of files one /download_files folder may hold (streamed; no zip64: 3 GiB at most)"},
 	{"head-timeout", &opts.head_time, 30, 1, 86400,
 	 "seconds a connection to the front may go without sending a whole request head "
-	 "(idle or part sent) before it is closed"},
+	 "(idle or part sent; an HTTP/2 header block too) before it is closed"},
 	{"body-idle-timeout", &opts.body_idle, 30, 1, 86400,
 	 "seconds a request body may pause before termd answers 408 and closes"},
 	{"stall-timeout", &opts.stall_timeout, 120, 1, 86400,
