@@ -212,4 +212,7 @@ API_ONLY_ROUTES = {
                ("POST", "/run_in_session"), ("POST", "/close_session"), ("POST", "/execute"),
                ("POST", "/read_file"), ("POST", "/write_file"), ("POST", "/upload"),
                ("POST", "/close")],   # test_swerex.py
+    "agent-sandbox": [("GET", "/"), ("POST", "/execute"), ("POST", "/upload"),
+                      ("GET", "/download/"), ("GET", "/list/"),
+                      ("GET", "/exists/")],   # test_agent_sandbox.py
 }

@@ -334,10 +334,13 @@ async def test_interrupt_pager(rt, tmp_path):
     with raises(CommandTimeoutError):
         await rt.run_in_session(A(command="echo 'blargh'|less -+F", timeout=0.1))
     await less_catches_sigint(rt)   # (not upstream's: see above)
-    await rt.run_in_session(BashInterruptAction())
+    ri = await rt.run_in_session(BashInterruptAction())
     r = await rt.run_in_session(A(command="echo 'asdf'", check="raise"))
     assert "asdf" in r.output
-    assert "kill" in r.output.lower()
+    # upstream looks for bash's "Killed" notice in the next command's output
+    # only; bash prints it at its next prompt, which under load can be the
+    # interrupt's own (the kill is the same): either answer may carry it
+    assert "kill" in (ri.output + r.output).lower(), (ri.output, r.output)
 
 
 # tests whose fixture is runtime_with_default_session (a fresh "default")

@@ -204,8 +204,11 @@ def http_request(url, path="/", method="GET", headers=None, body=b"", timeout=10
     deadline = time.monotonic() + timeout
     sock = open_socket(url, timeout)
     try:
-        req = ["%s %s HTTP/1.1" % (method, path), "Host: " + _host_header(url),
-               "Connection: close"]
+        given = {k.lower() for k in (headers or {})}
+        req = ["%s %s HTTP/1.1" % (method, path)]
+        if "host" not in given:   # the caller's own Host replaces it (two Hosts are a 400)
+            req.append("Host: " + _host_header(url))
+        req.append("Connection: close")
         if body:
             req.append("Content-Length: %d" % len(body))
         for k, v in (headers or {}).items():
