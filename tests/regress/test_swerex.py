@@ -84,12 +84,17 @@ def request(td, method, path, body=None, key=TOKEN, headers=None, raw=None):
     return r.status, hdrs, json.loads(out) if out else None
 
 
-def client(td, scenario, arg="", timeout=300):
+def need_venv():
     if not VPY.exists():
         pytest.skip("the SWE-ReX clients are not installed (%s): `make deps-swerex` installs the "
                     "pinned swe-rex and mini-swe-agent from PyPI; offline it cannot" % VENV)
+
+
+def client(td, scenario, arg="", timeout=300, env=None):
+    need_venv()
     p = subprocess.run([str(VPY), str(CLIENT), scenario, str(td.port), td.token or "", arg],
-                       capture_output=True, text=True, timeout=timeout, cwd=str(td.home))
+                       capture_output=True, text=True, timeout=timeout, cwd=str(td.home),
+                       env=env)
     lines = [ln for ln in p.stdout.splitlines() if ln.startswith("SWEREX-JSON:")]
     assert lines and p.returncode == 0, "swerex_client %s failed\nstdout: %s\nstderr: %s" % (
         scenario, p.stdout[-3000:], p.stderr[-3000:])
@@ -251,6 +256,63 @@ def test_watcher_sees_a_swerex_command_while_it_runs(swerex):
     st, _, body = result["r"]
     assert st == 200 and body["output"] == "WATCH-42\ndone\n" and body["exit_code"] == 0
     ws.abort()
+
+
+def test_create_session_answers_the_first_prompt_as_swerex(swerex):
+    """create_session's output is SWE-ReX's: what came before its first
+    SHELLPS1PREFIX — what the rc files printed, the shell's first prompt
+    (theirs), and what the startup files printed — as SWE-ReX's own
+    LocalRuntime gives it with the same home"""
+    td = swerex()
+    (td.home / ".bashrc").write_text('echo rc-says-hi\nPS1="agent-box \\[\\e[1m\\]\\w\\$ "\n')
+    src = td.home / "src.sh"
+    src.write_text("echo from-src\n")
+    st, _, body = request(td, "POST", "/create_session", {"session": "a"})
+    assert (st, body) == (200, {"output": "rc-says-hi\nagent-box ~$ ", "session_type": "bash"})
+    st, _, body = request(td, "POST", "/create_session", {"session": "b", "startup_source": [str(src)]})
+    assert (st, body["output"]) == (200, "rc-says-hi\nagent-box ~$ from-src\n")
+    # the prompt is not the commands' (theirs start after SHELLPS1PREFIX)
+    st, _, body = request(td, "POST", "/run_in_session", {"command": "echo x", "session": "b"})
+    assert body["output"] == "x\n"
+    env = {k: v for k, v in td.env.items() if k != "TERM"}
+    ref = client(td, "local_create", str(src), env=env)
+    assert ref == {"create": "rc-says-hi\nagent-box ~$ ",
+                   "create_sourced": "rc-says-hi\nagent-box ~$ from-src\n"}
+
+
+def test_a_second_request_waits_its_turn(swerex):
+    """SWE-ReX's server answers one request at a time (async routes that
+    block in pexpect): a second run_in_session sent while one runs waits,
+    then runs — no RuntimeError"""
+    td = swerex()
+    assert request(td, "POST", "/create_session", {})[0] == 200
+    gate = td.home / "gate"
+    got = {}
+
+    def send(key, cmd):
+        got[key] = request(td, "POST", "/run_in_session", {"command": cmd, "timeout": 120})
+
+    first = threading.Thread(target=send, args=(
+        "first", "touch %s; echo one; while [ ! -e %s ]; do sleep 0.05; done; echo one-ends"
+        % (td.home / "started", gate)))
+    first.start()
+    started = td.home / "started"
+    deadline = time.monotonic() + 60
+    while not started.exists():   # the first runs
+        assert time.monotonic() < deadline, "the first command never started"
+        time.sleep(0.05)
+    second = threading.Thread(target=send, args=("second", "echo two; cat %s" % gate))
+    second.start()
+    # the server read the second (an answer on a later connection comes
+    # after it was read); the first is still waiting on its gate
+    assert request(td, "GET", "/is_alive")[2] == {"is_alive": True, "message": ""}
+    assert "first" not in got and "second" not in got
+    gate.write_text("open\n")
+    first.join(120)
+    second.join(120)
+    assert got["first"][0] == 200 and got["first"][2]["output"] == "one\none-ends\n"
+    st, _, body = got["second"]
+    assert (st, body["output"], body["exit_code"]) == (200, "two\nopen\n", 0)
 
 
 def test_waiting_for_input_known_at_timeout(swerex):
