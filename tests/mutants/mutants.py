@@ -851,4 +851,20 @@ MUTANTS = [
          tests=[R + "test_front4.py::test_streams_others_hold_do_not_starve_a_new_client"],
          why="streams other clients never read hold the front's whole budget of connections "
              "to lws: a new client's first request waits for them (120 s at least)"),
+    # ---- issue 48, watched
+    dict(name="swerex-session-not-swerex-named",
+         file="termd/door/swerex/swerex.h",
+         search='#define SW_PREFIX "swerex-"',
+         replace='#define SW_PREFIX "sw-"',
+         tests=[R + "test_swerex.py::test_a_person_watches_and_answers_with_od_attach"],
+         why="a SWE-ReX session is a termd session under another name than swerex-<name>: "
+             "a person's od-attach swerex-<name> finds nothing to watch"),
+    dict(name="swerex-session-not-listed",
+         file="termd/action/sessionctl.c",
+         search="\t\tcJSON_AddItemToArray(arr, session_json(s, 1));\n\tevents_emit(a->conn, a->id, \"session.list\"",
+         replace="\t\tif (strncmp(s->name, \"swerex-\", 7) != 0)\n\t\t\tcJSON_AddItemToArray(arr, session_json(s, 1));\n"
+                 "\tevents_emit(a->conn, a->id, \"session.list\"",
+         tests=[R + "test_swerex.py::test_a_person_watches_and_answers_with_od_attach"],
+         why="SWE-ReX's sessions are left out of session.list: not ordinary termd sessions, "
+             "a person looking for what the agent runs does not see them"),
 ]

@@ -14,7 +14,8 @@ Scenarios:
   bench      run_in_session("true") N=ARG times; the round trips' seconds
   watched    an agent a person watches with od-attach: session "agent",
              then (once the file ARG/go exists) three commands, each
-             answer printed as a SWEREX-STEP: line when it comes
+             answer printed as a SWEREX-STEP: line when it comes; closed
+             once ARG/end exists
   local_create  SWE-ReX's own LocalRuntime (no server): its create_session
              answers, without and with startup_source ARG (PORT unused)
 """
@@ -526,6 +527,8 @@ async def watched():
     r = await rt.run_in_session(A(command="read -p 'Name? ' name; echo \"hello $name\"",
                                   session="agent", timeout=120))
     step("read", [r.output, r.exit_code])
+    while not (gates / "end").exists():   # the person saw it
+        await asyncio.sleep(0.05)
     await rt.close_session(CloseBashSessionRequest(session="agent"))
     return {}
 
