@@ -378,7 +378,7 @@ def test_a_person_watches_and_answers_with_od_attach(swerex, tmp_path):
         p = td.termctl("session", "list", env={"TERMD_URL": url, "TERMD_TOKEN": TOKEN})
         assert p.returncode == 0, p.stderr
         assert re.search(r"^\s*swerex-agent\b", p.stdout, re.M), p.stdout
-        v = oda.Viewer(url, ["swerex-agent"], cols=210, rows=56, env={"TERMD_TOKEN": TOKEN})
+        v = oda.Viewer(url, ["--url", url, "--token", TOKEN, "swerex-agent"], cols=210, rows=56)   # as README.md shows it
         viewers.append(v)
         oda.attached(v, "swerex-agent")
         (gates / "go").touch()
