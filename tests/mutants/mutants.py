@@ -882,4 +882,20 @@ MUTANTS = [
          replace="\tif (!q || q)\n\t\treturn base;",
          tests=[R + "net/test_access.py::test_token_with_plus_in_the_query"],
          why="a ?token= with a raw + is refused with no hint to percent-encode it"),
+    # ---- issue 48, watched
+    dict(name="swerex-session-not-swerex-named",
+         file="termd/door/swerex/swerex.h",
+         search='#define SW_PREFIX "swerex-"',
+         replace='#define SW_PREFIX "sw-"',
+         tests=[R + "door/swerex/test_swerex.py::test_a_person_watches_and_answers_with_od_attach"],
+         why="a SWE-ReX session is a termd session under another name than swerex-<name>: "
+             "a person's od-attach swerex-<name> finds nothing to watch"),
+    dict(name="swerex-session-not-listed",
+         file="termd/action/sessionctl.c",
+         search="\t\tcJSON_AddItemToArray(arr, session_json(s, 1));\n\tevents_emit(a->conn, a->id, \"session.list\"",
+         replace="\t\tif (strncmp(s->name, \"swerex-\", 7) != 0)\n\t\t\tcJSON_AddItemToArray(arr, session_json(s, 1));\n"
+                 "\tevents_emit(a->conn, a->id, \"session.list\"",
+         tests=[R + "door/swerex/test_swerex.py::test_a_person_watches_and_answers_with_od_attach"],
+         why="SWE-ReX's sessions are left out of session.list: not ordinary termd sessions, "
+             "a person looking for what the agent runs does not see them"),
 ]

@@ -12,6 +12,12 @@ Scenarios:
              SwerexDockerEnvironment (the deployment pointed at termd)
              running a trajectory on the git repository ARG
   bench      run_in_session("true") N=ARG times; the round trips' seconds
+  watched    an agent a person watches with od-attach: session "agent",
+             then (once the file ARG/go exists) three commands, each
+             answer printed as a SWEREX-STEP: line when it comes; closed
+             once ARG/end exists
+  local_create  SWE-ReX's own LocalRuntime (no server): its create_session
+             answers, without and with startup_source ARG (PORT unused)
 """
 
 import asyncio
@@ -504,11 +510,50 @@ async def bench():
     return {"times": times, "no_exit_code": no_code}
 
 
+def step(name, value):
+    print("SWEREX-STEP:" + json.dumps([name, value]), flush=True)
+
+
+async def watched():
+    rt = runtime()
+    gates = Path(ARG)
+    await rt.create_session(CreateBashSessionRequest(session="agent"))
+    step("created", None)
+    while not (gates / "go").exists():   # the person is attached
+        await asyncio.sleep(0.05)
+    r = await rt.run_in_session(A(command="echo hello-$((6*7))", session="agent", timeout=120))
+    step("hello", [r.output, r.exit_code])
+    r = await rt.run_in_session(A(
+        command="for i in 1 2 3; do echo progress-$i; while [ ! -e %s/G$i ]; do sleep 0.05; done; "
+                "done; echo finished" % gates, session="agent", timeout=120))
+    step("progress", [r.output, r.exit_code])
+    r = await rt.run_in_session(A(command="read -p 'Name? ' name; echo \"hello $name\"",
+                                  session="agent", timeout=120))
+    step("read", [r.output, r.exit_code])
+    while not (gates / "end").exists():   # the person saw it
+        await asyncio.sleep(0.05)
+    await rt.close_session(CloseBashSessionRequest(session="agent"))
+    return {}
+
+
+async def local_create():
+    """SWE-ReX's own LocalRuntime (the reference, no server): its
+    create_session answers, without and with startup_source ARG"""
+    from swerex.runtime.local import LocalRuntime
+    rt = LocalRuntime()
+    out = {"create": (await rt.create_session(CreateBashSessionRequest(session="t"))).output,
+           "create_sourced": (await rt.create_session(CreateBashSessionRequest(
+               session="u", startup_source=[ARG]))).output}
+    await rt.close()
+    return out
+
+
 def main():
     if SCENARIO == "agent":
         out = agent()
     else:
-        out = asyncio.run({"execution": execution, "actions": actions, "bench": bench}[SCENARIO]())
+        out = asyncio.run({"execution": execution, "actions": actions, "bench": bench,
+                           "watched": watched, "local_create": local_create}[SCENARIO]())
     print("SWEREX-JSON:" + json.dumps(out, default=str))
 
 

@@ -38,6 +38,8 @@ struct swsess {
 				   * taken again before the old one is gone) */
 	int closed;               /* /close: no shell, the name kept */
 	int ready;                /* the startup line ran: PS1 is SWE-ReX's */
+	int prompted;             /* the shell's first prompt came */
+	size_t pre_at;            /* what it printed before that prompt ends here */
 	/* a command that timed out runs on: what it prints up to its end
 	 * starts the next answer (SWE-ReX's pexpect keeps it too) */
 	int orphan;
@@ -45,6 +47,8 @@ struct swsess {
 	int running;              /* start mark seen, done mark not yet */
 	buf_t text;               /* the session's raw output (marks removed) */
 	struct swreq *cur;        /* the request waiting on it */
+	struct swreq *queue;      /* run_in_session requests in line after it
+				   * (SWE-ReX's server runs one at a time) */
 };
 
 static struct swsess *sessions;
@@ -76,16 +80,58 @@ static void sess_free(struct swsess *s)
 		}
 	if (s->cur)
 		s->cur->ss = NULL;
+	for (struct swreq *q = s->queue; q; q = q->qnext)
+		q->ss = NULL;
 	buf_free(&s->text);
 	free(s->name);
 	free(s);
 }
 
+static void run_begin(struct swreq *r);
+
+static void queued_start(lws_sorted_usec_list_t *sul)
+{
+	struct swreq *r = lws_container_of(sul, struct swreq, timer);
+	if (!r->ss) {
+		sw_raise(r, "builtins.RuntimeError", "shell not initialized", NULL);
+		return;
+	}
+	run_begin(r);
+}
+
 void sw_session_req_done(struct swreq *r)
 {
-	if (r->ss && r->ss->cur == r)
-		r->ss->cur = NULL;
+	struct swsess *ss = r->ss;
 	r->ss = NULL;
+	if (!ss)
+		return;
+	for (struct swreq **p = &ss->queue; *p; p = &(*p)->qnext)
+		if (*p == r) {
+			*p = r->qnext;
+			return;
+		}
+	if (ss->cur != r)
+		return;
+	ss->cur = NULL;
+	struct swreq *n = ss->queue;
+	if (n) {   /* the next in line runs now (from the loop) */
+		ss->queue = n->qnext;
+		n->qnext = NULL;
+		ss->cur = n;
+		sw_timer(n, queued_start, 0);
+	}
+}
+
+/* the requests in line get exc; none is left */
+static void queue_raise(struct swsess *ss, const char *exc, const char *msg)
+{
+	while (ss->queue) {
+		struct swreq *q = ss->queue;
+		ss->queue = q->qnext;
+		q->qnext = NULL;
+		q->ss = NULL;
+		sw_raise(q, exc, msg, NULL);
+	}
 }
 
 /* ====================================================== the answers */
@@ -233,10 +279,28 @@ static void finish_at(struct swreq *r, size_t upto)
 {
 	r->phase = r->prev_phase;
 	if (r->phase == P_START) {
-		if (r->ss)
+		/* SWE-ReX's: what came before the first SHELLPS1PREFIX — what
+		 * the shell printed before its first prompt, that prompt (the
+		 * startup line printed it: "${PS1@P}") and what the startup files
+		 * printed; when the first prompt is SHELLPS1PREFIX already (the
+		 * rc files left PS1 alone), only what came before it */
+		buf_t pre = {0}, out = {0};
+		if (r->ss) {
 			r->ss->ready = 1;
-		buf_t out = {0};
+			text_since(r->ss, 0, r->ss->pre_at, &pre);
+		}
 		text_since(r->ss, r->text_from, upto, &out);
+		size_t k = 0;
+		for (size_t i = 0; i < out.len; i++)   /* \[ \] of the prompt */
+			if (out.p[i] != '\001' && out.p[i] != '\002')
+				out.p[k++] = out.p[i];
+		out.len = k;
+		if (out.p)
+			out.p[k] = 0;
+		if (!(out.len >= strlen(SW_PS1) && !memcmp(out.p, SW_PS1, strlen(SW_PS1))))
+			buf_append(&pre, out.p ? out.p : "", out.len);
+		buf_free(&out);
+		out = pre;
 		cJSON *o = cJSON_CreateObject();
 		cJSON_AddStringToObject(o, "output", out.p ? out.p : "");
 		cJSON_AddStringToObject(o, "session_type", "bash");
@@ -390,7 +454,10 @@ static void on_mark(struct session *s, enum si_event ev, const char *data, size_
 	struct swsess *ss = sess_by_termd(s);
 	if (!ss)
 		return;
-	if (ev == SI_MARK_START) {
+	if (ev == SI_READY && !ss->prompted) {
+		ss->prompted = 1;
+		ss->pre_at = ss->text.len;
+	} else if (ev == SI_MARK_START) {
 		ss->running = 1;
 		struct swreq *r = ss->cur;
 		if (r && (r->phase == P_RUN || r->phase == P_START) && !r->started) {
@@ -464,6 +531,7 @@ static void opened(struct swreq *r, cJSON *ans)
 	r->ss->s = session_find(r->ss->sname);
 	/* SWE-ReX's startup line: the files sourced, then its prompts */
 	buf_t line = {0};
+	buf_puts(&line, "printf %s \"${PS1@P}\" ; ");   /* the first prompt, for the answer */
 	const cJSON *src = cJSON_GetObjectItemCaseSensitive(r->body, "startup_source"), *e;
 	cJSON_ArrayForEach(e, src)
 		if (cJSON_IsString(e))
@@ -771,14 +839,27 @@ void sw_run_in_session(struct http_txn *t)
 		sw_raise(r, "builtins.RuntimeError", "shell not initialized", NULL);
 		return;
 	}
-	if (ss->cur) {
-		sw_raise(r, "builtins.RuntimeError",
-			 "another request is running in this session (termd runs one at a time)",
-			 NULL);
+	r->ss = ss;
+	if (ss->cur) {   /* SWE-ReX's server answers one request at a time: in line */
+		struct swreq **p = &ss->queue;
+		while (*p)
+			p = &(*p)->qnext;
+		*p = r;
 		return;
 	}
 	ss->cur = r;
-	r->ss = ss;
+	run_begin(r);
+}
+
+/* the request's turn: it runs */
+static void run_begin(struct swreq *r)
+{
+	int interrupt = strcmp(sw_jstr(r->body, "action_type", "bash"), "bash_interrupt") == 0;
+	const char *cmd = sw_jstr(r->body, "command", "");
+	if (r->ss->closed) {
+		sw_raise(r, "builtins.RuntimeError", "shell not initialized", NULL);
+		return;
+	}
 	if (interrupt) {
 		const cJSON *ex = cJSON_GetObjectItemCaseSensitive(r->body, "expect");
 		r->expect = cJSON_IsArray(ex) && cJSON_GetArraySize(ex) ? (cJSON *)ex : NULL;
@@ -836,6 +917,12 @@ void sw_close_session(struct http_txn *t)
 	char sname[TD_SESSION_NAME_MAX + 1];
 	snprintf(sname, sizeof sname, "%s", ss->sname);
 	int was_closed = ss->closed;
+	buf_t m = {0};
+	buf_puts(&m, "session ");
+	sw_repr(&m, name, strlen(name));
+	buf_puts(&m, " does not exist");
+	queue_raise(ss, EXC "SessionDoesNotExistError", m.p);   /* their turn: it is gone */
+	buf_free(&m);
 	if (ss->cur)
 		sw_raise(ss->cur, "builtins.RuntimeError", "the session was closed", NULL);
 	sess_free(ss);
@@ -855,6 +942,7 @@ void sw_sessions_close_all(void)
 		if (ss->closed)
 			continue;
 		ss->closed = 1;
+		queue_raise(ss, "builtins.RuntimeError", "shell not initialized");
 		if (ss->cur)
 			sw_raise(ss->cur, "builtins.RuntimeError", "the runtime was closed", NULL);
 		cJSON *a = cJSON_CreateObject();

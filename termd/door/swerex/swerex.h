@@ -29,6 +29,7 @@ struct swreq {
 	lws_sorted_usec_list_t timer;
 	/* run_in_session */
 	struct swsess *ss;
+	struct swreq *qnext;      /* in line behind the session's request */
 	int phase;                /* session.c's */
 	char *cmd;
 	int check;                /* 0 raise, 1 silent, 2 ignore */

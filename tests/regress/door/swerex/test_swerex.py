@@ -11,6 +11,8 @@ why; the wire tests run anyway."""
 import http.client
 import json
 import os
+import re
+import shutil
 import socket
 import subprocess
 import threading
@@ -84,12 +86,17 @@ def request(td, method, path, body=None, key=TOKEN, headers=None, raw=None):
     return r.status, hdrs, json.loads(out) if out else None
 
 
-def client(td, scenario, arg="", timeout=300):
+def need_venv():
     if not VPY.exists():
         pytest.skip("the SWE-ReX clients are not installed (%s): `make deps-swerex` installs the "
                     "pinned swe-rex and mini-swe-agent from PyPI; offline it cannot" % VENV)
+
+
+def client(td, scenario, arg="", timeout=300, env=None):
+    need_venv()
     p = subprocess.run([str(VPY), str(CLIENT), scenario, str(td.port), td.token or "", arg],
-                       capture_output=True, text=True, timeout=timeout, cwd=str(td.home))
+                       capture_output=True, text=True, timeout=timeout, cwd=str(td.home),
+                       env=env)
     lines = [ln for ln in p.stdout.splitlines() if ln.startswith("SWEREX-JSON:")]
     assert lines and p.returncode == 0, "swerex_client %s failed\nstdout: %s\nstderr: %s" % (
         scenario, p.stdout[-3000:], p.stderr[-3000:])
@@ -251,6 +258,167 @@ def test_watcher_sees_a_swerex_command_while_it_runs(swerex):
     st, _, body = result["r"]
     assert st == 200 and body["output"] == "WATCH-42\ndone\n" and body["exit_code"] == 0
     ws.abort()
+
+
+def test_create_session_answers_the_first_prompt_as_swerex(swerex):
+    """create_session's output is SWE-ReX's: what came before its first
+    SHELLPS1PREFIX — what the rc files printed, the shell's first prompt
+    (theirs), and what the startup files printed — as SWE-ReX's own
+    LocalRuntime gives it with the same home"""
+    td = swerex()
+    (td.home / ".bashrc").write_text('echo rc-says-hi\nPS1="agent-box \\[\\e[1m\\]\\w\\$ "\n')
+    src = td.home / "src.sh"
+    src.write_text("echo from-src\n")
+    st, _, body = request(td, "POST", "/create_session", {"session": "a"})
+    assert (st, body) == (200, {"output": "rc-says-hi\nagent-box ~$ ", "session_type": "bash"})
+    st, _, body = request(td, "POST", "/create_session", {"session": "b", "startup_source": [str(src)]})
+    assert (st, body["output"]) == (200, "rc-says-hi\nagent-box ~$ from-src\n")
+    # the prompt is not the commands' (theirs start after SHELLPS1PREFIX)
+    st, _, body = request(td, "POST", "/run_in_session", {"command": "echo x", "session": "b"})
+    assert body["output"] == "x\n"
+    env = {k: v for k, v in td.env.items() if k != "TERM"}
+    ref = client(td, "local_create", str(src), env=env)
+    assert ref == {"create": "rc-says-hi\nagent-box ~$ ",
+                   "create_sourced": "rc-says-hi\nagent-box ~$ from-src\n"}
+
+
+def test_a_second_request_waits_its_turn(swerex):
+    """SWE-ReX's server answers one request at a time (async routes that
+    block in pexpect): a second run_in_session sent while one runs waits,
+    then runs — no RuntimeError"""
+    td = swerex()
+    assert request(td, "POST", "/create_session", {})[0] == 200
+    gate = td.home / "gate"
+    got = {}
+
+    def send(key, cmd):
+        got[key] = request(td, "POST", "/run_in_session", {"command": cmd, "timeout": 120})
+
+    first = threading.Thread(target=send, args=(
+        "first", "touch %s; echo one; while [ ! -e %s ]; do sleep 0.05; done; echo one-ends"
+        % (td.home / "started", gate)))
+    first.start()
+    started = td.home / "started"
+    deadline = time.monotonic() + 60
+    while not started.exists():   # the first runs
+        assert time.monotonic() < deadline, "the first command never started"
+        time.sleep(0.05)
+    second = threading.Thread(target=send, args=("second", "echo two; cat %s" % gate))
+    second.start()
+    # the server read the second (an answer on a later connection comes
+    # after it was read); the first is still waiting on its gate
+    assert request(td, "GET", "/is_alive")[2] == {"is_alive": True, "message": ""}
+    assert "first" not in got and "second" not in got
+    gate.write_text("open\n")
+    first.join(120)
+    second.join(120)
+    assert got["first"][0] == 200 and got["first"][2]["output"] == "one\none-ends\n"
+    st, _, body = got["second"]
+    assert (st, body["output"], body["exit_code"]) == (200, "two\nopen\n", 0)
+
+
+class Agent:
+    """swerex_client.py's `watched` scenario running: its SWEREX-STEP: lines
+    read as they come"""
+
+    def __init__(self, td, arg):
+        need_venv()
+        self.proc = subprocess.Popen([str(VPY), str(CLIENT), "watched", str(td.port), td.token, arg],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                     cwd=str(td.home))
+        self.steps, self.out = {}, []
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.out.append(line)
+            if line.startswith("SWEREX-STEP:"):
+                name, value = json.loads(line[len("SWEREX-STEP:"):])
+                self.steps[name] = value
+
+    def step(self, name, timeout=120):
+        deadline = time.monotonic() + timeout
+        while name not in self.steps:
+            if self.proc.poll() is not None and not self.reader.is_alive():
+                break
+            assert time.monotonic() < deadline, "no %s step: %s" % (name, "".join(self.out))
+            time.sleep(0.05)
+        assert name in self.steps, "the agent ended without %s: %s\n%s" % (
+            name, "".join(self.out), self.proc.stderr.read())
+        return self.steps[name]
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(30)
+        self.reader.join(30)
+
+
+def test_a_person_watches_and_answers_with_od_attach(swerex, tmp_path):
+    """A person attached with od-attach to a SWE-ReX session while the agent
+    (the real RemoteRuntime) runs: the session is an ordinary termd
+    session, swerex-<name>, listed by session.list on termd's own listener;
+    od-attach shows the commands and their output while they run; read-only
+    typing changes nothing; with the keyboard taken, the person answers the
+    `read` the agent's command waits on, and run_in_session returns with it"""
+    import test_od_attach as oda
+    if shutil.which("tmux") is None:
+        pytest.skip("tmux is not installed")
+    watch = free_port()
+    td = swerex(extra=("--listen", "127.0.0.1:%d" % watch))
+    url = "ws://127.0.0.1:%d" % watch
+    gates = tmp_path / "gates"
+    gates.mkdir()
+    agent = Agent(td, str(gates))
+    viewers = []
+    try:
+        agent.step("created")
+        # an ordinary termd session: session.list on termd's listener has it
+        p = td.termctl("session", "list", env={"TERMD_URL": url, "TERMD_TOKEN": TOKEN})
+        assert p.returncode == 0, p.stderr
+        assert re.search(r"^\s*swerex-agent\b", p.stdout, re.M), p.stdout
+        v = oda.Viewer(url, ["--url", url, "--token", TOKEN, "swerex-agent"], cols=210, rows=56)   # as README.md shows it
+        viewers.append(v)
+        oda.attached(v, "swerex-agent")
+        (gates / "go").touch()
+        # the commands and their output, as they run
+        v.wait(lambda t: "echo hello-$((6*7))" in t and oda.output_line(t, "hello-42"),
+               what="the first command and its output")
+        assert agent.step("hello") == ["hello-42\n", 0]
+        v.wait(lambda t: oda.output_line(t, "progress-1"), what="progress-1")
+        for i in (1, 2):
+            # the command is still running: the next line is not there yet
+            assert "progress" not in agent.steps
+            assert "progress-%d" % (i + 1) not in v.capture()
+            assert "RUNNING" in v.status() or "running" in v.status(), v.status()
+            (gates / ("G%d" % i)).touch()
+            v.wait(lambda t: oda.output_line(t, "progress-%d" % (i + 1)), what="progress-%d" % (i + 1))
+        assert "progress" not in agent.steps
+        (gates / "G3").touch()
+        v.wait(lambda t: oda.output_line(t, "finished"), what="finished")
+        assert agent.step("progress") == ["progress-1\nprogress-2\nprogress-3\nfinished\n", 0]
+        # the agent's command waits on a prompt; read-only, typing changes nothing
+        v.wait(lambda t: "Name? " in t, what="the read prompt")
+        v.type("mallory")
+        v.keys("Enter")
+        v.wait("read-only")
+        assert "read" not in agent.steps
+        # with the keyboard taken, the person answers it
+        v.prefix("i")
+        v.wait(" TYPING ")
+        v.type("bob")
+        v.keys("Enter")
+        out, code = agent.step("read")
+        assert code == 0 and out.endswith("hello bob\n") and "mallory" not in out, out
+        v.wait(lambda t: oda.output_line(t, "hello bob"), what="hello bob")
+        (gates / "end").touch()
+        # the agent closed its session: the person's od-attach says so
+        v.wait("session swerex-agent ended")
+    finally:
+        reports = [r for r in (x.kill() for x in viewers) if r]
+        agent.stop()
+    assert not reports, reports
 
 
 def test_waiting_for_input_known_at_timeout(swerex):
