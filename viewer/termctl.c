@@ -305,8 +305,20 @@ static void print_waiting(const cJSON *w)
 	}
 	const cJSON *pid = cJSON_GetObjectItemCaseSensitive(w, "pid");
 	const char *command = td_json_str(w, "command");
-	if (cJSON_IsNumber(pid) && command && command[0])
-		fprintf(stderr, "termd: %s (pid %.0f: %.200s)\n", what, pid->valuedouble, command);
+	/* the program's name is the program's: no control character of it
+	 * (an escape sequence) reaches the terminal, whatever termd sent */
+	char safe[201];
+	size_t n = 0;
+	for (const unsigned char *c = (const unsigned char *)(command ? command : "");
+	     *c && n < sizeof safe - 1; c++) {
+		if (c[0] == 0xc2 && c[1] >= 0x80 && c[1] <= 0x9f)
+			c++, safe[n++] = '?';
+		else
+			safe[n++] = *c < 0x20 || *c == 0x7f ? '?' : (char)*c;
+	}
+	safe[n] = 0;
+	if (cJSON_IsNumber(pid) && safe[0])
+		fprintf(stderr, "termd: %s (pid %.0f: %s)\n", what, pid->valuedouble, safe);
 	else
 		fprintf(stderr, "termd: %s\n", what);
 }

@@ -851,4 +851,13 @@ MUTANTS = [
          tests=[R + "test_front4.py::test_streams_others_hold_do_not_starve_a_new_client"],
          why="streams other clients never read hold the front's whole budget of connections "
              "to lws: a new client's first request waits for them (120 s at least)"),
+    # ---- issue 46, more
+    dict(name="waiting-command-controls-kept",
+         file="termd/action/run.c",
+         search="\tstrip_controls(&cmdline);\n",
+         replace="",
+         tests=[R + "test_hardening5.py::test_hostile_prompt_and_command_are_bounded_and_clean",
+                R + "test_hardening5.py::test_termctl_waiting_line_carries_no_escape"],
+         why="extras.waiting's command carries the program's name as it is: ESC [2J and BEL "
+             "in a program's argv reach the client, and termctl's terminal"),
 ]

