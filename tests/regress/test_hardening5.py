@@ -195,3 +195,96 @@ def test_termctl_waiting_line_carries_no_escape(termd, tmp_path):
     assert "waiting for" in err, err[-500:]
     line = [x for x in err.splitlines() if "waiting for" in x][0]
     assert clean(line), repr(line)
+
+
+# ------------------------------------------------------------ item 3
+
+FLAP = r'''
+import resource, socket, sys, time
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 4096), hard))
+# 5000 quick cycles over 500 ports, then 15 rounds of 1000 held briefly
+base = int(sys.argv[1])
+for i in range(5000):
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        s.bind(("127.0.0.1", base + i % 500))
+        s.listen(1)
+    except OSError:
+        pass
+    s.close()
+for r in range(15):
+    socks = []
+    for i in range(1000):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
+        socks.append(s)
+    time.sleep(0.3)
+    for s in socks:
+        s.close()
+print("FLAPPED")
+'''
+
+
+def test_a_program_flapping_ports_leaves_termd_responsive_and_nothing_listed(termd, tmp_path):
+    sub = tdtest.subscribed(termd)
+    ev = termd.events()
+    prog = tmp_path / "flap.py"
+    prog.write_text(FLAP)
+    rss0 = tdtest.rss_mb(termd.proc.pid)
+    events = {"port.open": 0, "port.close": 0}
+    live = {}
+    stop = threading.Event()
+    errs = []
+
+    def reader():
+        while not stop.is_set():
+            try:
+                o = sub.recv_obs(0.5)
+            except TimeoutError:
+                continue
+            except Exception as e:   # noqa: BLE001
+                errs.append(repr(e))
+                return
+            k = o.get("observation")
+            if k in events:
+                events[k] += 1
+                x = o["extras"]
+                key = (x["port"], x.get("address"))
+                live[key] = live.get(key, 0) + (1 if k == "port.open" else -1)
+
+    health = []
+
+    def healthz():
+        while not stop.is_set():
+            try:
+                health.append(termd.healthz()[0])
+            except Exception as e:   # noqa: BLE001
+                health.append(repr(e))
+            time.sleep(0.05)
+
+    ths = [threading.Thread(target=reader), threading.Thread(target=healthz)]
+    for t in ths:
+        t.start()
+    try:
+        base = tdtest.free_port()
+        base = 20000 + base % 30000
+        o = tdtest.run_done(ev, "%s %s %d" % (sys.executable, prog, base), timeout=300)
+        assert "FLAPPED" in tdtest.content(o), fmt(o)
+        wait_until(lambda: not ev.call("ports.list", {}, timeout=T)["extras"]["ports"],
+                   timeout=30, what="ports.list empty")
+        wait_until(lambda: all(v == 0 for v in live.values()), timeout=30,
+                   what="a port.close for every port.open")
+    finally:
+        stop.set()
+        for t in ths:
+            t.join()
+    rss1 = tdtest.rss_mb(termd.proc.pid)
+    print("events", events, "rss", rss0, rss1, "health", len(health))
+    assert errs == [], errs
+    assert all(h == 200 for h in health), [h for h in health if h != 200][:5]
+    assert rss1 - rss0 < 64, (rss0, rss1)
+    # sampled (a listing every 250 ms): never more events than sockets
+    assert events["port.open"] == events["port.close"] <= 15000 + 500, events
