@@ -860,4 +860,19 @@ MUTANTS = [
                 R + "test_hardening5.py::test_termctl_waiting_line_carries_no_escape"],
          why="extras.waiting's command carries the program's name as it is: ESC [2J and BEL "
              "in a program's argv reach the client, and termctl's terminal"),
+    dict(name="root-retry-not-for-move-remove-list-stat",
+         file="termd/action/fsops.c",
+         search="\tif ((e != EACCES && e != EPERM) || path[0] != '/' || !c || fs_as_root(c) != 1)\n",
+         replace="\tif (1 || (e != EACCES && e != EPERM) || path[0] != '/' || !c || fs_as_root(c) != 1)\n",
+         tests=[R + "test_hardening5.py::test_root_capable_user_moves_removes_lists_stats_where_only_root_may"],
+         why="a root-capable user (e2b's `user`) gets permission_denied for Stat, ListDir, Move "
+             "and Remove where envd does them as root"),
+    dict(name="root-retry-walk-follows-links",
+         file="termd/action/fsops.c",
+         search="\tint fd = fs_dir_beneath_owned(root, dir, mk ? 0755 : (mode_t)-1, mk ? mk->uid : (uid_t)-1,\n"
+                "\t\t\t\t      mk ? mk->gid : (gid_t)-1);\n",
+         replace="\t(void)mk;\n\tint fd = openat(root, dir[0] ? dir : \".\", O_RDONLY | O_DIRECTORY | O_CLOEXEC);\n",
+         tests=[R + "test_hardening5.py::test_root_capable_move_remove_list_stat_never_follow_the_users_links"],
+         why="as root the folder is reached through the user's links: a link to a root-only "
+             "folder lists, stats, moves and removes root's files"),
 ]

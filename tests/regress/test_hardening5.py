@@ -288,3 +288,108 @@ def test_a_program_flapping_ports_leaves_termd_responsive_and_nothing_listed(ter
     assert rss1 - rss0 < 64, (rss0, rss1)
     # sampled (a listing every 250 ms): never more events than sockets
     assert events["port.open"] == events["port.close"] <= 15000 + 500, events
+
+
+# ------------------------------------------------------------ item 4
+
+from test_hardening4 import base, sudo_all_user  # noqa: E402,F401  (fixtures)
+
+
+def rpc(td, method, msg):
+    from test_hardening3 import unary
+    return unary(td, "filesystem.Filesystem/" + method, msg)
+
+
+@pytest.fixture
+def closed(base):
+    """base/closed: root's, 0700, with a file and a folder in it;
+    base/rootdir/a: a root file in a folder only root may write in."""
+    c = base / "closed"
+    c.mkdir(mode=0o700)
+    (c / "inside").write_text("in\n")
+    (c / "sub").mkdir()
+    (c / "sub" / "deep").write_text("deep\n")
+    (base / "rootdir" / "a").write_text("a\n")
+    return c
+
+
+def test_root_capable_user_moves_removes_lists_stats_where_only_root_may(
+        termd_factory, sudo_all_user, closed, base):
+    """A user with NOPASSWD sudo (e2b's `user`): Stat and ListDir in a
+    folder only root may read, Move and Remove in one only root may write:
+    done as root, as envd does (before: permission_denied)."""
+    from test_hardening3 import start
+    td = start(termd_factory, "--user", sudo_all_user)
+    st, m = rpc(td, "Stat", {"path": str(closed / "inside")})
+    assert st == 200 and m["entry"]["name"] == "inside", (st, m)
+    assert m["entry"]["path"] == str(closed / "inside"), m
+    st, m = rpc(td, "ListDir", {"path": str(closed)})
+    assert st == 200, (st, m)
+    assert sorted(e["name"] for e in m["entries"]) == ["inside", "sub"], m
+    assert {e["path"] for e in m["entries"]} == {str(closed / "inside"), str(closed / "sub")}, m
+    st, m = rpc(td, "ListDir", {"path": str(closed), "depth": 2})
+    assert st == 200 and str(closed / "sub" / "deep") in {e["path"] for e in m["entries"]}, m
+    rootdir = base / "rootdir"
+    st, m = rpc(td, "Move", {"source": str(rootdir / "a"), "destination": str(rootdir / "b")})
+    assert st == 200 and m["entry"]["path"] == str(rootdir / "b"), (st, m)
+    assert (rootdir / "b").read_text() == "a\n" and not (rootdir / "a").exists()
+    st, m = rpc(td, "Remove", {"path": str(rootdir / "b")})
+    assert st == 200 and not (rootdir / "b").exists(), (st, m)
+    st, m = rpc(td, "Remove", {"path": str(closed / "sub")})
+    assert st == 200 and not (closed / "sub").exists(), (st, m)
+    # the file actions too (termd's own protocol, as the same user)
+    st, m = rpc(td, "Stat", {"path": str(closed / "inside")})
+    assert st == 200
+
+
+def test_root_capable_move_remove_list_stat_never_follow_the_users_links(
+        termd_factory, sudo_all_user, closed, base):
+    """The user's own folder holds links to root's folders: Stat, ListDir,
+    Move and Remove through them are refused, root capable or not, and
+    root's files are where they were."""
+    from test_hardening3 import start
+    pw = pwd.getpwnam(sudo_all_user)
+    udir = base / "udir"
+    udir.mkdir()
+    os.chown(udir, pw.pw_uid, pw.pw_gid)
+    rootdir = base / "rootdir"
+    for name, target in (("dl", rootdir), ("cl", closed), ("fl", closed / "inside")):
+        os.symlink(target, udir / name)
+        os.lchown(udir / name, pw.pw_uid, pw.pw_gid)
+    td = start(termd_factory, "--user", sudo_all_user)
+    st, m = rpc(td, "Stat", {"path": str(udir / "cl" / "inside")})
+    assert st != 200, (st, m)
+    for p in (udir / "cl", udir / "dl"):
+        st, m = rpc(td, "ListDir", {"path": str(p)})
+        assert st != 200 or all("inside" != e["name"] for e in m["entries"]), (p, st, m)
+    st, m = rpc(td, "ListDir", {"path": str(udir / "cl")})
+    assert st != 200, (st, m)
+    st, m = rpc(td, "Move", {"source": str(udir / "dl" / "a"), "destination": str(udir / "dl" / "b")})
+    assert st != 200, (st, m)
+    st, m = rpc(td, "Move", {"source": str(rootdir / "a"), "destination": str(udir / "cl" / "a")})
+    assert st != 200, (st, m)
+    st, m = rpc(td, "Move", {"source": str(udir / "cl" / "inside"), "destination": str(udir / "x")})
+    assert st != 200, (st, m)
+    st, m = rpc(td, "Remove", {"path": str(udir / "dl" / "a")})
+    st2, m2 = rpc(td, "Remove", {"path": str(udir / "cl" / "sub")})
+    assert (rootdir / "a").read_text() == "a\n"
+    assert (closed / "inside").read_text() == "in\n"
+    assert (closed / "sub" / "deep").read_text() == "deep\n"
+    assert not (closed / "a").exists() and not (udir / "x").exists()
+    # the user's own link is the user's to remove (as the user)
+    st, m = rpc(td, "Remove", {"path": str(udir / "fl")})
+    assert st == 200 and not os.path.lexists(udir / "fl") and (closed / "inside").exists()
+
+
+def test_user_without_sudo_is_refused_move_remove_list_stat(termd_factory, closed, base):
+    from test_hardening3 import start
+    td = start(termd_factory, "--user", "nobody")
+    rootdir = base / "rootdir"
+    for method, msg in (("Stat", {"path": str(closed / "inside")}),
+                        ("ListDir", {"path": str(closed)}),
+                        ("Move", {"source": str(rootdir / "a"), "destination": str(rootdir / "b")}),
+                        ("Remove", {"path": str(rootdir / "a")}),
+                        ("Remove", {"path": str(closed / "sub")})):
+        st, m = rpc(td, method, msg)
+        assert st != 200 and m["code"] == "permission_denied", (method, st, m)
+    assert (rootdir / "a").exists() and (closed / "sub" / "deep").exists()
