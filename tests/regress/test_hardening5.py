@@ -285,7 +285,9 @@ def test_a_program_flapping_ports_leaves_termd_responsive_and_nothing_listed(ter
     print("events", events, "rss", rss0, rss1, "health", len(health))
     assert errs == [], errs
     assert all(h == 200 for h in health), [h for h in health if h != 200][:5]
-    assert rss1 - rss0 < 64, (rss0, rss1)
+    from test_hardening3 import sanitized
+    # (a sanitizer's quarantine holds what termd freed: its growth is not termd's)
+    assert sanitized(termd.proc.pid) or rss1 - rss0 < 64, (rss0, rss1)
     # sampled (a listing every 250 ms): never more events than sockets
     assert events["port.open"] == events["port.close"] <= 15000 + 500, events
 
