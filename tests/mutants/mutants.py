@@ -875,4 +875,11 @@ MUTANTS = [
          tests=[R + "test_hardening5.py::test_root_capable_move_remove_list_stat_never_follow_the_users_links"],
          why="as root the folder is reached through the user's links: a link to a root-only "
              "folder lists, stats, moves and removes root's files"),
+    dict(name="file-worker-keeps-the-last-users-ids",
+         file="termd/fs/fswork.c",
+         search="\t\tcred_restore(&j->cred);\n",
+         replace="",
+         tests=[R + "test_hardening5.py::test_concurrent_file_jobs_each_run_as_their_own_user"],
+         why="a file worker keeps the ids of the job it ran last: termd's own next job on that "
+             "thread (root's, a WebSocket write) runs as nobody or the test user"),
 ]

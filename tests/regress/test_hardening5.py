@@ -33,6 +33,8 @@ from tdtest import fmt, wait_until
 
 T = 60.0
 
+from test_hardening4 import base, sudo_all_user  # noqa: E402,F401  (fixtures)
+
 
 def basic(user):
     return {"Authorization": "Basic " + base64.b64encode((user + ":").encode()).decode()}
@@ -63,12 +65,15 @@ def tree():
 
 # ------------------------------------------------------------ item 1
 
-def test_concurrent_file_jobs_each_run_as_their_own_user(termd_factory, plain_user, tree):
-    """Six clients at once, 40 jobs each: root, nobody and a test user
+def test_concurrent_file_jobs_each_run_as_their_own_user(termd_factory, plain_user, tree,
+                                                          sudo_all_user):
+    """Seven clients at once, 40 rounds each: root, nobody and a test user
     writing into their own folders (each file must be its writer's), and
     nobody and the test user trying root's folder and root's secret (each
     refused: nothing made, nothing read), while WebSocket write/read
-    actions (termd's own user, root) run alongside."""
+    actions (termd's own user, root) run alongside and a root-capable user
+    writes in root's folder (done as root, the file its own), in its own
+    (as itself) and stats root's secret (as root)."""
     from test_hardening3 import start, request, unary
     td = start(termd_factory)
     users = {"root": 0, "nobody": pwd.getpwnam("nobody").pw_uid,
@@ -81,6 +86,9 @@ def test_concurrent_file_jobs_each_run_as_their_own_user(termd_factory, plain_us
     secret = tree / "secret"
     secret.write_text("root's only\n")
     secret.chmod(0o600)
+    closed = tree / "closed"
+    closed.mkdir(mode=0o700)
+    (closed / "in").write_text("in\n")
     N = 40
     errors = []
 
@@ -112,6 +120,10 @@ def test_concurrent_file_jobs_each_run_as_their_own_user(termd_factory, plain_us
                               {"path": str(rootdir / ("d%s%d" % (u, i)))}, basic(u))
                 if st == 200:
                     errors.append((u, "made a folder in root's", i))
+                st, m = unary(td, "filesystem.Filesystem/Stat", {"path": str(closed / "in")},
+                              basic(u))
+                if st == 200:
+                    errors.append((u, "stat in root's closed folder", i))
                 st, body = request(td, "GET", "/files?path=%s&username=%s" % (secret, u))
                 if st == 200 or b"root's only" in body:
                     errors.append((u, "read root's secret", i))
@@ -132,7 +144,34 @@ def test_concurrent_file_jobs_each_run_as_their_own_user(termd_factory, plain_us
         except Exception as e:   # noqa: BLE001
             errors.append(("ws", repr(e)))
 
+    cap = sudo_all_user
+    cuid = pwd.getpwnam(cap).pw_uid
+    (tree / cap).mkdir()
+    os.chown(tree / cap, cuid, -1)
+
+    def capable():
+        """A root-capable user's jobs go root mid-job (a retry where the
+        kernel refuses it) beside the others; its next job is its own."""
+        try:
+            for i in range(N):
+                p = rootdir / ("cap%d" % i)
+                st, body = request(td, "POST", "/files?path=%s&username=%s" % (p, cap), b"c\n",
+                                   {"Content-Type": "application/octet-stream"})
+                if st != 200:
+                    errors.append((cap, "as root", i, st, body))
+                p = tree / cap / ("f%d" % i)
+                st, body = request(td, "POST", "/files?path=%s&username=%s" % (p, cap), b"c\n",
+                                   {"Content-Type": "application/octet-stream"})
+                if st != 200:
+                    errors.append((cap, "own", i, st, body))
+                st, m = unary(td, "filesystem.Filesystem/Stat", {"path": str(closed / "in")}, basic(cap))
+                if st != 200:
+                    errors.append((cap, "stat as root", i, st, m))
+        except Exception as e:   # noqa: BLE001
+            errors.append((cap, repr(e)))
+
     ths = [threading.Thread(target=own, args=(u,)) for u in users]
+    ths += [threading.Thread(target=capable)]
     ths += [threading.Thread(target=refused, args=(u,)) for u in ("nobody", plain_user)]
     ths += [threading.Thread(target=ws)]
     for t in ths:
@@ -140,7 +179,10 @@ def test_concurrent_file_jobs_each_run_as_their_own_user(termd_factory, plain_us
     for t in ths:
         t.join()
     assert errors == [], errors[:10]
-    assert os.listdir(rootdir) == []
+    assert sorted(os.listdir(rootdir)) == sorted("cap%d" % i for i in range(N))
+    for i in range(N):
+        for p in (rootdir / ("cap%d" % i), tree / cap / ("f%d" % i)):
+            assert p.stat().st_uid == cuid, (p, p.stat().st_uid)
     for u, uid in users.items():
         for i in range(N):
             for f in ("f%d" % i, "d%d" % i):
@@ -294,7 +336,6 @@ def test_a_program_flapping_ports_leaves_termd_responsive_and_nothing_listed(ter
 
 # ------------------------------------------------------------ item 4
 
-from test_hardening4 import base, sudo_all_user  # noqa: E402,F401  (fixtures)
 
 
 def rpc(td, method, msg):
