@@ -436,3 +436,48 @@ def test_user_without_sudo_is_refused_move_remove_list_stat(termd_factory, close
         st, m = rpc(td, method, msg)
         assert st != 200 and m["code"] == "permission_denied", (method, st, m)
     assert (rootdir / "a").exists() and (closed / "sub" / "deep").exists()
+
+
+HOG = r'''
+import resource, socket, sys, time
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 8192), hard))
+socks = []
+for i in range(6000):
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(1)
+    socks.append(s)
+print("HELD", flush=True)
+sys.stdin.readline()
+'''
+
+
+def test_a_program_holding_more_ports_than_termd_follows(termd, tmp_path):
+    """6000 listening sockets at once (termd follows 4096): termd answers,
+    lists at most 4096, and once the program ends lists none and a new
+    server's port is listed again."""
+    sub = tdtest.subscribed(termd)
+    ev = termd.events()
+    prog = tmp_path / "hog.py"
+    prog.write_text(HOG)
+    o = tdtest.run_obs(ev, "%s %s" % (sys.executable, prog), timeout=5)
+    wait_until(lambda: "HELD" in json.dumps(ev.call("run", {"command": "", "timeout": 1},
+                                                    timeout=T)), timeout=120, what="the hog")
+    n = wait_until(lambda: len(ev.call("ports.list", {}, timeout=T)["extras"]["ports"]) or None,
+                   timeout=30, what="ports listed")
+    assert n <= 4096, n
+    assert termd.healthz()[0] == 200
+    o = ev.call("run", {"command": "done", "is_input": True, "timeout": 30}, timeout=T)
+    assert o["extras"].get("running") is False, fmt(o)
+    wait_until(lambda: not ev.call("ports.list", {}, timeout=T)["extras"]["ports"],
+               timeout=30, what="ports.list empty")
+    from test_ports import serve, kill
+    port = tdtest.free_port()
+    pid = serve(ev, port, "127.0.0.1")
+    try:
+        w = ev.call("port.wait", {"port": port, "timeout": 30}, timeout=T)
+        assert w["extras"]["ready"] is True, fmt(w)
+    finally:
+        kill(pid)
+    tdtest.drain(sub, 0.1)
