@@ -307,20 +307,14 @@ static void print_waiting(const cJSON *w)
 	const char *command = td_json_str(w, "command");
 	/* the program's name is the program's: no control character of it
 	 * (an escape sequence) reaches the terminal, whatever termd sent */
-	char safe[201];
-	size_t n = 0;
-	for (const unsigned char *c = (const unsigned char *)(command ? command : "");
-	     *c && n < sizeof safe - 1; c++) {
-		if (c[0] == 0xc2 && c[1] >= 0x80 && c[1] <= 0x9f)
-			c++, safe[n++] = '?';
-		else
-			safe[n++] = *c < 0x20 || *c == 0x7f ? '?' : (char)*c;
-	}
-	safe[n] = 0;
-	if (cJSON_IsNumber(pid) && safe[0])
-		fprintf(stderr, "termd: %s (pid %.0f: %s)\n", what, pid->valuedouble, safe);
+	buf_t safe = {0};
+	if (command)
+		buf_put_text(&safe, command, strnlen(command, 200));
+	if (cJSON_IsNumber(pid) && safe.len)
+		fprintf(stderr, "termd: %s (pid %.0f: %s)\n", what, pid->valuedouble, safe.p);
 	else
 		fprintf(stderr, "termd: %s\n", what);
+	buf_free(&safe);
 }
 
 static int cmd_run(ctl_t *x, int argc, char **argv)
@@ -711,9 +705,11 @@ static int cmd_ports(ctl_t *x, int argc, char **argv)
 		const cJSON *pid = cJSON_GetObjectItemCaseSensitive(p, "pid");
 		const char *a = td_json_str(p, "address"), *s = td_json_str(p, "session");
 		const char *c = td_json_str(p, "command");
+		buf_t safe = {0};   /* a program's name: no control character reaches the terminal */
+		buf_put_text(&safe, c && *c ? c : "-", strlen(c && *c ? c : "-"));
 		printf("%-5.0f  %-15s  %-12s  %7.0f  %s\n", cJSON_IsNumber(port) ? port->valuedouble : 0,
-		       a ? a : "?", s ? s : "?", cJSON_IsNumber(pid) ? pid->valuedouble : 0,
-		       c && *c ? c : "-");
+		       a ? a : "?", s ? s : "?", cJSON_IsNumber(pid) ? pid->valuedouble : 0, safe.p);
+		buf_free(&safe);
 	}
 	return ctl_finish(obs, 0);
 }

@@ -189,7 +189,9 @@ static void fg_command(struct session *s, buf_t *out)
 	while (n && b[n - 1] == 0)
 		n--;
 	for (size_t i = 0; i < n; i++)
-		buf_putc(out, b[i] ? b[i] : ' ');
+		if (!b[i])
+			b[i] = ' ';
+	buf_put_text(out, b, n);   /* valid UTF-8, no control character */
 }
 
 /* A run answered before its command could be typed: the shell has not
@@ -238,28 +240,6 @@ static void run_answer_starting(struct waiter *w, const char *timed_out)
 	w->hard_us = w->idle_us = 0;
 }
 
-/* s (valid UTF-8 already) with each control character, C0, DEL or C1
- * (U+0080-U+009F, an escape to some terminals), made '?': what a program
- * printed or is named never reaches a client's terminal as a sequence. */
-static void strip_controls(buf_t *b)
-{
-	size_t o = 0;
-	for (size_t i = 0; i < b->len; i++) {
-		unsigned char c = (unsigned char)b->p[i];
-		if (c == 0xc2 && i + 1 < b->len && (unsigned char)b->p[i + 1] >= 0x80 &&
-		    (unsigned char)b->p[i + 1] <= 0x9f) {
-			i++;
-			c = '?';
-		} else if (c < 0x20 || c == 0x7f) {
-			c = '?';
-		}
-		b->p[o++] = (char)c;
-	}
-	b->len = o;
-	if (b->p)
-		b->p[o] = 0;
-}
-
 /* The last non-empty line of the screen, trailing blanks cut. */
 static void screen_last_line(struct session *s, buf_t *out)
 {
@@ -271,8 +251,8 @@ static void screen_last_line(struct session *s, buf_t *out)
 	size_t start = end;
 	while (start && t.p[start - 1] != '\n')
 		start--;
-	if (end > start)
-		buf_put_utf8(out, t.p + start, end - start);
+	if (end > start)   /* what the program printed: no control character */
+		buf_put_text(out, t.p + start, end - start);
 	buf_free(&t);
 }
 
@@ -286,7 +266,6 @@ static void add_waiting(cJSON *ex, struct session *s, pid_t reader)
 	cJSON_AddStringToObject(wj, "kind", inputwait_kind_name(what.kind));
 	buf_t prompt = {0};
 	screen_last_line(s, &prompt);
-	strip_controls(&prompt);
 	cJSON_AddStringToObject(wj, "prompt", prompt.p ? prompt.p : "");
 	buf_free(&prompt);
 	if (what.pid > 0)
@@ -294,8 +273,7 @@ static void add_waiting(cJSON *ex, struct session *s, pid_t reader)
 	else
 		cJSON_AddNullToObject(wj, "pid");
 	buf_t cmdline = {0};
-	buf_put_utf8(&cmdline, what.command, strlen(what.command));
-	strip_controls(&cmdline);
+	buf_put_text(&cmdline, what.command, strlen(what.command));   /* the program's name */
 	cJSON_AddStringToObject(wj, "command", cmdline.p ? cmdline.p : "");
 	buf_free(&cmdline);
 }

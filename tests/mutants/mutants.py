@@ -854,10 +854,9 @@ MUTANTS = [
     # ---- issue 46, more
     dict(name="waiting-command-controls-kept",
          file="termd/action/run.c",
-         search="\tstrip_controls(&cmdline);\n",
-         replace="",
-         tests=[R + "test_hardening5.py::test_hostile_prompt_and_command_are_bounded_and_clean",
-                R + "test_hardening5.py::test_termctl_waiting_line_carries_no_escape"],
+         search="\tbuf_put_text(&cmdline, what.command, strlen(what.command));",
+         replace="\tbuf_put_utf8(&cmdline, what.command, strlen(what.command));",
+         tests=[R + "test_hardening5.py::test_hostile_prompt_and_command_are_bounded_and_clean"],
          why="extras.waiting's command carries the program's name as it is: ESC [2J and BEL "
              "in a program's argv reach the client, and termctl's terminal"),
     dict(name="root-retry-not-for-move-remove-list-stat",
@@ -882,4 +881,13 @@ MUTANTS = [
          tests=[R + "test_hardening5.py::test_concurrent_file_jobs_each_run_as_their_own_user"],
          why="a file worker keeps the ids of the job it ran last: termd's own next job on that "
              "thread (root's, a WebSocket write) runs as nobody or the test user"),
+    dict(name="port-command-raw-bytes",
+         file="termd/core/portscan.c",
+         search="\tbuf_put_text(&t, b, (size_t)n);\n",
+         replace="\tbuf_append(&t, b, (size_t)n);\n",
+         tests=[R + "test_hardening5.py::test_a_listeners_hostile_name_is_clean_in_port_events_and_termctl"],
+         why="a program named with invalid UTF-8 (or a name cut at 255 bytes inside a "
+             "character) that listens makes port.open a text frame that is not UTF-8: every "
+             "subscribed client (a strict WebSocket client) fails its connection; ESC and BEL "
+             "reach termctl ports' terminal"),
 ]

@@ -481,3 +481,43 @@ def test_a_program_holding_more_ports_than_termd_follows(termd, tmp_path):
     finally:
         kill(pid)
     tdtest.drain(sub, 0.1)
+
+
+LISTEN = r'''
+import socket, sys
+s = socket.socket()
+s.bind(("127.0.0.1", int(sys.argv[1])))
+s.listen(1)
+print("LISTENING", flush=True)
+sys.stdin.readline()
+'''
+
+
+def test_a_listeners_hostile_name_is_clean_in_port_events_and_termctl(termd, tmp_path):
+    """A program named with an escape sequence, a bell and invalid UTF-8
+    (and a name cut at 255 bytes inside a UTF-8 character) listens: its
+    port.open, ports.list and termctl ports carry valid UTF-8 with no
+    control character, and the /events stream stays readable."""
+    sub = tdtest.subscribed(termd)
+    ev = termd.events()
+    prog = tmp_path / "l.py"
+    prog.write_text(LISTEN)
+    port = tdtest.free_port()
+    sh = tmp_path / "l.sh"
+    # argv[0] hostile; a long argument whose 255th byte is inside "é"
+    pad = "x" * (255 - 60)
+    sh.write_text("exec -a \"$(printf 'p\\033[2Jx\\007\\377')\" %s %s %d %s%s\n"
+                  % (sys.executable, prog, port, pad, "é" * 40))
+    o = tdtest.run_obs(ev, "bash %s" % sh, timeout=5)
+    wait_until(lambda: "LISTENING" in json.dumps(ev.call("run", {"command": "", "timeout": 1},
+                                                         timeout=T)), timeout=60, what="listen")
+    from test_ports import wait_event, is_open
+    o = wait_event(sub, is_open(port), 30, "port.open")
+    for cmd in (o["extras"]["command"],
+                [p for p in ev.call("ports.list", {}, timeout=T)["extras"]["ports"]
+                 if p["port"] == port][0]["command"]):
+        assert clean(cmd) and "\ufffd" in cmd and cmd.startswith("p?[2Jx?"), repr(cmd)
+    r = termd.termctl("ports")
+    assert r.returncode == 0 and str(port) in r.stdout, r
+    assert clean(r.stdout.replace("\n", "")), repr(r.stdout)
+    ev.call("run", {"command": "", "is_input": True, "timeout": 10}, timeout=T)
