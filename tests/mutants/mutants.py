@@ -890,4 +890,11 @@ MUTANTS = [
              "character) that listens makes port.open a text frame that is not UTF-8: every "
              "subscribed client (a strict WebSocket client) fails its connection; ESC and BEL "
              "reach termctl ports' terminal"),
+    dict(name="event-frame-not-utf8",
+         file="termd/action/events.c",
+         search="\tif (!utf8_text(b.p, b.len, NULL)) {\n",
+         replace="\tif (0) {\n",
+         tests=[R + "test_hardening5.py::test_a_file_named_with_bytes_that_are_not_utf8_never_breaks_the_stream"],
+         why="a file a program names with byte 0xff in a watched folder makes watch.event a "
+             "text frame that is not UTF-8: every subscribed client fails its connection"),
 ]

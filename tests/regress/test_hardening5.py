@@ -521,3 +521,26 @@ def test_a_listeners_hostile_name_is_clean_in_port_events_and_termctl(termd, tmp
     assert r.returncode == 0 and str(port) in r.stdout, r
     assert clean(r.stdout.replace("\n", "")), repr(r.stdout)
     ev.call("run", {"command": "", "is_input": True, "timeout": 10}, timeout=T)
+
+
+def test_a_file_named_with_bytes_that_are_not_utf8_never_breaks_the_stream(termd, ev):
+    """A program makes a file named b"bad\\xff" in a watched folder: the
+    watch.event every subscriber gets, and file.list's answer, are UTF-8
+    (U+FFFD for the byte) and the /events stream stays readable (before:
+    a text frame that is not UTF-8: every subscribed client failed)."""
+    sub = tdtest.subscribed(termd)
+    d = termd.home / "w"
+    d.mkdir()
+    o = ev.call("watch", {"path": str(d)}, timeout=T)
+    assert o.get("observation") == "watch", fmt(o)
+    open(os.path.join(os.fsencode(d), b"bad\xff\x1b[2J"), "w").close()
+    (d / "end").write_text("")
+    names = []
+    while "end" not in names:
+        o = sub.recv_obs(T)
+        if o.get("observation") == "watch.event":
+            names.append(o["extras"]["name"])
+    assert "bad\ufffd\x1b[2J" in names, names
+    ls = ev.call("file.list", {"path": str(d)}, timeout=T)
+    assert sorted(e["name"] for e in ls["extras"]["entries"]) == ["bad\ufffd\x1b[2J", "end"], fmt(ls)
+    assert ev.call("ping", {}, timeout=T).get("observation") != "error"
