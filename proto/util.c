@@ -274,6 +274,24 @@ void buf_put_utf8(buf_t *b, const char *s, size_t n)
 	}
 }
 
+void buf_put_text(buf_t *b, const char *s, size_t n)
+{
+	buf_t t = {0};
+	buf_put_utf8(&t, s, n);
+	buf_reserve(b, t.len);
+	for (size_t i = 0; i < t.len; i++) {
+		unsigned char c = (unsigned char)t.p[i];
+		if (c == 0xc2 && i + 1 < t.len && (unsigned char)t.p[i + 1] <= 0x9f) {
+			i++;   /* C1: 0xc2 0x80-0x9f (valid UTF-8: the next byte is 0x80 or more) */
+			c = '?';
+		} else if (c < 0x20 || c == 0x7f) {
+			c = '?';
+		}
+		buf_putc(b, (char)c);
+	}
+	buf_free(&t);
+}
+
 void buf_put_json_string(buf_t *b, const char *s, size_t n)
 {
 	static const char hex[] = "0123456789abcdef";

@@ -56,6 +56,10 @@ int utf8_text(const char *s, size_t n, size_t *bad);
 /* Append s[0..n) with every byte that is not valid UTF-8 (or is NUL)
  * replaced by U+FFFD: for echoing strings that came from outside. */
 void buf_put_utf8(buf_t *b, const char *s, size_t n);
+/* The same, and each control character (C0, DEL, C1 U+0080-U+009F: an
+ * escape sequence or a bell to some terminal) made '?': for showing a
+ * program's name or output line to a client. */
+void buf_put_text(buf_t *b, const char *s, size_t n);
 
 /* Close every descriptor from fd up (in a child before exec): one
  * close_range(2) where the kernel has it (a loop over 20000 possible

@@ -330,10 +330,16 @@ static void print_waiting(const cJSON *w, const char *session)
 	}
 	const cJSON *pid = cJSON_GetObjectItemCaseSensitive(w, "pid");
 	const char *command = td_json_str(w, "command");
-	if (cJSON_IsNumber(pid) && command && command[0])
-		fprintf(stderr, "termd: %s (pid %.0f: %.200s)\n", what, pid->valuedouble, command);
+	/* the program's name is the program's: no control character of it
+	 * (an escape sequence) reaches the terminal, whatever termd sent */
+	buf_t safe = {0};
+	if (command)
+		buf_put_text(&safe, command, strnlen(command, 200));
+	if (cJSON_IsNumber(pid) && safe.len)
+		fprintf(stderr, "termd: %s (pid %.0f: %s)\n", what, pid->valuedouble, safe.p);
 	else
 		fprintf(stderr, "termd: %s\n", what);
+	buf_free(&safe);
 	const char *s_opt = session && strcmp(session, "main") ? " -s " : "";
 	const char *s_name = *s_opt ? session : "";
 	fputs("termd: ", stderr);
@@ -896,9 +902,11 @@ static int cmd_ports(ctl_t *x, int argc, char **argv)
 		const cJSON *pid = cJSON_GetObjectItemCaseSensitive(p, "pid");
 		const char *a = td_json_str(p, "address"), *s = td_json_str(p, "session");
 		const char *c = td_json_str(p, "command");
+		buf_t safe = {0};   /* a program's name: no control character reaches the terminal */
+		buf_put_text(&safe, c && *c ? c : "-", strlen(c && *c ? c : "-"));
 		printf("%-5.0f  %-15s  %-12s  %7.0f  %s\n", cJSON_IsNumber(port) ? port->valuedouble : 0,
-		       a ? a : "?", s ? s : "?", cJSON_IsNumber(pid) ? pid->valuedouble : 0,
-		       c && *c ? c : "-");
+		       a ? a : "?", s ? s : "?", cJSON_IsNumber(pid) ? pid->valuedouble : 0, safe.p);
+		buf_free(&safe);
 	}
 	return ctl_finish(obs, 0);
 }

@@ -298,6 +298,15 @@ static char *envelope(uint64_t seq, const cJSON *cause, const char *observation,
 	buf_putc(&b, '}');
 	free(head);
 	free(ex);
+	/* a WebSocket text frame is UTF-8 or the client must fail the
+	 * connection (RFC 6455 8.1): a name from outside (a file a program
+	 * made, named with byte 0xff) has U+FFFD where it is not */
+	if (!utf8_text(b.p, b.len, NULL)) {
+		buf_t u = {0};
+		buf_put_utf8(&u, b.p, b.len);
+		buf_free(&b);
+		b = u;
+	}
 	/* exact size: the ring keeps it (buf_t rounds up to a power of two) */
 	size_t n = b.len;
 	return xrealloc(buf_steal(&b), n + 1);

@@ -92,21 +92,28 @@ static void add_time(cJSON *o, const char *key, const struct timespec *ts)
 	cJSON_AddStringToObject(o, key, all);
 }
 
+/* set while this worker acts as root for its job's user (as_root below):
+ * entries then follow no link (a symlink's target is its text, taken
+ * against its folder; what it leads to is not looked at) */
+static __thread int rooted;
+
 /* a symlink's target as an absolute path: where it leads, else its text
- * taken against the link's folder */
-static void add_target(cJSON *o, const char *path)
+ * taken against the link's folder (sys: the path to ask the kernel with;
+ * shown: the one to answer with) */
+static void add_target(cJSON *o, const char *sys, const char *shown)
 {
-	char *real = realpath(path, NULL);
+	char *real = rooted ? NULL : realpath(sys, NULL);
 	if (real) {
 		cJSON_AddStringToObject(o, "symlink_target", real);
 		free(real);
 		return;
 	}
 	char t[PATH_MAX];
-	ssize_t n = readlink(path, t, sizeof t - 1);
+	ssize_t n = readlink(sys, t, sizeof t - 1);
 	if (n < 0)
 		return;
 	t[n] = 0;
+	const char *path = shown;
 	const char *slash = strrchr(path, '/');
 	char *dir = xstrndup(path, (size_t)(slash && slash != path ? slash - path : 1));
 	char *abs = fsio_resolve(dir, t);   /* relative to the link's folder */
@@ -176,10 +183,12 @@ static void add_link_target(cJSON *o, const char *path)
 	add_metadata(t, "metadata", path, 1);
 }
 
-cJSON *fsops_entry(const char *path)
+/* path's entry, asked of the kernel as sys (the same path, or one through
+ * /proc/self/fd as root) */
+static cJSON *entry_of(const char *sys, const char *path)
 {
 	struct stat sb;
-	if (lstat(path, &sb) != 0)
+	if (lstat(sys, &sb) != 0)
 		return NULL;
 	cJSON *o = cJSON_CreateObject();
 	const char *slash = strrchr(path, '/');
@@ -205,11 +214,105 @@ cJSON *fsops_entry(const char *path)
 	cJSON_AddStringToObject(o, "group", gr ? gr->gr_name : id);
 	add_time(o, "modified", &sb.st_mtim);
 	if (S_ISLNK(sb.st_mode)) {
-		add_target(o, path);
-		add_link_target(o, path);
+		add_target(o, sys, path);
+		if (!rooted)
+			add_link_target(o, sys);
 	}
-	add_metadata(o, "metadata", path, 0);
+	add_metadata(o, "metadata", sys, 0);
 	return o;
+}
+
+cJSON *fsops_entry(const char *path)
+{
+	return entry_of(path, path);
+}
+
+/* name in the folder dfd, answered as path */
+static cJSON *entry_at(int dfd, const char *name, const char *path)
+{
+	char sys[64 + NAME_MAX];
+	snprintf(sys, sizeof sys, "/proc/self/fd/%d/%s", dfd, name);
+	return entry_of(sys, path);
+}
+
+/* ------------------------------------------------ as root, beneath / */
+
+/* The kernel refused the job's user path (e: EACCES or EPERM) and the user
+ * may act as root anyway (--user-root-capable): the thread is root, and
+ * its job's cred is returned; else NULL (the refusal stands). root_end
+ * takes the user's ids again. */
+static const struct fs_cred *root_begin(const char *path, int e)
+{
+	const struct fs_cred *c = fs_job_cred();
+	if ((e != EACCES && e != EPERM) || path[0] != '/' || !c || fs_as_root(c) != 1)
+		return NULL;
+	rooted = 1;
+	return c;
+}
+
+/* the user's ids again: r (errno kept), or -1 with EPERM when the thread
+ * could not take them (the worker restores its own after the job) */
+static int root_end(const struct fs_cred *c, int r)
+{
+	int e = errno;
+	rooted = 0;
+	if (fs_as_user(c) != 0) {
+		errno = EPERM;
+		return -1;
+	}
+	errno = e;
+	return r;
+}
+
+/* path's folder (whole: path itself, *name "."), reached from / one
+ * component at a time with O_NOFOLLOW (a link on the way, the user's or
+ * not, is refused: ELOOP/ENOTDIR), made as needed for mk (its own) when
+ * mk; its fd and *name (the last component), or -1 with errno */
+static int root_dir(const char *path, int whole, const struct fs_cred *mk, const char **name)
+{
+	const char *slash = strrchr(path, '/');
+	if (path[0] != '/' || !slash || (!whole && !slash[1])) {
+		errno = EINVAL;
+		return -1;
+	}
+	int root = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (root < 0)
+		return -1;
+	char *dir = whole ? xstrdup(path + 1) : xstrndup(path + 1, (size_t)(slash - path - 1));
+	int fd = fs_dir_beneath_owned(root, dir, mk ? 0755 : (mode_t)-1, mk ? mk->uid : (uid_t)-1,
+				      mk ? mk->gid : (gid_t)-1);
+	int e = errno;
+	free(dir);
+	close(root);
+	errno = e;
+	*name = whole ? "." : slash + 1;
+	return fd;
+}
+
+/* path's entry as root (the user refused it, e); NULL with errno (e: the
+ * user's refusal, when root could not reach it without a link) */
+static cJSON *stat_as_root(const char *path, int e)
+{
+	const struct fs_cred *c = root_begin(path, e);
+	if (!c) {
+		errno = e;
+		return NULL;
+	}
+	const char *name;
+	cJSON *entry = NULL;
+	int dfd = root_dir(path, 0, NULL, &name);
+	if (dfd >= 0) {
+		entry = entry_at(dfd, name, path);
+		e = entry ? 0 : errno;
+		close(dfd);
+	}
+	errno = e;
+	if (root_end(c, 0) != 0) {
+		cJSON_Delete(entry);
+		return NULL;
+	}
+	errno = e;
+	return entry;
 }
 
 /* ------------------------------------------------------------ helpers */
@@ -289,6 +392,8 @@ int fsops_mkdirs(const char *path, mode_t mode, cJSON *created)
 static void answer_entry(struct act *a, const char *obs, const char *path, cJSON *ex)
 {
 	cJSON *e = fsops_entry(path);
+	if (!e)
+		e = stat_as_root(path, errno);
 	if (!e) {
 		cJSON_Delete(ex);
 		fs_fail(a, errno, "cannot stat", path);
@@ -406,6 +511,32 @@ static int mkdir_action(struct act *a)
 	return 0;
 }
 
+/* src moved to dst as root (the user refused, e): both folders reached
+ * without a link, dst's made as needed (the user's); 0, or -1 with errno
+ * (e: the user's refusal, when root could not reach them so) */
+static int move_as_root(const char *src, const char *dst, int e)
+{
+	const struct fs_cred *c = root_begin(src, e);
+	if (!c) {
+		errno = e;
+		return -1;
+	}
+	const char *sn, *dn;
+	int r = -1;
+	int sfd = root_dir(src, 0, NULL, &sn);
+	int dfd = sfd < 0 ? -1 : root_dir(dst, 0, c, &dn);
+	if (dfd >= 0) {
+		r = renameat(sfd, sn, dfd, dn);
+		if (r != 0)
+			e = errno;
+		close(dfd);
+	}
+	if (sfd >= 0)
+		close(sfd);
+	errno = e;
+	return root_end(c, r);
+}
+
 static int move_action(struct act *a)
 {
 	char *src = path_arg(a, "source");
@@ -418,20 +549,23 @@ static int move_action(struct act *a)
 	cJSON *ex = cJSON_CreateObject();
 	cJSON *created = cJSON_AddArrayToObject(ex, "created");
 	if (lstat(src, &sb) != 0) {
-		cJSON_Delete(ex);
-		fs_fail(a, errno, "cannot move", src);
-		goto out;
-	}
-	char *slash = strrchr(dst, '/');
-	if (slash && slash != dst) {   /* its folder made first, as envd does */
-		*slash = 0;
-		fsops_mkdirs(dst, 0755, created);
-		*slash = '/';
-	}
-	if (rename(src, dst) != 0) {
-		cJSON_Delete(ex);
-		fs_fail(a, errno, "cannot move to", dst);
-		goto out;
+		if (move_as_root(src, dst, errno) != 0) {
+			cJSON_Delete(ex);
+			fs_fail(a, errno, "cannot move", src);
+			goto out;
+		}
+	} else {
+		char *slash = strrchr(dst, '/');
+		if (slash && slash != dst) {   /* its folder made first, as envd does */
+			*slash = 0;
+			fsops_mkdirs(dst, 0755, created);
+			*slash = '/';
+		}
+		if (rename(src, dst) != 0 && move_as_root(src, dst, errno) != 0) {
+			cJSON_Delete(ex);
+			fs_fail(a, errno, "cannot move to", dst);
+			goto out;
+		}
 	}
 	cJSON_AddStringToObject(ex, "source", src);
 	answer_entry(a, "file.move", dst, ex);
@@ -461,7 +595,7 @@ struct walk {
 	int top_err;              /* the listed folder itself could not be read */
 };
 
-static int list_dir(const char *dir, int depth, struct walk *w)
+static int list_dir(const char *dir, const char *shown, int depth, struct walk *w)
 {
 	struct dirent **names;
 	int n = scandir(dir, &names, not_dots, name_cmp);
@@ -473,32 +607,70 @@ static int list_dir(const char *dir, int depth, struct walk *w)
 	int full = 0;
 	for (int i = 0; i < n; i++) {
 		if (!full) {
-			buf_t b = {0};
+			buf_t b = {0}, sh = {0};
 			buf_puts(&b, dir);
 			if (b.len && b.p[b.len - 1] != '/')
 				buf_putc(&b, '/');
 			buf_puts(&b, names[i]->d_name);
-			buf_putc(&b, 0);
+			buf_puts(&sh, shown);
+			if (sh.len && sh.p[sh.len - 1] != '/')
+				buf_putc(&sh, '/');
+			buf_puts(&sh, names[i]->d_name);
 			struct stat sb;
 			if (w->count >= w->max) {
 				full = 1;
 			} else if (lstat(b.p, &sb) == 0) {
 				if (w->seen++ >= w->skip) {
-					cJSON *e = fsops_entry(b.p);
+					cJSON *e = entry_of(b.p, sh.p);
 					if (e) {
 						cJSON_AddItemToArray(w->arr, e);
 						w->count++;
 					}
 				}
-				/* lstat: a link to a folder is listed, never entered */
-				if (depth > 1 && S_ISDIR(sb.st_mode))
-					full = list_dir(b.p, depth - 1, w);
+				/* lstat: a link to a folder is listed, never entered
+				 * (as root not even one swapped in since: O_NOFOLLOW) */
+				if (depth > 1 && S_ISDIR(sb.st_mode) && !rooted) {
+					full = list_dir(b.p, sh.p, depth - 1, w);
+				} else if (depth > 1 && S_ISDIR(sb.st_mode)) {
+					int fd = open(b.p, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+					char sys[32];
+					snprintf(sys, sizeof sys, "/proc/self/fd/%d", fd);
+					if (fd >= 0) {
+						full = list_dir(sys, sh.p, depth - 1, w);
+						close(fd);
+					}
+				}
 			}
 			buf_free(&b);
+			buf_free(&sh);
 		}
 		free(names[i]);
 	}
 	free(names);
+	return full;
+}
+
+/* path listed as root (the user refused it, *err): the folder reached
+ * without a link (itself not one either), its entries described without
+ * following one; *err 0 once listed (the walk's full), else the error
+ * (the user's refusal, when root could not reach it so) */
+static int list_as_root(const char *path, int depth, struct walk *w, int *err)
+{
+	const struct fs_cred *c = root_begin(path, *err);
+	if (!c)
+		return 0;
+	const char *name;
+	int full = 0, dfd = root_dir(path, 1, NULL, &name);
+	if (dfd >= 0) {
+		char sys[32];
+		snprintf(sys, sizeof sys, "/proc/self/fd/%d", dfd);
+		w->top_err = 0;
+		full = list_dir(sys, path, depth, w);
+		*err = w->top_err;
+		close(dfd);
+	}
+	if (root_end(c, 0) != 0)
+		*err = EPERM;
 	return full;
 }
 
@@ -519,19 +691,26 @@ static int list_action(struct act *a)
 	if (!path)
 		return -1;
 	struct stat sb;
-	if (stat(path, &sb) != 0) {   /* a symlink to a folder lists the folder */
-		fs_fail(a, errno, "cannot list", path);
-	} else if (!S_ISDIR(sb.st_mode)) {
+	int err = 0;
+	if (stat(path, &sb) != 0)   /* a symlink to a folder lists the folder */
+		err = errno;
+	else if (!S_ISDIR(sb.st_mode))
 		fail_as(a, TD_ERR_BAD_REQUEST, ENOTDIR, "cannot list (not a folder)", path);
+	if (!err && !S_ISDIR(sb.st_mode)) {
+		/* answered */
 	} else {
 		cJSON *ex = cJSON_CreateObject();
 		cJSON_AddStringToObject(ex, "path", path);
 		struct walk w = {cJSON_AddArrayToObject(ex, "entries"), 0, (size_t)offset, 0,
 				 (size_t)max, 0};
-		int full = list_dir(path, (int)depth, &w);
-		if (w.top_err) {
+		int full = err ? 0 : list_dir(path, path, (int)depth, &w);
+		if (!err)
+			err = w.top_err;
+		if (err)
+			full = list_as_root(path, (int)depth, &w, &err);
+		if (err) {
 			cJSON_Delete(ex);
-			fs_fail(a, w.top_err, "cannot list", path);
+			fs_fail(a, err, "cannot list", path);
 			free(path);
 			return 0;
 		}
@@ -542,6 +721,34 @@ static int list_action(struct act *a)
 	}
 	free(path);
 	return 0;
+}
+
+/* path removed as root (the user refused, e): its folder reached without
+ * a link, the entry itself never followed (*sb: what it was); 0, or -1
+ * with errno (e: the user's refusal, when root could not reach it so) */
+static int remove_as_root(const char *path, int recursive, struct stat *sb, int e)
+{
+	const struct fs_cred *c = root_begin(path, e);
+	if (!c) {
+		errno = e;
+		return -1;
+	}
+	const char *name;
+	int r = -1, dfd = root_dir(path, 0, NULL, &name);
+	if (dfd >= 0) {
+		if (fstatat(dfd, name, sb, AT_SYMLINK_NOFOLLOW) != 0)
+			r = -1;
+		else if (!S_ISDIR(sb->st_mode))
+			r = unlinkat(dfd, name, 0);
+		else if (recursive)
+			r = fs_remove_at(dfd, name);
+		else
+			r = unlinkat(dfd, name, AT_REMOVEDIR);
+		e = r != 0 ? errno : 0;
+		close(dfd);
+	}
+	errno = e;
+	return root_end(c, r);
 }
 
 static int remove_action(struct act *a)
@@ -559,15 +766,17 @@ static int remove_action(struct act *a)
 		goto out;
 	}
 	if (lstat(path, &sb) != 0) {
-		fs_fail(a, errno, "cannot remove", path);
-		goto out;
+		r = remove_as_root(path, recursive, &sb, errno);
+	} else {
+		if (!S_ISDIR(sb.st_mode))
+			r = unlink(path);
+		else if (recursive)   /* never follows a link, even one swapped in under the walk */
+			r = fs_remove_all(path);
+		else
+			r = rmdir(path);
+		if (r != 0)
+			r = remove_as_root(path, recursive, &sb, errno);
 	}
-	if (!S_ISDIR(sb.st_mode))
-		r = unlink(path);
-	else if (recursive)   /* never follows a link, even one swapped in under the walk */
-		r = fs_remove_all(path);
-	else
-		r = rmdir(path);
 	if (r != 0) {
 		fs_fail(a, errno, "cannot remove", path);
 		goto out;

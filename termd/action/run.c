@@ -189,7 +189,9 @@ static void fg_command(struct session *s, buf_t *out)
 	while (n && b[n - 1] == 0)
 		n--;
 	for (size_t i = 0; i < n; i++)
-		buf_putc(out, b[i] ? b[i] : ' ');
+		if (!b[i])
+			b[i] = ' ';
+	buf_put_text(out, b, n);   /* valid UTF-8, no control character */
 }
 
 /* A run answered before its command could be typed: the shell has not
@@ -255,8 +257,8 @@ static void screen_last_line(struct session *s, buf_t *out)
 	size_t start = end;
 	while (start && t.p[start - 1] != '\n')
 		start--;
-	if (end > start)
-		buf_put_utf8(out, t.p + start, end - start);
+	if (end > start)   /* what the program printed: no control character */
+		buf_put_text(out, t.p + start, end - start);
 	buf_free(&t);
 }
 
@@ -279,7 +281,7 @@ static void add_waiting(cJSON *ex, struct session *s, pid_t reader)
 	else
 		cJSON_AddNullToObject(wj, "pid");
 	buf_t cmdline = {0};
-	buf_put_utf8(&cmdline, what.command, strlen(what.command));
+	buf_put_text(&cmdline, what.command, strlen(what.command));   /* the program's name */
 	cJSON_AddStringToObject(wj, "command", cmdline.p ? cmdline.p : "");
 	buf_free(&cmdline);
 }

@@ -228,8 +228,12 @@ static char *read_cmdline(pid_t pid)
 	for (ssize_t i = 0; i < n; i++)
 		if (b[i] == 0)
 			b[i] = ' ';
-	b[n] = 0;
-	return xstrdup(b);
+	/* valid UTF-8 (a name cut inside a character, or not text at all,
+	 * would make port.open a frame no client can read) and no control
+	 * character */
+	buf_t t = {0};
+	buf_put_text(&t, b, (size_t)n);
+	return t.p ? t.p : xstrdup("");
 }
 
 /* scan_fd's: the session and how many sockets are still to match */

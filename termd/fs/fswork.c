@@ -584,6 +584,11 @@ int fs_remove_all(const char *path)
 	return r;
 }
 
+int fs_remove_at(int dfd, const char *name)
+{
+	return rm_at(dfd, name, 0);
+}
+
 int fs_dir_beneath(int root, const char *rel, mode_t mode)
 {
 	return fs_dir_beneath_owned(root, rel, mode, (uid_t)-1, (gid_t)-1);

@@ -86,6 +86,8 @@ int fs_open_write(const char *path, mode_t mode, int *created);
  * folder swapped for a link under the walk is unlinked as a link). 0, or
  * -1 with errno. */
 int fs_remove_all(const char *path);
+/* the same, of name in the folder dfd (name itself never followed) */
+int fs_remove_at(int dfd, const char *name);
 /* The folder rel beneath the folder root (made as needed, mode), reached
  * one component at a time with O_NOFOLLOW: never through a symlink, never
  * above root (".." is EXDEV). Its fd, or -1 with errno (ELOOP/ENOTDIR: a

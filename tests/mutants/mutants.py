@@ -898,4 +898,50 @@ MUTANTS = [
          tests=[R + "door/swerex/test_swerex.py::test_a_person_watches_and_answers_with_od_attach"],
          why="SWE-ReX's sessions are left out of session.list: not ordinary termd sessions, "
              "a person looking for what the agent runs does not see them"),
+    # ---- issue 46, more
+    dict(name="waiting-command-controls-kept",
+         file="termd/action/run.c",
+         search="\tbuf_put_text(&cmdline, what.command, strlen(what.command));",
+         replace="\tbuf_put_utf8(&cmdline, what.command, strlen(what.command));",
+         tests=[R + "action/test_hostile_users_prompts_ports_names.py::test_hostile_prompt_and_command_are_bounded_and_clean"],
+         why="extras.waiting's command carries the program's name as it is: ESC [2J and BEL "
+             "in a program's argv reach the client, and termctl's terminal"),
+    dict(name="root-retry-not-for-move-remove-list-stat",
+         file="termd/action/fsops.c",
+         search="\tif ((e != EACCES && e != EPERM) || path[0] != '/' || !c || fs_as_root(c) != 1)\n",
+         replace="\tif (1 || (e != EACCES && e != EPERM) || path[0] != '/' || !c || fs_as_root(c) != 1)\n",
+         tests=[R + "action/test_hostile_users_prompts_ports_names.py::test_root_capable_user_moves_removes_lists_stats_where_only_root_may"],
+         why="a root-capable user (e2b's `user`) gets permission_denied for Stat, ListDir, Move "
+             "and Remove where envd does them as root"),
+    dict(name="root-retry-walk-follows-links",
+         file="termd/action/fsops.c",
+         search="\tint fd = fs_dir_beneath_owned(root, dir, mk ? 0755 : (mode_t)-1, mk ? mk->uid : (uid_t)-1,\n"
+                "\t\t\t\t      mk ? mk->gid : (gid_t)-1);\n",
+         replace="\t(void)mk;\n\tint fd = openat(root, dir[0] ? dir : \".\", O_RDONLY | O_DIRECTORY | O_CLOEXEC);\n",
+         tests=[R + "action/test_hostile_users_prompts_ports_names.py::test_root_capable_move_remove_list_stat_never_follow_the_users_links"],
+         why="as root the folder is reached through the user's links: a link to a root-only "
+             "folder lists, stats, moves and removes root's files"),
+    dict(name="file-worker-keeps-the-last-users-ids",
+         file="termd/fs/fswork.c",
+         search="\t\tcred_restore(&j->cred);\n",
+         replace="",
+         tests=[R + "action/test_hostile_users_prompts_ports_names.py::test_concurrent_file_jobs_each_run_as_their_own_user"],
+         why="a file worker keeps the ids of the job it ran last: termd's own next job on that "
+             "thread (root's, a WebSocket write) runs as nobody or the test user"),
+    dict(name="port-command-raw-bytes",
+         file="termd/core/portscan.c",
+         search="\tbuf_put_text(&t, b, (size_t)n);\n",
+         replace="\tbuf_append(&t, b, (size_t)n);\n",
+         tests=[R + "action/test_hostile_users_prompts_ports_names.py::test_a_listeners_hostile_name_is_clean_in_port_events_and_termctl"],
+         why="a program named with invalid UTF-8 (or a name cut at 255 bytes inside a "
+             "character) that listens makes port.open a text frame that is not UTF-8: every "
+             "subscribed client (a strict WebSocket client) fails its connection; ESC and BEL "
+             "reach termctl ports' terminal"),
+    dict(name="event-frame-not-utf8",
+         file="termd/action/events.c",
+         search="\tif (!utf8_text(b.p, b.len, NULL)) {\n",
+         replace="\tif (0) {\n",
+         tests=[R + "action/test_hostile_users_prompts_ports_names.py::test_a_file_named_with_bytes_that_are_not_utf8_never_breaks_the_stream"],
+         why="a file a program names with byte 0xff in a watched folder makes watch.event a "
+             "text frame that is not UTF-8: every subscribed client fails its connection"),
 ]

@@ -213,6 +213,16 @@ static void test_utf8_sanitize(void **state)
 	buf_free(&b);
 }
 
+static void test_text_sanitize(void **state)
+{
+	(void)state;
+	buf_t b = {0};
+	/* ESC, BEL, DEL, a C1 CSI (U+009B), a bad byte, a cut character, é kept */
+	buf_put_text(&b, "\x1b[2J\x07x\x7f\xc2\x9b\xff\xc3\xa9\xc3", 13);
+	assert_string_equal(b.p, "?[2J?x??\xef\xbf\xbd\xc3\xa9\xef\xbf\xbd");
+	buf_free(&b);
+}
+
 /* ---- the file system, in a temp dir per test ---- */
 
 struct tmp {
@@ -533,6 +543,7 @@ int main(void)
 		cmocka_unit_test(test_base64_long_and_wrapped),
 		cmocka_unit_test(test_utf8_text),
 		cmocka_unit_test(test_utf8_sanitize),
+		cmocka_unit_test(test_text_sanitize),
 		cmocka_unit_test(test_resolve),
 		cmocka_unit_test(test_status_codes),
 		cmocka_unit_test_setup_teardown(test_load, tmp_setup, tmp_teardown),
