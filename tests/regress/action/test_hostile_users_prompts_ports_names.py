@@ -33,7 +33,7 @@ from tdtest import fmt, wait_until
 
 T = 60.0
 
-from test_hardening4 import base, sudo_all_user  # noqa: E402,F401  (fixtures)
+from test_own_ports_stream_hold_root_capable import base, sudo_all_user  # noqa: E402,F401  (fixtures)
 
 
 def basic(user):
@@ -74,7 +74,7 @@ def test_concurrent_file_jobs_each_run_as_their_own_user(termd_factory, plain_us
     actions (termd's own user, root) run alongside and a root-capable user
     writes in root's folder (done as root, the file its own), in its own
     (as itself) and stats root's secret (as root)."""
-    from test_hardening3 import start, request, unary
+    from test_watch_stdin_stream_bounds import start, request, unary
     td = start(termd_factory)
     users = {"root": 0, "nobody": pwd.getpwnam("nobody").pw_uid,
              plain_user: pwd.getpwnam(plain_user).pw_uid}
@@ -327,7 +327,7 @@ def test_a_program_flapping_ports_leaves_termd_responsive_and_nothing_listed(ter
     print("events", events, "rss", rss0, rss1, "health", len(health))
     assert errs == [], errs
     assert all(h == 200 for h in health), [h for h in health if h != 200][:5]
-    from test_hardening3 import sanitized
+    from test_watch_stdin_stream_bounds import sanitized
     # (a sanitizer's quarantine holds what termd freed: its growth is not termd's)
     assert sanitized(termd.proc.pid) or rss1 - rss0 < 64, (rss0, rss1)
     # sampled (a listing every 250 ms): never more events than sockets
@@ -339,7 +339,7 @@ def test_a_program_flapping_ports_leaves_termd_responsive_and_nothing_listed(ter
 
 
 def rpc(td, method, msg):
-    from test_hardening3 import unary
+    from test_watch_stdin_stream_bounds import unary
     return unary(td, "filesystem.Filesystem/" + method, msg)
 
 
@@ -361,7 +361,7 @@ def test_root_capable_user_moves_removes_lists_stats_where_only_root_may(
     """A user with NOPASSWD sudo (e2b's `user`): Stat and ListDir in a
     folder only root may read, Move and Remove in one only root may write:
     done as root, as envd does (before: permission_denied)."""
-    from test_hardening3 import start
+    from test_watch_stdin_stream_bounds import start
     td = start(termd_factory, "--user", sudo_all_user)
     st, m = rpc(td, "Stat", {"path": str(closed / "inside")})
     assert st == 200 and m["entry"]["name"] == "inside", (st, m)
@@ -390,7 +390,7 @@ def test_root_capable_move_remove_list_stat_never_follow_the_users_links(
     """The user's own folder holds links to root's folders: Stat, ListDir,
     Move and Remove through them are refused, root capable or not, and
     root's files are where they were."""
-    from test_hardening3 import start
+    from test_watch_stdin_stream_bounds import start
     pw = pwd.getpwnam(sudo_all_user)
     udir = base / "udir"
     udir.mkdir()
@@ -425,7 +425,7 @@ def test_root_capable_move_remove_list_stat_never_follow_the_users_links(
 
 
 def test_user_without_sudo_is_refused_move_remove_list_stat(termd_factory, closed, base):
-    from test_hardening3 import start
+    from test_watch_stdin_stream_bounds import start
     td = start(termd_factory, "--user", "nobody")
     rootdir = base / "rootdir"
     for method, msg in (("Stat", {"path": str(closed / "inside")}),
