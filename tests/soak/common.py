@@ -29,6 +29,7 @@ class Stats:
         self.notes = []          # strings: things seen, not failures
         self.lat_true = []       # (t, seconds) of `run true`
         self.samples = []        # (t, rss_kib, fds, threads)
+        self.metrics = []        # (t, {name: value}) from /metrics, with each sample
         self.health = []         # (t, seconds)
 
     def count(self, kind, n=1):

@@ -74,6 +74,8 @@ def upgrade(s):
         elif before[name].get("pid") != after[name].get("pid"):
             s.stats.problem("upgrade changed %s's pid %s -> %s" % (name, before[name].get("pid"), after[name].get("pid")))
     lost = [n for n in before if n not in after and not n.startswith(("churn", "mem", "bomb", "listen"))]
+    if r.returncode != 0 or lost:
+        s.stats.note("upgrade: termctl said %r %r" % (r.stdout[-200:], r.stderr[-200:]))
     if lost:
         s.stats.problem("upgrade lost sessions %s" % lost)
     if h0.get("upgraded") is not None and h1.get("upgraded") != h0.get("upgraded") + 1:
@@ -191,6 +193,36 @@ def listen_stop(s):
                   if len(got) == 2 else None)
 
 
+def accept_errors(s):
+    n = 0
+    with open(s.log, "rb") as f:
+        for line in f:
+            if b"accept: errno" in line:
+                n += 1
+    return n
+
+
+def listen_across_upgrade(s):
+    """Open question 2: a port.close missed across an upgrade? A listener
+    that stops while termd upgrades."""
+    c = Conn(s.ctx, "listenup")
+    port = s_free_port()
+    name = "listenup%d" % port
+    t0 = time.monotonic()
+    c.call("session.open", {"name": name, "kind": "pipe", "command":
+                            "timeout 3 /usr/bin/python3 -m http.server %d --bind 127.0.0.1" % port})
+    got = ref_events(s, t0, ("port.open",), lambda n, x: x.get("port") == port, 10)
+    c.close()
+    upgrade(s)
+    got.update(ref_events(s, t0, ("port.close",), lambda n, x: x.get("port") == port, 15))
+    c = Conn(s.ctx, "listenup")
+    c.call("session.close", {"name": name})
+    c.close()
+    if "port.close" not in got:
+        s.stats.problem("listen_across_upgrade: port %d: no port.close (%s seen)" % (port, sorted(got)))
+    s.stats.fault("listen_across_upgrade", port=port, open="port.open" in got, close="port.close" in got)
+
+
 def s_free_port():
     import socket
     x = socket.socket()
@@ -255,7 +287,15 @@ def fd_exhaust(s):
         except GONE:
             fails += 1
         time.sleep(0.5)
-    time.sleep(3)
+    lines0 = accept_errors(s)
+    t_h = time.monotonic()
+    try:
+        st, _, _ = wsclient.http_request(s.url, "/healthz", timeout=30)
+    except GONE as e:
+        st = repr(e)
+    health_low = round(time.monotonic() - t_h, 2)
+    time.sleep(1)
+    spin = accept_errors(s) - lines0
     resource.prlimit(pid, resource.RLIMIT_NOFILE, (soft, hard))
     STATE["rlimit"] = None
     for e in held:
@@ -277,12 +317,16 @@ def fd_exhaust(s):
             time.sleep(0.2)
     if not ok:
         s.stats.problem("fd_exhaust: no working connection 30 s after the limit was restored")
+    if spin > 1000:
+        s.stats.problem("fd_exhaust: termd logged %d 'lws: accept: errno' lines in %.1f s (a busy accept loop)"
+                        % (spin, time.monotonic() - t_h))
     s.stats.fault("fd_exhaust", fds=n, connects_refused=fails, connects_ok=len(held),
+                  healthz_while_low=health_low, healthz_status=st, accept_error_lines=spin,
                   cost=round(time.monotonic() - t1, 2))
 
 
 FAULTS = [drop_mid_action, drop_subscriber, stall_reader, sigstop_child, mem_limit, fork_bomb,
-          listen_stop, link_away, disk_full, fd_exhaust]
+          listen_stop, link_away, disk_full, fd_exhaust, listen_across_upgrade]
 
 
 class Schedule:

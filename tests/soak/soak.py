@@ -128,7 +128,7 @@ class Soak:
         self.asan = os.environ.get("SOAK_ASAN") == "1"
         short = self.seconds < 600
         self.upgrade_every = float(os.environ.get("SOAK_UPGRADE_EVERY") or (max(50, self.seconds / 3.2) if short else 180))
-        self.fault_every = float(os.environ.get("SOAK_FAULT_EVERY") or (12 if short else 30))
+        self.fault_every = float(os.environ.get("SOAK_FAULT_EVERY") or (8 if short else 30))
         self.tmp = tempfile.mkdtemp(prefix="soak-", dir="/tmp")
         self.stats = Stats()
         self.stop = threading.Event()
@@ -217,8 +217,19 @@ class Soak:
             rss, fds, thr = proc_figures(self.pid)
         except OSError:
             return
+        m = {}
+        try:
+            st, _, body = self.ctx.http("GET", "/metrics", timeout=30)
+            for line in body.decode("utf-8", "replace").splitlines():
+                for name in ("termd_events_retained", "termd_events_retained_bytes", "termd_connections",
+                             "termd_sessions", "termd_events_total"):
+                    if line.startswith(name + " "):
+                        m[name] = float(line.split()[1])
+        except (OSError, wsclient.WSError, ValueError):
+            pass
         with self.stats.lock:
             self.stats.samples.append((t, rss, fds, thr))
+            self.stats.metrics.append((t, m))
         try:
             dt = healthz_time(self.ctx)
         except (OSError, wsclient.WSError) as e:
@@ -537,6 +548,16 @@ class Soak:
                   % (self.start_figures[0] / 1024, self.idle_figures[0] / 1024, max(rs) / 1024,
                      self.start_figures[1], self.idle_figures[1], max(fs),
                      self.start_figures[2], self.idle_figures[2], max(hs)))
+            print("per minute: RSS MiB / fds / threads / events retained / retained MiB / connections / sessions")
+            by = {}
+            for (t, r, f, h), (_, m) in zip(st.samples, st.metrics):
+                by[int((t - st.samples[0][0]) // 60)] = (r, f, h, m)
+            for mi in sorted(by):
+                r, f, h, m = by[mi]
+                print("  min %2d  %6.1f  %4d  %3d  %6d  %6.1f  %3d  %3d" % (
+                    mi, r / 1024, f, h, m.get("termd_events_retained", -1),
+                    m.get("termd_events_retained_bytes", 0) / 1048576, m.get("termd_connections", -1),
+                    m.get("termd_sessions", -1)))
             print("last-half slopes: %s" % json.dumps({k: round(v, 2) for k, v in getattr(self, "growth", {}).items()}))
         if st.health:
             hv = [d for _, d in st.health]
