@@ -543,6 +543,51 @@ def test_stream_client_that_never_reads(termd_factory):
     assert end_error(envs)["code"] == "resource_exhausted"
 
 
+def test_user_lookup_without_fds_is_not_no_such_user(termd_factory):
+    """Issue 52's soak: with termd's descriptors exhausted for a moment,
+    getpwuid (reading /etc/passwd) fails with EMFILE, and a Start was
+    answered invalid_argument "no user named '?'". A lookup that could not
+    be made says why and is resource_exhausted; the next one, with fds
+    back, works."""
+    import resource
+    import threading
+    td = start(termd_factory)
+    pid = td.proc.pid
+    soft, hard = resource.prlimit(pid, resource.RLIMIT_NOFILE)
+    answers = []
+
+    def hit():   # an answer from the user lookup (termd's other fd checks come first at times)
+        return [a for a in answers if isinstance(a, tuple) and "user" in json.dumps(a[2])]
+    try:
+        for extra in [e for _ in range(6) for e in range(1, 9)]:
+            if hit():
+                break
+            nfd = len(os.listdir("/proc/%d/fd" % pid))
+            got = []
+
+            def ask():
+                try:
+                    got.append(unary(td, "filesystem.Filesystem/Stat", {"path": "/"}))
+                except (OSError, ValueError) as e:
+                    got.append(e)
+            resource.prlimit(pid, resource.RLIMIT_NOFILE, (nfd + extra, hard))
+            th = threading.Thread(target=ask)
+            th.start()
+            th.join(1.5)
+            resource.prlimit(pid, resource.RLIMIT_NOFILE, (soft, hard))
+            th.join(30)
+            answers += got
+    finally:
+        resource.prlimit(pid, resource.RLIMIT_NOFILE, (soft, hard))
+    msgs = [a[2] for a in hit()]
+    assert msgs, "no answer came from the user lookup with fds exhausted: %r" % answers
+    for m in msgs:
+        assert m == {"code": "resource_exhausted",
+                     "message": "cannot look up the user: Too many open files"}, msgs
+    status, _, body = unary(td, "filesystem.Filesystem/Stat", {"path": "/"})
+    assert status == 200, body
+
+
 def test_files_rest_errors(termd_factory, tmp_path):
     td = start(termd_factory)
     status, _, body = request(td, "GET", "/files?path=%s" % (tmp_path / "missing"))
