@@ -577,61 +577,125 @@ class LinkEnd:
                 return obs
 
 
+class LinkBackend:
+    """The backend termd dials (--connect): a thread accepting from the
+    soak's start, each connection's handshake and hello taken at once, the
+    newest one current. away(secs) closes it and stops listening for secs."""
+
+    def __init__(self, ctx, lsock):
+        self.ctx = ctx
+        self.lsock = lsock
+        self.port = lsock.getsockname()[1]
+        self.end = None
+        self.cv = threading.Condition()
+        self.accepted = 0
+        self.th = threading.Thread(target=self.loop, name="link-backend", daemon=True)
+        self.th.start()
+
+    def loop(self):
+        while not self.ctx.stop.is_set():
+            ls = self.lsock
+            if ls is None:
+                time.sleep(0.1)
+                continue
+            try:
+                ls.settimeout(0.5)
+                conn, _ = ls.accept()
+            except (socket.timeout, TimeoutError):
+                continue
+            except OSError:
+                time.sleep(0.1)
+                continue
+            try:
+                end = LinkEnd(conn)
+                hello = json.loads(end.recv_msg())
+                if hello.get("observation") != "hello":
+                    raise EOFError("first frame %r" % hello)
+            except (OSError, EOFError, ValueError) as e:
+                self.ctx.stats.note("link backend: a connection without its hello: %r" % e)
+                conn.close()
+                continue
+            with self.cv:
+                if self.end:
+                    self.end.s.close()
+                self.end = end
+                self.accepted += 1
+                self.cv.notify_all()
+
+    def current(self, timeout=60):
+        with self.cv:
+            self.cv.wait_for(lambda: self.end is not None or self.ctx.stop.is_set(), timeout)
+            return self.end
+
+    def lost(self, end):
+        with self.cv:
+            if self.end is end:
+                self.end = None
+        try:
+            end.s.close()
+        except OSError:
+            pass
+
+    def away(self, secs):
+        with self.cv:
+            ls, self.lsock = self.lsock, None
+            if self.end:
+                self.end.s.close()
+                self.end = None
+        ls.close()
+        time.sleep(secs)
+        ls = socket.socket()
+        ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        ls.bind(("127.0.0.1", self.port))
+        ls.listen(4)
+        n = self.accepted
+        t1 = time.monotonic()
+        self.lsock = ls
+        with self.cv:
+            self.cv.wait_for(lambda: self.accepted > n or self.ctx.stop.is_set(), 60)
+        return time.monotonic() - t1
+
+    def close(self):
+        with self.cv:
+            if self.end:
+                self.end.s.close()
+            if self.lsock:
+                self.lsock.close()
+
+
 class Link(Kind):
-    """The backend of termd's dial-out link: accepts termd's connection and
-    runs commands over it. The fault `link_away` closes it and stops
-    listening for a while; termd must dial again."""
+    """Commands over termd's dial-out link (LinkBackend). The fault
+    `link_away` closes the backend and stops listening for a while; termd
+    must dial again, and a command sent meanwhile is re-sent with its id."""
     name = "link"
     period = 2.0
 
     def setup(self):
-        self.port = self.ctx.opts["link_port"]
-        self.lsock = self.ctx.opts.pop("link_lsock")
-        self.end = None
-
-    def accept(self, timeout=60):
-        self.lsock.settimeout(timeout)
-        conn, _ = self.lsock.accept()
-        self.end = LinkEnd(conn)
-        hello = json.loads(self.end.recv_msg())
-        if hello.get("observation") != "hello":
-            raise RuntimeError("link: first frame %r" % hello)
+        self.be = self.ctx.opts["link_backend"]
 
     def step(self):
         away = self.flags.pop("away", None)
         if away:
-            t0 = time.monotonic()
-            if self.end:
-                self.end.s.close()
-                self.end = None
-            self.lsock.close()
-            time.sleep(away)
-            self.lsock = socket.socket()
-            self.lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            self.lsock.bind(("127.0.0.1", self.port))
-            self.lsock.listen(4)
-            t1 = time.monotonic()
-            self.accept()
-            self.ctx.stats.fault("link_away", secs=away, cost=round(time.monotonic() - t1, 2))
-            self.ctx.stats.reconnected("link-redial", time.monotonic() - t1)
-        if self.end is None:
-            self.accept()
+            cost = self.be.away(away)
+            self.ctx.stats.fault("link_away", secs=away, cost=round(cost, 2))
+            self.ctx.stats.reconnected("link-redial", cost)
         aid = self.ctx.new_id("link")
-        try:
-            o = self.end.call("run", {"command": self.ctx.ledger_cmd(aid, "link.run", "echo link; ")}, aid)
-        except (OSError, EOFError) as e:
-            # an upgrade takes the link down too: termd dials again, we re-send the same id
-            self.end = None
-            self.accept()
-            o = self.end.call("run", {"command": self.ctx.ledger_cmd(aid, "link.run", "echo link; ")}, aid)
-            self.ctx.stats.note("link: re-sent %s after %r" % (aid, e))
+        args = {"command": self.ctx.ledger_cmd(aid, "link.run", "echo link; ")}
+        for attempt in range(3):
+            end = self.be.current()
+            if end is None:
+                raise TimeoutError("link: no connection from termd within 60 s")
+            try:
+                o = end.call("run", args, aid)
+                break
+            except (OSError, EOFError, ValueError) as e:
+                # an upgrade takes the link down too: termd dials again, the same id is re-sent
+                self.be.lost(end)
+                self.ctx.stats.note("link: re-sending %s after %r" % (aid, e))
+        else:
+            raise TimeoutError("link: %s not answered in 3 tries" % aid)
         self.ctx.answered_once(aid)
         (self.ok if o.get("observation") == "run" else lambda w: self.bad(w, o))("link.run")
-
-    def teardown(self):
-        if self.end:
-            self.end.s.close()
-        self.lsock.close()
 
 
 KINDS = [EventsRunner, ProbeTrue, SessionChurn, Watcher, Subscriber, TtyViewer, E2b, OpenHandsV0,

@@ -198,10 +198,13 @@ class Soak:
                 raise RuntimeError("termd did not answer /healthz")
             time.sleep(0.1)
         self.pid = self.termd.pid
+        self.link_backend = None
         self.ctx = Ctx(self.url, self.token, self.pid, self.tmp, self.seed, self.stop, self.stats,
-                       {"link_port": self.link_port, "link_lsock": self.link_lsock,
+                       {"link_port": self.link_port,
                         "upload_dir": os.path.join(self.full, "uploads"), "full": self.full,
                         "mounted": self.mounted, "termctl": TERMCTL_BIN, "home": self.home})
+        self.link_backend = kinds.LinkBackend(self.ctx, self.link_lsock)
+        self.ctx.opts["link_backend"] = self.link_backend
 
     def termctl(self, *args, timeout=120):
         env = {k: v for k, v in os.environ.items() if not k.startswith("TERMD_")}
@@ -225,14 +228,14 @@ class Soak:
                              "termd_sessions", "termd_events_total"):
                     if line.startswith(name + " "):
                         m[name] = float(line.split()[1])
-        except (OSError, wsclient.WSError, ValueError):
+        except GONE + (ValueError,):
             pass
         with self.stats.lock:
             self.stats.samples.append((t, rss, fds, thr))
             self.stats.metrics.append((t, m))
         try:
             dt = healthz_time(self.ctx)
-        except (OSError, wsclient.WSError) as e:
+        except GONE as e:
             dt = None
             self.stats.note("healthz failed: %r" % e)
         if dt is not None:
@@ -243,7 +246,10 @@ class Soak:
 
     def sampler(self):
         while not self.stop.wait(5.0):
-            self.sample()
+            try:
+                self.sample()
+            except Exception as e:  # noqa: BLE001 — the sampler must outlive any one sample
+                self.stats.note("sample failed: %r" % e)
             if self.termd.poll() is not None:
                 self.stats.problem("termd exited: status %s" % self.termd.returncode)
                 self.stop.set()
@@ -494,6 +500,8 @@ class Soak:
             except (ProcessLookupError, PermissionError):
                 pass
         faults.cleanup(self)
+        if self.link_backend:
+            self.link_backend.close()
         for m in reversed(self.mounts):
             r = subprocess.run(["umount", m], capture_output=True, text=True)
             if r.returncode != 0:
@@ -598,6 +606,9 @@ def main():
         return 0
     os.nice(5)
     s = Soak()
+    # ^C or a TERM: end the soak early, with its checks and figures
+    signal.signal(signal.SIGINT, lambda *a: s.stop.set())
+    signal.signal(signal.SIGTERM, lambda *a: s.stop.set())
     ok = False
     try:
         s.run()
