@@ -676,8 +676,13 @@ class Link(Kind):
     def step(self):
         away = self.flags.pop("away", None)
         if away:
+            n = self.be.accepted
             cost = self.be.away(away)
-            self.ctx.stats.fault("link_away", secs=away, cost=round(cost, 2))
+            if self.be.accepted == n:
+                st, _, body = self.ctx.http("GET", "/healthz")
+                self.ctx.stats.problem("link_away: termd did not dial again within 60 s of the backend's return;"
+                                       " /healthz links: %s" % json.dumps(json.loads(body).get("links")))
+            self.ctx.stats.fault("link_away", secs=away, cost=round(cost, 2), redialed=self.be.accepted > n)
             self.ctx.stats.reconnected("link-redial", cost)
         aid = self.ctx.new_id("link")
         args = {"command": self.ctx.ledger_cmd(aid, "link.run", "echo link; ")}

@@ -11,7 +11,7 @@ check failed.
 Environment: TERMD_BIN, TERMCTL_BIN (default build/), SOAK_MINUTES (float),
 SOAK_SEED, SOAK_RATE_SCALE (multiplies every kind's rate; default 1, about
 7 actions/s), SOAK_UPGRADE_EVERY (seconds, default 180, or a third of a
-short run), SOAK_FAULT_EVERY (seconds between faults, default 12 for runs
+short run), SOAK_SKIP_FAULTS (names, comma-separated), SOAK_FAULT_EVERY (seconds between faults, default 8 for runs
 under 10 minutes, else 30), SOAK_ASAN=1 (termd is a sanitizer build: its
 report files are looked for), SOAK_KEEP=1 (keep the scratch folder).
 
