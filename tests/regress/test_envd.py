@@ -588,6 +588,44 @@ def test_user_lookup_without_fds_is_not_no_such_user(termd_factory):
     assert status == 200, body
 
 
+def test_start_after_an_upgrade_skips_the_names_still_in_use(termd_factory):
+    """Issue 52's soak: after an upgrade in place the e2b-N count started
+    again, so a Start while e2b-1 (of the termd before) still ran failed
+    "a session named 'e2b-1' exists". A name in use is skipped."""
+    td = start(termd_factory)
+    held = http.client.HTTPConnection("127.0.0.1", port_of(td), timeout=30)
+    held.request("POST", "/process.Process/Start", body=envelope(start_cmd("sleep 60")),
+                 headers={"X-Access-Token": TOKEN, "Content-Type": "application/connect+json",
+                          "Connect-Protocol-Version": "1"})
+    assert held.getresponse().status == 200   # the stream goes on: the process runs
+    ev = td.events()
+    names = [s["name"] for s in ev.call("session.list")["extras"]["sessions"]]
+    assert "e2b-1" in names, names
+    ev.send_action("termd.upgrade", {}, id="up-e2b")
+    try:
+        while True:
+            ev.recv_obs(30)
+    except wsclient.ConnectionClosed:
+        pass
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            ev = td.events(timeout=5)
+            break
+        except Exception:   # noqa: BLE001 — the new termd starting
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    assert ev.call("termd.upgrade", {}, id="up-e2b")["extras"]["ok"] is True
+    status, _, envs = stream(td, "process.Process/Start", start_cmd("echo after"))
+    assert status == 200, envs
+    assert end_error(envs) is None, envs
+    names = [s["name"] for s in ev.call("session.list")["extras"]["sessions"]]
+    assert "e2b-1" in names, names   # the one of the termd before, still running
+    out = b"".join(unb64(e["data"]["stdout"]) for e in events_of(envs) if "data" in e and "stdout" in e["data"])
+    assert out == b"after\n", envs
+    held.close()
+
+
 def test_files_rest_errors(termd_factory, tmp_path):
     td = start(termd_factory)
     status, _, body = request(td, "GET", "/files?path=%s" % (tmp_path / "missing"))
