@@ -204,23 +204,42 @@ def accept_errors(s):
 
 def listen_across_upgrade(s):
     """Open question 2: a port.close missed across an upgrade? A listener
-    that stops while termd upgrades."""
+    killed while termd upgrades (between the old one's last port scan and
+    the new one's first), then port.close must still come."""
     c = Conn(s.ctx, "listenup")
     port = s_free_port()
     name = "listenup%d" % port
     t0 = time.monotonic()
     c.call("session.open", {"name": name, "kind": "pipe", "command":
-                            "timeout 3 /usr/bin/python3 -m http.server %d --bind 127.0.0.1" % port})
+                            "exec /usr/bin/python3 -m http.server %d --bind 127.0.0.1" % port})
     got = ref_events(s, t0, ("port.open",), lambda n, x: x.get("port") == port, 10)
+    o = c.call("ports.list", {})
+    pid = [p.get("pid") for p in (o.get("extras") or {}).get("ports", []) if p.get("port") == port]
     c.close()
-    upgrade(s)
+    if not pid:
+        s.stats.fault("listen_across_upgrade", skipped="port %d not listed" % port)
+        return
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TERMD_")}
+    env.update({"TERMD_URL": s.url, "TERMD_TOKEN": s.token, "HOME": s.home})
+    t_up = time.monotonic()
+    up = subprocess.Popen([s.ctx.opts["termctl"], "upgrade"], env=env, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    time.sleep(s.ctx.rng("lu%d" % port).uniform(0.0, 0.3))
+    try:
+        os.kill(pid[0], signal.SIGKILL)
+    except OSError:
+        pass
+    t_kill = time.monotonic() - t_up
+    rc = up.wait(120)
     got.update(ref_events(s, t0, ("port.close",), lambda n, x: x.get("port") == port, 15))
     c = Conn(s.ctx, "listenup")
     c.call("session.close", {"name": name})
     c.close()
     if "port.close" not in got:
-        s.stats.problem("listen_across_upgrade: port %d: no port.close (%s seen)" % (port, sorted(got)))
-    s.stats.fault("listen_across_upgrade", port=port, open="port.open" in got, close="port.close" in got)
+        s.stats.problem("listen_across_upgrade: port %d killed %.2fs into an upgrade: no port.close (%s seen)"
+                        % (port, t_kill, sorted(got)))
+    s.stats.fault("listen_across_upgrade", port=port, open="port.open" in got, close="port.close" in got,
+                  killed_after=round(t_kill, 2), termctl_rc=rc)
 
 
 def s_free_port():
