@@ -10,6 +10,7 @@
 #include "envd.h"
 #include "fsio.h"
 
+#include <errno.h>
 #include <pwd.h>
 #include <stdarg.h>
 #include <unistd.h>
@@ -136,6 +137,7 @@ int envd_user_begin(struct http_txn *t, int rest, char *why, size_t n)
 			return r;
 	}
 	struct passwd *pw;
+	errno = 0;
 	if (name[0])
 		pw = getpwnam(name);
 	else if (opts.envd_user)
@@ -143,7 +145,18 @@ int envd_user_begin(struct http_txn *t, int rest, char *why, size_t n)
 	else
 		pw = getpwuid(geteuid());
 	if (!pw) {
-		snprintf(why, n, "no user named '%.64s'", name[0] ? name : opts.envd_user ? opts.envd_user : "?");
+		int e = errno;
+		/* a lookup that could not be made (no fd left for /etc/passwd,
+		 * no memory) is not "no such user": said as what it is, and
+		 * worth a retry (issue 52's soak: fds exhausted for a moment) */
+		if (e == EMFILE || e == ENFILE || e == ENOMEM || e == EIO || e == EAGAIN || e == EINTR) {
+			snprintf(why, n, "cannot look up the user: %s", strerror(e));
+			return e == EIO || e == EINTR ? EC_UNAVAILABLE : EC_RESOURCE_EXHAUSTED;
+		}
+		if (name[0] || opts.envd_user)
+			snprintf(why, n, "no user named '%.64s'", name[0] ? name : opts.envd_user);
+		else
+			snprintf(why, n, "no user with termd's uid %u", (unsigned)geteuid());
 		return EC_INVALID_ARGUMENT;
 	}
 	memset(&envd_cur, 0, sizeof envd_cur);

@@ -414,7 +414,12 @@ static int proc_start(struct envd_call *c)
 	}
 
 	char name[TD_SESSION_NAME_MAX + 1];
-	snprintf(name, sizeof name, "e2b-%llu", ++ep.nseq);
+	/* after an upgrade in place the count starts again while processes of
+	 * the termd before it may still run: a name in use is skipped (issue
+	 * 52's soak: "a session named 'e2b-11' exists") */
+	do
+		snprintf(name, sizeof name, "e2b-%llu", ++ep.nseq);
+	while (session_find(name));
 	struct eproc *p = xcalloc(1, sizeof *p);
 	buf_t line = {0};
 	buf_puts(&line, "exec ");

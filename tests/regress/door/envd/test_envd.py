@@ -544,6 +544,89 @@ def test_stream_client_that_never_reads(termd_factory):
     assert end_error(envs)["code"] == "resource_exhausted"
 
 
+def test_user_lookup_without_fds_is_not_no_such_user(termd_factory):
+    """Issue 52's soak: with termd's descriptors exhausted for a moment,
+    getpwuid (reading /etc/passwd) fails with EMFILE, and a Start was
+    answered invalid_argument "no user named '?'". A lookup that could not
+    be made says why and is resource_exhausted; the next one, with fds
+    back, works."""
+    import resource
+    import threading
+    td = start(termd_factory)
+    pid = td.proc.pid
+    soft, hard = resource.prlimit(pid, resource.RLIMIT_NOFILE)
+    answers = []
+
+    def hit():   # an answer from the user lookup (termd's other fd checks come first at times)
+        return [a for a in answers if isinstance(a, tuple) and "user" in json.dumps(a[2])]
+    try:
+        for extra in [e for _ in range(6) for e in range(1, 9)]:
+            if hit():
+                break
+            nfd = len(os.listdir("/proc/%d/fd" % pid))
+            got = []
+
+            def ask():
+                try:
+                    got.append(unary(td, "filesystem.Filesystem/Stat", {"path": "/"}))
+                except (OSError, ValueError) as e:
+                    got.append(e)
+            resource.prlimit(pid, resource.RLIMIT_NOFILE, (nfd + extra, hard))
+            th = threading.Thread(target=ask)
+            th.start()
+            th.join(1.5)
+            resource.prlimit(pid, resource.RLIMIT_NOFILE, (soft, hard))
+            th.join(30)
+            answers += got
+    finally:
+        resource.prlimit(pid, resource.RLIMIT_NOFILE, (soft, hard))
+    msgs = [a[2] for a in hit()]
+    assert msgs, "no answer came from the user lookup with fds exhausted: %r" % answers
+    for m in msgs:
+        assert m == {"code": "resource_exhausted",
+                     "message": "cannot look up the user: Too many open files"}, msgs
+    status, _, body = unary(td, "filesystem.Filesystem/Stat", {"path": "/"})
+    assert status == 200, body
+
+
+def test_start_after_an_upgrade_skips_the_names_still_in_use(termd_factory):
+    """Issue 52's soak: after an upgrade in place the e2b-N count started
+    again, so a Start while e2b-1 (of the termd before) still ran failed
+    "a session named 'e2b-1' exists". A name in use is skipped."""
+    td = start(termd_factory)
+    held = http.client.HTTPConnection("127.0.0.1", port_of(td), timeout=30)
+    held.request("POST", "/process.Process/Start", body=envelope(start_cmd("sleep 60")),
+                 headers={"X-Access-Token": TOKEN, "Content-Type": "application/connect+json",
+                          "Connect-Protocol-Version": "1"})
+    assert held.getresponse().status == 200   # the stream goes on: the process runs
+    ev = td.events()
+    names = [s["name"] for s in ev.call("session.list")["extras"]["sessions"]]
+    assert "e2b-1" in names, names
+    ev.send_action("termd.upgrade", {}, id="up-e2b")
+    try:
+        while True:
+            ev.recv_obs(30)
+    except wsclient.ConnectionClosed:
+        pass
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            ev = td.events(timeout=5)
+            break
+        except Exception:   # noqa: BLE001 — the new termd starting
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    assert ev.call("termd.upgrade", {}, id="up-e2b")["extras"]["ok"] is True
+    status, _, envs = stream(td, "process.Process/Start", start_cmd("echo after"))
+    assert status == 200, envs
+    assert end_error(envs) is None, envs
+    names = [s["name"] for s in ev.call("session.list")["extras"]["sessions"]]
+    assert "e2b-1" in names, names   # the one of the termd before, still running
+    out = b"".join(unb64(e["data"]["stdout"]) for e in events_of(envs) if "data" in e and "stdout" in e["data"])
+    assert out == b"after\n", envs
+    held.close()
+
+
 def test_files_rest_errors(termd_factory, tmp_path):
     td = start(termd_factory)
     status, _, body = request(td, "GET", "/files?path=%s" % (tmp_path / "missing"))

@@ -1,0 +1,707 @@
+"""kinds.py — the soak's client kinds, one class per kind of client.
+
+A kind is pluggable: a class with `name`, `period` (seconds between its
+steps; the sum of 1/period is the soak's rate), `probe(ctx)` (None when its
+door is in this build, else why not: a route probed, so a door still being
+written is skipped, not failed), `setup()`, `step()` (one action, counted in
+ctx.stats), `teardown()`. Add a door's kind by writing one and listing it in
+KINDS; `make soak` runs whatever probes present."""
+
+import base64
+import json
+import os
+import socket
+import struct
+import sys
+import threading
+import time
+
+import wsclient
+import wsserver
+from common import Conn, GONE
+
+
+class Kind:
+    name = "?"
+    period = 1.0
+    count = 1   # how many clients of this kind
+
+    def __init__(self, ctx, idx=0):
+        self.ctx = ctx
+        self.idx = idx
+        self.rng = ctx.rng("%s-%d" % (self.name, idx))
+        self.flags = {}   # faults set these: {"drop_next": True, "stall": secs}
+
+    @classmethod
+    def probe(cls, ctx):
+        return None
+
+    def setup(self):
+        pass
+
+    def step(self):
+        raise NotImplementedError
+
+    def teardown(self):
+        pass
+
+    def ok(self, what):
+        self.ctx.stats.count(what)
+
+    def bad(self, what, obs):
+        code = (obs.get("extras") or {}).get("code") if isinstance(obs, dict) else obs
+        self.ctx.stats.error(what, code)
+        return code
+
+
+# ---------------------------------------------------------------- /events
+
+class EventsRunner(Kind):
+    """A client on its own pty session: short, long and big-output commands,
+    a prompt answered with is_input, keys and screen, files and file
+    actions. Every command appends one line to its id's ledger file."""
+    name = "events"
+    period = 1.0
+    count = 2
+
+    def setup(self):
+        self.sess = "ev%d" % self.idx
+        self.conn = Conn(self.ctx, "events%d" % self.idx)
+        o = self.conn.call("session.open", {"name": self.sess})
+        if o.get("observation") != "session.open":
+            raise RuntimeError("session.open %s: %s" % (self.sess, json.dumps(o)[:300]))
+        self.ctx.opts.setdefault("kept_sessions", []).append(self.sess)
+        self.dir = os.path.join(self.ctx.tmp, "files%d" % self.idx)
+        os.makedirs(self.dir, exist_ok=True)
+
+    def run(self, cmd, what, drop=False, **kw):
+        aid = self.ctx.new_id("r%d" % self.idx)
+        args = {"command": self.ctx.ledger_cmd(aid, what, cmd), "session": self.sess}
+        args.update(kw)
+        obs = self.conn.call("run", args, aid=aid, drop_after=0.3 if drop else None)
+        self.ctx.answered_once(aid)
+        if obs.get("observation") != "run":
+            self.bad(what, obs)
+            return obs
+        x = obs.get("extras") or {}
+        if x.get("running"):      # timed out by its own rule: wait for the end
+            for _ in range(20):
+                o2 = self.conn.call("run", {"command": "", "session": self.sess, "timeout": 10})
+                if o2.get("observation") != "run" or not (o2.get("extras") or {}).get("running"):
+                    break
+        self.ok(what)
+        return obs
+
+    def step(self):
+        drop = self.flags.pop("drop_next", False)
+        r = self.rng.random()
+        if drop:
+            t0 = time.monotonic()
+            self.run("sleep 1; ", "run.long", drop=True, timeout=30)
+            self.ctx.stats.fault("drop_mid_action", client=self.sess, cost=round(time.monotonic() - t0, 2))
+        elif r < 0.30:
+            self.run("echo short-%d; " % self.idx, "run.short")
+        elif r < 0.40:
+            self.run("sleep %d; " % self.rng.randint(2, 5), "run.long", timeout=30)
+        elif r < 0.47:
+            self.run("seq 1 %d | tail -c 100; seq 1 200000 >/dev/null; seq 1 30000; " % self.rng.randint(1000, 50000),
+                     "run.big", max_output=20000)
+        elif r < 0.55:
+            self.prompt()
+        elif r < 0.63:
+            o = self.conn.call("keys", {"session": self.sess, "keys": ["echo keys-%d" % self.idx, "Enter"]})
+            (self.ok if o.get("observation") in ("keys", "screen") else lambda w: self.bad(w, o))("keys")
+            o = self.conn.call("screen", {"session": self.sess})
+            (self.ok if o.get("observation") == "screen" else lambda w: self.bad(w, o))("screen")
+        elif r < 0.85:
+            self.files()
+        else:
+            self.fsops()
+
+    def prompt(self):
+        aid = self.ctx.new_id("p%d" % self.idx)
+        cmd = self.ctx.ledger_cmd(aid, "run.prompt", "read -p 'name? ' n && echo got-$n; ")
+        o = self.conn.call("run", {"command": cmd, "session": self.sess, "timeout": 20}, aid=aid)
+        self.ctx.answered_once(aid)
+        x = o.get("extras") or {}
+        if o.get("observation") != "run" or not x.get("running"):
+            self.bad("run.prompt", o if o.get("observation") != "run" else "not_waiting")
+            self.run("", "run.short")
+            return
+        o2 = self.conn.call("run", {"command": "soak%d" % self.idx, "is_input": True,
+                                    "session": self.sess, "timeout": 20})
+        c = o2.get("content") or ""
+        if o2.get("observation") == "run" and "got-soak%d" % self.idx in c:
+            self.ok("run.prompt")
+        else:
+            self.bad("run.prompt", o2 if o2.get("observation") != "run" else "no_answer")
+
+    def files(self):
+        p = os.path.join(self.dir, "f%d.txt" % self.rng.randint(0, 9))
+        body = "".join("line %d %d\n" % (self.idx, i) for i in range(self.rng.randint(1, 400)))
+        o = self.conn.call("write", {"path": p, "content": body})
+        if o.get("observation") != "write":
+            self.bad("write", o)
+            return
+        self.ok("write")
+        o = self.conn.call("read", {"path": p})
+        if o.get("observation") == "read" and o.get("content") == body:
+            self.ok("read")
+        else:
+            self.bad("read", o if o.get("observation") != "read" else "content_differs")
+        o = self.conn.call("edit", {"command": "str_replace", "path": p, "old_str": "line %d 0\n" % self.idx,
+                                    "new_str": "LINE %d 0\n" % self.idx})
+        (self.ok if o.get("observation") == "edit" else lambda w: self.bad(w, o))("edit")
+
+    def fsops(self):
+        d = os.path.join(self.dir, "d%d" % self.rng.randint(0, 3))
+        for action, args in (("file.mkdir", {"path": d}), ("file.stat", {"path": d}),
+                             ("file.list", {"path": self.dir}), ("file.remove", {"path": d})):
+            o = self.conn.call(action, args)
+            if o.get("observation") == action:
+                self.ok(action)
+            else:
+                self.bad(action, o)
+
+    def teardown(self):
+        try:
+            self.conn.call("session.close", {"name": self.sess}, timeout=20)
+        except Exception:
+            pass
+        self.conn.close()
+
+
+class ProbeTrue(EventsRunner):
+    """`run true` once a second on its own session: the latency figure."""
+    name = "probe"
+    period = 1.0
+    count = 1
+
+    def setup(self):
+        self.sess = "probe"
+        self.conn = Conn(self.ctx, "probe")
+        self.conn.call("session.open", {"name": self.sess})
+        self.ctx.opts.setdefault("kept_sessions", []).append(self.sess)
+
+    def step(self):
+        t0 = time.monotonic()
+        o = self.conn.call("run", {"command": "true", "session": self.sess})
+        dt = time.monotonic() - t0
+        if o.get("observation") == "run" and (o.get("extras") or {}).get("exit_code") == 0:
+            with self.ctx.stats.lock:
+                self.ctx.stats.lat_true.append((t0, dt))
+            self.ok("run.true")
+        else:
+            self.bad("run.true", o)
+
+
+class SessionChurn(Kind):
+    """Sessions opened and closed, pty and pipe, a command in each."""
+    name = "sessions"
+    period = 3.0
+
+    def setup(self):
+        self.conn = Conn(self.ctx, "sessions")
+        self.n = 0
+
+    def step(self):
+        self.n += 1
+        pipe = self.rng.random() < 0.5
+        name = "churn%d" % self.n
+        args = {"name": name}
+        if pipe:
+            args.update({"kind": "pipe", "command": "echo pipe-%d; sleep 1; echo err >&2" % self.n})
+        o = self.conn.call("session.open", args)
+        if o.get("observation") != "session.open":
+            self.bad("session.open", o)
+            return
+        self.ok("session.open")
+        if not pipe:
+            o = self.conn.call("run", {"command": "echo churn", "session": name})
+            (self.ok if o.get("observation") == "run" else lambda w: self.bad(w, o))("run.short")
+        else:
+            time.sleep(1.2)
+        o = self.conn.call("session.close", {"name": name})
+        (self.ok if o.get("observation") == "session.close" else lambda w: self.bad(w, o))("session.close")
+
+    def teardown(self):
+        self.conn.close()
+
+
+class Watcher(Kind):
+    """A watch on a folder, files made in it; every so often stopped and
+    started again."""
+    name = "watch"
+    period = 4.0
+
+    def setup(self):
+        self.conn = Conn(self.ctx, "watch")
+        self.dir = os.path.join(self.ctx.tmp, "watched")
+        os.makedirs(self.dir, exist_ok=True)
+        self.wid = None
+        self.n = 0
+
+    def step(self):
+        if self.wid is None:
+            o = self.conn.call("watch", {"path": self.dir, "recursive": True})
+            if o.get("observation") != "watch":
+                self.bad("watch", o)
+                return
+            self.ok("watch")
+            self.wid = o["extras"]["watch"]
+        self.n += 1
+        p = os.path.join(self.dir, "w%d" % (self.n % 20))
+        with open(p, "w") as f:
+            f.write("x" * self.n)
+        if self.rng.random() < 0.2:
+            o = self.conn.call("watch.stop", {"watch": self.wid})
+            (self.ok if o.get("observation") == "watch.stop" else lambda w: self.bad(w, o))("watch.stop")
+            self.wid = None
+
+    def teardown(self):
+        if self.wid:
+            try:
+                self.conn.call("watch.stop", {"watch": self.wid}, timeout=10)
+            except Exception:
+                pass
+        self.conn.close()
+
+
+class Subscriber(Kind):
+    """A subscriber: every seq it sees, in order, none twice. After a drop
+    it comes back with `subscribe since` its last seq. The reference one
+    (idx 0) is dropped only by upgrades; idx 1 by faults too; idx 2 is the
+    one that stops reading for 20 s."""
+    name = "subscriber"
+    period = 0.0
+    count = 3
+
+    def setup(self):
+        self.seqs = []          # every seq seen, in arrival order
+        self.bytes = 0
+        self.last = None
+        self.gaps = []
+        self.dups = 0
+        self.events = []        # (t, obs name, extras) of port.* and session.limit
+        self.resumes = 0
+        self.lock = threading.Lock()
+        self.ev = None
+        self._subscribe()
+
+    def _subscribe(self):
+        t0 = time.monotonic()
+        deadline = t0 + 60
+        while True:
+            try:
+                self.ev = wsclient.Events(self.ctx.url, token=self.ctx.token, timeout=10)
+                args = {} if self.last is None else {"since": self.last}
+                self.ev.send_action("subscribe", args, id=self.ctx.new_id("sub%d" % self.idx))
+                break
+            except GONE:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+        if self.last is not None:
+            self.resumes += 1
+            self.ctx.stats.reconnected("subscriber-resume", time.monotonic() - t0)
+
+    def take(self, obs, n):
+        self.bytes += n
+        s = obs.get("seq")
+        name = obs.get("observation")
+        if name == "gap":
+            self.gaps.append(obs.get("extras"))
+            self.ctx.stats.problem("subscriber%d: gap %s" % (self.idx, obs.get("extras")))
+        if name in ("port.open", "port.close", "session.limit", "session.exit", "watch.event"):
+            with self.lock:
+                self.events.append((time.monotonic(), name, obs.get("extras") or {}))
+        if not isinstance(s, int) or name == "subscribe" and obs.get("cause") is not None and False:
+            return
+        if self.last is not None and s <= self.last:
+            if name != "subscribe":
+                self.dups += 1
+                if self.dups <= 5:
+                    self.ctx.stats.problem("subscriber%d: seq %d after %d (%s)" % (self.idx, s, self.last, name))
+            return
+        with self.lock:
+            self.seqs.append(s)
+        self.last = s
+
+    def loop(self):
+        """Runs instead of step(): reads until the soak stops."""
+        while not self.ctx.stop.is_set():
+            stall = self.flags.pop("stall", None)
+            if stall:
+                self.stall(stall)
+                continue
+            if self.flags.pop("drop", False):
+                t0 = time.monotonic()
+                self.ev.ws.abort()
+                self._subscribe()
+                self.ctx.stats.fault("drop_subscriber", client="subscriber%d" % self.idx,
+                                     cost=round(time.monotonic() - t0, 2))
+                continue
+            try:
+                op, payload = self.ev.ws.recv(0.5)
+                self.take(json.loads(payload), len(payload))
+            except (TimeoutError, socket.timeout):
+                continue
+            except GONE:
+                self._subscribe()
+
+    def stall(self, secs):
+        """Stop reading for secs; then read on. If termd cut us meanwhile,
+        resume with since. What the reference subscriber was sent
+        meanwhile tells how much was waiting for us."""
+        ref = self.ctx.opts["subscribers"][0]
+        b0 = ref.bytes
+        t0 = time.monotonic()
+        time.sleep(secs)
+        sent_meanwhile = ref.bytes - b0
+        cut = False
+        t1 = time.monotonic()
+        try:
+            while time.monotonic() - t1 < 30:
+                op, payload = self.ev.ws.recv(0.5)
+                self.take(json.loads(payload), len(payload))
+        except (TimeoutError, socket.timeout):
+            pass
+        except GONE as e:
+            cut = True
+            code = getattr(e, "code", None)
+            self._subscribe()
+        self.ctx.stats.fault("stall_reader", secs=secs, cut=cut, close_code=code if cut else None,
+                             bytes_for_it=sent_meanwhile, cost=round(time.monotonic() - t0 - secs, 2))
+
+    def step(self):
+        pass
+
+
+# ---------------------------------------------------------------- /tty
+
+class TtyViewer(Kind):
+    """Viewers attaching and leaving: read-only to a random session,
+    read-write to its own session typing a line."""
+    name = "tty"
+    period = 3.0
+
+    def setup(self):
+        c = Conn(self.ctx, "tty")
+        c.call("session.open", {"name": "ttyrw"})
+        c.close()
+        self.ctx.opts.setdefault("kept_sessions", []).append("ttyrw")
+
+    def step(self):
+        rw = self.rng.random() < 0.4
+        sess = "ttyrw" if rw else self.rng.choice(["main", "ev0", "ev1", "probe"])
+        try:
+            ws = wsclient.connect(self.ctx.url, "/tty/%s?mode=%s" % (sess, "rw" if rw else "ro"),
+                                  wsclient.TTY_SUBPROTOCOL, self.ctx.token, timeout=10)
+        except GONE as e:
+            self.bad("tty.attach", type(e).__name__)
+            return
+        got = set()
+        try:
+            if rw:
+                ws.send_binary(b"Iecho tty-%d\r" % self.rng.randint(0, 999))
+            t_end = time.monotonic() + self.rng.uniform(0.5, 3)
+            while time.monotonic() < t_end:
+                try:
+                    op, p = ws.recv(0.3)
+                    if p:
+                        got.add(p[:1])
+                except (TimeoutError, socket.timeout):
+                    pass
+            if b"Z" in got and b"S" in got:
+                self.ok("tty.rw" if rw else "tty.ro")
+            else:
+                self.bad("tty", "no_snapshot")
+        except GONE:
+            self.bad("tty", "dropped")
+        finally:
+            try:
+                ws.close(timeout=1)
+            except Exception:
+                ws.abort()
+
+
+# ---------------------------------------------------------------- HTTP doors
+
+def envelope(msg, flags=0):
+    data = json.dumps(msg).encode()
+    return struct.pack(">BI", flags, len(data)) + data
+
+
+def envelopes(data):
+    out, off = [], 0
+    while off + 5 <= len(data):
+        flags, n = struct.unpack(">BI", data[off:off + 5])
+        out.append((flags, json.loads(data[off + 5:off + 5 + n])))
+        off += 5 + n
+    return out
+
+
+class E2b(Kind):
+    """e2b's envd door: process.Process/Start streams, /files up and down."""
+    name = "e2b"
+    period = 2.0
+
+    @classmethod
+    def probe(cls, ctx):
+        st, _, _ = ctx.http("POST", "/filesystem.Filesystem/Stat", json.dumps({"path": "/"}).encode(),
+                            cls.hdr(ctx, "application/json"))
+        return None if st == 200 else "POST /filesystem.Filesystem/Stat: %s" % st
+
+    @staticmethod
+    def hdr(ctx, ctype):
+        return {"X-Access-Token": ctx.token, "Content-Type": ctype, "Connect-Protocol-Version": "1"}
+
+    def step(self):
+        if self.rng.random() < 0.6:
+            tag = "e2b-%d" % self.rng.randint(0, 10 ** 6)
+            msg = {"process": {"cmd": "/bin/sh", "args": ["-c", "echo %s; sleep 0.%d" % (tag, self.rng.randint(0, 5))]}}
+            st, _, body = self.ctx.http("POST", "/process.Process/Start", envelope(msg),
+                                        self.hdr(self.ctx, "application/connect+json"))
+            if st != 200:
+                self.bad("e2b.start", "http%d" % st)
+                return
+            envs = envelopes(body)
+            out = "".join(base64.b64decode(m.get("event", {}).get("data", {}).get("stdout", "") or "").decode(
+                "utf-8", "replace") for f, m in envs if f == 0)
+            if tag in out and envs and envs[-1][0] == 2 and not envs[-1][1].get("error"):
+                self.ok("e2b.start")
+            else:
+                self.bad("e2b.start", "stream:%s" % json.dumps(envs[-2:])[:200])
+        else:
+            where = self.ctx.opts.get("upload_dir") if self.rng.random() < 0.3 else None
+            where = where or os.path.join(self.ctx.tmp, "e2bfiles")
+            p = os.path.join(where, "u%d.bin" % self.rng.randint(0, 5))
+            data = os.urandom(self.rng.randint(1, 200000))
+            st, _, body = self.ctx.http("POST", "/files?path=%s" % p, data,
+                                        {"X-Access-Token": self.ctx.token,
+                                         "Content-Type": "application/octet-stream"})
+            if st != 200:
+                self.bad("e2b.upload", "http%d" % st)
+                return
+            self.ok("e2b.upload")
+            st, _, got = self.ctx.http("GET", "/files?path=%s" % p, b"", {"X-Access-Token": self.ctx.token})
+            if st == 200 and got == data:
+                self.ok("e2b.download")
+            else:
+                self.bad("e2b.download", "http%d" % st if st != 200 else "differs")
+
+
+class OpenHandsV0(Kind):
+    """OpenHands V0's action execution server: /execute_action run, /list_files."""
+    name = "openhands"
+    period = 3.0
+
+    @classmethod
+    def probe(cls, ctx):
+        st, _, body = ctx.http("GET", "/alive")
+        return None if st == 200 and b"ok" in body else "GET /alive: %s" % st
+
+    def step(self):
+        h = {"X-Session-API-Key": self.ctx.token, "Content-Type": "application/json"}
+        if self.rng.random() < 0.7:
+            tag = "oh-%d" % self.rng.randint(0, 10 ** 6)
+            body = {"action": {"action": "run", "args": {"command": "echo %s" % tag, "blocking": False}}}
+            st, _, b = self.ctx.http("POST", "/execute_action", json.dumps(body).encode(), h, timeout=90)
+            try:
+                o = json.loads(b)
+            except ValueError:
+                o = {}
+            if st == 200 and tag in (o.get("content") or "") and o.get("observation") == "run":
+                self.ok("openhands.run")
+            else:
+                self.bad("openhands.run", "http%d:%s" % (st, (o.get("content") or "")[:80]))
+        else:
+            st, _, b = self.ctx.http("POST", "/list_files", json.dumps({"path": "."}).encode(), h)
+            (self.ok if st == 200 else lambda w: self.bad(w, "http%d" % st))("openhands.list_files")
+
+
+class Preview(Kind):
+    """Previews through /proxy/<port>/ to a web server a session runs."""
+    name = "preview"
+    period = 2.0
+
+    def setup(self):
+        self.port = self.ctx.opts["web_port"]
+
+    def step(self):
+        st, _, body = self.ctx.http("GET", "/proxy/%d/" % self.port)
+        if st == 200 and b"soak-page" in body:
+            self.ok("preview")
+        else:
+            self.bad("preview", "http%d" % st)
+
+
+# ---------------------------------------------------------------- the link
+
+class LinkEnd:
+    """The backend's end of one dial-out link (bench_link's, with timeouts)."""
+
+    def __init__(self, conn):
+        self.s = conn
+        self.s.settimeout(30)
+        r = wsserver.read_head(self.s)
+        if r is None:
+            raise EOFError("EOF from termd")
+        _, h, rest = r
+        self.rd = wsserver.Reader(self.s, rest)
+        self.s.sendall(("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+                        "Connection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n"
+                        "Sec-WebSocket-Protocol: termd.events.v1\r\n\r\n"
+                        % wsserver.accept_key(h["sec-websocket-key"])).encode())
+
+    def recv_msg(self):
+        parts = []
+        while True:
+            b0, op, payload = self.rd.frame()
+            if op == 0x9:
+                self.s.sendall(wsserver.frame(0xA, payload))
+                continue
+            if op == 0xA:
+                continue
+            if op == 0x8:
+                raise EOFError("termd closed the link")
+            parts.append(payload)
+            if b0 & 0x80:
+                return b"".join(parts)
+
+    def call(self, action, args, aid):
+        self.s.sendall(wsserver.frame(0x1, json.dumps({"id": aid, "action": action, "args": args}).encode()))
+        while True:
+            obs = json.loads(self.recv_msg())
+            if obs.get("cause") == aid:
+                return obs
+
+
+class LinkBackend:
+    """The backend termd dials (--connect): a thread accepting from the
+    soak's start, each connection's handshake and hello taken at once, the
+    newest one current. away(secs) closes it and stops listening for secs."""
+
+    def __init__(self, ctx, lsock):
+        self.ctx = ctx
+        self.lsock = lsock
+        self.port = lsock.getsockname()[1]
+        self.end = None
+        self.cv = threading.Condition()
+        self.accepted = 0
+        self.th = threading.Thread(target=self.loop, name="link-backend", daemon=True)
+        self.th.start()
+
+    def loop(self):
+        while not self.ctx.stop.is_set():
+            ls = self.lsock
+            if ls is None:
+                time.sleep(0.1)
+                continue
+            try:
+                ls.settimeout(0.5)
+                conn, _ = ls.accept()
+            except (socket.timeout, TimeoutError):
+                continue
+            except OSError:
+                time.sleep(0.1)
+                continue
+            try:
+                end = LinkEnd(conn)
+                hello = json.loads(end.recv_msg())
+                if hello.get("observation") != "hello":
+                    raise EOFError("first frame %r" % hello)
+            except (OSError, EOFError, ValueError) as e:
+                self.ctx.stats.note("link backend: a connection without its hello: %r" % e)
+                conn.close()
+                continue
+            with self.cv:
+                if self.end:
+                    self.end.s.close()
+                self.end = end
+                self.accepted += 1
+                self.cv.notify_all()
+
+    def current(self, timeout=60):
+        with self.cv:
+            self.cv.wait_for(lambda: self.end is not None or self.ctx.stop.is_set(), timeout)
+            return self.end
+
+    def lost(self, end):
+        with self.cv:
+            if self.end is end:
+                self.end = None
+        try:
+            end.s.close()
+        except OSError:
+            pass
+
+    def away(self, secs):
+        with self.cv:
+            ls, self.lsock = self.lsock, None
+            if self.end:
+                self.end.s.close()
+                self.end = None
+        ls.close()
+        time.sleep(secs)
+        ls = socket.socket()
+        ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        ls.bind(("127.0.0.1", self.port))
+        ls.listen(4)
+        n = self.accepted
+        t1 = time.monotonic()
+        self.lsock = ls
+        with self.cv:
+            self.cv.wait_for(lambda: self.accepted > n or self.ctx.stop.is_set(), 60)
+        return time.monotonic() - t1
+
+    def close(self):
+        with self.cv:
+            if self.end:
+                self.end.s.close()
+            if self.lsock:
+                self.lsock.close()
+
+
+class Link(Kind):
+    """Commands over termd's dial-out link (LinkBackend). The fault
+    `link_away` closes the backend and stops listening for a while; termd
+    must dial again, and a command sent meanwhile is re-sent with its id."""
+    name = "link"
+    period = 2.0
+
+    def setup(self):
+        self.be = self.ctx.opts["link_backend"]
+
+    def step(self):
+        away = self.flags.pop("away", None)
+        if away:
+            n = self.be.accepted
+            cost = self.be.away(away)
+            if self.be.accepted == n:
+                st, _, body = self.ctx.http("GET", "/healthz")
+                self.ctx.stats.problem("link_away: termd did not dial again within 60 s of the backend's return;"
+                                       " /healthz links: %s" % json.dumps(json.loads(body).get("links")))
+            self.ctx.stats.fault("link_away", secs=away, cost=round(cost, 2), redialed=self.be.accepted > n)
+            self.ctx.stats.reconnected("link-redial", cost)
+        aid = self.ctx.new_id("link")
+        args = {"command": self.ctx.ledger_cmd(aid, "link.run", "echo link; ")}
+        for attempt in range(3):
+            end = self.be.current()
+            if end is None:
+                raise TimeoutError("link: no connection from termd within 60 s")
+            try:
+                o = end.call("run", args, aid)
+                break
+            except (OSError, EOFError, ValueError) as e:
+                # an upgrade takes the link down too: termd dials again, the same id is re-sent
+                self.be.lost(end)
+                self.ctx.stats.note("link: re-sending %s after %r" % (aid, e))
+        else:
+            raise TimeoutError("link: %s not answered in 3 tries" % aid)
+        self.ctx.answered_once(aid)
+        (self.ok if o.get("observation") == "run" else lambda w: self.bad(w, o))("link.run")
+
+
+KINDS = [EventsRunner, ProbeTrue, SessionChurn, Watcher, Subscriber, TtyViewer, E2b, OpenHandsV0,
+         Preview, Link]
