@@ -129,16 +129,21 @@ deps-openhands-sdk:
 	if [ -x $(OH_SDK_VENV)/bin/python ] && $(OH_SDK_VENV)/bin/python -c \
 	  "import importlib.metadata as m, sys; sys.exit(m.version('openhands-sdk') != '$(OPENHANDS_SDK_VERSION)')" 2>/dev/null; then \
 	  exit 0; fi; \
-	py=""; for c in python3.13 python3.12 $$HOME/.pyenv/versions/3.13*/bin/python3 $$HOME/.pyenv/versions/3.12*/bin/python3; do \
+	mkdir -p $(BUILD); tried=""; \
+	for c in python3.12 $$HOME/.pyenv/versions/3.12*/bin/python3 python3.13 $$HOME/.pyenv/versions/3.13*/bin/python3; do \
 	  p=$$(command -v $$c 2>/dev/null) || continue; \
-	  $$p -c 'import sys, venv; sys.exit(sys.version_info < (3, 12))' 2>/dev/null && { py=$$p; break; }; \
+	  $$p -c 'import sys, venv; sys.exit(sys.version_info < (3, 12))' 2>/dev/null || continue; \
+	  tried="$$tried $$p"; \
+	  rm -rf $(OH_SDK_VENV); \
+	  if $$p -m venv $(OH_SDK_VENV) && $(OH_SDK_VENV)/bin/pip install -q --disable-pip-version-check \
+	    openhands-sdk==$(OPENHANDS_SDK_VERSION) >$(BUILD)/openhands-sdk-pip.log 2>&1; then tried=ok; break; fi; \
 	done; \
-	mkdir -p $(BUILD); \
-	if [ -z "$$py" ]; then \
+	if [ -z "$$tried" ]; then \
+	  rm -rf $(OH_SDK_VENV); \
 	  echo "no Python >= 3.12 (openhands-sdk needs it; Debian 12 has 3.11): the SDK is not installed" > $(OH_SDK_VENV).skip; \
-	elif ! { rm -rf $(OH_SDK_VENV) && $$py -m venv $(OH_SDK_VENV) && \
-	  $(OH_SDK_VENV)/bin/pip install -q --disable-pip-version-check openhands-sdk==$(OPENHANDS_SDK_VERSION); }; then \
-	  echo "pip install openhands-sdk==$(OPENHANDS_SDK_VERSION) with $$py failed (no network?)" > $(OH_SDK_VENV).skip; \
+	elif [ "$$tried" != ok ]; then \
+	  rm -rf $(OH_SDK_VENV); \
+	  echo "pip install openhands-sdk==$(OPENHANDS_SDK_VERSION) failed with$$tried (no network? see $(BUILD)/openhands-sdk-pip.log)" > $(OH_SDK_VENV).skip; \
 	fi; \
 	[ ! -f $(OH_SDK_VENV).skip ] || echo "make deps: $$(cat $(OH_SDK_VENV).skip)"
 
