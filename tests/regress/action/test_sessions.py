@@ -344,7 +344,11 @@ def _start_tree(ev, name, tag):
     run_done(ev, "bash -c 'sleep %d & sleep %d & wait' &" % (tag, tag + 1), session=name)
     run_done(ev, "sh -c 'sh -c \"sleep %d; true\"; true' &" % (tag + 2), session=name)
     pat = r"^(sleep %d|sleep %d|sleep %d|bash -c sleep|sh -c)" % (tag, tag + 1, tag + 2)
-    pids = wait_until(lambda: (lambda p: p if len(p) >= 6 else None)(pids_in_session(sid, pat)),
+    # the three sleeps exec'd too: a child forked but not yet exec'd shows its
+    # parent's command line (a loaded machine left two as 'sh -c' / 'bash -c')
+    pids = wait_until(lambda: (lambda p: p if len(p) >= 6 and sum(
+                          cmdline(x).startswith("sleep") for x in p) == 3 else None)(
+                          pids_in_session(sid, pat)),
                       timeout=30, what="the process tree to start")
     return sid, pids
 
