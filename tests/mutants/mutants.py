@@ -379,4 +379,40 @@ MUTANTS = [
          tests=[R + "test_hardening3.py::test_stream_counts_what_went_out_but_is_still_held"],
          why="--stream-max counts only bytes not sent yet: what went out but is not moved out "
              "of the buffer is held uncounted, a slow reader is not cut at the bound"),
+    # ---- issue 50
+    dict(name="ready-without-the-shell-reading",
+         file="termd/core/cmd.c",
+         search="\tif (inputwait_blocked_on_tty(s, &reader) >= IW_RELAY) {\n",
+         replace="\tif (inputwait_blocked_on_tty(s, &reader) >= IW_RELAY || 1) {\n",
+         tests=[R + "test_first_hour.py::test_a_shell_without_the_ready_signal_is_typed_to_once_it_reads"],
+         why="the early look after a prompt's mark takes a shell without readline's signal for "
+             "ready before it reads its terminal: the first command is typed into a terminal "
+             "in cooked mode while PS1 still runs"),
+    dict(name="envd-listing-json-on-the-loop",
+         file="termd/door/envd/fs.c",
+         search="\t} else if (l->body) {\n",
+         replace="\t} else if (l->body) {\n"
+                 "\t\tfor (int k = 0; k < 20; k++) {\n"
+                 "\t\t\tcJSON *x = cJSON_Parse(l->body);\n"
+                 "\t\t\tfree(l->body);\n"
+                 "\t\t\tl->body = cJSON_PrintUnformatted(x);\n"
+                 "\t\t\tcJSON_Delete(x);\n"
+                 "\t\t}\n",
+         tests=[R + "test_filework.py::test_big_listing_does_not_stall_the_loop"],
+         why="ListDir's answer is parsed and printed again in the loop (as when it came back "
+             "through the event stream): the loop stalls for a big listing"),
+    dict(name="envd-listing-not-on-the-stream",
+         file="termd/door/envd/fs.c",
+         search="\t\tevents_emit_printed(cause, \"file.list\", l->content, l->event);\n",
+         replace="\t\t;\n",
+         tests=[R + "test_fsops.py::test_envd_filesystem_calls_are_actions_on_the_stream"],
+         why="e2b's ListDir, answered from the worker, is no longer a file.list on the event stream"),
+    dict(name="session-program-outside-its-cgroup",
+         file="termd/core/session.c",
+         search="\tcgroup_child_join(s->cg);   /* before anything runs: all it starts is inside */\n",
+         replace="\tcgroup_child_join(NULL);\n",
+         tests=[R + "test_cgroups.py::test_first_instruction_runs_in_the_sessions_cgroup"],
+         why="a session's program starts outside its session's cgroup (no limits on it)"),
+
+
 ]
