@@ -67,6 +67,10 @@ void events_shutdown(void);
  * every subscriber. */
 void events_emit(struct conn *to, const cJSON *cause, const char *observation,
 		 const char *content, cJSON *extras);
+/* events_emit to subscribers (and the log and ring) of an observation
+ * whose extras a worker printed already (extras_json: a JSON object) */
+void events_emit_printed(const cJSON *cause, const char *observation, const char *content,
+			 const char *extras_json);
 void events_error(struct conn *to, const cJSON *cause, td_err code,
 		  const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 void events_hello(struct conn *c);
@@ -286,6 +290,10 @@ struct fs_cred;
 int fsact_defer(struct act *a, const struct action_def *def);
 /* fsact_defer as actions.c's ACT_FILEWORK hook (before the first dispatch) */
 void fsact_register(void);
+/* In a file worker already acting as the user (a door's own job): run
+ * def's handler with args here, main's cwd as base, its answer kept as
+ * data, never serialized: {observation, content, extras}, or NULL */
+cJSON *fsact_run_here(const struct action_def *def, const char *base, const cJSON *args);
 /* the user the next dispatched file action acts as (NULL: termd's own);
  * a front door sets it around actions_dispatch */
 void fsact_as(const struct fs_cred *c);

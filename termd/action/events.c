@@ -264,8 +264,9 @@ static size_t fast_strings(cJSON *v)
 	return total;
 }
 
-static char *envelope(uint64_t seq, const cJSON *cause, const char *observation,
-		      const char *content, cJSON *extras)
+/* the envelope around extras already printed as JSON (ex, exlen) */
+static char *envelope_printed(uint64_t seq, const cJSON *cause, const char *observation,
+			      const char *content, const char *ex, size_t exlen)
 {
 	cJSON *o = cJSON_CreateObject();
 	cJSON_AddNumberToObject(o, "seq", (double)seq);
@@ -277,17 +278,9 @@ static char *envelope(uint64_t seq, const cJSON *cause, const char *observation,
 	cJSON_AddStringToObject(o, "observation", observation);
 	char *head = cJSON_PrintUnformatted(o);   /* {"seq":…,"observation":"…"} */
 	cJSON_Delete(o);
-	if (!extras)
-		extras = cJSON_CreateObject();
-	size_t long_len = fast_strings(extras->child);
-	char *ex = cJSON_PrintBuffered(extras, (int)(long_len < (1u << 30) ? long_len + 1024 : 1024), 0);
-	cJSON_Delete(extras);
-	if (!head || !ex) {
-		free(head);
-		free(ex);
+	if (!head)
 		return NULL;
-	}
-	size_t clen = content ? strlen(content) : 0, hlen = strlen(head), exlen = strlen(ex);
+	size_t clen = content ? strlen(content) : 0, hlen = strlen(head);
 	buf_t b = {0};
 	buf_reserve(&b, hlen + clen + clen / 16 + exlen + 32);
 	buf_append(&b, head, hlen - 1);           /* without its '}' */
@@ -297,7 +290,6 @@ static char *envelope(uint64_t seq, const cJSON *cause, const char *observation,
 	buf_append(&b, ex, exlen);
 	buf_putc(&b, '}');
 	free(head);
-	free(ex);
 	/* a WebSocket text frame is UTF-8 or the client must fail the
 	 * connection (RFC 6455 8.1): a name from outside (a file a program
 	 * made, named with byte 0xff) has U+FFFD where it is not */
@@ -310,6 +302,21 @@ static char *envelope(uint64_t seq, const cJSON *cause, const char *observation,
 	/* exact size: the ring keeps it (buf_t rounds up to a power of two) */
 	size_t n = b.len;
 	return xrealloc(buf_steal(&b), n + 1);
+}
+
+static char *envelope(uint64_t seq, const cJSON *cause, const char *observation,
+		      const char *content, cJSON *extras)
+{
+	if (!extras)
+		extras = cJSON_CreateObject();
+	size_t long_len = fast_strings(extras->child);
+	char *ex = cJSON_PrintBuffered(extras, (int)(long_len < (1u << 30) ? long_len + 1024 : 1024), 0);
+	cJSON_Delete(extras);
+	if (!ex)
+		return NULL;
+	char *json = envelope_printed(seq, cause, observation, content, ex, strlen(ex));
+	free(ex);
+	return json;
 }
 
 static void log_failed(int err);
@@ -353,34 +360,11 @@ void events_broadcast(const char *observation, const char *content, cJSON *extra
 	events_emit(NULL, NULL, observation, content, extras);
 }
 
-__thread events_capture_fn *events_capture;
-__thread void *events_capture_arg;
-
-void events_emit(struct conn *to, const cJSON *cause, const char *observation,
-		 const char *content, cJSON *extras)
+/* an event built as json (taken; NULL: it could not be) to `to` unless
+ * a viewer's (sent already), every subscriber, the event log and the ring */
+static void deliver(struct conn *to, int viewer, uint64_t seq, const cJSON *cause,
+		    const char *observation, char *json)
 {
-	if (events_capture) {   /* an action running in a worker (fsact.c) */
-		events_capture(events_capture_arg, observation, content, extras);
-		return;
-	}
-	uint64_t seq = ++last_seq;
-	/* an action's answer names the arguments it did not read */
-	extras = actions_answer_extras(to, cause, extras);
-	/* a viewer's answer: its id is the viewer's to see only. Everyone else
-	 * (and the ring) gets it with no cause, so an id a viewer chose never
-	 * shows up as an answer in another client's stream. */
-	int viewer = to && to->readonly && cause;
-	if (viewer) {
-		char *mine = envelope(seq, cause, observation, content,
-				      extras ? cJSON_Duplicate(extras, 1) : NULL);
-		if (mine) {
-			if (!to->closing)
-				send_fn(to, mine, strlen(mine));
-			free(mine);
-		}
-		cause = NULL;
-	}
-	char *json = envelope(seq, cause, observation, content, extras);
 	if (!json) {
 		log_warn("cannot serialize an observation");
 		return;
@@ -408,6 +392,46 @@ void events_emit(struct conn *to, const cJSON *cause, const char *observation,
 		retain(seq, json, len, id_key(cause));
 	if (log_err)
 		log_failed(log_err);   /* after retain: the ring stays in seq order */
+}
+
+__thread events_capture_fn *events_capture;
+__thread void *events_capture_arg;
+
+void events_emit(struct conn *to, const cJSON *cause, const char *observation,
+		 const char *content, cJSON *extras)
+{
+	if (events_capture) {   /* an action running in a worker (fsact.c) */
+		events_capture(events_capture_arg, observation, content, extras);
+		return;
+	}
+	uint64_t seq = ++last_seq;
+	/* an action's answer names the arguments it did not read */
+	extras = actions_answer_extras(to, cause, extras);
+	/* a viewer's answer: its id is the viewer's to see only. Everyone else
+	 * (and the ring) gets it with no cause, so an id a viewer chose never
+	 * shows up as an answer in another client's stream. */
+	int viewer = to && to->readonly && cause;
+	if (viewer) {
+		char *mine = envelope(seq, cause, observation, content,
+				      extras ? cJSON_Duplicate(extras, 1) : NULL);
+		if (mine) {
+			if (!to->closing)
+				send_fn(to, mine, strlen(mine));
+			free(mine);
+		}
+		cause = NULL;
+	}
+	deliver(to, viewer, seq, cause, observation,
+		envelope(seq, cause, observation, content, extras));
+}
+
+void events_emit_printed(const cJSON *cause, const char *observation, const char *content,
+			 const char *extras_json)
+{
+	uint64_t seq = ++last_seq;
+	deliver(NULL, 0, seq, cause, observation,
+		envelope_printed(seq, cause, observation, content, extras_json,
+				 strlen(extras_json)));
 }
 
 /* the event log could not be written: subscribers are told */

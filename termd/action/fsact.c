@@ -54,9 +54,8 @@ static void capture(void *arg, const char *observation, const char *content, cJS
 	f->tail = &c->next;
 }
 
-static void work(struct fsjob *j)
+static void run_captured(struct fsact *f)
 {
-	struct fsact *f = (struct fsact *)j;
 	struct act a = {.conn = NULL, .action = f->name};
 	a.id = cJSON_GetObjectItemCaseSensitive(f->frame, "id");
 	a.args = cJSON_GetObjectItemCaseSensitive(f->frame, "args");
@@ -76,6 +75,43 @@ static void work(struct fsjob *j)
 	files_base = NULL;
 	buf_free(&a.msg);
 	cJSON_Delete(a.err_extras);
+}
+
+static void work(struct fsjob *j)
+{
+	run_captured((struct fsact *)j);
+}
+
+cJSON *fsact_run_here(const struct action_def *def, const char *base, const cJSON *args)
+{
+	struct fsact f = {0};
+	f.frame = cJSON_CreateObject();
+	if (args)
+		cJSON_AddItemToObject(f.frame, "args", cJSON_Duplicate(args, 1));
+	f.name = (char *)def->name;
+	f.fn = def->fn;
+	f.flags = def->flags;
+	f.base = (char *)base;
+	f.tail = &f.caps;
+	run_captured(&f);
+	cJSON_Delete(f.frame);
+	cJSON_Delete(f.ignored);
+	cJSON *ans = NULL;
+	for (struct cap *c = f.caps, *n; c; c = n) {
+		n = c->next;
+		if (!ans) {   /* a file action answers once */
+			ans = cJSON_CreateObject();
+			cJSON_AddStringToObject(ans, "observation", c->observation);
+			cJSON_AddStringToObject(ans, "content", c->content);
+			cJSON_AddItemToObject(ans, "extras", c->extras ? c->extras : cJSON_CreateObject());
+		} else {
+			cJSON_Delete(c->extras);
+		}
+		free(c->observation);
+		free(c->content);
+		free(c);
+	}
+	return ans;
 }
 
 static void done(struct fsjob *j)

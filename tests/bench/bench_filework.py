@@ -54,6 +54,12 @@ def healthz_ms():
     return (time.perf_counter() - t0) * 1000
 
 
+def loop_cpu_ms(pid):
+    """termd's loop (its main thread): time on a CPU so far, ms."""
+    with open("/proc/%d/task/%d/schedstat" % (pid, pid)) as f:
+        return int(f.read().split()[0]) / 1e6
+
+
 def during(attack):
     box = {}
     th = threading.Thread(target=lambda: box.setdefault("r", attack()))
@@ -113,6 +119,24 @@ def main():
                                     {"Content-Type": "application/json"}))
         assert r[0] == 200 and len(json.loads(r[1])["entries"]) == 20000, r[0]
         line("/healthz during ListDir of 20,000 entries", lat)
+        # the loop's longest turn, seen from outside: the worst /healthz
+        # during the listing beyond an idle one (issue 50's goal: 20 ms)
+        turn = max(lat) - pct(idle, 50)
+        print("  %-56s %8.2f ms   (goal <= 20 ms%s)" % ("worst /healthz beyond idle during it",
+                                                       turn, "" if turn <= 20 else ", MISSED"))
+        # the loop thread's own CPU time over a ListDir alone (schedstat, ns):
+        # all its turns for the listing together, free of the machine's noise
+        cpu = []
+        for _ in range(5):
+            c0 = loop_cpu_ms(td.pid)
+            r = req("POST", "/filesystem.Filesystem/ListDir", json.dumps({"path": big, "depth": 2}).encode(),
+                    {"Content-Type": "application/json"})
+            cpu.append(loop_cpu_ms(td.pid) - c0)
+            assert r[0] == 200
+        c = sorted(cpu)[len(cpu) // 2]
+        print("  %-56s %8.2f ms   (goal: longest turn <= 20 ms%s)"
+              % ("loop thread CPU for a ListDir of 20,000 (median of 5)", c,
+                 "" if c <= 20 else ", MISSED"))
         parts = b"".join(
             b"--BB\r\nContent-Disposition: form-data; name=\"file\"; filename=\"" +
             os.path.join(tmp, "up", "p%d" % i, "f.txt").encode() + b"\"\r\n\r\n" + b"x" * 100 +
