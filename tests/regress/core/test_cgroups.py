@@ -437,6 +437,38 @@ def test_limit_sizes_are_binary_with_any_suffix(td):
         ev.call("session.close", {"name": "size%d" % i})
 
 
+def test_first_instruction_runs_in_the_sessions_cgroup(td, tmp_path):
+    """Issue 50: a session's program is in its session's cgroup, limits
+    written, from its first instruction: `cat /proc/self/cgroup` as the
+    session's command (bash execs it, the session's own first process)
+    reads the session's folder, for a pty and a pipe session, opened back
+    to back and after a quiet spell (a cgroup v1 move then waits out an
+    RCU grace period: whatever takes that off the critical path must not
+    let the program start outside)."""
+    t = td(["--session-pids-max", "300"])
+    version = need_cgroups(t)
+    ev = t.events()
+    for i, (kind, pause) in enumerate((("pty", 0), ("pipe", 0), ("pty", 0.3), ("pipe", 0.3),
+                                       ("pty", 0))):
+        time.sleep(pause)   # (not a wait for anything: the quiet spell is the case)
+        out = tmp_path / ("cg%d" % i)
+        name = "first%d" % i
+        o = ev.call("session.open", {"name": name, "kind": kind,
+                                     "command": "cat /proc/self/cgroup > %s" % out})
+        assert o["observation"] == "session.open", fmt(o)
+        pid = o["extras"]["pid"]
+        wait_until(lambda: not sessions(ev)[name].get("alive"), 30, what=name + " ended")
+        lines = out.read_text().splitlines()
+        ev.call("session.close", {"name": name})
+        want = "/termd-%d/s-%s-" % (t.proc.pid, name)
+        ctrls = ("",) if version == "v2" else ("memory", "pids")
+        for ctrl in ctrls:
+            got = [l.split(":", 2)[2] for l in lines
+                   if (ctrl and ctrl in l.split(":", 2)[1].split(",")) or
+                   (not ctrl and l.startswith("0::"))]
+            assert got and want in got[0], (kind, pause, ctrl, pid, lines)
+
+
 def test_without_cgroups(td, tmp_path):
     """--cgroups off: said once at start and in /healthz; sessions have no
     limits (null) nor usage, a limit asked for is bad_request; whole-tree
