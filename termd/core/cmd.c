@@ -12,8 +12,9 @@
 #include <string.h>
 
 #define RENDER_WINDOW        200
-#define READY_FALLBACK_US    300000u   /* no readline ready signal yet: look */
-#define READY_POLL_US        50000u    /* ... again, until the shell reads */
+#define READY_FIRST_US       5000u     /* no readline ready signal yet: look */
+#define READY_POLL_US        50000u    /* ... again, twice as late each time up
+					* to this, until the shell reads */
 #define TYPED_MAX            8192
 #define PRE_MAX              65536     /* a rejected command's echo and message */
 
@@ -223,17 +224,23 @@ static void mark_start(struct session *s)
  * readline may be off, or late (PS1's command substitutions run after the
  * mark; under load bash took 640 ms). The shell is ready once it sleeps
  * reading its terminal; typed before, the text would meet a terminal in
- * cooked mode that echoes it, paste markers and all. */
+ * cooked mode that echoes it, paste markers and all. Looked at soon after
+ * the mark, then less often: a shell without the signal (no line editor,
+ * readline without bracketed paste) is ready in milliseconds, and its
+ * first command waited 300 ms for the first look before. */
 static void ready_fallback(lws_sorted_usec_list_t *sul)
 {
 	struct session *s = lws_container_of(sul, struct session, ready_sul);
 	if (s->state != SH_IDLE || s->ready)
 		return;
 	pid_t reader;
-	if (inputwait_blocked_on_tty(s, &reader) >= IW_RELAY)
+	if (inputwait_blocked_on_tty(s, &reader) >= IW_RELAY) {
 		session_mark(s, SI_READY, NULL, 0, 0);
-	else if (s->pty.alive)
-		server_timer(&s->ready_sul, ready_fallback, READY_POLL_US);
+	} else if (s->pty.alive) {
+		s->ready_poll_us = s->ready_poll_us * 2 > READY_POLL_US ? READY_POLL_US
+									: s->ready_poll_us * 2;
+		server_timer(&s->ready_sul, ready_fallback, s->ready_poll_us);
+	}
 }
 
 static void pre_line(void *user, const char *line, size_t len)
@@ -326,8 +333,10 @@ static void mark_done(struct session *s, int exit_code, const char *cwd, size_t 
 	 * editor reads it now, so it names the first command */
 	if (prev != SH_STARTING)
 		forget_typed(s);
-	if (s->shell_kind == SHELL_BASH)
-		server_timer(&s->ready_sul, ready_fallback, READY_FALLBACK_US);
+	if (s->shell_kind == SHELL_BASH) {
+		s->ready_poll_us = READY_FIRST_US;
+		server_timer(&s->ready_sul, ready_fallback, s->ready_poll_us);
+	}
 	else
 		s->ready = 1;   /* no line editor: the shell reads lines as they come */
 	struct cmd *cmd = s->cmd;

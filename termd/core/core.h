@@ -90,6 +90,7 @@ struct session {
 	int typed_by_agent;       /* ... some of them by `keys` */
 	uint64_t last_output_us;
 	lws_sorted_usec_list_t ready_sul;
+	unsigned ready_poll_us;   /* the next look for a shell reading its terminal, in */
 	lws_sorted_usec_list_t close_sul;
 	int closing;              /* session.close: freed once its process ends */
 	int close_killed;         /* ... and the KILL after the grace time was sent */

@@ -117,3 +117,28 @@ def test_sh_session_clears_the_line_too(termd_factory, tmp_path):
     obs = tdtest.run_done(ev, "echo ok")
     assert tdtest.content(obs) == "ok", tdtest.fmt(obs)
     assert (obs.get("extras") or {}).get("cleared") == "hi", tdtest.fmt(obs)
+
+
+def test_a_shell_without_the_ready_signal_is_typed_to_once_it_reads(termd_factory, tmp_path):
+    """Issue 50: a bash that never says it is ready (no line editor: no
+    bracketed paste on) is looked at soon after each prompt's mark and
+    again until it sleeps reading its terminal (its first command waited
+    300 ms for the first look before); a prompt made late by PS1's command
+    substitution is still waited for: each command in new sessions runs
+    once, nothing echoed by a terminal the shell did not read yet."""
+    home = slow_prompt_home(tmp_path, "0.8")
+    wrap = tmp_path / "noedit"
+    wrap.mkdir()
+    (wrap / "bash").write_text("#!/bin/sh\nexec /bin/bash --noediting \"$@\"\n")
+    (wrap / "bash").chmod(0o755)
+    t = termd_factory(args=("--shell", str(wrap / "bash")), env={"HOME": str(home)})
+    ev = t.events()
+    for name in ("s1", "s2"):
+        obs = ev.call("session.open", {"name": name})
+        assert obs.get("observation") == "session.open", tdtest.fmt(obs)
+        for word in ("first", "second"):
+            obs = tdtest.run_done(ev, "echo %s-$((1+1))" % word, session=name)
+            assert tdtest.content(obs) == "%s-2" % word, tdtest.fmt(obs)
+        scr = screen_text(ev, name)
+        assert "200~" not in scr and "201~" not in scr, scr
+        assert scr.count("first-2") == 1 and scr.count("second-2") == 1, scr
