@@ -944,4 +944,38 @@ MUTANTS = [
          tests=[R + "action/test_hostile_users_prompts_ports_names.py::test_a_file_named_with_bytes_that_are_not_utf8_never_breaks_the_stream"],
          why="a file a program names with byte 0xff in a watched folder makes watch.event a "
              "text frame that is not UTF-8: every subscribed client fails its connection"),
+    # ---- issue 50
+    dict(name="ready-without-the-shell-reading",
+         file="termd/core/cmd.c",
+         search="\tif (inputwait_blocked_on_tty(s, &reader) >= IW_RELAY) {\n",
+         replace="\tif (inputwait_blocked_on_tty(s, &reader) >= IW_RELAY || 1) {\n",
+         tests=[R + "action/test_run_clean_line.py::test_a_shell_without_the_ready_signal_is_typed_to_once_it_reads"],
+         why="the early look after a prompt's mark takes a shell without readline's signal for "
+             "ready before it reads its terminal: the first command is typed into a terminal "
+             "in cooked mode while PS1 still runs"),
+    dict(name="envd-listing-json-on-the-loop",
+         file="termd/door/envd/fs.c",
+         search="\t} else if (l->body) {\n",
+         replace="\t} else if (l->body) {\n"
+                 "\t\tfor (int k = 0; k < 20; k++) {\n"
+                 "\t\t\tcJSON *x = cJSON_Parse(l->body);\n"
+                 "\t\t\tfree(l->body);\n"
+                 "\t\t\tl->body = cJSON_PrintUnformatted(x);\n"
+                 "\t\t\tcJSON_Delete(x);\n"
+                 "\t\t}\n",
+         tests=[R + "fs/test_filework.py::test_big_listing_does_not_stall_the_loop"],
+         why="ListDir's answer is parsed and printed again in the loop (as when it came back "
+             "through the event stream): the loop stalls for a big listing"),
+    dict(name="envd-listing-not-on-the-stream",
+         file="termd/door/envd/fs.c",
+         search="\t\tevents_emit_printed(cause, \"file.list\", l->content, l->event);\n",
+         replace="\t\t;\n",
+         tests=[R + "action/test_fsops.py::test_envd_filesystem_calls_are_actions_on_the_stream"],
+         why="e2b's ListDir, answered from the worker, is no longer a file.list on the event stream"),
+    dict(name="session-program-outside-its-cgroup",
+         file="termd/core/session.c",
+         search="\tcgroup_child_join(s->cg);   /* before anything runs: all it starts is inside */\n",
+         replace="\tcgroup_child_join(NULL);\n",
+         tests=[R + "core/test_cgroups.py::test_first_instruction_runs_in_the_sessions_cgroup"],
+         why="a session's program starts outside its session's cgroup (no limits on it)"),
 ]
