@@ -261,12 +261,15 @@ static void list_done(struct fsjob *j)
 	struct ljob *l = (struct ljob *)j;
 	struct envd_call *c = &l->c;
 	int failed = 1;
-	/* on the event stream as the file action it is (subscribers, the log) */
+	/* on the event stream as the file action it is (subscribers, the
+	 * log); not when termd is shutting down (the job dropped) */
 	static unsigned long long nlist;
 	char id[48];
 	snprintf(id, sizeof id, "envd-list-%llu", ++nlist);
 	cJSON *cause = cJSON_CreateString(id);
-	if (l->event)
+	if (j->aborted)
+		;
+	else if (l->event)
 		events_emit_printed(cause, "file.list", l->content, l->event);
 	else if (l->ans)
 		events_emit(NULL, cause, envd_str(l->ans, "observation", "error"),
@@ -290,8 +293,9 @@ static void list_done(struct fsjob *j)
 			  "the folder holds more than --list-max (%zu) entries at this depth: "
 			  "list a smaller depth or a subfolder", opts.list_max);
 	}
-	actstats_record(actstats_index("file.list"), failed ? TD_ERR_IO_ERROR : -1,
-			mono_us() - l->t0);
+	if (!j->aborted)
+		actstats_record(actstats_index("file.list"), failed ? TD_ERR_IO_ERROR : -1,
+				mono_us() - l->t0);
 	cJSON_Delete(l->args);
 	cJSON_Delete(l->ans);
 	free(l->body);
