@@ -142,3 +142,7 @@ def test_a_shell_without_the_ready_signal_is_typed_to_once_it_reads(termd_factor
         scr = screen_text(ev, name)
         assert "200~" not in scr and "201~" not in scr, scr
         assert scr.count("first-2") == 1 and scr.count("second-2") == 1, scr
+        # a cooked terminal echoes what is typed at once: typed after the
+        # prompt, each typed line shows on a prompt's line
+        typed = [l for l in scr.splitlines() if "eval" in l]
+        assert len(typed) == 2 and all(l[:2] in ("$ ", "# ") for l in typed), scr
