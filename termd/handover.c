@@ -261,6 +261,7 @@ static void modules_final(void)
 {
 	plugin_handover_fail_inflight();
 	run_handover_answer_keys();
+	session_spare_stop();   /* not a session: it does not go across */
 	/* a session that does not go across (being closed, its program ended):
 	 * what it still runs is killed now (a close's KILL would have come),
 	 * and the folders of its cgroup the kernel still holds are the next

@@ -462,6 +462,7 @@ static void teardown(void)
 	front_stop();   /* its thread first: it forwards to the loop's socket */
 	link_stop();
 	plugin_stop_all();
+	session_spare_stop();
 	stop_all();
 	fswork_shutdown(); /* file work in flight: its workers joined, its answers dropped */
 	envd_shutdown();   /* its timers and streams while the loop still exists */
@@ -1070,6 +1071,8 @@ int main(int argc, char **argv)
 {
 	if (argc == 3 && !strcmp(argv[1], "--check-handover"))
 		return handover_check(argv[2]);
+	if (argc == 2 && !strcmp(argv[1], "--stub"))
+		pty_stub_main();   /* a spare session process (pty.c): never returns */
 	argv = swerex_argv(&argc, argv);
 	handover_set_argv(argv);
 	int rc = parse_options(argc, argv);

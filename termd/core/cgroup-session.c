@@ -1,7 +1,9 @@
 /* cgroup-session.c — a session's cgroup (the hierarchies are cgroup.c's):
  * <its cgroup>/termd-<pid>/s-<name>-<n> (in each v1 hierarchy), its
  * limits written before its process joins it (from the child, between
- * fork and exec, so nothing it starts is ever outside). Signalling every
+ * fork and exec, so nothing it starts is ever outside; or a spare one,
+ * its process already in it, renamed the session's and its limits
+ * written before that process execs). Signalling every
  * process in it: v2's cgroup.kill for KILL when nothing is spared; else
  * the cgroup is frozen (v2 cgroup.freeze, v1 freezer.state) while its
  * cgroup.procs is read and signalled, then thawed, again until only what
@@ -215,6 +217,32 @@ struct cgroup *cgroup_new(const char *name, const struct cg_limits *lim, char *e
 	cgs.live = c;
 	arm();
 	return c;
+}
+
+int cgroup_claim(struct cgroup *c, const char *name, const struct cg_limits *lim, char *err,
+		 size_t errlen)
+{
+	err[0] = 0;
+	if (cgs.version != 1 || lim->cpu > 0)
+		return -1;   /* v2 folders are not renamed; a cpu limit is another hierarchy */
+	char sub[TD_SESSION_NAME_MAX + 32];
+	snprintf(sub, sizeof sub, "s-%s-%lu", name, ++cgs.n);
+	for (int i = 0; i < cgs.nh; i++) {
+		if (!c->dir[i])
+			continue;
+		char *to = cg_join(cgs.h[i].base, sub);
+		if (rename(c->dir[i], to) < 0) {
+			free(to);
+			return -1;   /* the ones renamed are removed with it, under their new names */
+		}
+		free(c->dir[i]);
+		free(c->procs[i]);
+		c->dir[i] = to;
+		c->procs[i] = cg_join(to, "cgroup.procs");
+	}
+	snprintf(c->name, sizeof c->name, "%s", name);
+	c->lim = *lim;
+	return set_limits(c, lim, err, errlen);
 }
 
 void cgroup_child_join(const struct cgroup *c)

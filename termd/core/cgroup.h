@@ -59,6 +59,12 @@ void cgroup_free(struct cgroup *cg);
 /* In a child of termd between fork and exec: join cg (may be NULL) and
  * take oom_score_adj 0 again. Async-signal-safe. */
 void cgroup_child_join(const struct cgroup *cg);
+/* A cgroup made ahead of need (cgroup_new with no limits, a stub already
+ * in it) made the session name's: its folders renamed s-<name>-<n> and
+ * lim written. 0; -1 when it cannot be (v2, a cpu limit on v1, a rename
+ * refused; err set when the limits failed): the caller frees it. */
+int cgroup_claim(struct cgroup *c, const char *name, const struct cg_limits *lim, char *err,
+		 size_t errlen);
 const struct cg_limits *cgroup_limits(const struct cgroup *cg);
 int cgroup_usage(const struct cgroup *cg, struct cg_usage *u);
 /* The processes in it (cgroup.procs): count, *out malloc'd (may be NULL). */

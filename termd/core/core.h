@@ -189,6 +189,9 @@ void session_stop_all(void);
 /* Free a session that is off the lists (closing, process gone). */
 void session_destroy(struct session *s);
 void session_free_all(void);
+/* the spare shell process and cgroup made ahead of need (cgroup v1) ended
+ * and no more made: before termd ends or hands over */
+void session_spare_stop(void);
 cJSON *session_names_json(void);
 
 

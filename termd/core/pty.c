@@ -6,7 +6,9 @@
  * a budget per wakeup (one flooding process cannot starve the loop), the
  * input queue written as the pty (stdin pipe) accepts it, resizing, and
  * the end: reaped (child.c) and drained, or a grace time after the
- * reaping. Reports to its owner only through struct pty_hooks. */
+ * reaping. Reports to its owner only through struct pty_hooks. A stub: a
+ * process forked ahead of need (its owner's preparation done, e.g. its
+ * cgroup joined) that waits for its terminal and plan and execs. */
 #include "core.h"
 
 #include <errno.h>
@@ -17,6 +19,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/syscall.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
@@ -210,6 +213,9 @@ static int open_pipes(int with_stdin, int child[3], int ours[3], char *err, size
 	return 0;
 }
 
+static int adopt_spawned(struct pty *p, pid_t pid, int ours[3], const struct pty_hooks *hooks,
+			 void *owner, char *err, size_t errlen);
+
 int pty_spawn(struct pty *p, int mode, int cols, int rows, const struct pty_hooks *hooks,
 	      void *owner, char *err, size_t errlen)
 {
@@ -236,6 +242,14 @@ int pty_spawn(struct pty *p, int mode, int cols, int rows, const struct pty_hook
 	if (pid == 0)
 		child_setup(p, child, hooks, owner);
 	close_all(child, 3);
+	return adopt_spawned(p, pid, ours, hooks, owner, err, errlen);
+}
+
+/* the parent's side of a spawn: ours[1] the master (pipes: stdout's read
+ * end), ours[2] stderr's, ours[0] stdin's write end, pid the child */
+static int adopt_spawned(struct pty *p, pid_t pid, int ours[3], const struct pty_hooks *hooks,
+			 void *owner, char *err, size_t errlen)
+{
 	for (int i = 0; i < 3; i++)
 		if (ours[i] >= 0)
 			fcntl(ours[i], F_SETFL, fcntl(ours[i], F_GETFL) | O_NONBLOCK);
@@ -275,6 +289,164 @@ int pty_spawn(struct pty *p, int mode, int cols, int rows, const struct pty_hook
 		return -1;
 	}
 	return 0;
+}
+
+/* ------------------------------------------------------------- stubs */
+
+static int read_full(int fd, void *b, size_t n)
+{
+	size_t got = 0;
+	while (got < n) {
+		ssize_t r = read(fd, (char *)b + got, n - got);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -1;
+		got += (size_t)r;
+	}
+	return 0;
+}
+
+/* the next NUL-terminated string of the plan at *at (before end), or NULL */
+static char *plan_str(char **at, char *end)
+{
+	char *s = *at;
+	char *z = s < end ? memchr(s, 0, (size_t)(end - s)) : NULL;
+	if (!z)
+		return NULL;
+	*at = z + 1;
+	return s;
+}
+
+/* n strings of the plan into a NULL-terminated array, or NULL */
+static char **plan_vec(char **at, char *end)
+{
+	char *c = plan_str(at, end);
+	long n = c ? strtol(c, NULL, 10) : -1;
+	if (n < 0 || n > 100000)
+		return NULL;
+	char **v = calloc((size_t)n + 1, sizeof *v);
+	for (long i = 0; v && i < n; i++)
+		if (!(v[i] = plan_str(at, end)))
+			return NULL;
+	return v;
+}
+
+/* The stub, waiting on fd 3 for its terminal (passed along) and its plan:
+ * cwd, argv, envp (pty_spawn_stub's). Never returns. */
+void pty_stub_main(void)
+{
+	uint32_t n = 0;
+	int tty = -1;
+	char cbuf[CMSG_SPACE(sizeof(int))];
+	struct iovec iov = {&n, sizeof n};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
+			    .msg_controllen = sizeof cbuf};
+	ssize_t r;
+	do
+		r = recvmsg(3, &mh, 0);
+	while (r < 0 && errno == EINTR);
+	struct cmsghdr *cm = r == (ssize_t)sizeof n ? CMSG_FIRSTHDR(&mh) : NULL;
+	if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS)
+		memcpy(&tty, CMSG_DATA(cm), sizeof tty);
+	char *b = tty >= 0 && n && n < (1u << 24) ? malloc(n) : NULL;
+	if (!b || read_full(3, b, n) < 0)
+		_exit(0);   /* not wanted after all (termd ended, or dropped it) */
+	close(3);
+	char *at = b, *end = b + n;
+	char *cwd = plan_str(&at, end);
+	char **argv = plan_vec(&at, end);
+	char **envp = plan_vec(&at, end);
+	if (!cwd || !argv || !argv[0] || !envp)
+		_exit(127);
+	ioctl(tty, TIOCSCTTY, 0);
+	dup2(tty, 0);
+	dup2(tty, 1);
+	dup2(tty, 2);
+	if (tty > 2)
+		close(tty);
+	if (*cwd && chdir(cwd) != 0)
+		fprintf(stderr, "termd: cannot cd to %s: %s\n", cwd, strerror(errno));
+	execve(argv[0], argv, envp);
+	fprintf(stderr, "termd: cannot run %s: %s\n", argv[0], strerror(errno));
+	_exit(127);
+}
+
+pid_t pty_stub_fork(int *ctl, void (*prepare)(void *), void *arg)
+{
+	int sp[2];
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0)
+		return -1;
+	pid_t pid = fork();
+	if (pid < 0) {
+		close(sp[0]);
+		close(sp[1]);
+		return -1;
+	}
+	if (pid == 0) {
+		setsid();   /* none of termd's terminal's signals */
+		if (sp[0] != 3 && dup2(sp[0], 3) < 0)
+			_exit(127);
+		close_fds_from(4);
+		sigset_t none;
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		for (int sig = 1; sig < NSIG; sig++)
+			signal(sig, SIG_DFL);
+		prepare(arg);
+		/* a fresh small image to wait in: a fork would keep termd's
+		 * memory as it was (copied as termd goes on writing it) */
+		execl("/proc/self/exe", "termd", "--stub", (char *)NULL);
+		pty_stub_main();
+	}
+	close(sp[0]);
+	*ctl = sp[1];
+	return pid;
+}
+
+int pty_spawn_stub(struct pty *p, pid_t pid, int ctl, const char *plan, size_t plen, int cols,
+		   int rows, const struct pty_hooks *hooks, void *owner, char *err, size_t errlen)
+{
+	int m = -1, sfd = -1;
+	p->pipes = 0;
+	p->err_fd = p->in_fd = p->hold_fd = -1;
+	p->err_wsi = NULL;
+	p->in_eof = 0;
+	if (open_terminal(p, cols, rows, &m, &sfd, err, errlen) < 0) {
+		close(ctl);
+		return -1;
+	}
+	uint32_t n = (uint32_t)plen;
+	char cbuf[CMSG_SPACE(sizeof(int))];
+	memset(cbuf, 0, sizeof cbuf);
+	struct iovec iov = {&n, sizeof n};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
+			    .msg_controllen = sizeof cbuf};
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &sfd, sizeof sfd);
+	int ok = sfd >= 0 && sendmsg(ctl, &mh, MSG_NOSIGNAL) == (ssize_t)sizeof n;
+	for (size_t off = 0; ok && off < plen;) {
+		ssize_t w = send(ctl, plan + off, plen - off, MSG_NOSIGNAL);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			ok = 0;
+		else
+			off += (size_t)w;
+	}
+	if (sfd >= 0)
+		close(sfd);   /* the stub holds it now */
+	close(ctl);
+	if (!ok) {
+		snprintf(err, errlen, "cannot hand the session to its process: %s", strerror(errno));
+		close(m);
+		return -1;
+	}
+	int ours[3] = {-1, m, -1};
+	return adopt_spawned(p, pid, ours, hooks, owner, err, errlen);
 }
 
 /* A process handed over by the termd this one replaced (handover.c): its

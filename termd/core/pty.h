@@ -55,6 +55,19 @@ struct pty {
 /* mode: PTY_TERMINAL or PTY_PIPES[_STDIN] */
 int pty_spawn(struct pty *p, int mode, int cols, int rows, const struct pty_hooks *hooks,
 	      void *owner, char *err, size_t errlen);
+/* A stub forked ahead of need: prepare(arg) runs in it, then it waits on
+ * *ctl (termd's end) for pty_spawn_stub. Its pid, or -1. Closing *ctl
+ * unused ends it. */
+pid_t pty_stub_fork(int *ctl, void (*prepare)(void *), void *arg);
+/* the stub's waiting (`termd --stub`, fd 3 its end): never returns */
+void pty_stub_main(void) __attribute__((noreturn));
+/* pty_spawn on a pty with a stub (taken off any child_watch first): the
+ * pty made here, its slave passed on ctl (closed after) with the plan:
+ * NUL-terminated cwd, then argc and argv, envc and envp (counts as
+ * decimal strings), each NUL-terminated. ctl is closed. 0, or -1 (the
+ * stub is the caller's to end). */
+int pty_spawn_stub(struct pty *p, pid_t pid, int ctl, const char *plan, size_t plen, int cols,
+		   int rows, const struct pty_hooks *hooks, void *owner, char *err, size_t errlen);
 /* take over a running process whose fds survived an execve (handover.c);
  */
 int pty_adopt(struct pty *p, int pipes, pid_t pid, int fd, int hold_fd, int err_fd, int in_fd,

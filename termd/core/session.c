@@ -5,7 +5,9 @@
  * the fan-out of what happens to a session to the modules that listen
  * (session_listen): the process started, what is written to it, raw
  * output, text without termd's marks, marks, title, resize, the
- * process's end, and the session going away. */
+ * process's end, and the session going away. On cgroup v1 a new shell
+ * session takes a spare: a process forked ahead of need, already in a
+ * cgroup of its own that becomes the session's. */
 #include "core.h"
 
 #include <errno.h>
@@ -132,11 +134,122 @@ const char *session_shell_path(void)
 	return "/bin/sh";
 }
 
-static void setenv_default(const char *k, const char *v)
+/* An environment being made: NULL-terminated "k=v" strings (malloc'd
+ * copies). */
+struct envl {
+	char **v;
+	size_t n, cap;
+};
+
+static ssize_t envl_find(const struct envl *e, const char *k)
 {
-	const char *cur = getenv(k);
-	if (!cur || !*cur)
-		setenv(k, v, 1);
+	size_t kl = strlen(k);
+	for (size_t i = 0; i < e->n; i++)
+		if (strncmp(e->v[i], k, kl) == 0 && e->v[i][kl] == '=')
+			return (ssize_t)i;
+	return -1;
+}
+
+static const char *envl_get(const struct envl *e, const char *k)
+{
+	ssize_t i = envl_find(e, k);
+	return i < 0 ? NULL : e->v[i] + strlen(k) + 1;
+}
+
+static void envl_unset(struct envl *e, const char *k)
+{
+	ssize_t i = envl_find(e, k);
+	if (i < 0)
+		return;
+	free(e->v[i]);
+	e->v[i] = e->v[--e->n];
+	e->v[e->n] = NULL;
+}
+
+/* overwrite 0: only when unset or empty */
+static void envl_set(struct envl *e, const char *k, const char *val, int overwrite)
+{
+	const char *cur = envl_get(e, k);
+	if (cur && (!overwrite && *cur))
+		return;
+	envl_unset(e, k);
+	if (e->n + 2 > e->cap) {
+		e->cap = e->cap ? e->cap * 2 : 64;
+		e->v = xrealloc(e->v, e->cap * sizeof *e->v);
+	}
+	size_t kl = strlen(k), vl = strlen(val);
+	char *kv = xmalloc(kl + vl + 2);
+	memcpy(kv, k, kl);
+	kv[kl] = '=';
+	memcpy(kv + kl + 1, val, vl + 1);
+	e->v[e->n++] = kv;
+	e->v[e->n] = NULL;
+}
+
+static void envl_free(struct envl *e)
+{
+	for (size_t i = 0; i < e->n; i++)
+		free(e->v[i]);
+	free(e->v);
+}
+
+/* A session's process's environment: termd's, with what a session
+ * sets (env from session.open, the shell integration's nonce and files) */
+static void session_env(const struct session *s, const cJSON *spawn_env, struct envl *e)
+{
+	extern char **environ;
+	for (char **p = environ; p && *p; p++) {
+		char *eq = strchr(*p, '=');
+		if (!eq)
+			continue;
+		char *k = xstrndup(*p, (size_t)(eq - *p));
+		envl_set(e, k, eq + 1, 1);
+		free(k);
+	}
+	envl_set(e, "TERM", "xterm-256color", 1);
+	envl_set(e, "PAGER", "cat", 0);
+	envl_set(e, "GIT_PAGER", "cat", 0);
+	envl_set(e, "LANG", "C.UTF-8", 0);
+	envl_set(e, "TERMD_SESSION", s->name, 1);
+	envl_unset(e, "TERMD_TOKEN");
+	if (spawn_env && cJSON_IsObject(spawn_env)) {
+		const cJSON *v;
+		cJSON_ArrayForEach(v, spawn_env) {
+			if (cJSON_IsString(v) && v->string)
+				envl_set(e, v->string, v->valuestring, 1);
+		}
+	}
+	if (!s->is_shell || s->spawn_exec)
+		return;
+	envl_set(e, "TERMD_NONCE", shellint_nonce(s->si), 1);
+	if (s->shell_kind != SHELL_BASH) {
+		const char *user_env = envl_get(e, "ENV");
+		if (user_env) {
+			char *u = xstrdup(user_env);
+			envl_set(e, "TERMD_USER_ENV", u, 1);
+			free(u);
+		}
+		char rc[4200];
+		snprintf(rc, sizeof rc, "%s/termd.sh", srv.rundir);
+		envl_set(e, "ENV", rc, 1);
+	}
+}
+
+/* the shell's argv (a -c command, or an interactive shell with termd's
+ * rc file), into v (5 entries at most, then NULL), rc its buffer */
+static void session_argv(const struct session *s, const char *v[6], char *rc, size_t rcn)
+{
+	const char *sh = session_shell_path();
+	v[0] = sh;
+	v[1] = v[2] = v[3] = v[4] = v[5] = NULL;
+	if (s->is_shell && s->shell_kind == SHELL_BASH) {
+		snprintf(rc, rcn, "%s/termd.bash", srv.rundir);
+		v[1] = "--noprofile", v[2] = "--rcfile", v[3] = rc, v[4] = "-i";
+	} else if (s->is_shell) {
+		v[1] = "-i";
+	} else {
+		v[1] = "-c", v[2] = s->command;
+	}
 }
 
 /* pty.c's child hook: the environment and exec. Never returns. */
@@ -144,19 +257,10 @@ static void child_exec(void *owner)
 {
 	struct session *s = owner;
 	cgroup_child_join(s->cg);   /* before anything runs: all it starts is inside */
-	setenv("TERM", "xterm-256color", 1);
-	setenv_default("PAGER", "cat");
-	setenv_default("GIT_PAGER", "cat");
-	setenv_default("LANG", "C.UTF-8");
-	setenv("TERMD_SESSION", s->name, 1);
-	unsetenv("TERMD_TOKEN");
-	if (s->spawn_env && cJSON_IsObject(s->spawn_env)) {
-		const cJSON *e;
-		cJSON_ArrayForEach(e, s->spawn_env) {
-			if (cJSON_IsString(e) && e->string)
-				setenv(e->string, e->valuestring, 1);
-		}
-	}
+	struct envl e = {0};
+	session_env(s, s->spawn_env, &e);
+	extern char **environ;
+	environ = e.v;
 	if (s->cwd && chdir(s->cwd) != 0) {
 		fprintf(stderr, "termd: cannot cd to %s: %s\n", s->cwd, strerror(errno));
 	}
@@ -174,24 +278,11 @@ static void child_exec(void *owner)
 		fprintf(stderr, "termd: cannot run %s: %s\n", x->argv[0], strerror(e));
 		_exit(e == ENOENT || e == ENOTDIR ? 127 : 126);
 	}
-	const char *sh = session_shell_path();
+	const char *v[6];
 	char rc[4200];
-	if (s->is_shell && s->shell_kind == SHELL_BASH) {
-		setenv("TERMD_NONCE", shellint_nonce(s->si), 1);
-		snprintf(rc, sizeof rc, "%s/termd.bash", srv.rundir);
-		execl(sh, sh, "--noprofile", "--rcfile", rc, "-i", (char *)NULL);
-	} else if (s->is_shell) {
-		setenv("TERMD_NONCE", shellint_nonce(s->si), 1);
-		const char *user_env = getenv("ENV");
-		if (user_env)
-			setenv("TERMD_USER_ENV", user_env, 1);
-		snprintf(rc, sizeof rc, "%s/termd.sh", srv.rundir);
-		setenv("ENV", rc, 1);
-		execl(sh, sh, "-i", (char *)NULL);
-	} else {
-		execl(sh, sh, "-c", s->command, (char *)NULL);
-	}
-	fprintf(stderr, "termd: cannot run %s: %s\n", sh, strerror(errno));
+	session_argv(s, v, rc, sizeof rc);
+	execv(v[0], (char *const *)v);
+	fprintf(stderr, "termd: cannot run %s: %s\n", v[0], strerror(errno));
 	_exit(127);
 }
 
@@ -308,7 +399,150 @@ static const struct pty_hooks pty_hooks = {
 	.child = child_exec,
 };
 
-static int spawn(struct session *s, const cJSON *env, int mode, char *err, size_t errlen)
+/* ----------------------------------------------------------- spares
+ * On cgroup v1 a process's first move into a cgroup after a quiet spell
+ * waits out an RCU grace period (5-15 ms, in the kernel, for whoever
+ * moves; and every fork on the machine waits behind a move): a new shell
+ * session would wait it out before its shell starts. So stubs are forked
+ * ahead of need, each joining a spare cgroup of its own (waiting out the
+ * grace there) and waiting; a new shell session on a pty takes one: the
+ * folder renamed to the session's, its limits written, then the stub gets
+ * its terminal and plan and execs (pty_spawn_stub). Nothing runs outside
+ * the cgroup, and the limits are there before the shell's first
+ * instruction. They are made again once sessions have not been opened
+ * for a while (a move then would hold up the new sessions' forks). */
+#define SPARES 2
+#define SPARE_QUIET_US 150000u   /* made again after this long without a new session */
+
+static struct spare {
+	pid_t pid;
+	int ctl;
+	struct cgroup *cg;
+} spares[SPARES];
+static int spares_stopped;
+static lws_sorted_usec_list_t spare_sul;
+
+static void spare_join(void *arg)
+{
+	cgroup_child_join(arg);
+}
+
+static void spare_forget(struct spare *sp)
+{
+	if (sp->ctl > 0)
+		close(sp->ctl);
+	memset(sp, 0, sizeof *sp);
+}
+
+static void spare_died(void *arg, pid_t pid, int status)
+{
+	(void)pid, (void)status;
+	struct spare *sp = arg;
+	struct cgroup *cg = sp->cg;
+	spare_forget(sp);
+	cgroup_free(cg);
+}
+
+static void spares_make(lws_sorted_usec_list_t *sul)
+{
+	(void)sul;
+	for (int i = 0; i < SPARES && !spares_stopped; i++) {
+		struct spare *sp = &spares[i];
+		if (sp->pid)
+			continue;
+		struct cg_limits none = {0};
+		char err[512];
+		struct cgroup *cg = cgroup_new("spare", &none, err, sizeof err);
+		if (!cg)
+			return;
+		int ctl = -1;
+		pid_t pid = pty_stub_fork(&ctl, spare_join, cg);
+		if (pid < 0) {
+			cgroup_free(cg);
+			return;
+		}
+		sp->pid = pid;
+		sp->ctl = ctl;
+		sp->cg = cg;
+		child_watch(pid, spare_died, sp);
+	}
+}
+
+/* a session was opened: spares again once none has been for a while */
+static void spares_later(void)
+{
+	const char *v = cgroup_version();
+	if (!spares_stopped && v && strcmp(v, "v1") == 0)
+		server_timer(&spare_sul, spares_make, SPARE_QUIET_US);
+}
+
+void session_spare_stop(void)
+{
+	spares_stopped = 1;
+	lws_sul_cancel(&spare_sul);
+	for (int i = 0; i < SPARES; i++) {
+		struct spare *sp = &spares[i];
+		if (!sp->pid)
+			continue;
+		child_unwatch(sp->pid);
+		struct cgroup *cg = sp->cg;
+		spare_forget(sp);   /* its end of the socket closed: the stub ends */
+		cgroup_free(cg);    /* and is killed with its folder */
+	}
+}
+
+/* a spare for a shell session on a pty with lim: its cgroup made the
+ * session's (s->cg), its pid; 0 when there is none to take */
+static pid_t spare_take(struct session *s, const struct cg_limits *lim, int mode, int *ctl)
+{
+	struct spare *sp = NULL;
+	for (int i = 0; i < SPARES && !sp; i++)
+		if (spares[i].pid)
+			sp = &spares[i];
+	if (!sp || !lim || !s->is_shell || s->spawn_exec || mode != PTY_TERMINAL)
+		return 0;
+	char err[512];
+	pid_t pid = sp->pid;
+	struct cgroup *cg = sp->cg;
+	child_unwatch(pid);
+	*ctl = sp->ctl;
+	sp->ctl = -1;
+	spare_forget(sp);
+	if (cgroup_claim(cg, s->name, lim, err, sizeof err) < 0) {
+		close(*ctl);
+		cgroup_free(cg);   /* the stub with it; the session makes its own */
+		return 0;
+	}
+	s->cg = cg;
+	return pid;
+}
+
+/* the stub's plan (pty.h): cwd, argv, envp */
+static void spare_plan(const struct session *s, const cJSON *env, buf_t *b)
+{
+	buf_puts(b, s->cwd ? s->cwd : "");
+	buf_putc(b, 0);
+	const char *v[6];
+	char rc[4200], num[24];
+	session_argv(s, v, rc, sizeof rc);
+	int argc = 0;
+	while (v[argc])
+		argc++;
+	snprintf(num, sizeof num, "%d", argc);
+	buf_append(b, num, strlen(num) + 1);
+	for (int i = 0; i < argc; i++)
+		buf_append(b, v[i], strlen(v[i]) + 1);
+	struct envl e = {0};
+	session_env(s, env, &e);
+	snprintf(num, sizeof num, "%zu", e.n);
+	buf_append(b, num, strlen(num) + 1);
+	for (size_t i = 0; i < e.n; i++)
+		buf_append(b, e.v[i], strlen(e.v[i]) + 1);
+	envl_free(&e);
+}
+
+static int spawn(struct session *s, const cJSON *env, int mode, pid_t stub, int ctl, char *err,
+		 size_t errlen)
 {
 	if (!rc_written) {
 		if (shellint_write_rc(srv.rundir) < 0) {
@@ -322,7 +556,19 @@ static int spawn(struct session *s, const cJSON *env, int mode, char *err, size_
 	base = base ? base + 1 : sh;
 	s->shell_kind = strcmp(base, "bash") == 0 ? SHELL_BASH : SHELL_SH;
 	s->spawn_env = env;   /* read by child_exec in the child only */
-	int r = pty_spawn(&s->pty, mode, s->cols, s->rows, &pty_hooks, s, err, errlen);
+	int r;
+	if (stub) {
+		buf_t plan = {0};
+		spare_plan(s, env, &plan);
+		r = pty_spawn_stub(&s->pty, stub, ctl, plan.p, plan.len, s->cols, s->rows,
+				   &pty_hooks, s, err, errlen);
+		buf_free(&plan);
+		if (r < 0) {
+			kill(stub, SIGKILL);   /* reaped by the loop's SIGCHLD */
+		}
+	} else {
+		r = pty_spawn(&s->pty, mode, s->cols, s->rows, &pty_hooks, s, err, errlen);
+	}
 	s->spawn_env = NULL;
 	s->spawn_exec = NULL;
 	if (r < 0)
@@ -365,10 +611,15 @@ static struct session *open_kind(const char *name, const char *command, const ch
 	err[0] = 0;
 	if (!lim && session_limits_parse(NULL, &defaults, err, errlen) == 0)
 		lim = &defaults;
-	s->cg = lim ? cgroup_new(name, lim, err, errlen) : NULL;
 	s->spawn_exec = exec_next;   /* its first spawn only */
 	exec_next = NULL;
-	if ((!s->cg && err[0]) || spawn(s, env, mode, err, errlen) < 0) {
+	int ctl = -1;
+	pid_t stub = spare_take(s, lim, mode, &ctl);
+	if (!stub)
+		s->cg = lim ? cgroup_new(name, lim, err, errlen) : NULL;
+	else
+		err[0] = 0;
+	if ((!s->cg && err[0]) || spawn(s, env, mode, stub, ctl, err, errlen) < 0) {
 		cgroup_free(s->cg);
 		screen_free(s->screen);
 		shellint_free(s->si);
@@ -383,6 +634,7 @@ static struct session *open_kind(const char *name, const char *command, const ch
 		pp = &(*pp)->next;
 	*pp = s;
 	srv.nsessions++;
+	spares_later();
 	return s;
 }
 
@@ -503,7 +755,7 @@ int session_respawn(struct session *s, char *err, size_t errlen)
 	buf_reset(&s->pty.inq);
 	free(s->cwd);
 	s->cwd = xstrdup(opts.cwd);
-	return spawn(s, NULL, PTY_TERMINAL, err, errlen);
+	return spawn(s, NULL, PTY_TERMINAL, 0, -1, err, errlen);
 }
 
 void session_write(struct session *s, const void *data, size_t len)

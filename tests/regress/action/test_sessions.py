@@ -409,10 +409,22 @@ def test_200_sessions_leave_no_fd_child_or_zombie(termd, ev):
     tpid = termd.proc.pid
     run_done(ev, "true")   # main fully up
 
-    def children():
-        return [c for c in children_of(tpid)]
+    def spare(pid):
+        # a stub termd forks ahead of need in a spare cgroup (cgroup v1,
+        # issue 50): not a session's leftover; termd holds 3 fds for it
+        try:
+            with open("/proc/%d/cgroup" % pid) as f:
+                return "/s-spare-" in f.read()
+        except OSError:
+            return False
 
-    base_fds = fd_count(tpid)
+    def children():
+        return [c for c in children_of(tpid) if not spare(c[0])]
+
+    def spare_fds():
+        return 3 * sum(1 for c in children_of(tpid) if spare(c[0]))
+
+    base_fds = fd_count(tpid) - spare_fds()
     base_fd_list = fd_list(tpid)
     base_children = len(children())
     for batch in range(10):
@@ -432,7 +444,8 @@ def test_200_sessions_leave_no_fd_child_or_zombie(termd, ev):
     def settled():
         kids = children()
         zombies = [k for k in kids if k[1] == "Z"]
-        return (len(kids) == base_children and not zombies and fd_count(tpid) <= base_fds + 2)
+        return (len(kids) == base_children and not zombies and
+                fd_count(tpid) - spare_fds() <= base_fds + 2)
 
     try:
         wait_until(settled, timeout=20, interval=0.2, what="fds and children back to baseline")

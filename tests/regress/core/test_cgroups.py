@@ -439,9 +439,10 @@ def test_limit_sizes_are_binary_with_any_suffix(td):
 
 def test_first_instruction_runs_in_the_sessions_cgroup(td, tmp_path):
     """Issue 50: a session's program is in its session's cgroup, limits
-    written, from its first instruction: `cat /proc/self/cgroup` as the
-    session's command (bash execs it, the session's own first process)
-    reads the session's folder, for a pty and a pipe session, opened back
+    written, from its first instruction: `cat /proc/self/cgroup` first in
+    the session's command reads the session's folder (a process made
+    ahead of need in a spare cgroup on v1 is renamed into it before the
+    program runs), its limit on it, for a pty and a pipe session, opened back
     to back and after a quiet spell (a cgroup v1 move then waits out an
     RCU grace period: whatever takes that off the critical path must not
     let the program start outside)."""
@@ -454,12 +455,26 @@ def test_first_instruction_runs_in_the_sessions_cgroup(td, tmp_path):
         out = tmp_path / ("cg%d" % i)
         name = "first%d" % i
         o = ev.call("session.open", {"name": name, "kind": kind,
-                                     "command": "cat /proc/self/cgroup > %s" % out})
+                                     "command": "cat /proc/self/cgroup > %s.tmp; mv %s.tmp %s; "
+                                                "exec sleep 60" % (out, out, out)})
         assert o["observation"] == "session.open", fmt(o)
         pid = o["extras"]["pid"]
-        wait_until(lambda: not sessions(ev)[name].get("alive"), 30, what=name + " ended")
+        wait_until(out.exists, 30, what=name + "'s cgroup read")
         lines = out.read_text().splitlines()
+        # its limit is on its folder (written before it ran)
+        d = cgroup_of(pid, "" if version == "v2" else "pids")
+        assert _read(d + "/pids.max").strip() == "300", (kind, pause, d)
         ev.call("session.close", {"name": name})
+        # a shell session (on v1 the one made ahead of need, renamed): the
+        # shell itself is in the session's folder, with its limit
+        shell = "sh%d" % i
+        o = ev.call("session.open", {"name": shell})
+        assert o["observation"] == "session.open", fmt(o)
+        got = run_done(ev, "cat /proc/$$/cgroup", session=shell)["content"]
+        assert "/termd-%d/s-%s-" % (t.proc.pid, shell) in got, (pause, got)
+        d = cgroup_of(o["extras"]["pid"], "" if version == "v2" else "pids")
+        assert "/s-%s-" % shell in d and _read(d + "/pids.max").strip() == "300", (pause, d)
+        ev.call("session.close", {"name": shell})
         want = "/termd-%d/s-%s-" % (t.proc.pid, name)
         ctrls = ("",) if version == "v2" else ("memory", "pids")
         for ctrl in ctrls:
