@@ -978,4 +978,17 @@ MUTANTS = [
          replace="\tcgroup_child_join(NULL);\n",
          tests=[R + "core/test_cgroups.py::test_first_instruction_runs_in_the_sessions_cgroup"],
          why="a session's program starts outside its session's cgroup (no limits on it)"),
+    dict(name="spare-cgroup-without-limits",
+         file="termd/core/cgroup-session.c",
+         search="\tc->lim = *lim;\n\treturn set_limits(c, lim, err, errlen);\n",
+         replace="\tc->lim = *lim;\n\treturn 0;\n",
+         tests=[R + "core/test_cgroups.py::test_first_instruction_runs_in_the_sessions_cgroup"],
+         why="a shell session that takes a spare cgroup (v1) runs without its limits"),
+    dict(name="spare-cgroup-keeps-its-name",
+         file="termd/core/cgroup-session.c",
+         search="\t\tif (rename(c->dir[i], to) < 0) {\n",
+         replace="\t\tif (0) {\n",
+         tests=[R + "core/test_cgroups.py::test_first_instruction_runs_in_the_sessions_cgroup"],
+         why="a spare cgroup taken by a session is not renamed: the session's shell is in "
+             "s-spare-N, not its session's folder"),
 ]
