@@ -405,12 +405,13 @@ static const struct pty_hooks pty_hooks = {
  * moves; and every fork on the machine waits behind a move): a new shell
  * session would wait it out before its shell starts. So stubs are forked
  * ahead of need, each joining a spare cgroup of its own (waiting out the
- * grace there) and waiting; a new shell session on a pty takes one: the
+ * grace there) and waiting; a new session on a pty takes one: the
  * folder renamed to the session's, its limits written, then the stub gets
  * its terminal and plan and execs (pty_spawn_stub). Nothing runs outside
  * the cgroup, and the limits are there before the shell's first
- * instruction. They are made again once sessions have not been opened
- * for a while (a move then would hold up the new sessions' forks). */
+ * instruction (a shell's, or a command's: `sh -c` execs it). Made
+ * again once sessions have not been opened for a while (a move then
+ * would hold up the new sessions' forks). */
 #define SPARES 2
 #define SPARE_QUIET_US 150000u   /* made again after this long without a new session */
 
@@ -491,7 +492,7 @@ void session_spare_stop(void)
 	}
 }
 
-/* a spare for a shell session on a pty with lim: its cgroup made the
+/* a spare for a session on a pty with lim: its cgroup made the
  * session's (s->cg), its pid; 0 when there is none to take */
 static pid_t spare_take(struct session *s, const struct cg_limits *lim, int mode, int *ctl)
 {
@@ -499,7 +500,7 @@ static pid_t spare_take(struct session *s, const struct cg_limits *lim, int mode
 	for (int i = 0; i < SPARES && !sp; i++)
 		if (spares[i].pid)
 			sp = &spares[i];
-	if (!sp || !lim || !s->is_shell || s->spawn_exec || mode != PTY_TERMINAL)
+	if (!sp || !lim || s->spawn_exec || mode != PTY_TERMINAL)
 		return 0;
 	char err[512];
 	pid_t pid = sp->pid;

@@ -981,7 +981,7 @@ MUTANTS = [
     dict(name="spare-cgroup-without-limits",
          file="termd/core/cgroup-session.c",
          search="\tc->lim = *lim;\n\treturn set_limits(c, lim, err, errlen);\n",
-         replace="\tc->lim = *lim;\n\treturn 0;\n",
+         replace="\tc->lim = *lim;\n\treturn (void)errlen, 0;\n",
          tests=[R + "core/test_cgroups.py::test_first_instruction_runs_in_the_sessions_cgroup"],
          why="a shell session that takes a spare cgroup (v1) runs without its limits"),
     dict(name="spare-cgroup-keeps-its-name",
