@@ -412,8 +412,8 @@ static const struct pty_hooks pty_hooks = {
  * instruction (a shell's, or a command's: `sh -c` execs it). Made
  * again once sessions have not been opened for a while (a move then
  * would hold up the new sessions' forks). */
-#define SPARES 2
-#define SPARE_QUIET_US 150000u   /* made again after this long without a new session */
+#define SPARES 3
+#define SPARE_QUIET_US 50000u    /* made again after this long without a new session */
 
 static struct spare {
 	pid_t pid;

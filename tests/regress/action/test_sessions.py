@@ -91,12 +91,23 @@ def pids_in_session(sid, pattern=None):
     return out
 
 
-def children_of(ppid):
-    """[(pid, state)] of the processes whose parent is ppid."""
+def spare(pid):
+    """A stub termd forks ahead of need in a spare cgroup (cgroup v1, issue
+    50): termd's child, not a session's leftover."""
+    try:
+        with open("/proc/%d/cgroup" % pid) as f:
+            return "/s-spare-" in f.read()
+    except OSError:
+        return False
+
+
+def children_of(ppid, spares=False):
+    """[(pid, state)] of the processes whose parent is ppid (termd's spare
+    stubs only with spares)."""
     out = []
     for pid in all_pids():
         st = proc_stat(pid)
-        if st and st[1] == ppid:
+        if st and st[1] == ppid and (spares or not spare(pid)):
             out.append((pid, st[0]))
     return out
 
@@ -409,20 +420,11 @@ def test_200_sessions_leave_no_fd_child_or_zombie(termd, ev):
     tpid = termd.proc.pid
     run_done(ev, "true")   # main fully up
 
-    def spare(pid):
-        # a stub termd forks ahead of need in a spare cgroup (cgroup v1,
-        # issue 50): not a session's leftover; termd holds 3 fds for it
-        try:
-            with open("/proc/%d/cgroup" % pid) as f:
-                return "/s-spare-" in f.read()
-        except OSError:
-            return False
-
     def children():
-        return [c for c in children_of(tpid) if not spare(c[0])]
+        return children_of(tpid)
 
-    def spare_fds():
-        return 3 * sum(1 for c in children_of(tpid) if spare(c[0]))
+    def spare_fds():   # termd holds 3 fds for each spare stub
+        return 3 * sum(1 for c in children_of(tpid, spares=True) if spare(c[0]))
 
     base_fds = fd_count(tpid) - spare_fds()
     base_fd_list = fd_list(tpid)
