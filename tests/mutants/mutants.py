@@ -991,4 +991,11 @@ MUTANTS = [
          tests=[R + "core/test_cgroups.py::test_first_instruction_runs_in_the_sessions_cgroup"],
          why="a spare cgroup taken by a session is not renamed: the session's shell is in "
              "s-spare-N, not its session's folder"),
+    dict(name="urc-background-look-not-kept",
+         file="termd/fs/fswork.c",
+         search="\tfs_user_root_capable(name, (uid_t)-1);\n\tfree(name);\n",
+         replace="\tfree(name);\n",
+         tests=[R + "action/test_own_ports_stream_hold_root_capable.py::test_healthz_learns_a_root_capable_user_in_the_background"],
+         why="/healthz's background look at a user's sudo rights is never made: user_root_capable "
+             "stays false until a file call happens to look"),
 ]

@@ -442,6 +442,19 @@ def test_e2b_sdk_write_multiple_files_as_a_root_capable_user(termd_factory, sudo
     assert not (root / "n").exists()
 
 
+def test_healthz_learns_a_root_capable_user_in_the_background(termd_factory, sudo_all_user):
+    """/healthz never waits on `sudo -l`: its first answer for a user not
+    looked at yet may say false, and it starts the look off the loop. With
+    no file call to force the look, a later /healthz says true for a user
+    with NOPASSWD sudo (the background look's answer is kept and shown)."""
+    from test_watch_stdin_stream_bounds import start
+    td = start(termd_factory, "--user", sudo_all_user)
+    first = health(td).get("user_root_capable")
+    assert first in (True, False), first
+    wait_until(lambda: health(td).get("user_root_capable") is True, T,
+               what="/healthz to say user_root_capable once the background look is done")
+
+
 def test_a_user_without_sudo_is_refused(termd_factory, base):
     from test_watch_stdin_stream_bounds import start
     td = start(termd_factory, "--user", "nobody")
