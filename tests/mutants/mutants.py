@@ -998,4 +998,11 @@ MUTANTS = [
          tests=[R + "action/test_own_ports_stream_hold_root_capable.py::test_healthz_learns_a_root_capable_user_in_the_background"],
          why="/healthz's background look at a user's sudo rights is never made: user_root_capable "
              "stays false until a file call happens to look"),
+    dict(name="stream-stall-only-if-never-read",
+         file="termd/door/envd/envd.c",
+         search="\tif ((st->held || st->finishing) && http_unsent(st->t) &&\n",
+         replace="\tif ((st->held || st->finishing) && http_unsent(st->t) && !st->sent_seen &&\n",
+         tests=[R + "action/test_own_ports_stream_hold_root_capable.py::test_a_process_stream_whose_client_reads_a_little_then_stops_is_cut_after_the_stall"],
+         why="--stream-stall cuts only a client that never took a byte: one that read a little "
+             "and stopped keeps its process held for good"),
 ]

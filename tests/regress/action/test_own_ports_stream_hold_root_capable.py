@@ -310,6 +310,44 @@ def test_a_process_stream_whose_client_reads_nothing_is_cut_after_the_stall(term
     assert "--stream-stall" in err["message"], err
 
 
+def test_a_process_stream_whose_client_reads_a_little_then_stops_is_cut_after_the_stall(
+        termd_factory):
+    """A client that takes 4 MiB of its stream and then stops reading (its
+    socket still open): the stall is counted from the last byte it took,
+    so --stream-stall 2 s later the stream is cut with resource_exhausted
+    naming --stream-stall and the process, let go, runs to its end (a stall
+    clock that only counted a client that never read, or was reset by
+    bytes termd wrote rather than bytes the client took, keeps the process
+    held for good)."""
+    from test_watch_stdin_stream_bounds import start, opt, unary
+    td = start(termd_factory, "--stream-max", "1048576", *opt("stream-stall", 2))
+    s = process_stream(td, "head -c 300000000 /dev/zero")
+    s.settimeout(T)
+    data = b""
+    while len(data) < (4 << 20):
+        c = s.recv(1 << 16)
+        assert c, "the stream ended after %d bytes" % len(data)
+        data += c
+
+    def ended():
+        status, m = unary(td, "process.Process/List", {})
+        assert status == 200, m
+        return not m["processes"]
+
+    wait_until(ended, T, what="the process's end once the stalled client is cut")
+    while True:
+        c = s.recv(1 << 20)
+        if not c:
+            break
+        data += c
+    s.close()
+    envs = split_answer(data)
+    from test_envd import end_error
+    err = end_error(envs)
+    assert err and err["code"] == "resource_exhausted", envs[-1]
+    assert "--stream-stall" in err["message"], err
+
+
 # ------------------------------------------------------------ item 6
 
 def root_needed(*progs):
