@@ -1005,4 +1005,11 @@ MUTANTS = [
          tests=[R + "action/test_own_ports_stream_hold_root_capable.py::test_a_process_stream_whose_client_reads_a_little_then_stops_is_cut_after_the_stall"],
          why="--stream-stall cuts only a client that never took a byte: one that read a little "
              "and stopped keeps its process held for good"),
+    dict(name="http-stream-never-cut",
+         file="termd/net/http.c",
+         search="\tif (t->out.len + n > opts.stream_max) {\n",
+         replace="\tif (0) {\n",
+         tests=[R + "action/test_watch_stdin_stream_bounds.py::test_a_watchdir_stream_left_unread_is_cut_at_stream_max"],
+         why="an HTTP stream that cannot hold its source (WatchDir) grows without bound for a "
+             "client that stopped reading: --stream-max is never applied"),
 ]

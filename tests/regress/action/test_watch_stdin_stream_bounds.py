@@ -25,6 +25,7 @@ import base64
 import http.client
 import json
 import os
+import re
 import resource
 import shutil
 import socket
@@ -952,3 +953,36 @@ def test_unreadable_basic_user_is_refused_not_the_default_user(termd_factory):
     # REST: a username too long to read is refused too
     status, body = request(td, "GET", "/files?path=/etc/hostname&username=" + "u" * 300)
     assert status == 400 and b"username" in body, (status, body)
+
+
+def test_a_watchdir_stream_left_unread_is_cut_at_stream_max(termd_factory, tmp_path):
+    """A WatchDir stream's events cannot hold a program (nothing to hold),
+    so a client that stops reading is cut once the stream holds
+    --stream-max (64 KiB here): what it held can still be read, then the
+    stream ends. 20,000 files made in the watched folder (several MB of
+    events, more than the sockets' buffers take) reach the client only in
+    part, and termd answers others all along."""
+    td = start(termd_factory, "--stream-max", "65536")
+    watched = tmp_path / "w"
+    watched.mkdir()
+    s = open_stream(td, "filesystem.Filesystem/WatchDir", {"path": str(watched)}, rcvbuf=4096)
+    s.settimeout(T)
+    head = b""
+    while b"\r\n\r\n" not in head:   # the stream's headers: the watch is on
+        c = s.recv(4096)
+        assert c, head
+        head += c
+    assert b" 200 " in head.split(b"\r\n")[0], head[:200]
+    n = 20000
+    pad = "x" * 180
+    for i in range(n):
+        with open(watched / ("wd-%05d-%s" % (i, pad)), "w"):
+            pass
+    status, _ = unary(td, "filesystem.Filesystem/Stat", {"path": str(watched)})
+    assert status == 200
+    data = head + read_until_closed(s)
+    s.close()
+    got = len(set(re.findall(rb"wd-(\d{5})", data)))   # files whose events arrived
+    assert 0 < got < n, ("the stream was not cut: %d of %d events arrived" % (got, n))
+    status, _ = unary(td, "filesystem.Filesystem/Stat", {"path": str(watched)})
+    assert status == 200
