@@ -991,4 +991,18 @@ MUTANTS = [
          tests=[R + "core/test_cgroups.py::test_first_instruction_runs_in_the_sessions_cgroup"],
          why="a spare cgroup taken by a session is not renamed: the session's shell is in "
              "s-spare-N, not its session's folder"),
+    # ---- issue 52: fds exhausted (tests/soak/faults.py fd_exhaust)
+    dict(name="loop-accept-emfile-spins",
+         file="termd/loop/server.c",
+         search="\tif (a && accept_failed(atoi(a + 14)))\n",
+         replace="\tif (a && 0)\n",
+         tests=[R + "loop/test_emfile.py::test_listener_rests_while_fds_are_out[lws-unix]"],
+         why="lws's listener, accept failing with EMFILE, is tried again at once: a busy loop "
+             "logging a line an attempt"),
+    dict(name="front-accept-emfile-spins",
+         file="termd/net/front/front.c",
+         search="\t\t\t\t\t\tfr_watch(&lis[k], 0);\n",
+         replace="\t\t\t\t\t\t(void)k;\n",
+         tests=[R + "loop/test_emfile.py::test_listener_rests_while_fds_are_out[front-tcp]"],
+         why="the front's listener stays watched while accept fails with EMFILE: its loop spins"),
 ]
