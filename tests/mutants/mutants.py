@@ -1005,4 +1005,10 @@ MUTANTS = [
          replace="\t\t\t\t\t\t(void)k;\n",
          tests=[R + "loop/test_emfile.py::test_listener_rests_while_fds_are_out[front-tcp]"],
          why="the front's listener stays watched while accept fails with EMFILE: its loop spins"),
+    dict(name="fsops-emfile-said-eio",
+         file="termd/action/fsops.c",
+         search="\t\t{EMFILE, \"EMFILE\"}, {ENFILE, \"ENFILE\"}, {ENOMEM, \"ENOMEM\"},\n",
+         replace="",
+         tests=[R + "loop/test_emfile.py::test_file_list_without_fds_names_emfile"],
+         why="a file action failing for want of an fd says errno EIO, not EMFILE"),
 ]

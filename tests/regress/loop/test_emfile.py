@@ -1,8 +1,9 @@
 """termd out of file descriptors for a while (issue 52's soak, fd_exhaust):
 its listeners (lws's unix socket, the front's TCP one) rest while accept
 fails with EMFILE instead of trying again at once (a busy loop that logged
-millions of lines and took a core), and a client queued meanwhile is
-served once an fd is free."""
+millions of lines and took a core), a client queued meanwhile is served
+once an fd is free, and a file action that fails for want of an fd names
+EMFILE ("too many open files"), not EIO."""
 
 import os
 import re
@@ -14,7 +15,7 @@ import time
 import pytest
 
 import wsclient
-from tdtest import wait_until
+from tdtest import fmt, wait_until
 
 T = 90.0
 REST_LINE = b"cannot accept a connection"
@@ -116,3 +117,27 @@ def test_listener_rests_while_fds_are_out(termd_factory, tcp):
     assert ev.ping().get("observation") == "pong"
     assert wsclient.http_request(td.url, "/healthz", timeout=T)[0] == 200
 
+
+def test_file_list_without_fds_names_emfile(termd):
+    """file.list when termd has no fd to open the folder with fails as
+    what it is: errno EMFILE and "Too many open files" (it said EIO), and
+    lists again once the limit is back."""
+    d = termd.home / "listed"
+    (d / "sub").mkdir(parents=True)
+    (d / "a.txt").write_text("a")
+    ev = termd.events()
+    assert ev.call("file.list", {"path": str(d)}, timeout=T).get("observation") == "file.list"
+    pid = termd.proc.pid
+    limits = exhaust(pid)
+    try:
+        obs = ev.call("file.list", {"path": str(d), "depth": 2}, timeout=T)
+    finally:
+        resource.prlimit(pid, resource.RLIMIT_NOFILE, limits)
+    assert obs.get("observation") == "error", fmt(obs)
+    ex = obs.get("extras") or {}
+    assert ex.get("errno") == "EMFILE", fmt(obs)
+    assert ex.get("code") == "io_error" and ex.get("path") == str(d), fmt(obs)
+    assert "Too many open files" in obs.get("content", ""), fmt(obs)
+    obs = ev.call("file.list", {"path": str(d), "depth": 2}, timeout=T)
+    assert obs.get("observation") == "file.list", fmt(obs)
+    assert sorted(e["name"] for e in obs["extras"]["entries"]) == ["a.txt", "sub"], fmt(obs)
