@@ -40,6 +40,8 @@ const char *fsops_errno_name(int e)
 		{ENAMETOOLONG, "ENAMETOOLONG"}, {ENOSPC, "ENOSPC"}, {EISDIR, "EISDIR"},
 		{ENOTEMPTY, "ENOTEMPTY"}, {EXDEV, "EXDEV"}, {ELOOP, "ELOOP"}, {EBUSY, "EBUSY"},
 		{EDQUOT, "EDQUOT"},
+		/* termd's own shortage, not the file's (issue 52: fds exhausted) */
+		{EMFILE, "EMFILE"}, {ENFILE, "ENFILE"}, {ENOMEM, "ENOMEM"},
 	};
 	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
 		if (names[i].e == e)
@@ -600,8 +602,12 @@ static int list_dir(const char *dir, const char *shown, int depth, struct walk *
 	struct dirent **names;
 	int n = scandir(dir, &names, not_dots, name_cmp);
 	if (n < 0) {
-		if (!w->seen && !w->top_err)   /* the listed folder: an error; one below: skipped */
-			w->top_err = errno ? errno : EIO;
+		/* the listed folder: an error; one below: skipped, unless termd
+		 * itself was short of fds or memory (the listing would be
+		 * incomplete for no reason of the folder's) */
+		int e = errno ? errno : EIO;
+		if (!w->top_err && (!w->seen || e == EMFILE || e == ENFILE || e == ENOMEM))
+			w->top_err = e;
 		return 0;
 	}
 	int full = 0;
@@ -638,6 +644,8 @@ static int list_dir(const char *dir, const char *shown, int depth, struct walk *
 					if (fd >= 0) {
 						full = list_dir(sys, sh.p, depth - 1, w);
 						close(fd);
+					} else if (!w->top_err && (errno == EMFILE || errno == ENFILE)) {
+						w->top_err = errno;
 					}
 				}
 			}

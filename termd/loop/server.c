@@ -56,6 +56,111 @@ static int on_signal(struct lws *wsi, enum lws_callback_reasons reason, void *ar
 	return 0;
 }
 
+/* ---------------------------------------------------- accept backoff */
+
+/* When accept fails for want of an fd (EMFILE, ENFILE) or of memory, the
+ * connection stays queued and the listener readable: lws 4.1 logs
+ * "accept: errno N" and tries again at once, a busy loop (issue 52's soak:
+ * millions of lines, 100% CPU, /healthz 14-30 s while fds were out). Here
+ * every listener of the loop (lws's and the one handed over) rests
+ * ACC_REST_US with POLLIN off, then is tried again; a queued client just
+ * waits. An episode is logged twice: as it begins, and a quiet
+ * ACC_QUIET_US after the last failure, with its count. */
+#define ACC_MAX 8
+#define ACC_REST_US 100000
+#define ACC_QUIET_US 1000000
+/* lws's own (exported by libwebsockets 4.1, not declared in its headers):
+ * the wsi of one of its fds; asked only for fds lws had at start */
+struct lws *wsi_from_fd(const struct lws_context *context, int fd);
+static struct {
+	int fd[ACC_MAX];          /* the listening fds (looked up again each time) */
+	int n;
+	int pending;              /* an accept failed in this turn of the loop */
+	int resting;              /* the listeners' POLLIN is off */
+	unsigned long fails;      /* this episode's failed accepts */
+	int err;
+	uint64_t since, last;     /* when it began (0: none), its last failure */
+	lws_sorted_usec_list_t sul;
+} acc;
+
+/* An accept failed with err: 1 when it is a shortage the listeners rest
+ * for (logged here once an episode), 0 for another error */
+static int accept_failed(int err)
+{
+	if (err != EMFILE && err != ENFILE && err != ENOBUFS && err != ENOMEM)
+		return 0;
+	acc.fails++;
+	acc.err = err;
+	acc.last = mono_us();
+	if (!acc.since) {
+		acc.since = acc.last;
+		log_warn("cannot accept a connection: %s: the listeners rest %d ms at a time until it passes",
+			 strerror(err), ACC_REST_US / 1000);
+	}
+	acc.pending = 1;
+	return 1;
+}
+
+static void acc_listen(int on)
+{
+	for (int i = 0; i < acc.n; i++) {
+		int v = 0;
+		socklen_t l = sizeof v;
+		struct lws *w = wsi_from_fd(srv.ctx, acc.fd[i]);
+		if (w && getsockopt(acc.fd[i], SOL_SOCKET, SO_ACCEPTCONN, &v, &l) == 0 && v)
+			lws_rx_flow_control(w, on);
+	}
+}
+
+static void acc_tick(lws_sorted_usec_list_t *sul)
+{
+	(void)sul;
+	if (acc.resting) {
+		acc.resting = 0;
+		acc_listen(1);
+		server_timer(&acc.sul, acc_tick, ACC_QUIET_US);
+		return;
+	}
+	log_info("accepting again: %lu accepts failed (%s) over %.1f s", acc.fails, strerror(acc.err),
+		 (double)(acc.last - acc.since) / 1e6);
+	acc.fails = 0;
+	acc.since = 0;
+}
+
+/* after a turn of the loop in which an accept failed: the listeners rest */
+static void acc_rest(void)
+{
+	acc.pending = 0;
+	if (acc.resting)
+		return;
+	acc.resting = 1;
+	acc_listen(0);
+	server_timer(&acc.sul, acc_tick, ACC_REST_US);
+}
+
+/* the loop's listening fds (lws's and the one handed over), once started */
+static void acc_find_listeners(void)
+{
+	/* lws's fd table: as many as ulimit -n when it started, else 2560 */
+	long lim = sysconf(_SC_OPEN_MAX);
+	if (lim < 0 || lim > 10000000)
+		lim = 2560;
+	DIR *d = opendir("/proc/self/fd");
+	if (!d)
+		return;
+	struct dirent *e;
+	while ((e = readdir(d)) && acc.n < ACC_MAX) {
+		int fd = atoi(e->d_name), v = 0;
+		socklen_t l = sizeof v;
+		if (e->d_name[0] < '0' || e->d_name[0] > '9' || fd == dirfd(d) || fd >= lim)
+			continue;
+		if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &v, &l) == 0 && v &&
+		    wsi_from_fd(srv.ctx, fd))
+			acc.fd[acc.n++] = fd;
+	}
+	closedir(d);
+}
+
 /* The listening socket kept across an upgrade in place: lws did not open
  * it, so its connections are accepted here and handed to lws as the
  * vhost's own (HTTP, then WebSocket upgrades). */
@@ -67,8 +172,11 @@ static int on_listen(struct lws *wsi, enum lws_callback_reasons reason, void *ar
 		return 0;
 	for (int i = 0; i < 64; i++) {
 		int fd = accept4(srv.inherit_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-		if (fd < 0)
+		if (fd < 0) {
+			if (errno != EAGAIN && errno != EINTR && !accept_failed(errno))
+				log_warn("cannot accept on the listener handed over: %s", strerror(errno));
 			break;
+		}
 		if (!opts.listen_unix) {
 			int one = 1;
 			setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -128,6 +236,10 @@ void server_timer(lws_sorted_usec_list_t *sul, sul_cb_t cb, uint64_t delay_us)
 
 static void lws_log(int level, const char *line)
 {
+	/* lws's listener could not accept (its line is "accept: errno N") */
+	const char *a = strstr(line, "accept: errno ");
+	if (a && accept_failed(atoi(a + 14)))
+		return;
 	if (level & LLL_ERR)
 		fprintf(stderr, "termd: lws: %s", line);
 	else if (log_verbose)
@@ -396,7 +508,10 @@ int server_init(const struct lws_protocols *events_channel, const struct lws_pro
 	}
 	if (more_vhosts(&info, front) < 0)
 		return -1;
-	return watch_listener_and_signals(front);
+	if (watch_listener_and_signals(front) < 0)
+		return -1;
+	acc_find_listeners();
+	return 0;
 }
 
 void server_run(void)
@@ -404,6 +519,8 @@ void server_run(void)
 	while (!srv.stopping) {
 		if (lws_service(srv.ctx, 0) < 0)
 			break;
+		if (acc.pending)
+			acc_rest();
 	}
 }
 

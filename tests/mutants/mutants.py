@@ -1012,4 +1012,26 @@ MUTANTS = [
          tests=[R + "action/test_watch_stdin_stream_bounds.py::test_a_watchdir_stream_left_unread_is_cut_at_stream_max"],
          why="an HTTP stream that cannot hold its source (WatchDir) grows without bound for a "
              "client that stopped reading: --stream-max is never applied"),
+
+
+    # ---- issue 52: fds exhausted (tests/soak/faults.py fd_exhaust)
+    dict(name="loop-accept-emfile-spins",
+         file="termd/loop/server.c",
+         search="\tif (a && accept_failed(atoi(a + 14)))\n",
+         replace="\tif (a && 0)\n",
+         tests=[R + "loop/test_emfile.py::test_listener_rests_while_fds_are_out[lws-unix]"],
+         why="lws's listener, accept failing with EMFILE, is tried again at once: a busy loop "
+             "logging a line an attempt"),
+    dict(name="front-accept-emfile-spins",
+         file="termd/net/front/front.c",
+         search="\t\t\t\t\t\tfr_watch(&lis[k], 0);\n",
+         replace="\t\t\t\t\t\t(void)k;\n",
+         tests=[R + "loop/test_emfile.py::test_listener_rests_while_fds_are_out[front-tcp]"],
+         why="the front's listener stays watched while accept fails with EMFILE: its loop spins"),
+    dict(name="fsops-emfile-said-eio",
+         file="termd/action/fsops.c",
+         search="\t\t{EMFILE, \"EMFILE\"}, {ENFILE, \"ENFILE\"}, {ENOMEM, \"ENOMEM\"},\n",
+         replace="",
+         tests=[R + "loop/test_emfile.py::test_file_list_without_fds_names_emfile"],
+         why="a file action failing for want of an fd says errno EIO, not EMFILE"),
 ]

@@ -46,6 +46,8 @@ static enum envd_code action_code(const cJSON *ans)
 		{"EPERM", EC_PERMISSION_DENIED}, {"EROFS", EC_PERMISSION_DENIED},
 		{"ENOSPC", EC_RESOURCE_EXHAUSTED},
 		{"EDQUOT", EC_RESOURCE_EXHAUSTED},
+		{"EMFILE", EC_RESOURCE_EXHAUSTED}, {"ENFILE", EC_RESOURCE_EXHAUSTED},
+		{"ENOMEM", EC_RESOURCE_EXHAUSTED},
 	};
 	if (code && strcmp(code, "bad_request") == 0)   /* what it was asked is wrong */
 		return e && strcmp(e, "EEXIST") == 0 ? EC_ALREADY_EXISTS : EC_INVALID_ARGUMENT;

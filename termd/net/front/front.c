@@ -37,7 +37,15 @@
 
 static struct fwatch lis[FR_MAX_LISTEN];
 static int nlis;
-static int paused;        /* a listener rests: no fd to accept with */
+/* no fd (or memory) to accept with: the listeners rest FR_REST_US at a
+ * time (else they stay readable and the loop spins); an episode is logged
+ * as it begins and, FR_QUIET_US after its last failure, with its count */
+#define FR_REST_US 100000ull
+#define FR_QUIET_US 1000000ull
+static int paused;
+static uint64_t paused_us, rest_since_us;
+static unsigned long rest_fails;
+static int rest_err;
 static int ep = -1, stopfd = -1;
 static struct fwatch stopw;
 static pthread_t thr;
@@ -505,10 +513,17 @@ static void on_accept(struct fwatch *w)
 		int fd = accept4(w->fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 		if (fd < 0) {
 			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-				/* no fd to take it with: the listener rests a second
-				 * (else it stays readable and the loop spins) */
-				log_warn("front: cannot accept: %s", strerror(errno));
-				fr_watch(w, 0);
+				rest_fails++;
+				rest_err = errno;
+				paused_us = fr_now();
+				if (!rest_since_us) {
+					rest_since_us = paused_us;
+					log_warn("front: cannot accept a connection: %s: the listeners rest %llu ms "
+						 "at a time until it passes", strerror(errno), FR_REST_US / 1000);
+				}
+				if (!paused)
+					for (int k = 0; k < nlis; k++)
+						fr_watch(&lis[k], 0);
 				paused = 1;
 			}
 			break;
@@ -522,11 +537,6 @@ static void check_timeouts(void)
 	uint64_t now = fr_now();
 	/* --head-timeout: a request head begun and not ended, or none begun */
 	uint64_t head_us = (uint64_t)(opts.head_time ? opts.head_time : 30) * 1000000ull;
-	if (paused) {
-		paused = 0;
-		for (int i = 0; i < nlis; i++)
-			fr_watch(&lis[i], EPOLLIN);
-	}
 	for (struct fconn *c = conns, *n; c; c = n) {
 		n = c->next;
 		if (c->handshaking && now - c->last_us > FR_HANDSHAKE_US)
@@ -549,6 +559,24 @@ static void check_timeouts(void)
 	}
 }
 
+/* the listeners rested long enough: tried again; a quiet while after the
+ * last failure, the episode's end is logged */
+static void check_rest(void)
+{
+	uint64_t now = fr_now();
+	if (paused && now - paused_us >= FR_REST_US) {
+		paused = 0;
+		for (int i = 0; i < nlis; i++)
+			fr_watch(&lis[i], EPOLLIN);
+	}
+	if (rest_since_us && !paused && now - paused_us >= FR_QUIET_US) {
+		log_info("front: accepting again: %lu accepts failed (%s) over %.1f s", rest_fails,
+			 strerror(rest_err), (double)(paused_us - rest_since_us) / 1e6);
+		rest_since_us = 0;
+		rest_fails = 0;
+	}
+}
+
 static void *front_main(void *arg)
 {
 	(void)arg;
@@ -558,7 +586,7 @@ static void *front_main(void *arg)
 		int busy = 0;
 		for (struct fconn *c = conns; c && !busy; c = c->next)
 			busy = c->again;
-		int n = epoll_wait(ep, evs, 64, busy ? 0 : 1000);
+		int n = epoll_wait(ep, evs, 64, busy ? 0 : paused ? (int)(FR_REST_US / 1000) : 1000);
 		int stop = 0;
 		for (int i = 0; i < n; i++) {
 			struct fwatch *w = evs[i].data.ptr;
@@ -583,6 +611,8 @@ static void *front_main(void *arg)
 				conn_pump(c);
 			}
 		}
+		if (paused || rest_since_us)
+			check_rest();
 		uint64_t now = fr_now();
 		if (now - last_tick >= 1000000) {
 			last_tick = now;
