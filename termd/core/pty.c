@@ -332,24 +332,29 @@ static char **plan_vec(char **at, char *end)
 	return v;
 }
 
-/* The stub, waiting on fd 3 for its terminal (passed along) and its plan:
- * cwd, argv, envp (pty_spawn_stub's). Never returns. */
+/* The stub, waiting on fd 3 for its terminal, or its three pipe ends
+ * (stdin, stdout, stderr), passed along, and its plan: cwd, argv, envp
+ * (pty_spawn_stub's). Never returns. */
 void pty_stub_main(void)
 {
 	uint32_t n = 0;
-	int tty = -1;
-	char cbuf[CMSG_SPACE(sizeof(int))];
+	int fds[3] = {-1, -1, -1}, nfds = 0;
+	char cbuf[CMSG_SPACE(sizeof fds)];
 	struct iovec iov = {&n, sizeof n};
 	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
 			    .msg_controllen = sizeof cbuf};
 	ssize_t r;
 	do
-		r = recvmsg(3, &mh, 0);
+		r = recvmsg(3, &mh, MSG_CMSG_CLOEXEC);
 	while (r < 0 && errno == EINTR);
 	struct cmsghdr *cm = r == (ssize_t)sizeof n ? CMSG_FIRSTHDR(&mh) : NULL;
-	if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS)
-		memcpy(&tty, CMSG_DATA(cm), sizeof tty);
-	char *b = tty >= 0 && n && n < (1u << 24) ? malloc(n) : NULL;
+	if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
+		nfds = (int)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+		if (nfds > 3)
+			nfds = 3;
+		memcpy(fds, CMSG_DATA(cm), (size_t)nfds * sizeof(int));
+	}
+	char *b = (nfds == 1 || nfds == 3) && n && n < (1u << 24) ? malloc(n) : NULL;
 	if (!b || read_full(3, b, n) < 0)
 		_exit(0);   /* not wanted after all (termd ended, or dropped it) */
 	close(3);
@@ -359,12 +364,19 @@ void pty_stub_main(void)
 	char **envp = plan_vec(&at, end);
 	if (!cwd || !argv || !argv[0] || !envp)
 		_exit(127);
-	ioctl(tty, TIOCSCTTY, 0);
-	dup2(tty, 0);
-	dup2(tty, 1);
-	dup2(tty, 2);
-	if (tty > 2)
-		close(tty);
+	if (nfds == 1) {   /* a terminal: the session's controlling one */
+		ioctl(fds[0], TIOCSCTTY, 0);
+		for (int i = 0; i < 3; i++)
+			dup2(fds[0], i);
+	} else {   /* pipes: each moved above 2 first, so a dup2 cannot close another */
+		int hi[3];
+		for (int i = 0; i < 3; i++)
+			hi[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, 10);
+		for (int i = 0; i < 3; i++)
+			if (hi[i] < 0 || dup2(hi[i], i) < 0)
+				_exit(127);
+	}
+	close_fds_from(3);
 	if (*cwd && chdir(cwd) != 0)
 		fprintf(stderr, "termd: cannot cd to %s: %s\n", cwd, strerror(errno));
 	execve(argv[0], argv, envp);
@@ -392,7 +404,8 @@ pid_t pty_stub_fork(int *ctl, void (*prepare)(void *), void *arg)
 		sigemptyset(&none);
 		sigprocmask(SIG_SETMASK, &none, NULL);
 		for (int sig = 1; sig < NSIG; sig++)
-			signal(sig, SIG_DFL);
+			if (signal(sig, SIG_DFL) == SIG_ERR && sig != SIGKILL && sig != SIGSTOP)
+				default_disposition(sig);   /* exec keeps what is ignored */
 		prepare(arg);
 		/* a fresh small image to wait in: a fork would keep termd's
 		 * memory as it was (copied as termd goes on writing it) */
@@ -404,30 +417,41 @@ pid_t pty_stub_fork(int *ctl, void (*prepare)(void *), void *arg)
 	return pid;
 }
 
-int pty_spawn_stub(struct pty *p, pid_t pid, int ctl, const char *plan, size_t plen, int cols,
-		   int rows, const struct pty_hooks *hooks, void *owner, char *err, size_t errlen)
+int pty_spawn_stub(struct pty *p, pid_t pid, int ctl, int mode, const char *plan, size_t plen,
+		   int cols, int rows, const struct pty_hooks *hooks, void *owner, char *err,
+		   size_t errlen)
 {
-	int m = -1, sfd = -1;
-	p->pipes = 0;
+	int child[3] = {-1, -1, -1}, ours[3] = {-1, -1, -1}, nfds;
+	p->pipes = mode != PTY_TERMINAL;
 	p->err_fd = p->in_fd = p->hold_fd = -1;
 	p->err_wsi = NULL;
 	p->in_eof = 0;
-	if (open_terminal(p, cols, rows, &m, &sfd, err, errlen) < 0) {
-		close(ctl);
-		return -1;
+	if (!p->pipes) {
+		nfds = 1;
+		if (open_terminal(p, cols, rows, &ours[1], &child[0], err, errlen) < 0) {
+			close(ctl);
+			return -1;
+		}
+	} else {
+		nfds = 3;
+		p->slave[0] = 0;
+		if (open_pipes(mode == PTY_PIPES_STDIN, child, ours, err, errlen) < 0) {
+			close(ctl);
+			return -1;
+		}
 	}
 	uint32_t n = (uint32_t)plen;
-	char cbuf[CMSG_SPACE(sizeof(int))];
+	char cbuf[CMSG_SPACE(sizeof child)];
 	memset(cbuf, 0, sizeof cbuf);
 	struct iovec iov = {&n, sizeof n};
 	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
-			    .msg_controllen = sizeof cbuf};
+			    .msg_controllen = CMSG_SPACE((size_t)nfds * sizeof(int))};
 	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
 	cm->cmsg_level = SOL_SOCKET;
 	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(cm), &sfd, sizeof sfd);
-	int ok = sfd >= 0 && sendmsg(ctl, &mh, MSG_NOSIGNAL) == (ssize_t)sizeof n;
+	cm->cmsg_len = CMSG_LEN((size_t)nfds * sizeof(int));
+	memcpy(CMSG_DATA(cm), child, (size_t)nfds * sizeof(int));
+	int ok = sendmsg(ctl, &mh, MSG_NOSIGNAL) == (ssize_t)sizeof n;
 	for (size_t off = 0; ok && off < plen;) {
 		ssize_t w = send(ctl, plan + off, plen - off, MSG_NOSIGNAL);
 		if (w < 0 && errno == EINTR)
@@ -437,15 +461,13 @@ int pty_spawn_stub(struct pty *p, pid_t pid, int ctl, const char *plan, size_t p
 		else
 			off += (size_t)w;
 	}
-	if (sfd >= 0)
-		close(sfd);   /* the stub holds it now */
+	close_all(child, 3);   /* the stub holds them now */
 	close(ctl);
 	if (!ok) {
 		snprintf(err, errlen, "cannot hand the session to its process: %s", strerror(errno));
-		close(m);
+		close_all(ours, 3);
 		return -1;
 	}
-	int ours[3] = {-1, m, -1};
 	return adopt_spawned(p, pid, ours, hooks, owner, err, errlen);
 }
 

@@ -61,13 +61,15 @@ int pty_spawn(struct pty *p, int mode, int cols, int rows, const struct pty_hook
 pid_t pty_stub_fork(int *ctl, void (*prepare)(void *), void *arg);
 /* the stub's waiting (`termd --stub`, fd 3 its end): never returns */
 void pty_stub_main(void) __attribute__((noreturn));
-/* pty_spawn on a pty with a stub (taken off any child_watch first): the
- * pty made here, its slave passed on ctl (closed after) with the plan:
+/* pty_spawn with a stub (taken off any child_watch first), mode as
+ * pty_spawn's: the pty (or the pipes) made here, the slave (or the
+ * child's three pipe ends) passed on ctl (closed after) with the plan:
  * NUL-terminated cwd, then argc and argv, envc and envp (counts as
  * decimal strings), each NUL-terminated. ctl is closed. 0, or -1 (the
  * stub is the caller's to end). */
-int pty_spawn_stub(struct pty *p, pid_t pid, int ctl, const char *plan, size_t plen, int cols,
-		   int rows, const struct pty_hooks *hooks, void *owner, char *err, size_t errlen);
+int pty_spawn_stub(struct pty *p, pid_t pid, int ctl, int mode, const char *plan, size_t plen,
+		   int cols, int rows, const struct pty_hooks *hooks, void *owner, char *err,
+		   size_t errlen);
 /* take over a running process whose fds survived an execve (handover.c);
  */
 int pty_adopt(struct pty *p, int pipes, pid_t pid, int fd, int hold_fd, int err_fd, int in_fd,

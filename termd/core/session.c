@@ -405,9 +405,10 @@ static const struct pty_hooks pty_hooks = {
  * moves; and every fork on the machine waits behind a move): a new shell
  * session would wait it out before its shell starts. So stubs are forked
  * ahead of need, each joining a spare cgroup of its own (waiting out the
- * grace there) and waiting; a new session on a pty takes one: the
- * folder renamed to the session's, its limits written, then the stub gets
- * its terminal and plan and execs (pty_spawn_stub). Nothing runs outside
+ * grace there) and waiting; a new session (on a pty or on pipes: OpenHands
+ * V1 and agent-sandbox open one per command) takes one: the folder
+ * renamed to the session's, its limits written, then the stub gets its
+ * terminal (or its three pipe ends) and plan and execs (pty_spawn_stub). Nothing runs outside
  * the cgroup, and the limits are there before the shell's first
  * instruction (a shell's, or a command's: `sh -c` execs it). Made
  * again once sessions have not been opened for a while (a move then
@@ -492,15 +493,15 @@ void session_spare_stop(void)
 	}
 }
 
-/* a spare for a session on a pty with lim: its cgroup made the
+/* a spare for a session with lim (on a pty or pipes): its cgroup made the
  * session's (s->cg), its pid; 0 when there is none to take */
-static pid_t spare_take(struct session *s, const struct cg_limits *lim, int mode, int *ctl)
+static pid_t spare_take(struct session *s, const struct cg_limits *lim, int *ctl)
 {
 	struct spare *sp = NULL;
 	for (int i = 0; i < SPARES && !sp; i++)
 		if (spares[i].pid)
 			sp = &spares[i];
-	if (!sp || !lim || s->spawn_exec || mode != PTY_TERMINAL)
+	if (!sp || !lim || s->spawn_exec)
 		return 0;
 	char err[512];
 	pid_t pid = sp->pid;
@@ -561,7 +562,7 @@ static int spawn(struct session *s, const cJSON *env, int mode, pid_t stub, int 
 	if (stub) {
 		buf_t plan = {0};
 		spare_plan(s, env, &plan);
-		r = pty_spawn_stub(&s->pty, stub, ctl, plan.p, plan.len, s->cols, s->rows,
+		r = pty_spawn_stub(&s->pty, stub, ctl, mode, plan.p, plan.len, s->cols, s->rows,
 				   &pty_hooks, s, err, errlen);
 		buf_free(&plan);
 		if (r < 0) {
@@ -615,7 +616,7 @@ static struct session *open_kind(const char *name, const char *command, const ch
 	s->spawn_exec = exec_next;   /* its first spawn only */
 	exec_next = NULL;
 	int ctl = -1;
-	pid_t stub = spare_take(s, lim, mode, &ctl);
+	pid_t stub = spare_take(s, lim, &ctl);
 	if (!stub)
 		s->cg = lim ? cgroup_new(name, lim, err, errlen) : NULL;
 	else

@@ -1034,4 +1034,13 @@ MUTANTS = [
          replace="",
          tests=[R + "loop/test_emfile.py::test_file_list_without_fds_names_emfile"],
          why="a file action failing for want of an fd says errno EIO, not EMFILE"),
+    dict(name="stub-keeps-ignored-signals",
+         file="termd/core/pty.c",
+         search="\t\t\tif (signal(sig, SIG_DFL) == SIG_ERR && sig != SIGKILL && sig != SIGSTOP)\n"
+                "\t\t\t\tdefault_disposition(sig);   /* exec keeps what is ignored */\n",
+         replace="\t\t\tsignal(sig, SIG_DFL);\n",
+         tests=[R + "action/test_sessions.py::test_programs_start_with_default_signal_dispositions_whatever_termds_parent_ignored"],
+         why="a spare stub keeps signals 32 and 33 ignored when termd's parent ignored them "
+             "(glibc's signal() refuses its own two, and exec keeps what is ignored): sessions "
+             "started from a spare inherit them"),
 ]

@@ -748,6 +748,34 @@ def test_programs_start_with_default_signal_dispositions_whatever_termds_parent_
         ev = t.events()
         obs = run_done(ev, "grep -E '^SigIgn:' /proc/self/status")
         assert [ln.split() for ln in lines(obs)] == [["SigIgn:", "0" * 16]], fmt(obs)
+        # with cgroups v1, later sessions start from spare stubs (`termd
+        # --stub`, forked and exec'd ahead of need): an exec keeps what is
+        # ignored, so the stub must have reset the two as well
+        def stubs():
+            kids = []
+            for task in os.listdir("/proc/%d/task" % pid):
+                with open("/proc/%d/task/%s/children" % (pid, task)) as f:
+                    kids += f.read().split()
+            out = []
+            for k in kids:
+                try:
+                    with open("/proc/%s/cmdline" % k, "rb") as f:
+                        if b"--stub" in f.read():
+                            out.append(k)
+                except OSError:
+                    pass
+            return out
+        if not os.path.isdir("/sys/fs/cgroup/pids/termd-%d" % pid):
+            return   # no cgroups v1 here: no spares to look at
+        for kind in ("pty", "pipe"):
+            wait_until(lambda: len(stubs()) >= 1, 30, what="a spare stub")
+            out = tmp_path / ("sigign-" + kind)
+            o = ev.call("session.open", {"name": "sp-" + kind, "kind": kind,
+                                         "command": "grep -E '^SigIgn:' /proc/self/status > %s" % out})
+            assert o["observation"] == "session.open", fmt(o)
+            wait_until(lambda: out.exists() and out.read_text().endswith("\n"), 30,
+                       what="the %s session's answer" % kind)
+            assert out.read_text().split() == ["SigIgn:", "0" * 16], (kind, out.read_text())
     finally:
         t.stop()
 
