@@ -726,7 +726,16 @@ def as_json(body):
         return None
 
 
-class OpenHandsV1(Kind):
+class DoorKind(Kind):
+    """A kind of the newer doors: each error is also noted with its time,
+    to be laid beside the faults' times (they are rare)."""
+
+    def bad(self, what, obs):
+        self.ctx.stats.note("%s%d: %s: %.200s" % (self.name, self.idx, what, obs))
+        return Kind.bad(self, what, obs)
+
+
+class OpenHandsV1(DoorKind):
     """OpenHands V1's agent-server API (termd/door/ohv1/) on termd's own
     listener: execute_bash_command (exit code and output checked),
     start_bash_command then its BashOutputs polled through
@@ -768,7 +777,8 @@ class OpenHandsV1(Kind):
         code = self.rng.choice([0, 0, 0, 3])
         cmd = self.ctx.ledger_cmd(aid, "ohv1.execute", "echo %s; " % tag) + "; exit %d" % code
         st, ev = self.post("/api/bash/execute_bash_command", {"command": cmd, "timeout": 60})
-        self.ctx.answered_once(aid)
+        if st == 200:
+            self.ctx.answered_once(aid)
         if st == 200 and isinstance(ev, dict) and ev.get("kind") == "BashOutput" \
                 and ev.get("exit_code") == code and ev.get("stdout") == tag + "\n":
             self.ok("ohv1.execute")
@@ -782,7 +792,6 @@ class OpenHandsV1(Kind):
         cmd = self.ctx.ledger_cmd(aid, "ohv1.start", "echo %s; sleep 0.%d; seq 1 %d; " % (tag, self.rng.randint(0, 5), n))
         st, cev = self.post("/api/bash/start_bash_command", {"command": cmd, "timeout": 60})
         if st != 200 or not isinstance(cev, dict) or cev.get("kind") != "BashCommand":
-            self.ctx.answered_once(aid)
             self.bad("ohv1.start", "http%d:%.120s" % (st, json.dumps(cev)))
             return
         self.ctx.answered_once(aid)
@@ -836,7 +845,7 @@ class OpenHandsV1(Kind):
             self.bad("ohv1.download", "http%d" % st if st != 200 else "differs")
 
 
-class SweRex(Kind):
+class SweRex(DoorKind):
     """SWE-ReX's remote runtime (termd/door/swerex/) on its own listener,
     in plain HTTP as RemoteRuntime sends it: a bash session (create, runs
     checked for output and exit code, closed and made again now and then),
@@ -869,12 +878,41 @@ class SweRex(Kind):
         self.n = 0
         self.open_session()
 
-    def open_session(self):
-        st, o, _ = self.req("/create_session", {"session": self.sess, "startup_source": [], "session_type": "bash",
+    def session_lost(self):
+        """The door says the session does not exist though nothing closed
+        it. If termd's pty session is still there (create_session refused
+        with 'exists'), that is a problem: the door forgot a session termd
+        kept (across an upgrade). Either way the session is made again,
+        closing termd's leftover through /events first."""
+        if self.open_session(quiet=True):
+            self.ctx.stats.note("swerex: session %s gone and made again" % self.sess)
+            return
+        st, o, _ = self.last_create
+        self.ctx.stats.problem("swerex: session %s unknown to the door, but termd still has %s (create_session:"
+                               " %d %.160s); after an upgrade: %s" % (
+                                   self.sess, "swerex-" + self.sess, st, json.dumps(o),
+                                   len(self.ctx.stats.faults.get("upgrade", []))))
+        c = Conn(self.ctx, "swerex-fix")
+        try:
+            c.call("session.close", {"name": "swerex-" + self.sess}, timeout=30)
+            deadline = time.monotonic() + 30   # gone from session.list before it is made again
+            while time.monotonic() < deadline:
+                o = c.call("session.list", {}, timeout=30)
+                if "swerex-" + self.sess not in [x.get("name") for x in (o.get("extras") or {}).get("sessions", [])]:
+                    break
+                time.sleep(0.2)
+        finally:
+            c.close()
+        self.open_session()
+
+    def open_session(self, quiet=False):
+        st, o, _ = self.last_create = self.req("/create_session", {"session": self.sess, "startup_source": [], "session_type": "bash",
                                                 "startup_timeout": 10.0})
         if st == 200 and isinstance(o, dict) and o.get("session_type") == "bash":
             self.ok("swerex.create_session")
             return True
+        if quiet:
+            return False
         self.bad("swerex.create_session", "http%d:%.120s" % (st, json.dumps(o)))
         return False
 
@@ -883,8 +921,12 @@ class SweRex(Kind):
         r = self.rng.random()
         if self.n % 25 == 0:
             st, o, _ = self.req("/close_session", {"session": self.sess, "session_type": "bash"})
-            (self.ok if st == 200 else lambda w: self.bad(w, "http%d" % st))("swerex.close_session")
-            self.open_session()
+            if st == 200:
+                self.ok("swerex.close_session")
+            else:
+                self.bad("swerex.close_session", "http%d:%.160s" % (st, json.dumps(o)))
+            if not self.open_session(quiet=True):
+                self.session_lost()
         elif r < 0.45:
             self.run()
         elif r < 0.65:
@@ -902,10 +944,11 @@ class SweRex(Kind):
                 "is_interactive_quit": False, "check": "silent", "error_msg": "", "expect": [],
                 "action_type": "bash"}
         st, o, raw = self.req("/run_in_session", body, rid=rid)
-        self.ctx.answered_once(aid)
+        if st == 200:
+            self.ctx.answered_once(aid)
         if st == 511 and "SessionDoesNotExistError" in json.dumps(o):
             self.bad("swerex.run", "SessionDoesNotExistError")
-            self.open_session()
+            self.session_lost()
             return
         if not (st == 200 and isinstance(o, dict) and o.get("exit_code") == code
                 and (o.get("output") or "").strip() == tag):
@@ -927,7 +970,8 @@ class SweRex(Kind):
         st, o, _ = self.req("/execute", {"command": cmd, "shell": True, "timeout": 60.0, "check": False,
                                          "error_msg": "", "env": None, "cwd": None,
                                          "merge_output_streams": False})
-        self.ctx.answered_once(aid)
+        if st == 200:
+            self.ctx.answered_once(aid)
         if st == 200 and isinstance(o, dict) and o.get("exit_code") == 0 and o.get("stdout") == tag + "\n" \
                 and o.get("stderr") == "e\n":
             self.ok("swerex.execute")
@@ -966,7 +1010,7 @@ class SweRex(Kind):
             pass
 
 
-class AgentSandbox(Kind):
+class AgentSandbox(DoorKind):
     """agent-sandbox's in-pod runtime (termd/door/sandbox/) on its own
     listener (no credential, loopback): /execute (no shell: `sh -c` given
     as words; stdout and exit code checked, a ledger line each), /upload
@@ -1002,8 +1046,9 @@ class AgentSandbox(Kind):
         inner = self.ctx.ledger_cmd(aid, "sandbox.execute", "echo %s; " % tag) + "; exit %d" % code
         st, _, b = self.http("POST", "/execute", json.dumps({"command": "sh -c '%s'" % inner}).encode(),
                              {"Content-Type": "application/json"})
-        self.ctx.answered_once(aid)
         o = as_json(b)
+        if st == 200:
+            self.ctx.answered_once(aid)
         if st == 200 and o == {"stdout": tag + "\n", "stderr": "", "exit_code": code}:
             self.ok("sandbox.execute")
         else:
