@@ -777,7 +777,7 @@ class OpenHandsV1(DoorKind):
         code = self.rng.choice([0, 0, 0, 3])
         cmd = self.ctx.ledger_cmd(aid, "ohv1.execute", "echo %s; " % tag) + "; exit %d" % code
         st, ev = self.post("/api/bash/execute_bash_command", {"command": cmd, "timeout": 60})
-        if st == 200:
+        if st == 200 and isinstance(ev, dict) and ev.get("exit_code") != -1:   # -1: not started, or ended by termd
             self.ctx.answered_once(aid)
         if st == 200 and isinstance(ev, dict) and ev.get("kind") == "BashOutput" \
                 and ev.get("exit_code") == code and ev.get("stdout") == tag + "\n":
@@ -794,7 +794,6 @@ class OpenHandsV1(DoorKind):
         if st != 200 or not isinstance(cev, dict) or cev.get("kind") != "BashCommand":
             self.bad("ohv1.start", "http%d:%.120s" % (st, json.dumps(cev)))
             return
-        self.ctx.answered_once(aid)
         deadline = time.monotonic() + 90
         outs = []
         while time.monotonic() < deadline:
@@ -818,6 +817,8 @@ class OpenHandsV1(DoorKind):
         else:
             self.bad("ohv1.start", "no_end")
             return
+        if outs[-1].get("exit_code") != -1:   # -1: not started, or ended by termd
+            self.ctx.answered_once(aid)
         out = "".join(o.get("stdout") or "" for o in outs)
         want = tag + "\n" + "".join("%d\n" % i for i in range(1, n + 1))
         orders = [o.get("order") for o in outs]
