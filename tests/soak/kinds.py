@@ -889,10 +889,13 @@ class SweRex(DoorKind):
             self.ctx.stats.note("swerex: session %s gone and made again" % self.sess)
             return
         st, o, _ = self.last_create
+        try:
+            up = json.loads(self.ctx.http("GET", "/healthz")[2]).get("upgraded")
+        except GONE + (ValueError,):
+            up = "?"
         self.ctx.stats.problem("swerex: session %s unknown to the door, but termd still has %s (create_session:"
-                               " %d %.160s); after an upgrade: %s" % (
-                                   self.sess, "swerex-" + self.sess, st, json.dumps(o),
-                                   len(self.ctx.stats.faults.get("upgrade", []))))
+                               " %d %.160s); upgrades in place so far: %s" % (
+                                   self.sess, "swerex-" + self.sess, st, json.dumps(o), up))
         c = Conn(self.ctx, "swerex-fix")
         try:
             c.call("session.close", {"name": "swerex-" + self.sess}, timeout=30)
