@@ -18,6 +18,20 @@ PYT = "proto/python/tests/"
 
 MUTANTS = [
     # ---- issue 48: SWE-ReX's API (termd/door/swerex/)
+    dict(name="swerex-bg-id-counter-only",
+         file="termd/door/swerex/swerex.c",
+         search='snprintf(id, sizeof id, "swerex-bg-%llu-%08x", ++sw.nid, (unsigned)rnd);',
+         replace='snprintf(id, sizeof id, "swerex-bg-%llu", ++sw.nid);',
+         tests=[R + "door/swerex/test_swerex.py::test_execute_after_an_upgrade_in_place"],
+         why="after an upgrade in place the door's detached session.open reuses an id the old "
+             "termd answered: taken as a re-send, nothing opened (issue 52's soak)"),
+    dict(name="swerex-exec-name-taken",
+         file="termd/door/swerex/exec.c",
+         search="\twhile (session_find(p->name));\n",
+         replace="\twhile (0);\n",
+         tests=[R + "door/swerex/test_swerex.py::test_execute_after_an_upgrade_in_place"],
+         why="after an upgrade in place an /execute named like a command still running from "
+             "before gets that command's output (issue 52's soak)"),
     dict(name="swerex-replay-before-key",
          file="termd/door/swerex/swerex.c",
          search="\tif (opts.token) {\n\t\tchar key[640];",

@@ -55,13 +55,21 @@ def upgrade(s):
     h0 = healthz(s)
     kept = s.ctx.opts.get("kept_sessions", [])
     t0 = time.monotonic()
-    r = s.termctl("upgrade", timeout=120)
+    refused = 0
+    while True:
+        r = s.termctl("upgrade", timeout=120)
+        # termd's designed refusal while file work is in flight: try again
+        if r.returncode == 0 or "try again in a moment" not in r.stderr or refused >= 40:
+            break
+        refused += 1
+        time.sleep(0.25)
     dt = time.monotonic() - t0
     c.drop()
     after = sessions(c)
     h1 = healthz(s)
     info = {"cost": round(dt, 2), "termctl_rc": r.returncode, "sessions_before": len(before),
-            "sessions_after": len(after), "upgraded": h1.get("upgraded")}
+            "sessions_after": len(after), "upgraded": h1.get("upgraded"),
+            "refused_busy": refused}
     if r.returncode != 0:
         s.stats.problem("termctl upgrade: status %d: %s %s" % (r.returncode, r.stdout[-300:], r.stderr[-300:]))
     if s.termd.poll() is not None:
@@ -73,7 +81,8 @@ def upgrade(s):
             s.stats.problem("upgrade lost session %s" % name)
         elif before[name].get("pid") != after[name].get("pid"):
             s.stats.problem("upgrade changed %s's pid %s -> %s" % (name, before[name].get("pid"), after[name].get("pid")))
-    lost = [n for n in before if n not in after and not n.startswith(("churn", "mem", "bomb", "listen", "e2b-"))]
+    lost = [n for n in before if n not in after and not n.startswith(
+        ("churn", "mem", "bomb", "listen", "e2b-", "ohv1-", "swerex-exec-", "sandbox-"))]
     if r.returncode != 0 or lost:
         s.stats.note("upgrade: termctl said %r %r" % (r.stdout[-200:], r.stderr[-200:]))
     if lost:

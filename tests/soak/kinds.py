@@ -703,5 +703,387 @@ class Link(Kind):
         (self.ok if o.get("observation") == "run" else lambda w: self.bad(w, o))("link.run")
 
 
+# ---------------------------------------------------------------- the newer doors
+
+def multipart(files, fields=None):
+    """A multipart/form-data body: files {field: (filename, bytes)}, fields
+    {name: text}; returns (body, headers)."""
+    b = "soakboundary%s" % os.urandom(8).hex()
+    parts = []
+    for k, v in (fields or {}).items():
+        parts.append(("--%s\r\nContent-Disposition: form-data; name=\"%s\"\r\n\r\n%s\r\n" % (b, k, v)).encode())
+    for k, (fn, data) in files.items():
+        parts.append(("--%s\r\nContent-Disposition: form-data; name=\"%s\"; filename=\"%s\"\r\n"
+                      "Content-Type: application/octet-stream\r\n\r\n" % (b, k, fn)).encode() + data + b"\r\n")
+    parts.append(("--%s--\r\n" % b).encode())
+    return b"".join(parts), {"Content-Type": "multipart/form-data; boundary=" + b}
+
+
+def as_json(body):
+    try:
+        return json.loads(body)
+    except ValueError:
+        return None
+
+
+class DoorKind(Kind):
+    """A kind of the newer doors: each error is also noted with its time,
+    to be laid beside the faults' times (they are rare)."""
+
+    def bad(self, what, obs):
+        self.ctx.stats.note("%s%d: %s: %.200s" % (self.name, self.idx, what, obs))
+        return Kind.bad(self, what, obs)
+
+
+class OpenHandsV1(DoorKind):
+    """OpenHands V1's agent-server API (termd/door/ohv1/) on termd's own
+    listener: execute_bash_command (exit code and output checked),
+    start_bash_command then its BashOutputs polled through
+    bash_events/search until the last carries the exit code (pieces in
+    order, output whole), file upload and download (bytes round-trip).
+    Every command appends to its id's ledger file."""
+    name = "ohv1"
+    period = 3.0
+
+    @classmethod
+    def probe(cls, ctx):
+        st, _, body = ctx.http("GET", "/api/bash/bash_events/search?limit=1", b"", cls.hdr(ctx))
+        return None if st == 200 and b"items" in body else "GET /api/bash/bash_events/search: %s" % st
+
+    @staticmethod
+    def hdr(ctx, ctype=None):
+        h = {"X-Session-API-Key": ctx.token}
+        if ctype:
+            h["Content-Type"] = ctype
+        return h
+
+    def post(self, path, obj, timeout=90):
+        st, _, b = self.ctx.http("POST", path, json.dumps(obj).encode(), self.hdr(self.ctx, "application/json"),
+                                 timeout=timeout)
+        return st, as_json(b)
+
+    def step(self):
+        r = self.rng.random()
+        if r < 0.4:
+            self.execute()
+        elif r < 0.7:
+            self.start_and_poll()
+        else:
+            self.files()
+
+    def execute(self):
+        aid = self.ctx.new_id("v1x")
+        tag = "v1-%d" % self.rng.randint(0, 10 ** 6)
+        code = self.rng.choice([0, 0, 0, 3])
+        cmd = self.ctx.ledger_cmd(aid, "ohv1.execute", "echo %s; " % tag) + "; exit %d" % code
+        st, ev = self.post("/api/bash/execute_bash_command", {"command": cmd, "timeout": 60})
+        if st == 200 and isinstance(ev, dict) and ev.get("exit_code") != -1:   # -1: not started, or ended by termd
+            self.ctx.answered_once(aid)
+        if st == 200 and isinstance(ev, dict) and ev.get("kind") == "BashOutput" \
+                and ev.get("exit_code") == code and ev.get("stdout") == tag + "\n":
+            self.ok("ohv1.execute")
+        else:
+            self.bad("ohv1.execute", "http%d:%.120s" % (st, json.dumps(ev)))
+
+    def start_and_poll(self):
+        aid = self.ctx.new_id("v1s")
+        tag = "v1s-%d" % self.rng.randint(0, 10 ** 6)
+        n = self.rng.randint(1, 3000)
+        cmd = self.ctx.ledger_cmd(aid, "ohv1.start", "echo %s; sleep 0.%d; seq 1 %d; " % (tag, self.rng.randint(0, 5), n))
+        st, cev = self.post("/api/bash/start_bash_command", {"command": cmd, "timeout": 60})
+        if st != 200 or not isinstance(cev, dict) or cev.get("kind") != "BashCommand":
+            self.bad("ohv1.start", "http%d:%.120s" % (st, json.dumps(cev)))
+            return
+        deadline = time.monotonic() + 90
+        outs = []
+        while time.monotonic() < deadline:
+            # every piece of the command, a page of 100 at a time
+            outs, page = [], None
+            while True:
+                q = "/api/bash/bash_events/search?command_id__eq=%s&kind__eq=BashOutput&limit=100" % cev["id"]
+                if page:
+                    q += "&page_id=%s" % page
+                st, _, b = self.ctx.http("GET", q, b"", self.hdr(self.ctx))
+                res = as_json(b) if st == 200 else None
+                if not isinstance(res, dict):
+                    break
+                outs.extend(res.get("items") or [])
+                page = res.get("next_page_id")
+                if not page:
+                    break
+            if outs and outs[-1].get("exit_code") is not None:
+                break
+            time.sleep(0.25)
+        else:
+            self.bad("ohv1.start", "no_end")
+            return
+        if outs[-1].get("exit_code") != -1:   # -1: not started, or ended by termd
+            self.ctx.answered_once(aid)
+        out = "".join(o.get("stdout") or "" for o in outs)
+        want = tag + "\n" + "".join("%d\n" % i for i in range(1, n + 1))
+        orders = [o.get("order") for o in outs]
+        if outs[-1].get("exit_code") == 0 and out == want and orders == list(range(len(outs))):
+            self.ok("ohv1.start")
+        else:
+            self.bad("ohv1.start", "exit=%s orders_ok=%s out_ok=%s" % (
+                outs[-1].get("exit_code"), orders == list(range(len(outs))), out == want))
+
+    def files(self):
+        d = os.path.join(self.ctx.tmp, "ohv1files")
+        p = os.path.join(d, "sub%d" % self.rng.randint(0, 2), "v%d.bin" % self.rng.randint(0, 5))
+        data = os.urandom(self.rng.randint(1, 200000))
+        body, h = multipart({"file": ("v.bin", data)})
+        h.update(self.hdr(self.ctx))
+        st, _, b = self.ctx.http("POST", "/api/file/upload?path=%s" % p, body, h)
+        if st != 200 or as_json(b) != {"success": True}:
+            self.bad("ohv1.upload", "http%d:%.80s" % (st, b))
+            return
+        self.ok("ohv1.upload")
+        st, _, got = self.ctx.http("GET", "/api/file/download?path=%s" % p, b"", self.hdr(self.ctx))
+        if st == 200 and got == data:
+            self.ok("ohv1.download")
+        else:
+            self.bad("ohv1.download", "http%d" % st if st != 200 else "differs")
+
+
+class SweRex(DoorKind):
+    """SWE-ReX's remote runtime (termd/door/swerex/) on its own listener,
+    in plain HTTP as RemoteRuntime sends it: a bash session (create, runs
+    checked for output and exit code, closed and made again now and then),
+    /execute with a shell, write_file/read_file and /upload round-trips.
+    Runs append to the ledger; now and then a run's X-Request-ID is sent
+    again, which must replay the answer without running it a second time."""
+    name = "swerex"
+    period = 4.0
+
+    @classmethod
+    def probe(cls, ctx):
+        url = ctx.opts.get("swerex_url")
+        if not url:
+            return "no swerex listener"
+        st, _, body = wsclient.http_request(url, "/", "GET", {"X-API-Key": ctx.token}, b"", 30)
+        return None if st == 200 and b"hello world" in body else "GET / on the swerex listener: %s" % st
+
+    def req(self, path, obj=None, raw=None, headers=None, rid=None, timeout=90):
+        h = {"X-API-Key": self.ctx.token, "X-Request-ID": rid or os.urandom(16).hex()}
+        if raw is None:
+            raw = json.dumps(obj).encode()
+            h["Content-Type"] = "application/json"
+        h.update(headers or {})
+        st, _, b = wsclient.http_request(self.url, path, "POST", h, raw, timeout)
+        return st, as_json(b), b
+
+    def setup(self):
+        self.url = self.ctx.opts["swerex_url"]
+        self.sess = "soak%d" % self.idx
+        self.n = 0
+        self.open_session()
+
+    def session_lost(self):
+        """The door says the session does not exist though nothing closed
+        it. If termd's pty session is still there (create_session refused
+        with 'exists'), that is a problem: the door forgot a session termd
+        kept (across an upgrade). Either way the session is made again,
+        closing termd's leftover through /events first."""
+        if self.open_session(quiet=True):
+            self.ctx.stats.note("swerex: session %s gone and made again" % self.sess)
+            return
+        st, o, _ = self.last_create
+        try:
+            up = json.loads(self.ctx.http("GET", "/healthz")[2]).get("upgraded")
+        except GONE + (ValueError,):
+            up = "?"
+        self.ctx.stats.problem("swerex: session %s unknown to the door, but termd still has %s (create_session:"
+                               " %d %.160s); upgrades in place so far: %s" % (
+                                   self.sess, "swerex-" + self.sess, st, json.dumps(o), up))
+        c = Conn(self.ctx, "swerex-fix")
+        try:
+            c.call("session.close", {"name": "swerex-" + self.sess}, timeout=30)
+            deadline = time.monotonic() + 30   # gone from session.list before it is made again
+            while time.monotonic() < deadline:
+                o = c.call("session.list", {}, timeout=30)
+                if "swerex-" + self.sess not in [x.get("name") for x in (o.get("extras") or {}).get("sessions", [])]:
+                    break
+                time.sleep(0.2)
+        finally:
+            c.close()
+        self.open_session()
+
+    def open_session(self, quiet=False):
+        st, o, _ = self.last_create = self.req("/create_session", {"session": self.sess, "startup_source": [], "session_type": "bash",
+                                                "startup_timeout": 10.0})
+        if st == 200 and isinstance(o, dict) and o.get("session_type") == "bash":
+            self.ok("swerex.create_session")
+            return True
+        if quiet:
+            return False
+        self.bad("swerex.create_session", "http%d:%.120s" % (st, json.dumps(o)))
+        return False
+
+    def step(self):
+        self.n += 1
+        r = self.rng.random()
+        if self.n % 25 == 0:
+            st, o, _ = self.req("/close_session", {"session": self.sess, "session_type": "bash"})
+            if st == 200:
+                self.ok("swerex.close_session")
+            else:
+                self.bad("swerex.close_session", "http%d:%.160s" % (st, json.dumps(o)))
+            if not self.open_session(quiet=True):
+                self.session_lost()
+        elif r < 0.45:
+            self.run()
+        elif r < 0.65:
+            self.execute()
+        else:
+            self.files()
+
+    def run(self):
+        aid = self.ctx.new_id("swr")
+        tag = "swr-%d" % self.rng.randint(0, 10 ** 6)
+        code = self.rng.choice([0, 0, 0, 3])
+        cmd = self.ctx.ledger_cmd(aid, "swerex.run", "echo %s; " % tag) + "; (exit %d)" % code
+        rid = os.urandom(16).hex()
+        body = {"command": cmd, "session": self.sess, "timeout": 60.0, "is_interactive_command": False,
+                "is_interactive_quit": False, "check": "silent", "error_msg": "", "expect": [],
+                "action_type": "bash"}
+        st, o, raw = self.req("/run_in_session", body, rid=rid)
+        if st == 200:
+            self.ctx.answered_once(aid)
+        if st == 511 and "SessionDoesNotExistError" in json.dumps(o):
+            self.bad("swerex.run", "SessionDoesNotExistError")
+            self.session_lost()
+            return
+        if not (st == 200 and isinstance(o, dict) and o.get("exit_code") == code
+                and (o.get("output") or "").strip() == tag):
+            self.bad("swerex.run", "http%d:%.160s" % (st, json.dumps(o)))
+            return
+        self.ok("swerex.run")
+        if self.rng.random() < 0.2:
+            # the same X-Request-ID again: the stored answer, nothing run (the ledger tells)
+            st2, _, raw2 = self.req("/run_in_session", body, rid=rid)
+            if st2 == 200 and raw2 == raw:
+                self.ok("swerex.replay")
+            else:
+                self.bad("swerex.replay", "http%d" % st2 if st2 != 200 else "differs")
+
+    def execute(self):
+        aid = self.ctx.new_id("swx")
+        tag = "swx-%d" % self.rng.randint(0, 10 ** 6)
+        cmd = self.ctx.ledger_cmd(aid, "swerex.execute", "echo %s; echo e >&2; " % tag)
+        st, o, _ = self.req("/execute", {"command": cmd, "shell": True, "timeout": 60.0, "check": False,
+                                         "error_msg": "", "env": None, "cwd": None,
+                                         "merge_output_streams": False})
+        if st == 200:
+            self.ctx.answered_once(aid)
+        if st == 200 and isinstance(o, dict) and o.get("exit_code") == 0 and o.get("stdout") == tag + "\n" \
+                and o.get("stderr") == "e\n":
+            self.ok("swerex.execute")
+        else:
+            self.bad("swerex.execute", "http%d:%.160s" % (st, json.dumps(o)))
+
+    def files(self):
+        d = os.path.join(self.ctx.tmp, "swerexfiles")
+        p = os.path.join(d, "x%d.txt" % self.rng.randint(0, 5))
+        if self.rng.random() < 0.5:
+            text = "".join("line %d %s\n" % (i, "ü" * (i % 3)) for i in range(self.rng.randint(1, 2000)))
+            st, o, _ = self.req("/write_file", {"path": p, "content": text})
+            if st != 200:
+                self.bad("swerex.write_file", "http%d:%.120s" % (st, json.dumps(o)))
+                return
+            self.ok("swerex.write_file")
+        else:
+            data = os.urandom(self.rng.randint(1, 100000))
+            text = base64.b64encode(data).decode()
+            body, h = multipart({"file": ("x.txt", text.encode())}, {"target_path": p, "unzip": "false"})
+            st, o, _ = self.req("/upload", raw=body, headers=h)
+            if st != 200:
+                self.bad("swerex.upload", "http%d:%.120s" % (st, json.dumps(o)))
+                return
+            self.ok("swerex.upload")
+        st, o, _ = self.req("/read_file", {"path": p, "encoding": None, "errors": None})
+        if st == 200 and isinstance(o, dict) and o.get("content") == text:
+            self.ok("swerex.read_file")
+        else:
+            self.bad("swerex.read_file", "http%d" % st if st != 200 else "differs")
+
+    def teardown(self):
+        try:
+            self.req("/close_session", {"session": self.sess, "session_type": "bash"}, timeout=20)
+        except GONE:
+            pass
+
+
+class AgentSandbox(DoorKind):
+    """agent-sandbox's in-pod runtime (termd/door/sandbox/) on its own
+    listener (no credential, loopback): /execute (no shell: `sh -c` given
+    as words; stdout and exit code checked, a ledger line each), /upload
+    then /download/ (bytes round-trip), /exists/ and /list/."""
+    name = "sandbox"
+    period = 4.5
+
+    @classmethod
+    def probe(cls, ctx):
+        url = ctx.opts.get("sandbox_url")
+        if not url:
+            return "no agent-sandbox listener"
+        st, _, body = wsclient.http_request(url, "/", "GET", None, b"", 30)
+        return None if st == 200 and b"Sandbox Runtime is active" in body else "GET / on the agent-sandbox listener: %s" % st
+
+    def setup(self):
+        self.url = self.ctx.opts["sandbox_url"]
+        self.base = self.ctx.opts["sandbox_base"]
+
+    def http(self, method, path, body=b"", headers=None, timeout=90):
+        return wsclient.http_request(self.url, path, method, headers, body, timeout)
+
+    def step(self):
+        if self.rng.random() < 0.5:
+            self.execute()
+        else:
+            self.files()
+
+    def execute(self):
+        aid = self.ctx.new_id("sbx")
+        tag = "sbx-%d" % self.rng.randint(0, 10 ** 6)
+        code = self.rng.choice([0, 0, 0, 3])
+        inner = self.ctx.ledger_cmd(aid, "sandbox.execute", "echo %s; " % tag) + "; exit %d" % code
+        st, _, b = self.http("POST", "/execute", json.dumps({"command": "sh -c '%s'" % inner}).encode(),
+                             {"Content-Type": "application/json"})
+        o = as_json(b)
+        if st == 200:
+            self.ctx.answered_once(aid)
+        if st == 200 and o == {"stdout": tag + "\n", "stderr": "", "exit_code": code}:
+            self.ok("sandbox.execute")
+        else:
+            self.bad("sandbox.execute", "http%d:%.160s" % (st, b))
+
+    def files(self):
+        name = "s%d-%d.bin" % (self.idx, self.rng.randint(0, 5))
+        data = os.urandom(self.rng.randint(1, 200000))
+        body, h = multipart({"file": (name, data)})
+        st, _, b = self.http("POST", "/upload", body, h)
+        if st != 200 or name not in (as_json(b) or {}).get("message", ""):
+            self.bad("sandbox.upload", "http%d:%.80s" % (st, b))
+            return
+        self.ok("sandbox.upload")
+        st, _, got = self.http("GET", "/download/" + name)
+        if st == 200 and got == data:
+            self.ok("sandbox.download")
+        else:
+            self.bad("sandbox.download", "http%d" % st if st != 200 else "differs")
+        st, _, b = self.http("GET", "/exists/" + name)
+        (self.ok if st == 200 and as_json(b) == {"path": name, "exists": True}
+         else lambda w: self.bad(w, "http%d:%.80s" % (st, b)))("sandbox.exists")
+        if self.rng.random() < 0.3:
+            st, _, b = self.http("GET", "/list/")
+            lst = as_json(b) if st == 200 else None
+            ent = [e for e in (lst or []) if isinstance(e, dict) and e.get("name") == name]
+            if ent and ent[0].get("type") == "file" and ent[0].get("size") == len(data):
+                self.ok("sandbox.list")
+            else:
+                self.bad("sandbox.list", "http%d:%.80s" % (st, b))
+
+
 KINDS = [EventsRunner, ProbeTrue, SessionChurn, Watcher, Subscriber, TtyViewer, E2b, OpenHandsV0,
-         Preview, Link]
+         OpenHandsV1, SweRex, AgentSandbox, Preview, Link]

@@ -3,14 +3,14 @@
 (default 60) under a seeded (SOAK_SEED), modest, mixed workload through
 every door at once (kinds.py: /events runs, keys, screen, files, file
 actions, watches, sessions opened and closed, subscribers, /tty viewers,
-e2b's envd, OpenHands V0, previews, a dial-out link, a client in a process
-of its own), with faults on a schedule (faults below), checks along the
-way and at the end, and figures printed at the end. Exit status 0 when no
-check failed.
+e2b's envd, OpenHands V0 and V1, SWE-ReX and agent-sandbox on listeners of
+their own, previews, a dial-out link, a client in a process of its own),
+with faults on a schedule (faults below), checks along the way and at the
+end, and figures printed at the end. Exit status 0 when no check failed.
 
 Environment: TERMD_BIN, TERMCTL_BIN (default build/), SOAK_MINUTES (float),
 SOAK_SEED, SOAK_RATE_SCALE (multiplies every kind's rate; default 1, about
-7 actions/s), SOAK_UPGRADE_EVERY (seconds, default 180, or a third of a
+8.5 actions/s), SOAK_UPGRADE_EVERY (seconds, default 180, or a third of a
 short run), SOAK_SKIP_FAULTS (names, comma-separated), SOAK_FAULT_EVERY (seconds between faults, default 8 for runs
 under 10 minutes, else 30), SOAK_ASAN=1 (termd is a sanitizer build: its
 report files are looked for), SOAK_KEEP=1 (keep the scratch folder).
@@ -169,7 +169,17 @@ class Soak:
         os.makedirs(self.record, exist_ok=True)
         os.chmod(self.record, 0o700)
         os.makedirs(os.path.join(self.full, "uploads"), exist_ok=True)
+        # the doors that need a listener of their own (PROTOCOL.md §14):
+        # SWE-ReX (X-API-Key = the token) and agent-sandbox (no credential;
+        # loopback), with its base folder
+        self.swerex_port = free_port()
+        self.sandbox_port = free_port()
+        self.sandbox_base = os.path.join(self.tmp, "sandbox")
+        os.makedirs(self.sandbox_base)
         argv = [TERMD_BIN, "--listen", "127.0.0.1:%d" % self.port, "--token-file", tokf,
+                "--listen", "127.0.0.1:%d,api=swerex" % self.swerex_port,
+                "--listen", "127.0.0.1:%d,api=agent-sandbox" % self.sandbox_port,
+                "--sandbox-base", self.sandbox_base,
                 "--cwd", self.home, "--record", self.record,
                 "--connect", "ws://127.0.0.1:%d/termd" % self.link_port, "--connect-token-file", tokf,
                 "--sandbox-id", "soak", "--connect-backoff", "0.2:2",
@@ -202,7 +212,10 @@ class Soak:
         self.ctx = Ctx(self.url, self.token, self.pid, self.tmp, self.seed, self.stop, self.stats,
                        {"link_port": self.link_port,
                         "upload_dir": os.path.join(self.full, "uploads"), "full": self.full,
-                        "mounted": self.mounted, "termctl": TERMCTL_BIN, "home": self.home})
+                        "mounted": self.mounted, "termctl": TERMCTL_BIN, "home": self.home,
+                        "swerex_url": "ws://127.0.0.1:%d" % self.swerex_port,
+                        "sandbox_url": "ws://127.0.0.1:%d" % self.sandbox_port,
+                        "sandbox_base": self.sandbox_base})
         self.link_backend = kinds.LinkBackend(self.ctx, self.link_lsock)
         self.ctx.opts["link_backend"] = self.link_backend
 

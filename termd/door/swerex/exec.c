@@ -176,7 +176,9 @@ void sw_proc_start(struct swreq *r, char *const *argv, const cJSON *env, const c
 	av[k] = NULL;
 
 	struct swproc *p = xcalloc(1, sizeof *p);
-	snprintf(p->name, sizeof p->name, SW_EXEC_PREFIX "%llu", ++nproc);
+	do   /* a name free now: the count starts again after an upgrade in place */
+		snprintf(p->name, sizeof p->name, SW_EXEC_PREFIX "%llu", ++nproc);
+	while (session_find(p->name));
 	p->r = r;
 	p->done = done;
 	r->proc = p;

@@ -279,8 +279,13 @@ void sw_call(struct swreq *r, const char *action, cJSON *args, sw_cont cont)
 
 void sw_call_detached(const char *action, cJSON *args)
 {
+	/* random too: the counter starts again after an upgrade in place, and
+	 * termd remembers the old termd's answered ids (a re-send) */
 	char id[64];
-	snprintf(id, sizeof id, "swerex-bg-%llu", ++sw.nid);
+	uint32_t rnd = 0;
+	if (getrandom(&rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd)
+		rnd = 0;
+	snprintf(id, sizeof id, "swerex-bg-%llu-%08x", ++sw.nid, (unsigned)rnd);
 	cJSON *f = cJSON_CreateObject();
 	cJSON_AddStringToObject(f, "id", id);
 	cJSON_AddStringToObject(f, "action", action);

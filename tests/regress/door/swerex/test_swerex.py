@@ -549,3 +549,63 @@ def test_mini_swe_agent_trajectory(swerex, tmp_path):
     assert str(repo) + "\n" in obs[5]          # each command starts in the env's cwd
     assert "<returncode>-1</returncode>" in obs[6] and "Timeout (5.0s) exceeded" in obs[6]
     assert "+    return a + b" in out["result"]["submission"]
+
+
+def test_execute_after_an_upgrade_in_place(termd_factory, tmp_path):
+    """The door's own ids start again after an upgrade in place while termd
+    keeps its sessions and the old termd's answered ids: a detached
+    session.open with a reused id was taken as a re-send (nothing opened,
+    "termd could not start the process"), and an /execute named like a
+    command still running from before the upgrade was answered with that
+    command's output (found by the soak, issue 52)."""
+    port = free_port()
+    td = termd_factory(token=TOKEN, args=["--listen", "127.0.0.1:%d,api=swerex" % port])
+    td.port = port
+
+    def execute(cmd):
+        return request(td, "POST", "/execute", {"command": cmd, "shell": True, "timeout": 60})
+
+    for i in range(3):
+        assert execute("echo before-%d" % i)[::2] == (200, {"stdout": "before-%d\n" % i, "stderr": "",
+                                                             "exit_code": 0})
+    gate = tmp_path / "gate"
+    # a command still running across the upgrade (its request is cut by it)
+    held = threading.Thread(target=lambda: _swallow(lambda: execute(
+        "while [ ! -e %s ]; do sleep 0.05; done; echo held" % gate)), daemon=True)
+    held.start()
+    ev = td.events()
+    deadline = time.monotonic() + 60
+    while not [s for s in ev.call("session.list", {})["extras"]["sessions"]
+               if s["name"].startswith("swerex-exec-") and s["alive"]]:
+        assert time.monotonic() < deadline, "the held command never started"
+        time.sleep(0.05)
+    ev.send_action("termd.upgrade", {}, id="sw-up-1")
+    try:
+        while True:
+            ev.ws.recv(60)
+    except Exception:
+        pass
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            ev2 = td.events()
+            break
+        except Exception:
+            assert time.monotonic() < deadline, "no connection after the upgrade"
+            time.sleep(0.1)
+    ans = ev2.call("termd.upgrade", {}, id="sw-up-1", timeout=60)
+    assert ans["extras"].get("ok") is True, ans
+    try:
+        for i in range(6):
+            assert execute("echo after-%d" % i)[::2] == (200, {"stdout": "after-%d\n" % i, "stderr": "",
+                                                                "exit_code": 0})
+    finally:
+        gate.touch()
+        held.join(60)
+
+
+def _swallow(fn):
+    try:
+        fn()
+    except (OSError, http.client.HTTPException):
+        pass
