@@ -3,7 +3,7 @@
  * a memfd: the listening socket, every session's fds, pid, kind, size,
  * cwd and rendered screen, the event seq and retained ring; and the
  * modules' parts: plugin programs, recordings, queued stdin, expect and
- * port.wait re-armed, watches — see modules_*), have the new
+ * port.wait re-armed, watches, the ports table — see modules_*), have the new
  * binary check it (--check-handover), and execve it with the same pid;
  * at start, a termd given a record (env TERMD_HANDOVER=fd) takes it all
  * back. */
@@ -339,6 +339,7 @@ static void modules_save(cJSON *j)
 	cJSON_AddItemToObject(j, "stdin", stdin_save());
 	cJSON_AddItemToObject(j, "pendings", pending_handover_save());
 	cJSON_AddItemToObject(j, "watches", watch_handover_save());
+	cJSON_AddItemToObject(j, "ports", portscan_handover_save());
 }
 
 /* before the sessions are adopted: what their listeners take back */
@@ -354,6 +355,9 @@ static void modules_sessions_done(const cJSON *rec)
 	record_handover_done();
 	ohv1_handover_done();
 	stdin_load(cJSON_GetObjectItem(rec, "stdin"));
+	/* before the first port scan: what closed meanwhile gets its
+	 * port.close, what was told gets no second port.open */
+	portscan_handover_load(cJSON_GetObjectItem(rec, "ports"));
 }
 
 static cJSON *late;   /* the modules' parts of the record, until taken */

@@ -341,5 +341,9 @@ int portscan_update(void (*gone)(const struct port_ent *e));
 /* the table as the last reading left it */
 struct port_ent *portscan_ents(size_t *n);
 void portscan_free(void);
+/* the table as the hand-over record's part "ports" (handover.c), and
+ * taken back from it before the new image's first reading */
+cJSON *portscan_handover_save(void);
+void portscan_handover_load(const cJSON *j);
 
 #endif

@@ -2,7 +2,8 @@
  * on: the kernel's LISTEN sockets (through sock_diag, else
  * /proc/net/tcp{,6}), each new socket's inode matched to a process of a
  * session's tree (procscan.c's walk), the table of them kept from one
- * reading to the next. No events and no timer: action/ports.c reads it. */
+ * reading to the next and across an upgrade in place (its part of the
+ * hand-over record). No events and no timer: action/ports.c reads it. */
 #include "core.h"
 
 #include <arpa/inet.h>
@@ -334,6 +335,67 @@ struct port_ent *portscan_ents(size_t *n)
 {
 	*n = nents;
 	return ents;
+}
+
+/* ------------------------------------------------- upgrade in place */
+
+/* The table goes across an upgrade in place (handover.c) as the part
+ * "ports": {"version": 1, "sockets": [...]}, each socket with its inode,
+ * whose it is and whether its port.open was sent. The new image's first
+ * reading then sees what closed meanwhile (its port.close comes) and what
+ * it already told (no second port.open). A part of a version this termd
+ * does not know is not read: the table is built again by scanning. */
+#define PORTS_PART_VERSION 1
+
+cJSON *portscan_handover_save(void)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddNumberToObject(o, "version", PORTS_PART_VERSION);
+	cJSON *arr = cJSON_AddArrayToObject(o, "sockets");
+	for (size_t i = 0; i < nents; i++) {
+		const struct port_ent *e = &ents[i];
+		cJSON *x = cJSON_CreateObject();
+		cJSON_AddNumberToObject(x, "inode", (double)e->inode);
+		cJSON_AddNumberToObject(x, "port", e->port);
+		cJSON_AddStringToObject(x, "address", e->addr);
+		cJSON_AddNumberToObject(x, "ours", e->ours);
+		cJSON_AddBoolToObject(x, "told", e->told != 0);
+		cJSON_AddStringToObject(x, "session", e->session);
+		cJSON_AddNumberToObject(x, "pid", e->pid);
+		cJSON_AddStringToObject(x, "command", e->command ? e->command : "");
+		cJSON_AddItemToArray(arr, x);
+	}
+	return o;
+}
+
+void portscan_handover_load(const cJSON *j)
+{
+	const cJSON *v = cJSON_GetObjectItem(j, "version");
+	if (!cJSON_IsNumber(v) || v->valuedouble < 1 || v->valuedouble > PORTS_PART_VERSION)
+		return;
+	portscan_free();
+	const cJSON *x;
+	cJSON_ArrayForEach(x, cJSON_GetObjectItem(j, "sockets")) {
+		const cJSON *inode = cJSON_GetObjectItem(x, "inode"), *port = cJSON_GetObjectItem(x, "port");
+		const cJSON *addr = cJSON_GetObjectItem(x, "address"), *ours = cJSON_GetObjectItem(x, "ours");
+		const cJSON *sess = cJSON_GetObjectItem(x, "session"), *pid = cJSON_GetObjectItem(x, "pid");
+		const cJSON *cmd = cJSON_GetObjectItem(x, "command");
+		if (!cJSON_IsNumber(inode) || inode->valuedouble < 1 || !cJSON_IsNumber(port) ||
+		    port->valuedouble < 1 || port->valuedouble > 65535 || !cJSON_IsString(addr) ||
+		    nents >= PORTS_MAX || ent_by_inode((unsigned long)inode->valuedouble))
+			continue;
+		struct port_ent n = {0};
+		n.inode = (unsigned long)inode->valuedouble;
+		n.port = (int)port->valuedouble;
+		snprintf(n.addr, sizeof n.addr, "%s", addr->valuestring);
+		n.ours = cJSON_IsNumber(ours) && ours->valuedouble == 1 ? 1 : 0;
+		n.told = n.ours && cJSON_IsTrue(cJSON_GetObjectItem(x, "told"));
+		snprintf(n.session, sizeof n.session, "%s", cJSON_IsString(sess) ? sess->valuestring : "");
+		n.pid = cJSON_IsNumber(pid) ? (pid_t)pid->valuedouble : 0;
+		n.command = xstrdup(cJSON_IsString(cmd) ? cmd->valuestring : "");
+		ents = xrealloc(ents, (nents + 1) * sizeof *ents);
+		ents[nents++] = n;
+	}
 }
 
 void portscan_free(void)

@@ -1057,4 +1057,22 @@ MUTANTS = [
          why="a spare stub keeps signals 32 and 33 ignored when termd's parent ignored them "
              "(glibc's signal() refuses its own two, and exec keeps what is ignored): sessions "
              "started from a spare inherit them"),
+
+
+    dict(name="ports-table-not-handed-over",
+         file="termd/handover.c",
+         search="\tportscan_handover_load(cJSON_GetObjectItem(rec, \"ports\"));\n",
+         replace="\t(void)rec;\n",
+         tests=[R + "daemon/test_upgrade_ports.py::test_listener_open_before_upgrade_told_once",
+                R + "daemon/test_upgrade_ports.py::test_listener_stopped_during_upgrade_closed_once"],
+         why="the ports table is not taken over by the new image: a listener from before the "
+             "upgrade gets a second port.open, one that stopped during it no port.close"),
+    dict(name="link-dial-without-deadline",
+         file="termd/door/link/link.c",
+         search="\tserver_timer(&l->deadline, link_deadline_cb, (uint64_t)opts.connect_ping * 2000000);\n",
+         replace="\t(void)link_deadline_cb;\n",
+         tests=[R + "door/link/test_link_redial.py::test_silent_backend_given_up_and_dialed_again",
+                R + "door/link/test_link_redial.py::test_dialed_again_after_every_upgrade"],
+         why="a dial the backend took and never answered is waited on for good: the link is "
+             "never dialed again (after an upgrade too)"),
 ]

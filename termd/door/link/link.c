@@ -5,7 +5,8 @@
  * as for a client that dialed in with the full token: hello first, every
  * action, the event stream. It stays connected: exponential backoff with
  * jitter between --connect-backoff's bounds, TCP keepalive, a WebSocket
- * ping after --connect-ping idle seconds and a hang-up after twice that.
+ * ping after --connect-ping idle seconds and a hang-up after twice that,
+ * and a dial whose handshake is not done in twice that given up.
  * Each link's state is on /healthz. Its own vhost (no listener) holds the
  * client TLS context: the system's CAs or --cacert. */
 #include "door.h"
@@ -45,7 +46,9 @@ struct link {
 	double since;              /* wall time it was established (when up) */
 	char last_error[256];
 	char cert_error[128];      /* why the backend's certificate was refused, this attempt */
+	struct lws *dialing;       /* this attempt's connection, until it is up or fails */
 	lws_sorted_usec_list_t retry;
+	lws_sorted_usec_list_t deadline;   /* this attempt's handshake must be done by then */
 };
 
 static struct link *links;
@@ -316,7 +319,9 @@ static uint64_t link_backoff_us(struct link *l)
 static void link_schedule(struct link *l)
 {
 	l->wsi = NULL;
+	l->dialing = NULL;
 	l->state = LINK_WAITING;
+	server_timer(&l->deadline, NULL, 0);
 	if (link_stopping)
 		return;
 	uint64_t us = link_backoff_us(l);
@@ -357,11 +362,39 @@ static void link_resolved(void *arg, const char *addr, const char *err)
 		link_schedule(l);
 		return;
 	}
-	if (!link_connect(&l->t, addr, TD_SUBPROTO_EVENTS, l, l, &l->wsi) && l->state == LINK_CONNECTING) {
+	struct lws *wsi = link_connect(&l->t, addr, TD_SUBPROTO_EVENTS, l, l, &l->wsi);
+	if (wsi && l->state == LINK_CONNECTING)
+		l->dialing = wsi;
+	if (!wsi && l->state == LINK_CONNECTING) {
 		/* failed at once, and no callback said so */
 		link_fail(l, "cannot start a connection");
 		link_schedule(l);
 	}
+}
+
+/* A dial whose WebSocket handshake is not done within twice --connect-ping
+ * (a backend that took the connection and never answered the upgrade, a
+ * connection lost without a word): lws puts no deadline on it, and the
+ * link would wait for good. It is given up (its callbacks are no longer
+ * the link's) and the next attempt scheduled. While the name is still
+ * being looked up, the lookup's answer is waited for. */
+static void link_deadline_cb(lws_sorted_usec_list_t *sul)
+{
+	struct link *l = lws_container_of(sul, struct link, deadline);
+	if (link_stopping || l->state != LINK_CONNECTING)
+		return;
+	if (!l->dialing) {
+		server_timer(&l->deadline, link_deadline_cb, (uint64_t)opts.connect_ping * 1000000);
+		return;
+	}
+	struct lws *wsi = l->dialing;
+	lws_set_opaque_user_data(wsi, NULL);
+	lws_set_timeout(wsi, PENDING_TIMEOUT_KILLED_BY_PARENT, LWS_TO_KILL_ASYNC);
+	char why[96];
+	snprintf(why, sizeof why, "no WebSocket handshake from the backend within %u s",
+		 2 * opts.connect_ping);
+	link_fail(l, why);
+	link_schedule(l);
 }
 
 static void link_dial(struct link *l)
@@ -370,6 +403,8 @@ static void link_dial(struct link *l)
 	l->attempts++;
 	l->cert_error[0] = 0;
 	l->state = LINK_CONNECTING;
+	l->dialing = NULL;
+	server_timer(&l->deadline, link_deadline_cb, (uint64_t)opts.connect_ping * 2000000);
 	if (lookup_start(l->t.host, link_resolved, l, err, sizeof err) < 0) {
 		link_fail(l, err);
 		link_schedule(l);
@@ -415,6 +450,8 @@ static int link_callback(struct lws *wsi, enum lws_callback_reasons reason, void
 		return 0;
 	switch (reason) {
 	case LWS_CALLBACK_CLIENT_APPEND_HANDSHAKE_HEADER:
+		if (l->state == LINK_CONNECTING)
+			l->dialing = wsi;   /* (lws may call before the dial returns) */
 		return link_headers(wsi, (unsigned char **)in, len) < 0 ? -1 : 0;
 	case LWS_CALLBACK_CLIENT_CONNECTION_ERROR: {
 		if (l->state != LINK_CONNECTING)
@@ -434,6 +471,8 @@ static int link_callback(struct lws *wsi, enum lws_callback_reasons reason, void
 		break;
 	}
 	case LWS_CALLBACK_CLIENT_ESTABLISHED:
+		server_timer(&l->deadline, NULL, 0);
+		l->dialing = NULL;
 		l->wsi = wsi;
 		l->state = LINK_UP;
 		l->failures = 0;
@@ -448,6 +487,14 @@ static int link_callback(struct lws *wsi, enum lws_callback_reasons reason, void
 		break;
 	case LWS_CALLBACK_CLIENT_WRITEABLE:
 		return conn_writable(&l->conn);
+	case LWS_CALLBACK_WSI_DESTROY:
+		/* this attempt's connection gone with no error said and never up:
+		 * a failed attempt (and no deadline left on a freed wsi) */
+		if (l->state == LINK_CONNECTING && wsi == l->dialing) {
+			link_fail(l, "the connection closed before its handshake");
+			link_schedule(l);
+		}
+		break;
 	case LWS_CALLBACK_CLIENT_CLOSED:
 		if (l->state != LINK_UP)
 			break;
@@ -716,8 +763,10 @@ int link_start(char *err, size_t errlen)
 void link_stop(void)
 {
 	link_stopping = 1;
-	for (size_t i = 0; i < nlinks; i++)
+	for (size_t i = 0; i < nlinks; i++) {
 		server_timer(&links[i].retry, NULL, 0);
+		server_timer(&links[i].deadline, NULL, 0);
+	}
 }
 
 void link_shutdown(void)
