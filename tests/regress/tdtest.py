@@ -148,8 +148,31 @@ def rss_mb(pid):
     return 0.0
 
 
-def socket_fds(pid):
-    """How many sockets a process holds open."""
+def stub_children(pid):
+    """termd's spare stubs (issue 50: forked ahead of need on cgroup v1, as
+    `termd --stub`): pid's children still running pid's own program.
+    termd holds one socket (and 3 fds in all) for each."""
+    try:
+        exe = os.readlink("/proc/%d/exe" % pid)
+        kids = []
+        for task in os.listdir("/proc/%d/task" % pid):
+            with open("/proc/%d/task/%s/children" % (pid, task)) as f:
+                kids += [int(k) for k in f.read().split()]
+    except OSError:
+        return []
+    out = []
+    for k in kids:
+        try:
+            if os.readlink("/proc/%d/exe" % k) == exe:
+                out.append(k)
+        except OSError:
+            pass
+    return out
+
+
+def socket_fds(pid, spares=False):
+    """How many sockets a process holds open (for termd, without the one it
+    holds for each spare stub unless spares)."""
     n = 0
     for fd in os.listdir("/proc/%d/fd" % pid):
         try:
@@ -157,7 +180,7 @@ def socket_fds(pid):
                 n += 1
         except OSError:
             pass
-    return n
+    return n if spares else n - len(stub_children(pid))
 
 
 def drain(ev, secs=0.5):

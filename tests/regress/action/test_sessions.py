@@ -93,11 +93,16 @@ def pids_in_session(sid, pattern=None):
 
 def spare(pid):
     """A stub termd forks ahead of need in a spare cgroup (cgroup v1, issue
-    50): termd's child, not a session's leftover."""
+    50): termd's child, not a session's leftover (in its spare cgroup, or
+    still termd's program: forked, not yet in its cgroup or exec'd)."""
     try:
         with open("/proc/%d/cgroup" % pid) as f:
-            return "/s-spare-" in f.read()
-    except OSError:
+            if "/s-spare-" in f.read():
+                return True
+        with open("/proc/%d/stat" % pid) as f:
+            ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        return os.readlink("/proc/%d/exe" % pid) == os.readlink("/proc/%d/exe" % ppid)
+    except (OSError, ValueError, IndexError):
         return False
 
 
