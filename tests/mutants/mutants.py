@@ -991,4 +991,18 @@ MUTANTS = [
          tests=[R + "core/test_cgroups.py::test_first_instruction_runs_in_the_sessions_cgroup"],
          why="a spare cgroup taken by a session is not renamed: the session's shell is in "
              "s-spare-N, not its session's folder"),
+    dict(name="termd-never-moves-into-its-cgroup",
+         file="termd/main.c",
+         search="\tcgroup_move_self();\n",
+         replace="\t;\n",
+         tests=[R + "core/test_cgroups.py::test_close_kills_leftovers_and_removes_the_cgroup"],
+         why="on v1 termd's own move (a thread, once the main shell is started) never happens: "
+             "termd stays in the cgroup it was started in"),
+    dict(name="ports-baseline-after-an-upgrade",
+         file="termd/action/ports.c",
+         search="\tif (!srv.inherited)\n\t\tportscan_baseline();\n",
+         replace="\tportscan_baseline();\n",
+         tests=[R + "daemon/test_upgrade_keeps.py::test_session_listener_still_listed_after_upgrade"],
+         why="after an upgrade in place the sockets already listening are all taken for other "
+             "programs': a session's listener is no longer in ports.list"),
 ]
