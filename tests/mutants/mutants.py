@@ -1005,4 +1005,11 @@ MUTANTS = [
          tests=[R + "daemon/test_upgrade_keeps.py::test_session_listener_still_listed_after_upgrade"],
          why="after an upgrade in place the sockets already listening are all taken for other "
              "programs': a session's listener is no longer in ports.list"),
+    dict(name="scrollback-grows-past-its-limit",
+         file="termd/core/screen.c",
+         search="\t\tif (n > sc->sb_max)\n\t\t\tn = sc->sb_max;\n",
+         replace="",
+         tests=[R + "core/test_limits.py::test_scrollback_grows_to_its_limit_then_wraps"],
+         why="the scrollback ring's slots, made as lines come, grow past --scrollback: it "
+             "keeps more lines than asked"),
 ]

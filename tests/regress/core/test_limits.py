@@ -156,6 +156,30 @@ def test_scrollback_lines(termd_factory):
     assert_error(ev.call("screen", {"scrollback": "x"}), "bad_request")
 
 
+def test_scrollback_grows_to_its_limit_then_wraps(termd_factory):
+    """The ring's slots are made as lines come (64, 128, then the limit):
+    past 200 lines it holds the last 200 exactly, in order, and no more."""
+    t = termd_factory(args=["--scrollback", "200"])
+    ev = t.events()
+    run_done(ev, "clear")
+    for upto in (100, 700):   # part of the way (grown, not wrapped), then past it
+        run_done(ev, "seq %d %d" % (upto - 99 if upto == 100 else 101, upto))
+        scr = wait_until(lambda: (lambda o: o if o["extras"]["cursor"]["col"] > 0 else None)(
+            ev.call("screen", {})), what="the prompt after seq")
+        visible = scr["content"].split("\n")
+        full = ev.call("screen", {"scrollback": True})["content"].split("\n")
+        assert full[-len(visible):] == visible
+        nums = [int(x) for x in full if x.isdigit()]
+        assert nums == list(range(nums[0], upto + 1)), nums[:5]
+        if upto == 700:
+            assert scr["extras"]["scrollback_lines"] == 200, fmt(scr)
+            on_screen = [x for x in visible if x.isdigit()]
+            assert nums[0] == int(on_screen[0]) - 200
+        else:
+            assert nums[0] == 1, nums[:5]
+            assert scr["extras"]["scrollback_lines"] < 200, fmt(scr)
+
+
 def test_scrollback_zero_keeps_none(termd_factory):
     t = termd_factory(args=["--scrollback", "0"])
     ev = t.events()
