@@ -920,7 +920,9 @@ static int start_listeners(void)
 	/* orphaned descendants of sessions are reparented to termd and reaped
 	 * here, so no zombie is left behind */
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
-	/* a cgroup of its own before anything is started; session.limit events */
+	/* cgroups found and termd's own made before anything is started (v1:
+	 * termd moves into it once the main shell is: cgroup_move_self);
+	 * session.limit events */
 	cgroup_init(events_broadcast);
 
 	char herr[512];
@@ -998,6 +1000,9 @@ static int start_work(void)
 		teardown();
 		return 1;
 	}
+	/* v1: termd into its own cgroup, in a thread, now that the main
+	 * shell's cgroup is made (the move holds the lock its mkdirs need) */
+	cgroup_move_self();
 	if (plugin_init(err, sizeof err) < 0) {
 		fprintf(stderr, "termd: %s\n", err);
 		teardown();

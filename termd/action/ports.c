@@ -312,6 +312,10 @@ void ports_register(void)
 		{"port.wait", port_wait_action, 0},
 	};
 	actions_register(defs, sizeof defs / sizeof defs[0]);
+	/* a fresh start (no session handed over): what listens already is
+	 * termd's own or another program's */
+	if (!srv.inherited)
+		portscan_baseline();
 	ports_kick();
 }
 

@@ -15,6 +15,8 @@ struct hier {
 	char *base;               /* root/termd-<pid> */
 	char *self;               /* base/termd: where termd is */
 	unsigned ctrls;           /* 1 << C_* */
+	int moved;                /* termd is in self */
+	int move_err;             /* the mover thread's errno */
 };
 
 struct cgroup {

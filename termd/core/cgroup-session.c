@@ -733,6 +733,7 @@ struct cgroup *cgroup_adopt(const char *name, const cJSON *rec)
  * closed sessions the kernel still held, for the next termd to remove */
 cJSON *cgroup_handover_save(void)
 {
+	cgroup_settle();   /* the next image finds termd where it will stay */
 	cJSON *o = cJSON_CreateObject();
 	cJSON_AddNumberToObject(o, "n", (double)cgs.n);
 	cJSON *dead = cJSON_AddArrayToObject(o, "dead");

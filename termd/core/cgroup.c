@@ -6,8 +6,13 @@
  * cpuacct and freezer (from /proc/self/mountinfo), and moves itself into
  * <its cgroup>/termd-<pid>/termd: a session's limits never count termd,
  * and on v2 termd-<pid> holds no process so its controllers can be given
- * to the sessions. termd takes oom_score_adj -1000 when allowed (every
- * child gets 0 back before exec). At exit, after the sessions' cgroups,
+ * to the sessions. On v1 that move is made by a thread once the first
+ * session was started (each v1 move waits an RCU grace period, 2-15 ms,
+ * holding the kernel's cgroup lock that a session's mkdir needs too; a
+ * session's process joins its own cgroup itself, so nothing waits for
+ * termd's); it is waited for before a plugin's program is forked, before
+ * an upgrade in place and at exit. termd takes oom_score_adj -1000 when
+ * allowed (every child gets 0 back before exec). At exit, after the sessions' cgroups,
  * termd goes back where it was and its folders are removed. Folders of a
  * termd that died (no such pid) are removed at start when they are empty.
  * Also the file helpers both files use. */
@@ -17,6 +22,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -147,9 +153,11 @@ static int next_mount(FILE *f, struct mnt *m)
 }
 
 /* termd's cgroup path in the hierarchy whose /proc/self/cgroup controller
- * list holds ctrl ("" for v2's "0::"): 0, or -1 */
-static int self_path(const char *ctrl, char *out, size_t n)
+ * list holds ctrl ("" for v2's "0::"): 0, or -1; *there: termd is in its
+ * termd-<pid>/termd already (an upgrade in place) */
+static int self_path(const char *ctrl, char *out, size_t n, int *there)
 {
+	*there = 0;
 	FILE *f = fopen("/proc/self/cgroup", "re");
 	if (!f)
 		return -1;
@@ -177,6 +185,7 @@ static int self_path(const char *ctrl, char *out, size_t n)
 		size_t ol = strlen(out), tl = strlen(tail);
 		if (ol >= tl && strcmp(out + ol - tl, tail) == 0) {
 			out[ol - tl] = 0;
+			*there = 1;
 			if (!*out)
 				snprintf(out, n, "/");
 		}
@@ -264,8 +273,10 @@ static void hier_undo(struct hier *h)
 	hier_free(h);
 }
 
-/* <root>/termd-<pid>/termd made and termd moved into it: 0, or -1 and why */
-static int hier_setup(struct hier *h, char *why, size_t n)
+/* <root>/termd-<pid>/termd made and (now: v2 needs termd out of root
+ * before it gives controllers; not when it is there already) termd moved
+ * into it: 0, or -1 and why */
+static int hier_setup(struct hier *h, int now, char *why, size_t n)
 {
 	char name[32], pid[32];
 	snprintf(name, sizeof name, "termd-%d", (int)getpid());
@@ -281,7 +292,9 @@ static int hier_setup(struct hier *h, char *why, size_t n)
 		snprintf(why, n, "cannot make %s: %s", h->self, strerror(errno));
 		goto fail;
 	}
-	int r = cg_wrf(h->self, "cgroup.procs", pid);
+	int r = h->moved || !now ? 0 : cg_wrf(h->self, "cgroup.procs", pid);
+	if (r == 0 && now)
+		h->moved = 1;
 	if (r < 0) {
 		snprintf(why, n, "cannot move termd into %s: %s", h->self, strerror(-r));
 		goto fail;
@@ -326,12 +339,14 @@ static int try_v2(int forced, char *why, size_t n)
 		return -1;
 	}
 	char path[PATH_MAX];
-	if (self_path("", path, sizeof path) < 0) {
+	int there;
+	if (self_path("", path, sizeof path, &there) < 0) {
 		snprintf(why, n, "termd's cgroup2 path is not in /proc/self/cgroup");
 		return -1;
 	}
 	struct hier *h = &cgs.h[0];
 	h->root = cg_dir(&best, path);
+	h->moved = there;
 	buf_t ctl = {0};
 	cg_rdb(h->root, "cgroup.controllers", &ctl);
 	while (ctl.len && (ctl.p[ctl.len - 1] == '\n' || ctl.p[ctl.len - 1] == ' '))
@@ -349,7 +364,7 @@ static int try_v2(int forced, char *why, size_t n)
 		hier_free(h);
 		return -1;
 	}
-	if (hier_setup(h, why, n) < 0) {
+	if (hier_setup(h, 1, why, n) < 0) {
 		buf_free(&ctl);
 		hier_free(h);
 		return -1;
@@ -410,7 +425,8 @@ static int try_v1(int forced, char *why, size_t n)
 		if (!found || cgs.of[c] >= 0)
 			continue;
 		char path[PATH_MAX];
-		if (self_path(cnames[c], path, sizeof path) < 0)
+		int there;
+		if (self_path(cnames[c], path, sizeof path, &there) < 0)
 			continue;
 		char *root = cg_dir(&m, path);
 		int same = -1;
@@ -425,11 +441,12 @@ static int try_v1(int forced, char *why, size_t n)
 		}
 		struct hier *h = &cgs.h[cgs.nh];
 		h->root = root;
+		h->moved = there;
 		char w[400];
 		if (access(root, W_OK) != 0) {
 			snprintf(w, sizeof w, "%s is not writable: %s", root, strerror(errno));
 			hier_free(h);
-		} else if (hier_setup(h, w, sizeof w) < 0) {
+		} else if (hier_setup(h, 0, w, sizeof w) < 0) {
 			hier_free(h);
 		} else {
 			h->ctrls = 1u << c;
@@ -459,6 +476,73 @@ static int try_v1(int forced, char *why, size_t n)
 	for (size_t i = 0; i < sizeof pref / sizeof pref[0] && cgs.track < 0; i++)
 		cgs.track = cgs.of[pref[i]];
 	return 0;
+}
+
+/* ------------------------------------------------------ termd's move */
+
+static pthread_t mover;
+static int mover_on;
+
+/* the thread: termd into each hierarchy's termd-<pid>/termd (cgroup.procs
+ * takes every thread of termd). Only open/write/close on paths made
+ * before it started, so the loop may fork meanwhile; a child forked before
+ * the move joins its session's cgroup itself all the same. */
+static void *move_self(void *arg)
+{
+	(void)arg;
+	char pid[32];
+	snprintf(pid, sizeof pid, "%d", (int)getpid());
+	for (int i = 0; i < cgs.nh; i++) {
+		struct hier *h = &cgs.h[i];
+		if (h->moved || !h->self)
+			continue;
+		h->move_err = -cg_wrf(h->self, "cgroup.procs", pid);
+	}
+	return NULL;
+}
+
+/* after the thread: what it could not do said, the rest noted as done */
+static void move_done(void)
+{
+	for (int i = 0; i < cgs.nh; i++) {
+		struct hier *h = &cgs.h[i];
+		if (h->move_err)
+			log_warn("cgroups: cannot move termd into %s: %s", h->self, strerror(h->move_err));
+		else if (h->self)
+			h->moved = 1;
+		h->move_err = 0;
+	}
+}
+
+void cgroup_move_self(void)
+{
+	int todo = 0;
+	for (int i = 0; i < cgs.nh; i++)
+		todo |= cgs.h[i].self && !cgs.h[i].moved;
+	if (!todo)
+		return;
+	/* no signal for it: termd's are read from a signalfd once the loop
+	 * blocks them, and a SIGCHLD taken by this thread would be lost */
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	int r = pthread_create(&mover, NULL, move_self, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (r == 0) {
+		mover_on = 1;
+		return;
+	}
+	move_self(NULL);   /* no thread: here, then */
+	move_done();
+}
+
+void cgroup_settle(void)
+{
+	if (!mover_on)
+		return;
+	pthread_join(mover, NULL);
+	mover_on = 0;
+	move_done();
 }
 
 void cgroup_init(cg_event_fn *emit)
@@ -514,6 +598,7 @@ int cgroup_can_limit(const char *what)
 
 void cgroup_shutdown(void)
 {
+	cgroup_settle();
 	cg_sessions_end();
 	for (int i = 0; i < cgs.nh; i++)
 		hier_undo(&cgs.h[i]);

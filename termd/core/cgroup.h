@@ -38,10 +38,20 @@ enum cg_mode { CG_AUTO, CG_OFF, CG_V1, CG_V2 };
 /* ---- the kernel's side (cgroup.c, cgroup-session.c) ---- */
 /* an event no action caused (session.limit): takes extras */
 typedef void cg_event_fn(const char *observation, const char *content, cJSON *extras);
-/* At start, before anything is spawned: find cgroups (opts.cgroups), move
- * termd into <its cgroup>/termd-<pid>/termd, oom_score_adj -1000 when
- * allowed; says once on stderr what it found or why none. */
+/* At start, before anything is spawned: find cgroups (opts.cgroups), make
+ * <its cgroup>/termd-<pid>/termd (v2: move termd into it; v1:
+ * cgroup_move_self), oom_score_adj -1000 when allowed; says once on
+ * stderr what it found or why none. */
 void cgroup_init(cg_event_fn *emit);
+/* v1: termd moved into its termd-<pid>/termd by a thread (cgroup_init
+ * made the folders): each move waits an RCU grace period holding the
+ * kernel's cgroup lock, which the first session's mkdirs would wait for,
+ * so it is called once the first session was started. v2 moved in
+ * cgroup_init (its controllers need termd out of its cgroup). */
+void cgroup_move_self(void);
+/* That move done: before forking what belongs in termd's cgroup (a
+ * plugin's program), an upgrade in place, exit. */
+void cgroup_settle(void);
 /* At exit, after the sessions: termd back where it was, its folders removed. */
 void cgroup_shutdown(void);
 /* "v2", "v1", or NULL when cgroups are not in use (then cgroup_why says why) */

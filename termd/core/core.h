@@ -338,6 +338,10 @@ struct port_ent {
  * session's process (ours 1) or not (0); each socket no longer there handed
  * to gone, then dropped. How many were new. */
 int portscan_update(void (*gone)(const struct port_ent *e));
+/* Before any session has a process: every socket listening now is no
+ * session's (ours 0), noted without walking /proc (which the first reading
+ * would do for each socket of the machine's other programs). */
+void portscan_baseline(void);
 /* the table as the last reading left it */
 struct port_ent *portscan_ents(size_t *n);
 void portscan_free(void);

@@ -331,6 +331,14 @@ int portscan_update(void (*gone)(const struct port_ent *e))
 	return added;
 }
 
+void portscan_baseline(void)
+{
+	read_listening();
+	for (size_t i = 0; i < nents; i++)
+		if (ents[i].ours == -1)
+			ents[i].ours = 0;
+}
+
 struct port_ent *portscan_ents(size_t *n)
 {
 	*n = nents;

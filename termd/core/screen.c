@@ -52,9 +52,11 @@ struct screen {
 	int cursor_visible;
 	char *title;
 	/* scrollback ring: sb_len lines, oldest at sb_head; a slot's buffer
-	 * is reused when the ring wraps (no malloc per line scrolled off) */
+	 * is reused when the ring wraps (no malloc per line scrolled off).
+	 * The slots (sb_cap) grow with the lines up to sb_max: an idle
+	 * session does not hold --scrollback's worth of them (48 kB at 2000) */
 	buf_t *sb;
-	size_t sb_cap, sb_len, sb_head;
+	size_t sb_cap, sb_max, sb_len, sb_head;
 	void (*out_cb)(const char *, size_t, void *);
 	void *out_user;
 	struct vtfilter vf;       /* what libvterm may see (proto/vtfilter.c) */
@@ -193,8 +195,17 @@ static void row_text(const struct screen *sc, const struct row *row, buf_t *out)
 /* A row leaves the top of the primary screen: into the scrollback ring. */
 static void sb_push(struct screen *sc, const struct row *row)
 {
-	if (!sc->sb_cap)
+	if (!sc->sb_max)
 		return;
+	if (sc->sb_len == sc->sb_cap && sc->sb_cap < sc->sb_max) {
+		/* not wrapped yet (sb_head is 0): more slots */
+		size_t n = sc->sb_cap ? sc->sb_cap * 2 : 64;
+		if (n > sc->sb_max)
+			n = sc->sb_max;
+		sc->sb = xrealloc(sc->sb, n * sizeof *sc->sb);
+		memset(sc->sb + sc->sb_cap, 0, (n - sc->sb_cap) * sizeof *sc->sb);
+		sc->sb_cap = n;
+	}
 	buf_t *slot;
 	if (sc->sb_len == sc->sb_cap) {
 		slot = &sc->sb[sc->sb_head];
@@ -226,8 +237,9 @@ void screen_set_scrollback(struct screen *sc, size_t lines)
 {
 	sb_clear(sc);
 	free(sc->sb);
-	sc->sb = lines ? xcalloc(lines, sizeof *sc->sb) : NULL;
-	sc->sb_cap = lines;
+	sc->sb = NULL;
+	sc->sb_cap = 0;
+	sc->sb_max = lines;   /* slots made as lines come */
 }
 
 size_t screen_scrollback_lines(struct screen *sc)

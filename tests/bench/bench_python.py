@@ -1,7 +1,8 @@
 """bench_python.py — `make bench`: `run true` round trips through the Python
 package (proto/python, its synchronous API) next to the C client
 (bench-rtt) and pexpect driving bash, in the same run against one private
-termd (bench.py's Termd, on a unix socket). Informational: exit status 0
+termd (bench.py's Termd, on a unix socket), taken in turn 100 at a time
+so that load swings hit all of them. Informational: exit status 0
 whenever the figures could be taken.
 
 Environment: TERMD_BIN, BENCH_RTT_BIN (as bench.py), BENCH_N (timed round
@@ -11,7 +12,6 @@ import os
 import shutil
 import sys
 import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -21,18 +21,19 @@ import bench  # noqa: E402
 import termd  # noqa: E402
 
 
-def rtt_package(td, n=bench.N, warmup=bench.WARMUP):
-    with termd.Termd(td.url) as t:
-        for _ in range(warmup):
-            t.run("true")
-        samples = []
-        for _ in range(n):
-            t0 = time.perf_counter()
+def package_client(td):
+    """(name, connect) for bench.rtt_interleaved: a `run true` through the
+    package's synchronous API"""
+    def connect():
+        t = termd.Termd(td.url)
+        t.__enter__()
+
+        def one():
             r = t.run("true")
-            samples.append(time.perf_counter() - t0)
             if r.exit_code != 0 or r.running:
                 raise RuntimeError("unexpected answer: %r" % (r,))
-        return bench.summary_us(samples)
+        return one, lambda: t.__exit__(None, None, None)
+    return ("package", connect)
 
 
 def main():
@@ -40,16 +41,12 @@ def main():
     td = bench.Termd(tmp)
     try:
         td.start()
-        sys.stdout.write("bench_python: run true x%d: package ... " % bench.N)
-        sys.stdout.flush()
-        py = rtt_package(td)
-        sys.stdout.write("C client ... ")
-        sys.stdout.flush()
-        c = bench.rtt_c(td)
-        sys.stdout.write("pexpect bash ... ")
+        sys.stdout.write("bench_python: run true x%d: package, C client, pexpect bash, "
+                         "%d at a time in turn ... " % (bench.N, bench.RTT_BLOCK))
         sys.stdout.flush()
         os.makedirs(os.path.join(tmp, "pexpect-home"))
-        px = bench.rtt_pexpect(os.path.join(tmp, "pexpect-home"))
+        rt = bench.rtt_interleaved(td, os.path.join(tmp, "pexpect-home"), others=[package_client(td)])
+        py, c, px = rt["package"], rt["c"], rt["pexpect"]
         print("done")
         rows = [("client", "p50", "p99", "p50 vs C", "p50 vs pexpect")]
         for name, r in (("termd Python package (sync)", py), ("termd C client (bench-rtt)", c),

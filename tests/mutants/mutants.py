@@ -1075,4 +1075,27 @@ MUTANTS = [
                 R + "door/link/test_link_redial.py::test_dialed_again_after_every_upgrade"],
          why="a dial the backend took and never answered is waited on for good: the link is "
              "never dialed again (after an upgrade too)"),
+
+
+    dict(name="termd-never-moves-into-its-cgroup",
+         file="termd/main.c",
+         search="\tcgroup_move_self();\n",
+         replace="\t;\n",
+         tests=[R + "core/test_cgroups.py::test_close_kills_leftovers_and_removes_the_cgroup"],
+         why="on v1 termd's own move (a thread, once the main shell is started) never happens: "
+             "termd stays in the cgroup it was started in"),
+    dict(name="ports-baseline-after-an-upgrade",
+         file="termd/action/ports.c",
+         search="\tif (!srv.inherited)\n\t\tportscan_baseline();\n",
+         replace="\tportscan_baseline();\n",
+         tests=[R + "daemon/test_upgrade_keeps.py::test_session_listener_still_listed_after_upgrade"],
+         why="after an upgrade in place the sockets already listening are all taken for other "
+             "programs': a session's listener is no longer in ports.list"),
+    dict(name="scrollback-grows-past-its-limit",
+         file="termd/core/screen.c",
+         search="\t\tif (n > sc->sb_max)\n\t\t\tn = sc->sb_max;\n",
+         replace="",
+         tests=[R + "core/test_limits.py::test_scrollback_grows_to_its_limit_then_wraps"],
+         why="the scrollback ring's slots, made as lines come, grow past --scrollback: it "
+             "keeps more lines than asked"),
 ]

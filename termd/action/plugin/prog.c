@@ -319,6 +319,7 @@ int program_start(struct plugin *pl, char *err, size_t errlen)
 		close(in[1]);
 		return -1;
 	}
+	cgroup_settle();   /* the program starts in termd's own cgroup */
 	pid_t pid = fork();
 	if (pid < 0) {
 		snprintf(err, errlen, "cannot start plugin '%s': %s", pl->name, strerror(errno));

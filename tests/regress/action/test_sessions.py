@@ -749,7 +749,9 @@ def test_programs_start_with_default_signal_dispositions_whatever_termds_parent_
         pid = t.proc.pid
         with open("/proc/%d/status" % pid) as f:
             ign = [ln.split()[1] for ln in f if ln.startswith("SigIgn:")][0]
-        assert int(ign, 16) & (3 << 31) == 3 << 31, ign   # termd itself got them ignored
+        # termd itself got them ignored (32 at least: glibc gives 33 a handler
+        # of its own once termd starts a thread, as its cgroup move on v1)
+        assert int(ign, 16) & (1 << 31), ign
         ev = t.events()
         obs = run_done(ev, "grep -E '^SigIgn:' /proc/self/status")
         assert [ln.split() for ln in lines(obs)] == [["SigIgn:", "0" * 16]], fmt(obs)

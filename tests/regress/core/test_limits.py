@@ -3,6 +3,7 @@ instance, viewers per session, pending bytes per /events connection,
 scrollback lines, a command's in-memory output; bad limit values refused at
 start-up. (--max-frame and --retain have their own tests in
 test_health_events.py and test_events_stream.py.)"""
+import os
 import subprocess
 
 import pytest
@@ -92,14 +93,35 @@ def test_max_viewers_per_session(termd_factory):
 
 # ------------------------------------------------------ pending bytes
 
+def client_sockets(pid, ev):
+    """termd's sockets less the one it holds for each spare stub (cgroup
+    v1: forked 50 ms after a session opened, they come and go on their
+    own): its children that lead no session"""
+    leaders = {s["pid"] for s in ev.call("session.list", {})["extras"]["sessions"]}
+    stubs = 0
+    for d in os.listdir("/proc"):
+        if d.isdigit() and int(d) not in leaders:
+            try:
+                with open("/proc/%s/stat" % d) as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            stubs += ppid == pid
+    return socket_fds(pid, spares=True) - stubs
+
+
 def test_max_pending_drops_a_client_that_does_not_read(termd_factory, tmp_path):
     t = termd_factory(args=["--max-pending", "65536", "--retain", "50"])
     fast = t.events()
     run_done(fast, "true")
-    base = socket_fds(t.proc.pid)
+    seen = []   # (a stub being forked holds its socket a moment before it is a child)
+    base = wait_until(lambda: (seen.append(client_sockets(t.proc.pid, fast)) or
+                               seen[-2:] == seen[-1:] * 2) and seen[-1], timeout=20,
+                      what="termd's sockets to settle")
     slow = t.events()
     assert slow.call("subscribe", {}).get("observation") == "subscribe"
-    assert socket_fds(t.proc.pid) == base + 1
+    wait_until(lambda: client_sockets(t.proc.pid, fast) == base + 1, timeout=20,
+               what="one socket more for the second client")
     # `slow` never reads from here on. Each answer below (about 200 kB) is
     # also sent to it as a subscriber: the kernel's socket buffers fill,
     # then termd's queue for it passes 64 KiB and it is dropped.
@@ -108,9 +130,9 @@ def test_max_pending_drops_a_client_that_does_not_read(termd_factory, tmp_path):
     for i in range(200):
         r = fast.call("read", {"path": str(big)})
         assert r.get("observation") == "read", fmt(r)
-        if socket_fds(t.proc.pid) == base:
+        if client_sockets(t.proc.pid, fast) == base:
             break
-    wait_until(lambda: socket_fds(t.proc.pid) == base, timeout=20,
+    wait_until(lambda: client_sockets(t.proc.pid, fast) == base, timeout=20,
                what="the non-reading client to be dropped")
     said = [ln for ln in t.log.read_text(errors="replace").splitlines() if "not reading" in ln]
     assert said, "termd did not log why it dropped the client"
@@ -154,6 +176,30 @@ def test_scrollback_lines(termd_factory):
     assert ev.call("screen", {"scrollback": 0})["content"] == scr["content"]
     assert_error(ev.call("screen", {"scrollback": -1}), "bad_request")
     assert_error(ev.call("screen", {"scrollback": "x"}), "bad_request")
+
+
+def test_scrollback_grows_to_its_limit_then_wraps(termd_factory):
+    """The ring's slots are made as lines come (64, 128, then the limit):
+    past 200 lines it holds the last 200 exactly, in order, and no more."""
+    t = termd_factory(args=["--scrollback", "200"])
+    ev = t.events()
+    run_done(ev, "clear")
+    for upto in (100, 700):   # part of the way (grown, not wrapped), then past it
+        run_done(ev, "seq %d %d" % (upto - 99 if upto == 100 else 101, upto))
+        scr = wait_until(lambda: (lambda o: o if o["extras"]["cursor"]["col"] > 0 else None)(
+            ev.call("screen", {})), what="the prompt after seq")
+        visible = scr["content"].split("\n")
+        full = ev.call("screen", {"scrollback": True})["content"].split("\n")
+        assert full[-len(visible):] == visible
+        nums = [int(x) for x in full if x.isdigit()]
+        assert nums == list(range(nums[0], upto + 1)), nums[:5]
+        if upto == 700:
+            assert scr["extras"]["scrollback_lines"] == 200, fmt(scr)
+            on_screen = [x for x in visible if x.isdigit()]
+            assert nums[0] == int(on_screen[0]) - 200
+        else:
+            assert nums[0] == 1, nums[:5]
+            assert scr["extras"]["scrollback_lines"] < 200, fmt(scr)
 
 
 def test_scrollback_zero_keeps_none(termd_factory):

@@ -203,6 +203,32 @@ def test_port_wait_in_flight_is_rearmed(termd):
     assert got["extras"].get("port") == port, fmt(got)
 
 
+def test_session_listener_still_listed_after_upgrade(termd):
+    """A port a session's process listens on before the upgrade is still
+    the session's after it (the new image reads the sockets afresh: the
+    ones that were there before it are not all taken for someone else's,
+    as they are at a fresh start)."""
+    from tdtest import free_port
+    port = free_port()
+    ev = termd.events()
+    o = run_done(ev, "python3 -c \"import socket, time; s = socket.socket(); "
+                     "s.bind(('127.0.0.1', %d)); s.listen(4); time.sleep(600)\" "
+                     ">/dev/null 2>&1 & echo PID=$!" % port)
+    pid = int([ln for ln in content(o).splitlines() if ln.startswith("PID=")][0][4:])
+    try:
+        def listed(e):
+            ports = e.call("ports.list", {}, timeout=T)["extras"]["ports"]
+            return [p for p in ports if p["port"] == port]
+        got = wait_until(lambda: listed(ev), timeout=T, what="the port in ports.list")
+        assert got[0]["session"] == "main", got
+        code, ev2, ans = upgrade(termd, ev)
+        assert ans["extras"].get("ok") is True, fmt(ans)
+        got = wait_until(lambda: listed(ev2), timeout=T, what="the port listed after the upgrade")
+        assert got[0]["session"] == "main", got
+    finally:
+        os.kill(pid, 9)
+
+
 def test_keys_in_flight_not_typed_twice(termd):
     """keys typed, their answer still waiting for the screen to settle:
     answered before the exec, so the client's re-send of the id after the
