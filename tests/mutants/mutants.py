@@ -991,4 +991,19 @@ MUTANTS = [
          tests=[R + "core/test_cgroups.py::test_first_instruction_runs_in_the_sessions_cgroup"],
          why="a spare cgroup taken by a session is not renamed: the session's shell is in "
              "s-spare-N, not its session's folder"),
+    dict(name="unzip-refusal-swallowed",
+         file="termd/fs/unzip.c",
+         search="\t\trc = -1;\n\t} else if (!is_dir) {\n",
+         replace="\t\trc = 0;\n\t} else if (!is_dir) {\n",
+         tests=[R + "door/openhands/test_openhands.py::test_list_upload_download",
+                R + "door/swerex/test_swerex.py::test_zip_upload_stays_beneath_target"],
+         why="a zip entry whose folder is behind a planted symlink is skipped silently: the "
+             "upload (OpenHands', SWE-ReX's) says it succeeded"),
+    dict(name="unzip-openhands-message-plain",
+         file="termd/door/openhands/transfer.c",
+         search="opts.upload_entries, 1,\n",
+         replace="opts.upload_entries, 0,\n",
+         tests=[R + "door/openhands/test_openhands.py::test_list_upload_download"],
+         why="OpenHands' upload no longer says which folder could not be made nor that a "
+             "link or a file is in the way (SWE-ReX's shorter message)"),
 ]
