@@ -234,6 +234,46 @@ void pending_conn_gone(struct conn *c);
 void pending_session_gone(struct session *s);
 
 
+/* ---- a door's calls onto actions_dispatch (call.c) ---- */
+/* Dispatch the frame {"id": id, "action": action, "args": args} on c as a
+ * client would send it; args is taken over (NULL: the frame has none). c
+ * is a door's socketless connection (c->sink set): each answer reaches the
+ * sink, during this call (an action answered at once) or later (a pending
+ * action, file work in a worker), with "cause" the id. */
+void action_call(struct conn *c, const char *id, const char *action, cJSON *args);
+/* An id no one can guess ahead, for a call whose id the event stream shows
+ * to every subscriber: "<prefix>-<n>-" and 24 hex digits of getrandom
+ * (none when it fails: the counter n still makes it new), cut to size. */
+void action_call_random_id(char *out, size_t size, const char *prefix, unsigned long long n);
+/* A door's synchronous caller: a socketless connection whose answer the
+ * call itself returns. Set conn.sink (action_caller_sink, or the door's
+ * own sink that offers each answer to action_caller_take first) and
+ * prefix; the rest starts zeroed. */
+struct action_caller {
+	struct conn conn;         /* first: the sink finds its caller */
+	const char *prefix;       /* of the ids, e.g. "envd" */
+	unsigned long long nid;   /* ids made so far */
+	char id[64];              /* the call waiting for its answer ("" between calls) */
+	cJSON *answer;            /* its answer, once the sink took it */
+};
+/* The next id: "<prefix>-<n>-<clock in hex>", n counting this caller's
+ * ids (the call's own, and those a door makes for calls of its own on
+ * the same connection); new each time, never re-sent. */
+void action_caller_id(struct action_caller *k, char *out, size_t size);
+/* Call action with args (taken over; NULL: none) under a new id and
+ * return the answer it gave during the call: the caller's own, to
+ * cJSON_Delete. NULL when none came then: an action that answers later
+ * (a pending one, file work in a worker). Such a late answer is never
+ * taken: it reaches the sink with an id no call waits for any more
+ * (action_caller_take says 0; action_caller_sink drops it). */
+cJSON *action_call_now(struct action_caller *k, const char *action, cJSON *args);
+/* For a sink: ans (parsed, may be NULL) is the answer the call waits for
+ * → k keeps it (taken over) and 1; else 0, and ans stays the sink's. */
+int action_caller_take(struct action_caller *k, cJSON *ans);
+/* A sink that takes the answer the call waits for and drops every other
+ * message (late answers, anything the connection is sent). */
+void action_caller_sink(struct conn *c, const char *data, size_t len);
+
 /* ---- counts of actions for /metrics (actstats.c) ---- */
 /* an action name's index (registered names; others count as "unknown") */
 int actstats_index(const char *name);

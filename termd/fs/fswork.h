@@ -107,4 +107,14 @@ int fs_write_beneath(int dfd, const char *name, mode_t mode);
 /* ... saying whether it made the file */
 int fs_write_beneath_new(int dfd, const char *name, mode_t mode, int *created);
 
+/* ---- unzip.c ---- */
+/* Unpack the zip into the folder dir (which must exist): checked first
+ * (zip_check: entries at most max_entries, sizes within budget bytes),
+ * then each entry written beneath dir (its folders made 0755, files
+ * 0666), never through a symlink. 0, or -1 with err ("[Errno N] why:
+ * 'name'"; detail: a folder that cannot be made is said as "cannot make
+ * the folder of 'name'", naming a link or a file in the way). */
+int fs_unzip_into(const char *dir, const void *zip, size_t len, size_t budget,
+		  size_t max_entries, int detail, char *err, size_t errlen);
+
 #endif

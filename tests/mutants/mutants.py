@@ -1098,4 +1098,21 @@ MUTANTS = [
          tests=[R + "core/test_limits.py::test_scrollback_grows_to_its_limit_then_wraps"],
          why="the scrollback ring's slots, made as lines come, grow past --scrollback: it "
              "keeps more lines than asked"),
+
+
+    dict(name="unzip-refusal-swallowed",
+         file="termd/fs/unzip.c",
+         search="\t\trc = -1;\n\t} else if (!is_dir) {\n",
+         replace="\t\trc = 0;\n\t} else if (!is_dir) {\n",
+         tests=[R + "door/openhands/test_openhands.py::test_list_upload_download",
+                R + "door/swerex/test_swerex.py::test_zip_upload_stays_beneath_target"],
+         why="a zip entry whose folder is behind a planted symlink is skipped silently: the "
+             "upload (OpenHands', SWE-ReX's) says it succeeded"),
+    dict(name="unzip-openhands-message-plain",
+         file="termd/door/openhands/transfer.c",
+         search="opts.upload_entries, 1,\n",
+         replace="opts.upload_entries, 0,\n",
+         tests=[R + "door/openhands/test_openhands.py::test_list_upload_download"],
+         why="OpenHands' upload no longer says which folder could not be made nor that a "
+             "link or a file is in the way (SWE-ReX's shorter message)"),
 ]

@@ -233,10 +233,7 @@ void envd_add_bytes(cJSON *o, const char *key, const void *p, size_t n)
 /* ============================================== termd actions, at once */
 
 static struct {
-	struct conn conn;         /* socketless: answers come to sink */
-	unsigned long long nid;
-	char id[48];
-	cJSON *answer;
+	struct action_caller call;   /* socketless: answers come to sink */
 	int registered;
 } ed;
 
@@ -260,11 +257,9 @@ static void envd_sink(struct conn *c, const char *data, size_t len)
 {
 	(void)c;
 	cJSON *ans = cJSON_ParseWithLength(data, len);
-	const char *cause = ans ? envd_str(ans, "cause", NULL) : NULL;
-	if (cause && !ed.answer && strcmp(cause, ed.id) == 0) {
-		ed.answer = ans;
+	if (action_caller_take(&ed.call, ans))
 		return;
-	}
+	const char *cause = ans ? envd_str(ans, "cause", NULL) : NULL;
 	for (struct envd_later **pp = &laters; cause && *pp; pp = &(*pp)->next) {
 		struct envd_later *l = *pp;
 		if (strcmp(l->id, cause) != 0)
@@ -292,43 +287,21 @@ static void later_gone(struct http_txn *t)
 void envd_action_then(struct envd_call *c, const char *action, cJSON *args, envd_then_fn *then)
 {
 	struct envd_later *l = xcalloc(1, sizeof *l);
-	snprintf(l->id, sizeof l->id, "envd-%llu-%llx", ++ed.nid, (unsigned long long)mono_us());
+	action_caller_id(&ed.call, l->id, sizeof l->id);
 	l->c = *c;
 	l->c.req = cJSON_Duplicate(c->req, 1);
 	l->then = then;
 	l->next = laters;
 	laters = l;
 	c->t->gone = later_gone;
-	cJSON *f = cJSON_CreateObject();
-	cJSON_AddStringToObject(f, "id", l->id);
-	cJSON_AddStringToObject(f, "action", action);
-	cJSON_AddItemToObject(f, "args", args);
-	char *s = cJSON_PrintUnformatted(f);
-	cJSON_Delete(f);
 	fsact_as(&envd_cur.cred);   /* file work acts as the request's user */
-	actions_dispatch(&ed.conn, s, strlen(s));
+	action_call(&ed.call.conn, l->id, action, args);
 	fsact_as(NULL);
-	free(s);
 }
 
 cJSON *envd_action(const char *action, cJSON *args)
 {
-	/* random enough that nobody can take the answer: a counter and the
-	 * clock (the id is also never re-sent) */
-	snprintf(ed.id, sizeof ed.id, "envd-%llu-%llx", ++ed.nid, (unsigned long long)mono_us());
-	cJSON *f = cJSON_CreateObject();
-	cJSON_AddStringToObject(f, "id", ed.id);
-	cJSON_AddStringToObject(f, "action", action);
-	cJSON_AddItemToObject(f, "args", args);
-	char *s = cJSON_PrintUnformatted(f);
-	cJSON_Delete(f);
-	ed.answer = NULL;
-	actions_dispatch(&ed.conn, s, strlen(s));
-	free(s);
-	cJSON *a = ed.answer;
-	ed.answer = NULL;
-	ed.id[0] = 0;
-	return a;
+	return action_call_now(&ed.call, action, args);
 }
 
 /* ============================================================== answers */
@@ -892,7 +865,8 @@ void envd_register(void)
 	};
 	http_routes_register(routes, sizeof routes / sizeof routes[0]);
 	http_health_extend(envd_health);
-	ed.conn.sink = envd_sink;
+	ed.call.conn.sink = envd_sink;
+	ed.call.prefix = "envd";
 	envd_process_register();
 	ed.registered = 1;
 }
@@ -903,8 +877,8 @@ void envd_shutdown(void)
 		return;
 	envd_process_shutdown();
 	envd_watch_shutdown();
-	cJSON_Delete(ed.answer);
-	ed.answer = NULL;
+	cJSON_Delete(ed.call.answer);
+	ed.call.answer = NULL;
 	while (laters) {   /* their file work was dropped (fswork_shutdown) */
 		struct envd_later *l = laters;
 		laters = l->next;

@@ -10,10 +10,7 @@
 #include <string.h>
 
 static struct {
-	struct conn conn;         /* socketless: answers come to sink */
-	char id[64];
-	unsigned long long nid;
-	cJSON *answer;
+	struct action_caller call;   /* socketless: answers come to sink */
 	uint64_t last_us;
 } v1;
 
@@ -91,34 +88,9 @@ int v1_admit(struct http_txn *t)
 
 /* ============================================================= actions */
 
-static void v1_sink(struct conn *c, const char *data, size_t len)
-{
-	(void)c;
-	cJSON *ans = cJSON_ParseWithLength(data, len);
-	const cJSON *cause = ans ? cJSON_GetObjectItemCaseSensitive(ans, "cause") : NULL;
-	if (cJSON_IsString(cause) && !v1.answer && strcmp(cause->valuestring, v1.id) == 0) {
-		v1.answer = ans;
-		return;
-	}
-	cJSON_Delete(ans);
-}
-
 cJSON *v1_action(const char *action, cJSON *args)
 {
-	snprintf(v1.id, sizeof v1.id, "ohv1-%llu-%llx", ++v1.nid, (unsigned long long)mono_us());
-	cJSON *f = cJSON_CreateObject();
-	cJSON_AddStringToObject(f, "id", v1.id);
-	cJSON_AddStringToObject(f, "action", action);
-	cJSON_AddItemToObject(f, "args", args);
-	char *s = cJSON_PrintUnformatted(f);
-	cJSON_Delete(f);
-	v1.answer = NULL;
-	actions_dispatch(&v1.conn, s, strlen(s));
-	free(s);
-	cJSON *a = v1.answer;
-	v1.answer = NULL;
-	v1.id[0] = 0;
-	return a;
+	return action_call_now(&v1.call, action, args);
 }
 
 void v1_touch(void)
@@ -133,7 +105,8 @@ uint64_t v1_last_work(void)
 
 void v1_answer_init(void)
 {
-	v1.conn.sink = v1_sink;
+	v1.call.conn.sink = action_caller_sink;
+	v1.call.prefix = "ohv1";
 	v1.last_us = mono_us();
 }
 

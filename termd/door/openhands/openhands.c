@@ -10,7 +10,6 @@
  * table register.c gives oh_init: this file calls none of them by name. */
 #include "openhands.h"
 
-#include <sys/random.h>
 
 #include <math.h>
 #include <pwd.h>
@@ -210,23 +209,11 @@ void oh_call(struct ohreq *r, const char *action, cJSON *args, oh_cont cont)
 {
 	/* unguessable: the stream shows every id to every subscriber, and a
 	 * guessed next id must not be one anybody could take first */
-	uint8_t rnd[12];
-	if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd)
-		memset(rnd, 0, sizeof rnd);   /* then the counter still makes it new */
-	int n = snprintf(r->id, sizeof r->id, "openhands-%llu-", ++oh.nid);
-	for (size_t i = 0; i < sizeof rnd && n + 2 < (int)sizeof r->id; i++, n += 2)
-		snprintf(r->id + n, sizeof r->id - (size_t)n, "%02x", rnd[i]);
+	action_call_random_id(r->id, sizeof r->id, "openhands", ++oh.nid);
 	r->cont = cont;
-	cJSON *f = cJSON_CreateObject();
-	cJSON_AddStringToObject(f, "id", r->id);
-	cJSON_AddStringToObject(f, "action", action);
-	cJSON_AddItemToObject(f, "args", args);
-	char *s = cJSON_PrintUnformatted(f);
-	cJSON_Delete(f);
 	oh.in_dispatch++;
-	actions_dispatch(&oh.conn, s, strlen(s));
+	action_call(&oh.conn, r->id, action, args);
 	oh.in_dispatch--;
-	free(s);
 	if (!oh.in_dispatch && oh.early) {
 		cJSON *a = oh.early;
 		oh.early = NULL;

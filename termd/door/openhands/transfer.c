@@ -148,41 +148,6 @@ static int write_whole(const char *path, const void *data, size_t len, buf_t *er
 	return 0;
 }
 
-struct unzip_ctx {
-	int root;                 /* the destination folder */
-};
-
-/* one zip entry, beneath the destination: its folders made and the file
- * written without ever going through a symlink (one planted in the
- * destination cannot send an entry elsewhere) */
-static int unzip_entry(void *arg, const char *name, const unsigned char *data, size_t len,
-		       int is_dir, char *err, size_t errlen)
-{
-	struct unzip_ctx *u = arg;
-	const char *slash = strrchr(name, '/');
-	char *dir = is_dir ? xstrdup(name) : slash ? xstrndup(name, (size_t)(slash - name))
-						   : xstrdup("");
-	int dfd = fs_dir_beneath(u->root, dir, 0755);
-	int rc = 0;
-	if (dfd < 0) {
-		snprintf(err, errlen, "[Errno %d] %s: cannot make the folder of '%s'%s", errno,
-			 strerror(errno), name, errno == ELOOP || errno == ENOTDIR ?
-			 " (a symlink or a file is in the way)" : "");
-		rc = -1;
-	} else if (!is_dir) {
-		const char *base = slash ? slash + 1 : name;
-		int fd = base[0] ? fs_write_beneath(dfd, base, 0666) : -1;
-		if (fd < 0 || write_all(fd, data, len) < 0 || close(fd) < 0) {
-			snprintf(err, errlen, "[Errno %d] %s: '%s'", errno, strerror(errno), name);
-			rc = -1;
-		}
-	}
-	if (dfd >= 0)
-		close(dfd);
-	free(dir);
-	return rc;
-}
-
 /* The upload's answer, as OpenHands' server gives it. */
 static void answer_uploaded(struct http_txn *t, const char *fname, const char *dest, int recursive)
 {
@@ -226,17 +191,9 @@ static void up_work(struct fsjob *fj)
 		snprintf(j->err, sizeof j->err, "%s", msg.p ? msg.p : "cannot create the destination");
 		j->failed = 1;
 	} else if (j->is_zip) {
-		struct unzip_ctx u = {open(j->dest, O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
-		if (u.root < 0) {
-			snprintf(j->err, sizeof j->err, "[Errno %d] %s: '%s'", errno, strerror(errno),
-				 j->dest);
+		if (fs_unzip_into(j->dest, j->data, j->len, opts.upload_max, opts.upload_entries, 1,
+				  j->err, sizeof j->err) < 0)
 			j->failed = 1;
-		} else if (zip_check(j->data, j->len, opts.upload_max, opts.upload_entries, j->err,
-			      sizeof j->err) < 0 ||
-		    zip_read(j->data, j->len, unzip_entry, &u, j->err, sizeof j->err) < 0)
-			j->failed = 1;
-		if (u.root >= 0)
-			close(u.root);
 	} else {
 		buf_t path = {0};
 		buf_printf(&path, "%s/%s", j->dest, j->fname);

@@ -14,41 +14,13 @@
 #include <unistd.h>
 
 static struct {
-	struct conn conn;         /* socketless: answers come to sink */
-	char id[64];
-	unsigned long long nid;
-	cJSON *answer;
+	struct action_caller call;   /* socketless: answers come to sink */
 	int registered;
 } sb;
 
-static void sb_sink(struct conn *c, const char *data, size_t len)
-{
-	(void)c;
-	cJSON *ans = cJSON_ParseWithLength(data, len);
-	const cJSON *cause = cJSON_GetObjectItemCaseSensitive(ans, "cause");
-	if (cJSON_IsString(cause) && !sb.answer && sb.id[0] && strcmp(cause->valuestring, sb.id) == 0) {
-		sb.answer = ans;
-		return;
-	}
-	cJSON_Delete(ans);
-}
-
 cJSON *sb_action(const char *action, cJSON *args)
 {
-	snprintf(sb.id, sizeof sb.id, "sandbox-%llu-%llx", ++sb.nid, (unsigned long long)mono_us());
-	cJSON *f = cJSON_CreateObject();
-	cJSON_AddStringToObject(f, "id", sb.id);
-	cJSON_AddStringToObject(f, "action", action);
-	cJSON_AddItemToObject(f, "args", args);
-	char *s = cJSON_PrintUnformatted(f);
-	cJSON_Delete(f);
-	sb.answer = NULL;
-	actions_dispatch(&sb.conn, s, strlen(s));
-	free(s);
-	cJSON *a = sb.answer;
-	sb.answer = NULL;
-	sb.id[0] = 0;
-	return a;
+	return action_call_now(&sb.call, action, args);
 }
 
 int sb_is_error(const cJSON *ans)
@@ -131,7 +103,8 @@ void sandbox_register(void)
 		{"*", "/", NULL, sb_not_found, 1, TD_API_AGENT_SANDBOX},
 	};
 	http_routes_register(routes, sizeof routes / sizeof routes[0]);
-	sb.conn.sink = sb_sink;
+	sb.call.conn.sink = action_caller_sink;
+	sb.call.prefix = "sandbox";
 	sb_exec_register();
 	sb.registered = 1;
 }
@@ -141,6 +114,6 @@ void sandbox_shutdown(void)
 	if (!sb.registered)
 		return;
 	sb_exec_shutdown();
-	cJSON_Delete(sb.answer);
-	sb.answer = NULL;
+	cJSON_Delete(sb.call.answer);
+	sb.call.answer = NULL;
 }

@@ -178,37 +178,6 @@ static int write_whole(const char *path, const void *data, size_t len, char *err
 	return 0;
 }
 
-struct unzip_ctx {
-	int root;
-};
-
-/* one entry beneath the target, never through a link */
-static int unzip_entry(void *arg, const char *name, const unsigned char *data, size_t len,
-		       int is_dir, char *err, size_t errlen)
-{
-	struct unzip_ctx *u = arg;
-	const char *slash = strrchr(name, '/');
-	char *dir = is_dir ? xstrdup(name) : slash ? xstrndup(name, (size_t)(slash - name))
-						   : xstrdup("");
-	int dfd = fs_dir_beneath(u->root, dir, 0755);
-	int rc = 0;
-	if (dfd < 0) {
-		snprintf(err, errlen, "[Errno %d] %s: '%s'", errno, strerror(errno), name);
-		rc = -1;
-	} else if (!is_dir) {
-		const char *base = slash ? slash + 1 : name;
-		int fd = base[0] ? fs_write_beneath(dfd, base, 0666) : -1;
-		if (fd < 0 || write_all(fd, data, len) < 0 || close(fd) < 0) {
-			snprintf(err, errlen, "[Errno %d] %s: '%s'", errno, strerror(errno), name);
-			rc = -1;
-		}
-	}
-	if (dfd >= 0)
-		close(dfd);
-	free(dir);
-	return rc;
-}
-
 static void up_work(struct fsjob *fj)
 {
 	struct up_job *j = (struct up_job *)fj;
@@ -226,20 +195,9 @@ static void up_work(struct fsjob *fj)
 		if (fsio_mkdirs(j->target, &msg) != FSIO_OK) {
 			snprintf(j->err, sizeof j->err, "%s", msg.p ? msg.p : "cannot make the folder");
 			j->failed = 1;
-		} else {
-			struct unzip_ctx u = {open(j->target, O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
-			if (u.root < 0) {
-				snprintf(j->err, sizeof j->err, "[Errno %d] %s: '%s'", errno,
-					 strerror(errno), j->target);
-				j->failed = 1;
-			} else if (zip_check(j->data, j->len, opts.upload_max, opts.upload_entries,
-					     j->err, sizeof j->err) < 0 ||
-				   zip_read(j->data, j->len, unzip_entry, &u, j->err,
-					    sizeof j->err) < 0) {
-				j->failed = 1;
-			}
-			if (u.root >= 0)
-				close(u.root);
+		} else if (fs_unzip_into(j->target, j->data, j->len, opts.upload_max,
+					 opts.upload_entries, 0, j->err, sizeof j->err) < 0) {
+			j->failed = 1;
 		}
 	} else if (write_whole(j->target, j->data, j->len, j->err, sizeof j->err) < 0) {
 		j->failed = 1;

@@ -257,23 +257,11 @@ static void flush_early(void)
 
 void sw_call(struct swreq *r, const char *action, cJSON *args, sw_cont cont)
 {
-	uint8_t rnd[12];
-	if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd)
-		memset(rnd, 0, sizeof rnd);
-	int n = snprintf(r->id, sizeof r->id, "swerex-%llu-", ++sw.nid);
-	for (size_t i = 0; i < sizeof rnd && n + 2 < (int)sizeof r->id; i++, n += 2)
-		snprintf(r->id + n, sizeof r->id - (size_t)n, "%02x", rnd[i]);
+	action_call_random_id(r->id, sizeof r->id, "swerex", ++sw.nid);
 	r->cont = cont;
-	cJSON *f = cJSON_CreateObject();
-	cJSON_AddStringToObject(f, "id", r->id);
-	cJSON_AddStringToObject(f, "action", action);
-	cJSON_AddItemToObject(f, "args", args);
-	char *s = cJSON_PrintUnformatted(f);
-	cJSON_Delete(f);
 	sw.in_dispatch++;
-	actions_dispatch(&sw.conn, s, strlen(s));
+	action_call(&sw.conn, r->id, action, args);
 	sw.in_dispatch--;
-	free(s);
 	flush_early();
 }
 
@@ -286,16 +274,9 @@ void sw_call_detached(const char *action, cJSON *args)
 	if (getrandom(&rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd)
 		rnd = 0;
 	snprintf(id, sizeof id, "swerex-bg-%llu-%08x", ++sw.nid, (unsigned)rnd);
-	cJSON *f = cJSON_CreateObject();
-	cJSON_AddStringToObject(f, "id", id);
-	cJSON_AddStringToObject(f, "action", action);
-	cJSON_AddItemToObject(f, "args", args);
-	char *s = cJSON_PrintUnformatted(f);
-	cJSON_Delete(f);
 	sw.in_dispatch++;
-	actions_dispatch(&sw.conn, s, strlen(s));
+	action_call(&sw.conn, id, action, args);
 	sw.in_dispatch--;
-	free(s);
 	flush_early();
 }
 

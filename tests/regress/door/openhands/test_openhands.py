@@ -601,6 +601,19 @@ def test_list_upload_download(termd_factory, tmp_path):
     assert (dest / "proj/empty").is_dir()
     assert not (dest / "proj.zip").exists()
     assert not (dest.parent / "escape.txt").exists()
+    # a symlink planted in the destination is never gone through: the entry
+    # is refused, named with what is in the way, nothing written elsewhere
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    os.symlink(str(outside), str(dest / "planted"))
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("planted/x.txt", "no")
+    status, _, data = upload(str(dest), "link.zip", buf.getvalue(), recursive=True)
+    assert (status, json.loads(data)) == (500, {"detail": (
+        "[Errno 20] Not a directory: cannot make the folder of "
+        "'planted/x.txt' (a symlink or a file is in the way)")})
+    assert list(outside.iterdir()) == []
     status, _, data = upload(str(dest), "plain.txt", b"x", recursive=True)
     assert (status, json.loads(data)) == (500, {"detail": "400: Recursive uploads must be zip files"})
     status, _, data = upload("relative/dir", "plain.txt", b"x")

@@ -199,26 +199,39 @@ def test_zip_upload_stays_beneath_target(swerex):
     import io
     import zipfile
     td = swerex()
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w") as z:
-        z.writestr("ok/inside.txt", "in")
-        z.writestr("../escaped.txt", "out")
-    boundary = "XyZ"
     target = td.home / "up"
-    parts = []
-    for name, value, fn in (("file", buf.getvalue(), "z.zip"), ("target_path", str(target).encode(), None),
-                            ("unzip", b"true", None)):
-        disp = 'form-data; name="%s"' % name + ('; filename="%s"' % fn if fn else "")
-        parts.append(b"--" + boundary.encode() + b"\r\nContent-Disposition: " + disp.encode() +
-                     b"\r\n\r\n" + value + b"\r\n")
-    raw = b"".join(parts) + b"--" + boundary.encode() + b"--\r\n"
-    st, _, body = request(td, "POST", "/upload", raw=raw,
-                          headers={"Content-Type": "multipart/form-data; boundary=" + boundary})
+
+    def upload(entries):
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w") as z:
+            for name, data in entries:
+                z.writestr(name, data)
+        boundary = "XyZ"
+        parts = []
+        for name, value, fn in (("file", buf.getvalue(), "z.zip"),
+                                ("target_path", str(target).encode(), None), ("unzip", b"true", None)):
+            disp = 'form-data; name="%s"' % name + ('; filename="%s"' % fn if fn else "")
+            parts.append(b"--" + boundary.encode() + b"\r\nContent-Disposition: " + disp.encode() +
+                         b"\r\n\r\n" + value + b"\r\n")
+        raw = b"".join(parts) + b"--" + boundary.encode() + b"--\r\n"
+        return request(td, "POST", "/upload", raw=raw,
+                       headers={"Content-Type": "multipart/form-data; boundary=" + boundary})
+
+    st, _, body = upload([("ok/inside.txt", "in"), ("../escaped.txt", "out")])
     # the entry with a .. part is not written outside (skipped, as
     # unpack_archive does; ZipFile.extractall would strip the ..)
     assert (st, body) == (200, {})
     assert (target / "ok" / "inside.txt").read_text() == "in"
     assert not (td.home / "escaped.txt").exists()
+    # a symlink planted in the target is never gone through: the entry is
+    # refused with the errno and its name, nothing written elsewhere
+    outside = td.home / "outside"
+    outside.mkdir()
+    (target / "planted").symlink_to(outside)
+    st, _, body = upload([("planted/x.txt", "no")])
+    assert st == 511 and body["swerexception"]["class_path"] == "builtins.OSError", body
+    assert body["swerexception"]["message"] == "[Errno 20] Not a directory: 'planted/x.txt'", body
+    assert list(outside.iterdir()) == []
 
 
 def test_watcher_sees_a_swerex_command_while_it_runs(swerex):
