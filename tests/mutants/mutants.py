@@ -991,4 +991,31 @@ MUTANTS = [
          tests=[R + "core/test_cgroups.py::test_first_instruction_runs_in_the_sessions_cgroup"],
          why="a spare cgroup taken by a session is not renamed: the session's shell is in "
              "s-spare-N, not its session's folder"),
+    # ---- issue 50 item 2: the preview's plain bodies spliced (proxy.c, front/h1.c)
+    dict(name="proxy-splice-uncounted",
+         file="termd/door/preview/proxy.c",
+         search="\t\tx->inpipe += (size_t)n;\n\t\tif (x->sized)\n\t\t\tx->rem -= (unsigned long long)n;\n",
+         replace="\t\tx->inpipe += (size_t)n;\n",
+         tests=[R + "door/preview/test_ports.py::"
+                "test_proxy_spliced_bodies_end_by_their_framing_on_a_kept_connection"],
+         why="spliced bytes are not counted against the Content-Length: the answer seems to end "
+             "short and the client's kept connection is closed"),
+    dict(name="front-splice-no-pollout",
+         file="termd/net/front/front.c",
+         search="\tif (c->cout.len || c->pend || c->rd_wants_out)",
+         replace="\tif (c->cout.len || c->rd_wants_out)",
+         tests=[R + "door/preview/test_ports.py::test_proxy_big_download_slow_reader_bounded",
+                R + "door/preview/test_ports.py::"
+                "test_proxy_spliced_bodies_end_by_their_framing_on_a_kept_connection"],
+         why="the front waits for nothing while its splice pipe holds bytes the client could not "
+             "take yet: a download stalls for good"),
+    dict(name="front-splice-answer-never-ends",
+         file="termd/net/front/h1.c",
+         search="\t\t\tif (!h->rs_rem) {\n\t\t\t\th->rs = RS_HEAD;\n\t\t\t\th->inflight = 0;\n"
+                "\t\t\t}\n\t\t}\n\t}\n\treturn prog;",
+         replace="\t\t}\n\t}\n\treturn prog;",
+         tests=[R + "door/preview/test_ports.py::"
+                "test_proxy_spliced_bodies_end_by_their_framing_on_a_kept_connection"],
+         why="the front does not see a spliced answer end: the next request on the connection "
+             "is held for good"),
 ]
