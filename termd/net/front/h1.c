@@ -7,7 +7,8 @@
  * answers passed back byte for byte (a plain client's answer body, its
  * length known or ending with the connection, spliced from lws's socket to
  * the client's through a pipe, never read into the front), and after a
- * WebSocket upgrade answered 101 the two sides joined. Every buffer bounded: reads stop while full.
+ * WebSocket upgrade answered 101 the two sides joined (lws's side spliced
+ * too). Every buffer bounded: reads stop while full.
  * Its part of front.c's pump: fr_h1. */
 #include "front.h"
 
@@ -349,15 +350,18 @@ static int can_read_client(struct fconn *c)
 }
 
 /* the bytes lws sends now go to the client untouched: an answer's body of
- * known length or one ending with the connection, nothing in cout before
+ * known length or one ending with the connection, or a joined WebSocket's
+ * bytes, nothing in cout before
  * them, no TLS; the pipe made (or bytes still in it) */
 static int splice_ok(struct fconn *c)
 {
 	struct h1state *h = c->h1;
 	if (c->pend)
 		return 1;
-	if (c->ssl || c->cout.len || h->up.fd < 0 || h->up_eof || h->untracked ||
-	    h->st == H_TUNNEL || !h->inflight || (h->rs != RS_CL && h->rs != RS_CLOSE))
+	if (c->ssl || c->cout.len || h->up.fd < 0 || h->up_eof)
+		return 0;
+	if (h->st != H_TUNNEL &&
+	    (h->untracked || !h->inflight || (h->rs != RS_CL && h->rs != RS_CLOSE)))
 		return 0;
 	if (h->pp[0] < 0) {
 		if (pipe2(h->pp, O_NONBLOCK | O_CLOEXEC) < 0) {
@@ -391,7 +395,7 @@ static int splice_answer(struct fconn *c)
 		if (!splice_ok(c))
 			return prog;
 		size_t want = FR_PIPE;
-		if (h->rs == RS_CL && h->rs_rem < want)
+		if (h->st != H_TUNNEL && h->rs == RS_CL && h->rs_rem < want)
 			want = (size_t)h->rs_rem;
 		ssize_t n = splice(h->up.fd, NULL, h->pp[1], NULL, want,
 				   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
@@ -403,7 +407,7 @@ static int splice_answer(struct fconn *c)
 			return prog;
 		}
 		c->pend += (size_t)n;
-		if (h->rs == RS_CL) {
+		if (h->st != H_TUNNEL && h->rs == RS_CL) {
 			h->rs_rem -= (unsigned long long)n;
 			if (!h->rs_rem) {
 				h->rs = RS_HEAD;
