@@ -200,6 +200,12 @@ static int splice_ready(struct px *x)
 		return 0;
 	}
 	fcntl(x->pp[1], F_SETPIPE_SZ, PX_PIPE);   /* (else the default 64 KiB) */
+	/* the front's unix socket takes a pipeful at once (TCP's own sizes
+	 * left to the kernel's tuning) */
+	int fd = lws_get_socket_fd(t->wsi), dom = 0, sz = PX_PIPE;
+	socklen_t dl = sizeof dom;
+	if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &dom, &dl) == 0 && dom == AF_UNIX)
+		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof sz);
 	return 1;
 }
 
