@@ -587,6 +587,7 @@ int http_body_done(struct lws *wsi)
 }
 
 #define HTTP_CHUNK 65536
+#define HTTP_WRITES_A_TURN 16   /* HTTP_CHUNK pieces at the most in one writable turn */
 
 static int write_headers(struct lws *wsi, struct http_txn *t, unsigned char *buf, size_t size)
 {
@@ -633,10 +634,14 @@ int http_writeable(struct lws *wsi)
 			lws_callback_on_writable(wsi);
 		return 0;
 	}
-	size_t n = t->out.len - t->off;
-	if (n > HTTP_CHUNK)
-		n = HTTP_CHUNK;
-	if (n) {
+	/* piece after piece while the socket takes them whole (one a turn
+	 * left a stream at a fraction of what the socket carries) */
+	for (int k = 0; k < HTTP_WRITES_A_TURN && t->off < t->out.len; k++) {
+		if (k && lws_send_pipe_choked(wsi))
+			break;
+		size_t n = t->out.len - t->off;
+		if (n > HTTP_CHUNK)
+			n = HTTP_CHUNK;
 		int last = !t->streaming && t->off + n == t->out.len;
 		memcpy(buf + LWS_PRE, t->out.p + t->off, n);
 		if (lws_write(wsi, buf + LWS_PRE, n, last ? LWS_WRITE_HTTP_FINAL : LWS_WRITE_HTTP) < (int)n)

@@ -1,9 +1,11 @@
 """bench_ports.py — `make bench`: ports and the preview proxy. A GET of a
 small page through termd's /proxy/<port>/ next to the same GET straight to
-the server (a new connection each, p50/p99); a 100 MiB download through
-the proxy next to direct (MiB/s); and how long after listen() termd's
-port.open event arrives. All in one run. Env: TERMD_BIN, BENCH_PORTS_N
-(GETs each way, default 200)."""
+the server (a new connection each, p50/p99); downloads of 1, 10 and 100 MiB
+through the proxy next to direct (MiB/s, median, turn about), from an app
+that writes 1 MiB at a time and from one that sends a file with
+sendfile(2); and how long after listen() termd's port.open event arrives.
+All in one run. Env: TERMD_BIN, BENCH_PORTS_N (GETs each way, default
+200), BENCH_PORTS_SIZES (MiB, default "1 10 100")."""
 
 import http.client
 import os
@@ -22,16 +24,25 @@ from tdtest import free_port  # noqa: E402
 
 TERMD_BIN = os.environ.get("TERMD_BIN") or os.path.join(REPO, "build", "termd")
 N = int(os.environ.get("BENCH_PORTS_N", "200"))
-BIG_MB = 100
+SIZES = [int(x) for x in os.environ.get("BENCH_PORTS_SIZES", "1 10 100").split()]
 
 SERVER = r'''
-import sys
+import os, sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 class H(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     def log_message(self, *a):
         pass
     def do_GET(self):
+        if self.path.startswith("/file"):
+            n = int(self.path.split("=")[1]) << 20
+            self.send_response(200)
+            self.send_header("Content-Length", str(n))
+            self.end_headers()
+            self.wfile.flush()
+            with open("big.bin", "rb") as f:
+                self.connection.sendfile(f, 0, n)
+            return
         if self.path.startswith("/big"):
             n = int(self.path.split("=")[1]) << 20
             self.send_response(200)
@@ -102,6 +113,9 @@ def main():
     os.makedirs(home)
     with open(os.path.join(home, "srv.py"), "w") as f:
         f.write(SERVER)
+    with open(os.path.join(home, "big.bin"), "wb") as f:
+        for _ in range(max(SIZES)):
+            f.write(b"x" * (1 << 20))
     with open(os.path.join(home, "listen.py"), "w") as f:
         f.write(LISTENER)
     tdport = free_port()
@@ -137,15 +151,20 @@ def main():
             if i >= 10:
                 proxied.append(a * 1000)
                 direct.append(b * 1000)
-        big_p, big_d, cpu = [], [], []
-        for _ in range(3):
-            c0 = cpu_s(td.pid)
-            dt, n = get(tdport, "/proxy/%d/big?mb=%d" % (port, BIG_MB))
-            cpu.append(cpu_s(td.pid) - c0)
-            assert n == BIG_MB << 20
-            big_p.append(dt)
-            dt, n = get(port, "/big?mb=%d" % BIG_MB)
-            big_d.append(dt)
+        downloads = []   # (what, MiB, proxied s, direct s, termd's CPU s)
+        for kind, what in (("big", "writes"), ("file", "sendfile")):
+            for mb in SIZES:
+                big_p, big_d, cpu = [], [], []
+                for _ in range(5 if mb < 100 else 3):
+                    c0 = cpu_s(td.pid)
+                    dt, n = get(tdport, "/proxy/%d/%s?mb=%d" % (port, kind, mb))
+                    cpu.append(cpu_s(td.pid) - c0)
+                    assert n == mb << 20
+                    big_p.append(dt)
+                    dt, n = get(port, "/%s?mb=%d" % (kind, mb))
+                    assert n == mb << 20
+                    big_d.append(dt)
+                downloads.append((what, mb, pct(big_p, 50), pct(big_d, 50), pct(cpu, 50)))
         lat = []
         stamp = os.path.join(tmp, "stamp")
         for i in range(10):
@@ -161,11 +180,10 @@ def main():
         line("GET / through /proxy/<port>/", proxied)
         line("GET / direct (baseline)", direct)
         print("  %-46s +%.2f ms at p50" % ("added by the proxy", pct(proxied, 50) - pct(direct, 50)))
-        print("  %-46s median %6.0f MiB/s   direct %6.0f MiB/s   (%.2fx)"
-              % ("%d MiB download through the proxy" % BIG_MB, BIG_MB / pct(big_p, 50),
-                 BIG_MB / pct(big_d, 50), pct(big_d, 50) / pct(big_p, 50)))
-        print("  %-46s median %.2f s of CPU (%.0f MiB per CPU second)"
-              % ("termd's own CPU for it", pct(cpu, 50), BIG_MB / max(pct(cpu, 50), 0.01)))
+        for what, mb, tp, td_, cpu in downloads:
+            print("  %-46s median %6.0f MiB/s   direct %6.0f MiB/s   (%.2fx; termd %.2f s CPU)"
+                  % ("%d MiB download through the proxy (%s)" % (mb, what), mb / tp, mb / td_,
+                     td_ / tp, cpu))
         line("port.open after listen()", lat)
         ev.close()
         sub.close()

@@ -444,16 +444,19 @@ MUTANTS = [
          why="the preview token in Authorization is forwarded to the app (only the full token is kept)"),
     dict(name="tunnel-rearm-lost",
          file="termd/door/preview/proxy-ws.c",
-         search="\t} else if (in_wr) {\n\t\tserver_timer(&sd->rearm, side_rearm, 1);\n",
-         replace="\t} else if (in_wr) {\n\t\tlws_callback_on_writable(sd->wsi);\n\t\t(void)side_rearm;\n",
+         search="\tif (in_wr)\n\t\tserver_timer(&sd->rearm, side_rearm, 1);\n",
+         replace="\tif (in_wr) {\n\t\tlws_callback_on_writable(sd->wsi);\n\t\t(void)side_rearm;\n\t}\n",
          tests=[R + "door/preview/test_ports.py::test_proxy_websocket_to_a_client_that_reads_nothing"],
          why="a tunnel's wish to write, made in its WRITEABLE callback, is lost: the tunnel stalls"),
-    dict(name="tunnel-unheld",
+    dict(name="tunnel-held-for-good",
          file="termd/door/preview/proxy-ws.c",
-         search="\tif (to->out.len - to->off > TUN_HELD_MAX && !sd->held) {",
-         replace="\tif (0) {",
+         search="\t\tif (other->held && other->wsi) {\n\t\t\tother->held = 0;",
+         replace="\t\tif (0) {\n\t\t\tother->held = 0;",
          tests=[R + "door/preview/test_ports.py::test_proxy_websocket_to_a_client_that_reads_nothing"],
-         why="a tunnel reads the app whatever the client has not taken: termd's memory grows with it"),
+         why="a tunnel whose pipe filled while the client read nothing never reads the app "
+             "again once the client reads: the rest never arrives (its bytes now wait in a "
+             "pipe of TUN_HELD_MAX, never in termd's memory: the old tunnel-unheld's bug has "
+             "no place left)"),
     dict(name="proxy-post-rearm-lost",
          file="termd/door/preview/proxy.c",
          search="\tif (x->out_off < x->out.len) {\n\t\tserver_timer(&x->rearm, px_rearm, 1);\n",
@@ -1115,4 +1118,33 @@ MUTANTS = [
          tests=[R + "door/openhands/test_openhands.py::test_list_upload_download"],
          why="OpenHands' upload no longer says which folder could not be made nor that a "
              "link or a file is in the way (SWE-ReX's shorter message)"),
+
+
+    # ---- issue 50 item 2: the preview's plain bodies spliced (proxy.c, front/h1.c)
+    dict(name="proxy-splice-uncounted",
+         file="termd/door/preview/proxy.c",
+         search="\t\tx->inpipe += (size_t)n;\n\t\tif (x->sized)\n\t\t\tx->rem -= (unsigned long long)n;\n",
+         replace="\t\tx->inpipe += (size_t)n;\n",
+         tests=[R + "door/preview/test_ports.py::"
+                "test_proxy_spliced_bodies_end_by_their_framing_on_a_kept_connection"],
+         why="spliced bytes are not counted against the Content-Length: the answer seems to end "
+             "short and the client's kept connection is closed"),
+    dict(name="front-splice-no-pollout",
+         file="termd/net/front/front.c",
+         search="\tif (c->cout.len || c->pend || c->rd_wants_out)",
+         replace="\tif (c->cout.len || c->rd_wants_out)",
+         tests=[R + "door/preview/test_ports.py::test_proxy_big_download_slow_reader_bounded",
+                R + "door/preview/test_ports.py::"
+                "test_proxy_spliced_bodies_end_by_their_framing_on_a_kept_connection"],
+         why="the front waits for nothing while its splice pipe holds bytes the client could not "
+             "take yet: a download stalls for good"),
+    dict(name="front-splice-answer-never-ends",
+         file="termd/net/front/h1.c",
+         search="\t\t\tif (!h->rs_rem) {\n\t\t\t\th->rs = RS_HEAD;\n\t\t\t\th->inflight = 0;\n"
+                "\t\t\t}\n\t\t}\n\t}\n\treturn prog;",
+         replace="\t\t}\n\t}\n\treturn prog;",
+         tests=[R + "door/preview/test_ports.py::"
+                "test_proxy_spliced_bodies_end_by_their_framing_on_a_kept_connection"],
+         why="the front does not see a spliced answer end: the next request on the connection "
+             "is held for good"),
 ]

@@ -3,8 +3,10 @@
  * Host) is taken from lws before its handshake, resent to the program on
  * loopback, and from then on the two sockets are joined byte for byte (the
  * program's 101 and its frames go to the client as they are), each way
- * through a bounded buffer. Plain HTTP listeners only: under TLS the bytes
- * are lws's, and the upgrade is refused. */
+ * spliced through a pipe of TUN_HELD_MAX bytes (never read into termd;
+ * reads stop while it holds what the other side has not taken). Plain HTTP
+ * listeners only: under TLS the bytes are lws's, and the upgrade is
+ * refused. */
 #include "door.h"
 
 #include <errno.h>
@@ -16,14 +18,15 @@
 #include <unistd.h>
 
 #define TUN_HELD_MAX (1u << 20)   /* bytes waiting one way before that way's reads stop */
-#define TUN_READ     65536
 
 /* one side of a tunnel: its socket, and what waits to be written to it */
 struct side {
 	struct lws *wsi;
 	int fd;
-	buf_t out;
+	buf_t out;               /* the upgrade request (written before the pipe) */
 	size_t off;
+	int pp[2];               /* the pipe of the bytes for it */
+	size_t inpipe;           /* ... in it now */
 	int held;                /* its reads stopped: the other side is behind */
 	int eof;                 /* it sent its end */
 	lws_sorted_usec_list_t rearm;   /* asks for writable again, after lws's turn */
@@ -52,6 +55,10 @@ static void tun_close(struct tunnel *t)
 			sd->wsi = NULL;
 		} else if (sd->fd >= 0) {
 			close(sd->fd);
+		}
+		if (sd->pp[0] >= 0) {
+			close(sd->pp[0]);
+			close(sd->pp[1]);
 		}
 		buf_free(&sd->out);
 	}
@@ -82,19 +89,37 @@ static int side_flush(struct tunnel *t, int i, int in_wr)
 		}
 		sd->off += (size_t)n;
 	}
-	if (sd->off == sd->out.len) {
+	while (sd->off == sd->out.len && sd->inpipe) {
+		ssize_t n = splice(sd->pp[0], NULL, sd->fd, NULL, sd->inpipe,
+				   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+		if (n < 0) {
+			if (errno == EAGAIN || errno == EINTR)
+				break;
+			return -1;
+		}
+		if (!n)
+			return -1;
+		sd->inpipe -= (size_t)n;
+	}
+	if (sd->off == sd->out.len && !sd->inpipe) {
 		buf_reset(&sd->out);
 		sd->off = 0;
 		if (other->eof)
 			shutdown(sd->fd, SHUT_WR);
-	} else if (in_wr) {
-		server_timer(&sd->rearm, side_rearm, 1);
-	} else {
-		lws_callback_on_writable(sd->wsi);
+		if (other->held && other->wsi) {
+			other->held = 0;
+			lws_rx_flow_control(other->wsi, 1);
+		}
+		return 0;
 	}
-	if (other->held && sd->out.len - sd->off < TUN_HELD_MAX / 2 && other->wsi) {
-		other->held = 0;
-		lws_rx_flow_control(other->wsi, 1);
+	if (in_wr)
+		server_timer(&sd->rearm, side_rearm, 1);
+	else
+		lws_callback_on_writable(sd->wsi);
+	/* the pipe is not empty: the other side's reads wait for it */
+	if (sd->inpipe && !other->held && other->wsi) {
+		other->held = 1;
+		lws_rx_flow_control(other->wsi, 0);
 	}
 	return 0;
 }
@@ -103,9 +128,11 @@ static int side_flush(struct tunnel *t, int i, int in_wr)
  * tunnel is over */
 static int side_read(struct tunnel *t, int i)
 {
-	static char b[TUN_READ];
 	struct side *sd = &t->s[i], *to = &t->s[!i];
-	ssize_t n = recv(sd->fd, b, sizeof b, 0);
+	if (to->inpipe)
+		return 0;   /* (held: its reads stop once lws's turn is over) */
+	ssize_t n = splice(sd->fd, NULL, to->pp[1], NULL, TUN_HELD_MAX,
+			   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return 0;
 	if (n <= 0) {
@@ -115,15 +142,11 @@ static int side_read(struct tunnel *t, int i)
 		lws_rx_flow_control(sd->wsi, 0);
 		if (to->eof || !to->wsi)
 			return -1;
-		if (to->off == to->out.len)
+		if (to->off == to->out.len && !to->inpipe)
 			shutdown(to->fd, SHUT_WR);
 		return 0;
 	}
-	buf_append(&to->out, b, (size_t)n);
-	if (to->out.len - to->off > TUN_HELD_MAX && !sd->held) {
-		sd->held = 1;
-		lws_rx_flow_control(sd->wsi, 0);
-	}
+	to->inpipe += (size_t)n;
 	return side_flush(t, !i, 0);
 }
 
@@ -260,7 +283,15 @@ int proxy_ws_upgrade(struct lws *wsi, enum auth_level level, const char **why)
 	t->s[1].fd = up;
 	build_upgrade(wsi, &t->s[1].out, path.p, port, by_host);
 	buf_free(&path);
-	if (adopt_side(t, 0) < 0 || adopt_side(t, 1) < 0) {
+	int piped = 1;
+	for (int i = 0; i < 2; i++) {
+		t->s[i].pp[0] = t->s[i].pp[1] = -1;
+		if (pipe2(t->s[i].pp, O_NONBLOCK | O_CLOEXEC) < 0)
+			piped = 0;
+		else
+			fcntl(t->s[i].pp[1], F_SETPIPE_SZ, TUN_HELD_MAX);   /* (else 64 KiB) */
+	}
+	if (!piped || adopt_side(t, 0) < 0 || adopt_side(t, 1) < 0) {
 		tun_close(t);
 		return -1;
 	}

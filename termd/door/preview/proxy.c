@@ -5,7 +5,10 @@
  * access by the full token, the preview token or the cookie `?token=` sets;
  * the answer (its head and chunked framing read by proto/h1wire.c, interim
  * 1xx answers passed over) streamed back with a bounded buffer (upstream
- * reads held while the client is behind). */
+ * reads held while the client is behind); a plain body (Content-Length or
+ * close-delimited, on a connection without TLS in lws) spliced from
+ * upstream's socket to the client's through a pipe of PX_PIPE bytes once
+ * the head is out, never read into termd. */
 #include "door.h"
 
 #include <arpa/inet.h>
@@ -15,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -22,6 +26,7 @@
 #define PX_READ       65536        /* one read from upstream */
 #define PX_HEAD_MAX   65536        /* upstream's status line and headers */
 #define PX_URI_MAX    8192
+#define PX_PIPE       (1 << 20)    /* the splice pipe's size asked for (PX_HELD_MAX) */
 
 static char cookie_secret[33];     /* the termd_preview cookie's value, random per run */
 
@@ -42,6 +47,9 @@ struct px {
 	int head_req;              /* the client asked HEAD: no body follows */
 	int sized;                 /* upstream's body has a Content-Length ... */
 	unsigned long long rem;    /* ... and this much of it is still to come */
+	int pp[2];                 /* the splice pipe, -1 until the body is spliced */
+	size_t inpipe;             /* bytes in it, not yet at the client */
+	int up_eof;                /* upstream ended while the pipe still held some */
 };
 
 /* ------------------------------------------------------------ helpers */
@@ -142,6 +150,10 @@ static void px_free(struct px *x)
 		x->t->gone = NULL;
 		x->t->drained = NULL;
 	}
+	if (x->pp[0] >= 0) {
+		close(x->pp[0]);
+		close(x->pp[1]);
+	}
 	buf_free(&x->out);
 	buf_free(&x->head);
 	free(x);
@@ -156,15 +168,6 @@ static void client_gone(struct http_txn *t)
 	px_free(x);
 }
 
-static void client_drained(struct http_txn *t)
-{
-	struct px *x = t->user;
-	if (x && x->held && x->up) {
-		x->held = 0;
-		lws_rx_flow_control(x->up, 1);
-	}
-}
-
 /* upstream is done (closed, or its body complete): finish the answer */
 static void px_finish(struct px *x, const char *why)
 {
@@ -177,6 +180,101 @@ static void px_finish(struct px *x, const char *why)
 			http_answer_text(x->t, 502, why ? why : "the preview's server closed the connection\n");
 	}
 	px_free(x);
+}
+
+/* ----------------------------------------------------------- the splice */
+
+/* the body may go socket to socket from here: a plain body whose head (and
+ * what came with it) went out, nothing of lws's own left to write, no TLS
+ * in lws; its pipe made */
+static int splice_ready(struct px *x)
+{
+	struct http_txn *t = x->t;
+	if (x->pp[0] >= 0)
+		return 1;
+	if (!t || !x->streaming || x->chunked || !t->hdr_sent || t->cut || t->ended ||
+	    t->off < t->out.len || lws_partial_buffered(t->wsi) || lws_is_ssl(t->wsi))
+		return 0;
+	if (pipe2(x->pp, O_NONBLOCK | O_CLOEXEC) < 0) {
+		x->pp[0] = x->pp[1] = -1;
+		return 0;
+	}
+	fcntl(x->pp[1], F_SETPIPE_SZ, PX_PIPE);   /* (else the default 64 KiB) */
+	/* the front's unix socket takes a pipeful at once (TCP's own sizes
+	 * left to the kernel's tuning) */
+	int fd = lws_get_socket_fd(t->wsi), dom = 0, sz = PX_PIPE;
+	socklen_t dl = sizeof dom;
+	if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &dom, &dl) == 0 && dom == AF_UNIX)
+		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof sz);
+	return 1;
+}
+
+static void hold_upstream(struct px *x, int hold)
+{
+	if (x->up && x->held != hold) {
+		x->held = hold;
+		lws_rx_flow_control(x->up, !hold);
+	}
+}
+
+/* the pipe to the client, then upstream into the (empty) pipe, while both
+ * go: when the client takes no more, upstream is held and the client's
+ * writable asked for (client_drained goes on); -1 when x is gone */
+static int splice_pump(struct px *x)
+{
+	int cfd = lws_get_socket_fd(x->t->wsi);
+	for (int i = 0; i < 64; i++) {
+		if (x->inpipe) {
+			ssize_t n = splice(x->pp[0], NULL, cfd, NULL, x->inpipe,
+					   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+			if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+				hold_upstream(x, 1);
+				lws_callback_on_writable(x->t->wsi);
+				return 0;
+			}
+			if (n <= 0) {   /* the client's socket broke: lws closes it */
+				x->t->close_after = 1;
+				px_finish(x, NULL);
+				return -1;
+			}
+			x->inpipe -= (size_t)n;
+			continue;
+		}
+		if (x->up_eof || !x->up || (x->sized && !x->rem)) {
+			px_finish(x, NULL);
+			return -1;
+		}
+		size_t want = PX_PIPE;
+		if (x->sized && x->rem < want)
+			want = (size_t)x->rem;
+		ssize_t n = splice(lws_get_socket_fd(x->up), NULL, x->pp[1], NULL, want,
+				   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+		if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+			hold_upstream(x, 0);   /* (the pipe is empty: upstream has none) */
+			return 0;
+		}
+		if (n <= 0) {
+			px_finish(x, NULL);
+			return -1;
+		}
+		x->inpipe += (size_t)n;
+		if (x->sized)
+			x->rem -= (unsigned long long)n;
+	}
+	/* still moving: on lws's next turn (upstream readable, or this) */
+	lws_callback_on_writable(x->t->wsi);
+	return 0;
+}
+
+static void client_drained(struct http_txn *t)
+{
+	struct px *x = t->user;
+	if (!x)
+		return;
+	if (x->pp[0] >= 0)
+		splice_pump(x);
+	else
+		hold_upstream(x, 0);
 }
 
 static void client_sink(void *arg, const char *p, size_t n)
@@ -320,6 +418,10 @@ static int up_read(struct px *x)
 /* a few reads per wakeup (fewer trips round the loop) while the client keeps up */
 static void up_readable(struct px *x)
 {
+	if (x->t && splice_ready(x)) {
+		splice_pump(x);
+		return;
+	}
 	for (int i = 0; i < 4; i++)
 		if (up_read(x) <= 0)
 			return;
@@ -382,7 +484,12 @@ static int up_event(struct lws *wsi, enum lws_callback_reasons reason, void *arg
 	case LWS_CALLBACK_RAW_CLOSE_FILE:
 		if (x && x->up == wsi) {
 			x->up = NULL;
-			px_finish(x, NULL);
+			if (x->t && x->inpipe) {
+				x->up_eof = 1;   /* the pipe first (client_drained) */
+				lws_callback_on_writable(x->t->wsi);
+			} else {
+				px_finish(x, NULL);
+			}
 		}
 		break;
 	default:
@@ -690,6 +797,7 @@ static void proxy_fn(struct http_txn *t)
 		return;
 	}
 	struct px *x = xcalloc(1, sizeof *x);
+	x->pp[0] = x->pp[1] = -1;
 	x->t = t;
 	x->port = port;
 	x->by_host = by_host;

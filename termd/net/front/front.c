@@ -249,7 +249,7 @@ ssize_t fr_cread(struct fconn *c, void *p, size_t n)
 int fr_cflush(struct fconn *c)
 {
 	c->wr_wants_in = 0;
-	if (!c->cout.len)
+	if (!c->cout.len && !c->pend)
 		c->out_us = fr_now();
 	while (c->cout.len) {
 		ssize_t r;
@@ -319,12 +319,12 @@ static int fr_pump(struct fconn *c, const struct fr_proto *pr)
 	/* still moving after 64 turns: again on the loop's next turn, after
 	 * the other connections' events */
 	c->again = prog;
-	if (!c->cout.len && pr->over(c))
+	if (!c->cout.len && !c->pend && pr->over(c))
 		return -1;
 	uint32_t ev = 0;
 	if (pr->can_read(c) || c->wr_wants_in)
 		ev |= EPOLLIN;
-	if (c->cout.len || c->rd_wants_out)
+	if (c->cout.len || c->pend || c->rd_wants_out)
 		ev |= EPOLLOUT;
 	fr_watch(&c->w, ev);
 	if (pr->watch)
@@ -547,7 +547,7 @@ static void check_timeouts(void)
 			conn_close(c);   /* no request yet: lws's idle timeout is not there to help */
 		else if (c->h2 && fr_h2_idle(c) && now - c->last_us > FR_H2_IDLE_US)
 			conn_close(c);
-		else if (c->cout.len && now - c->out_us > FR_STALL_US)
+		else if ((c->cout.len || c->pend) && now - c->out_us > FR_STALL_US)
 			conn_close(c);   /* the client takes nothing of what it asked for */
 		else if (c->h2) {
 			int r = fr_h2_check(c, now, head_us, FR_STALL_US);

@@ -89,6 +89,7 @@ struct fconn {
 	unsigned api;             /* its listener's APIs (enum td_api), sent as X-Termd-Api */
 	uint64_t last_us, head_us; /* last bytes either way; a head begun (0: none) */
 	uint64_t out_us;        /* cout last empty or moving */
+	size_t pend;            /* bytes for the client outside cout (h1.c's splice pipe) */
 	struct fq cin, cout;
 	struct h1state *h1;
 	struct h2state *h2;

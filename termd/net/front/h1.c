@@ -4,8 +4,11 @@
  * one X-Termd-Metadata, the client's X-Termd-* dropped, X-Termd-Peer and
  * X-Termd-Tls and X-Termd-Api (its listener's APIs) added: fr_rewrite, which HTTP/2 uses too), bodies followed by
  * Content-Length or chunked framing so that the next pipelined head is found,
- * answers passed back byte for byte, and after a WebSocket upgrade answered
- * 101 the two sides joined. Every buffer bounded: reads stop while full.
+ * answers passed back byte for byte (a plain client's answer body, its
+ * length known or ending with the connection, spliced from lws's socket to
+ * the client's through a pipe, never read into the front), and after a
+ * WebSocket upgrade answered 101 the two sides joined (lws's side spliced
+ * too). Every buffer bounded: reads stop while full.
  * Its part of front.c's pump: fr_h1. */
 #include "front.h"
 
@@ -15,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <fcntl.h>
 #include <unistd.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
@@ -37,7 +41,10 @@ struct h1state {
 	unsigned long long rs_rem;
 	struct h1_chunk rs_ck;
 	struct fq rs_h;         /* the answer's head as it comes */
+	int pp[2];              /* the splice pipe (-1: none yet; FR_PIPE bytes) */
 };
+
+#define FR_PIPE (1u << 20)      /* the splice pipe's size asked for */
 
 /* ------------------------------------------------------------- heads */
 
@@ -122,6 +129,7 @@ int fr_h1_init(struct fconn *c)
 	h->up.fd = -1;
 	h->up.kind = FK_UP;
 	h->up.owner = c;
+	h->pp[0] = h->pp[1] = -1;
 	c->h1 = h;
 	return 0;
 }
@@ -132,6 +140,10 @@ void fr_h1_free(struct fconn *c)
 	if (!h)
 		return;
 	fr_unwatch(&h->up);
+	if (h->pp[0] >= 0) {
+		close(h->pp[0]);
+		close(h->pp[1]);
+	}
 	fq_free(&h->upout);
 	fq_free(&h->rs_h);
 	c->h1 = NULL;
@@ -337,6 +349,75 @@ static int can_read_client(struct fconn *c)
 	       h->upout.len < FR_BUF_CAP;
 }
 
+/* the bytes lws sends now go to the client untouched: an answer's body of
+ * known length or one ending with the connection, or a joined WebSocket's
+ * bytes, nothing in cout before
+ * them, no TLS; the pipe made (or bytes still in it) */
+static int splice_ok(struct fconn *c)
+{
+	struct h1state *h = c->h1;
+	if (c->pend)
+		return 1;
+	if (c->ssl || c->cout.len || h->up.fd < 0 || h->up_eof)
+		return 0;
+	if (h->st != H_TUNNEL &&
+	    (h->untracked || !h->inflight || (h->rs != RS_CL && h->rs != RS_CLOSE)))
+		return 0;
+	if (h->pp[0] < 0) {
+		if (pipe2(h->pp, O_NONBLOCK | O_CLOEXEC) < 0) {
+			h->pp[0] = h->pp[1] = -1;
+			return 0;
+		}
+		fcntl(h->pp[1], F_SETPIPE_SZ, FR_PIPE);   /* (else 64 KiB) */
+	}
+	return 1;
+}
+
+/* the pipe to the client, then lws's bytes into the (empty) pipe, up to
+ * the answer's end; 1 progress, -1 the client's socket broke */
+static int splice_answer(struct fconn *c)
+{
+	struct h1state *h = c->h1;
+	int prog = 0;
+	for (int i = 0; i < 16; i++) {
+		if (c->pend) {
+			ssize_t n = splice(h->pp[0], NULL, c->w.fd, NULL, c->pend,
+					   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+			if (n < 0 && (errno == EAGAIN || errno == EINTR))
+				return prog;
+			if (n <= 0)
+				return -1;
+			c->pend -= (size_t)n;
+			c->last_us = c->out_us = fr_now();
+			prog = 1;
+			continue;
+		}
+		if (!splice_ok(c))
+			return prog;
+		size_t want = FR_PIPE;
+		if (h->st != H_TUNNEL && h->rs == RS_CL && h->rs_rem < want)
+			want = (size_t)h->rs_rem;
+		ssize_t n = splice(h->up.fd, NULL, h->pp[1], NULL, want,
+				   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			return prog;
+		prog = 1;
+		if (n <= 0) {
+			h->up_eof = 1;
+			return prog;
+		}
+		c->pend += (size_t)n;
+		if (h->st != H_TUNNEL && h->rs == RS_CL) {
+			h->rs_rem -= (unsigned long long)n;
+			if (!h->rs_rem) {
+				h->rs = RS_HEAD;
+				h->inflight = 0;
+			}
+		}
+	}
+	return prog;
+}
+
 /* lws's side of a turn: the client's bytes to it, its bytes to cout */
 static int h1_work(struct fconn *c)
 {
@@ -347,6 +428,14 @@ static int h1_work(struct fconn *c)
 	if (c->eof && !h->upout.len && !h->shut && h->up.fd >= 0) {
 		shutdown(h->up.fd, SHUT_WR);
 		h->shut = 1;
+	}
+	if (splice_ok(c)) {
+		int r = splice_answer(c);
+		if (r < 0)
+			return -1;
+		prog |= r;
+		if (c->pend || splice_ok(c))
+			return prog;
 	}
 	while (h->up.fd >= 0 && !h->up_eof && c->cout.len < FR_BUF_CAP) {
 		char *p = fq_room(&c->cout, 65536);
@@ -376,7 +465,7 @@ static void h1_watch(struct fconn *c)
 	if (h->up.fd < 0)
 		return;
 	uint32_t ev = 0;
-	if (!h->up_eof && c->cout.len < FR_BUF_CAP)
+	if (!h->up_eof && c->cout.len < FR_BUF_CAP && !c->pend)
 		ev |= EPOLLIN;
 	if (h->upout.len)
 		ev |= EPOLLOUT;

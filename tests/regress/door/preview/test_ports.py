@@ -240,14 +240,19 @@ class H(BaseHTTPRequestHandler):
         n = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(n) if n else b""
         if self.path.startswith("/big"):
+            # MiB k is "%07d\n" % k over and over: bytes out of order show
             size = int(self.path.split("=")[1]) << 20
             self.send_response(200)
             self.send_header("Content-Type", "application/octet-stream")
-            self.send_header("Content-Length", str(size))
+            if self.path.startswith("/bigclose"):
+                self.close_connection = True   # no length: it ends with the connection
+            else:
+                self.send_header("Content-Length", str(size))
             self.end_headers()
-            chunk = b"x" * (1 << 20)
-            for _ in range(size >> 20):
-                self.wfile.write(chunk)
+            if self.command == "HEAD":
+                return
+            for k in range(size >> 20):
+                self.wfile.write((b"%07d\n" % k) * (1 << 17))
             return
         if self.path.startswith("/redirect"):
             self.send_response(302)
@@ -272,7 +277,7 @@ class H(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(out)))
         self.end_headers()
         self.wfile.write(out)
-    do_GET = do_POST = do_PUT = do_DELETE = answer
+    do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = answer
 ThreadingHTTPServer((sys.argv[2], int(sys.argv[1])), H).serve_forever()
 '''
 
@@ -471,6 +476,54 @@ def test_proxy_never_another_host_or_port(termd_factory, tmp_path):
 def tuple_addr(t):
     host, port = t.url.split("://")[1].rsplit(":", 1)
     return host, int(port)
+
+
+def big_body(mb):
+    return b"".join((b"%07d\n" % k) * (1 << 17) for k in range(mb))
+
+
+def test_proxy_spliced_bodies_end_by_their_framing_on_a_kept_connection(termd_factory, tmp_path):
+    """A plain body goes socket to socket (spliced through a pipe in lws and
+    again in the front, never read into termd): each answer still arrives
+    whole and in order, ends by its framing, and the client's connection
+    carries the next request (a big sized body, a small one, the big one
+    again); then a chunked one, HEAD, and one that ends with the
+    connection."""
+    import http.client
+    import json
+    t = proxy_termd(termd_factory, tmp_path)
+    ev = t.events()
+    port, pid = echo_server(t, ev)
+    try:
+        c = http.client.HTTPConnection(*tuple_addr(t), timeout=60)
+
+        def ask(method, path):
+            c.request(method, "/proxy/%d%s" % (port, path), headers=FULL)
+            r = c.getresponse()
+            return r, r.read()
+
+        r, d = ask("GET", "/big?mb=6")
+        assert r.status == 200 and r.getheader("content-length") == str(6 << 20), r.getheaders()
+        assert len(d) == 6 << 20 and d == big_body(6), len(d)
+        kept = c.sock
+        assert kept is not None, "the connection closed after a sized answer"
+        r, d = ask("GET", "/x")
+        assert r.status == 200 and json.loads(d)["path"] == "/x", d[:200]
+        assert c.sock is kept
+        r, d = ask("GET", "/big?mb=3")
+        assert r.status == 200 and d == big_body(3), len(d)
+        assert c.sock is kept
+        r, d = ask("GET", "/chunked")   # (passed on ending with the connection)
+        assert r.status == 200 and json.loads(d)["path"] == "/chunked", d[:200]
+        r, d = ask("HEAD", "/big?mb=2")
+        assert r.status == 200 and d == b"", d[:200]
+        r, d = ask("GET", "/bigclose?mb=5")
+        assert r.status == 200 and r.getheader("content-length") is None, r.getheaders()
+        assert len(d) == 5 << 20 and d == big_body(5), len(d)
+        assert c.sock is None, "an answer without a length must end with the connection"
+        c.close()
+    finally:
+        kill(pid)
 
 
 def test_proxy_big_download_slow_reader_bounded(termd_factory, tmp_path):
