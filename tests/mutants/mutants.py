@@ -991,4 +991,12 @@ MUTANTS = [
          tests=[R + "core/test_cgroups.py::test_first_instruction_runs_in_the_sessions_cgroup"],
          why="a spare cgroup taken by a session is not renamed: the session's shell is in "
              "s-spare-N, not its session's folder"),
+    dict(name="run-folder-removed-flat",
+         file="termd/loop/server.c",
+         search="\t\tif (unlinkat(dfd, e->d_name, 0) == 0 || (errno != EISDIR && errno != EPERM))\n"
+                "\t\t\tcontinue;\n",
+         replace="\t\tunlinkat(dfd, e->d_name, 0);\n\t\tcontinue;\n",
+         tests=[R + "action/test_plugins.py::test_run_folder_goes_with_termd_plugin_folders_and_all"],
+         why="termd's run folder is removed as if flat: a plugin's plugin-<name>/ folder keeps it "
+             "(and itself) in $TMPDIR after termd ends"),
 ]
