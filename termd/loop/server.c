@@ -524,23 +524,39 @@ void server_run(void)
 	}
 }
 
-static void rm_rf(const char *dir)
+/* empties the folder open on dfd, depth folders deep at most: files and
+ * symlinks unlinked (a symlink is never followed), folders emptied then
+ * removed; closes dfd */
+static void rm_tree_at(int dfd, int depth)
 {
-	/* the runtime directory holds only flat files */
-	DIR *d = opendir(dir);
-	if (!d)
+	DIR *d = fdopendir(dfd);
+	if (!d) {
+		close(dfd);
 		return;
+	}
 	struct dirent *e;
-	buf_t p = {0};
 	while ((e = readdir(d))) {
 		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
 			continue;
-		buf_reset(&p);
-		buf_printf(&p, "%s/%s", dir, e->d_name);
-		unlink(p.p);
+		if (unlinkat(dfd, e->d_name, 0) == 0 || (errno != EISDIR && errno != EPERM))
+			continue;
+		int sub = depth > 0 ? openat(dfd, e->d_name,
+					     O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
+		if (sub >= 0)
+			rm_tree_at(sub, depth - 1);
+		unlinkat(dfd, e->d_name, AT_REMOVEDIR);
 	}
 	closedir(d);
-	buf_free(&p);
+}
+
+/* the runtime folder and all it holds: termd's own flat files (rc files,
+ * sockets, outputs) and each plugin's plugin-<name>/ folder, with what its
+ * program left in it */
+static void rm_rf(const char *dir)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd >= 0)
+		rm_tree_at(fd, 16);
 	rmdir(dir);
 }
 

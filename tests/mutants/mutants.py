@@ -1147,4 +1147,14 @@ MUTANTS = [
                 "test_proxy_spliced_bodies_end_by_their_framing_on_a_kept_connection"],
          why="the front does not see a spliced answer end: the next request on the connection "
              "is held for good"),
+
+
+    dict(name="run-folder-removed-flat",
+         file="termd/loop/server.c",
+         search="\t\tif (unlinkat(dfd, e->d_name, 0) == 0 || (errno != EISDIR && errno != EPERM))\n"
+                "\t\t\tcontinue;\n",
+         replace="\t\tunlinkat(dfd, e->d_name, 0);\n\t\tcontinue;\n",
+         tests=[R + "action/test_plugins.py::test_run_folder_goes_with_termd_plugin_folders_and_all"],
+         why="termd's run folder is removed as if flat: a plugin's plugin-<name>/ folder keeps it "
+             "(and itself) in $TMPDIR after termd ends"),
 ]

@@ -7,7 +7,8 @@ TERMD_VALGRIND=1 to run termd under valgrind memcheck (`make valgrind`).
 
 Teardown stops termd with SIGTERM and fails the test if termd did not exit
 with status 0 (a crash, a sanitizer report, a hang past 5 s; under valgrind
-also any memcheck error or definite leak, shown from valgrind's log)."""
+also any memcheck error or definite leak, shown from valgrind's log), or if
+it exited leaving its run folder (termd-XXXXXX, in a TMPDIR of its own)."""
 
 import json
 import os
@@ -98,6 +99,14 @@ class Termd:
         # unix socket paths are limited to ~107 bytes; tmp_path can be long.
         self.sockdir = tempfile.mkdtemp(prefix="td-", dir="/tmp")
         self.sock = os.path.join(self.sockdir, "termd.sock")
+        # termd's run folder (termd-XXXXXX, made under $TMPDIR) goes in a
+        # TMPDIR of its own here, sticky and open to all as /tmp is (sessions
+        # run as other users): removed with sockdir even when a test kills
+        # termd; after a clean exit stop() checks termd removed it itself
+        self.tmpdir = os.path.join(self.sockdir, "tmp")
+        os.mkdir(self.tmpdir)
+        os.chmod(self.tmpdir, 0o1777)
+        os.chmod(self.sockdir, 0o711)
         if tcp and not listen:   # loopback TCP on a free port, for tests that need TCP (RST)
             s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             s.bind(("127.0.0.1", 0))
@@ -109,6 +118,7 @@ class Termd:
         self.token = token
         self.log = self.dir / ("%s.log" % name)
         self.env = base_env(self.home)
+        self.env["TMPDIR"] = self.tmpdir
         if token is not None:
             self.env["TERMD_TOKEN"] = token
         if env:
@@ -187,6 +197,24 @@ class Termd:
     def alive(self):
         return self.proc is not None and self.proc.poll() is None
 
+    def run_folder_left(self):
+        """After a clean exit: termd's run folder left behind, or None."""
+        if self.env.get("TMPDIR") != self.tmpdir:
+            return None   # the test chose the TMPDIR (and looks at it itself)
+        try:
+            left = [n for n in os.listdir(self.tmpdir) if n.startswith("termd-")]
+        except OSError:
+            return None
+        if not left:
+            return None
+        what = []
+        for n in left:
+            inside = []
+            for root, dirs, files in os.walk(os.path.join(self.tmpdir, n)):
+                inside += [os.path.relpath(os.path.join(root, x), self.tmpdir) for x in dirs + files]
+            what.append("%s (%s)" % (n, ", ".join(sorted(inside)[:10]) or "empty"))
+        return "termd exited with status 0 but left its run folder: %s" % "; ".join(what)
+
     def stop(self):
         """SIGTERM, wait up to 5 s, then SIGKILL. Returns a problem
         description, or None when termd exited with status 0."""
@@ -216,6 +244,8 @@ class Termd:
             else:
                 if rc != 0:
                     problem = "termd %s after SIGTERM (it should exit with status 0)" % describe_exit(rc)
+                else:
+                    problem = self.run_folder_left()
         # Anything left in termd's process group (its shells) goes too.
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)

@@ -22,6 +22,7 @@ Scenarios:
 
 import asyncio
 import json
+import shutil
 import sys
 import tempfile
 import time
@@ -549,11 +550,19 @@ async def local_create():
 
 
 def main():
-    if SCENARIO == "agent":
-        out = agent()
-    else:
-        out = asyncio.run({"execution": execution, "actions": actions, "bench": bench,
-                           "watched": watched, "local_create": local_create}[SCENARIO]())
+    # every scratch folder of the run (the tests' tmp, mkdtemp(prefix="swx-"))
+    # under one made here and removed at the end, whatever the outcome
+    root = tempfile.mkdtemp(prefix="swx-")
+    tempfile.tempdir = root
+    try:
+        if SCENARIO == "agent":
+            out = agent()
+        else:
+            out = asyncio.run({"execution": execution, "actions": actions, "bench": bench,
+                               "watched": watched, "local_create": local_create}[SCENARIO]())
+    finally:
+        tempfile.tempdir = None
+        shutil.rmtree(root, ignore_errors=True)
     print("SWEREX-JSON:" + json.dumps(out, default=str))
 
 

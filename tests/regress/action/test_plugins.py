@@ -58,6 +58,13 @@ def handle(req):
         out({"id": req["id"], "observation": "error", "content": "nope", "extras": {"code": "mismatch"}})
     elif a == "hang":
         pass
+    elif a == "scribble":   # what a browser or kernel leaves in its run folder
+        d = os.path.join(os.environ["TERMD_PLUGIN_RUNDIR"], "profile", "cache")
+        os.makedirs(d, exist_ok=True)
+        open(os.path.join(d, "entry"), "w").write("x")
+        open(os.path.join(os.environ["TERMD_PLUGIN_RUNDIR"], "program.log"), "w").write("x")
+        out({"id": req["id"], "observation": "scribble", "content": "",
+             "extras": {"rundir": os.environ["TERMD_PLUGIN_RUNDIR"]}})
 for line in sys.stdin:
     threading.Thread(target=handle, args=(json.loads(line),), daemon=True).start()
 ''' % PY
@@ -343,6 +350,23 @@ def test_plugin_processes_end_with_termd(termd_factory, tmp_path):
     assert os.path.exists("/proc/%d" % pid)
     stop(t)
     wait_until(lambda: not os.path.exists("/proc/%d" % pid), timeout=10, what="the plugin program gone")
+
+
+def test_run_folder_goes_with_termd_plugin_folders_and_all(termd_factory, tmp_path):
+    """termd's run folder ($TMPDIR/termd-XXXXXX) is removed when termd
+    ends, the plugin-<name>/ folder in it too with what the program wrote
+    there, folders and all (a flat removal left both behind)."""
+    make_plugin(tmp_path / "plugins", "mine", actions=ACTIONS + ["scribble"])
+    rt = tmp_path / "rt"
+    rt.mkdir()
+    t = start(termd_factory, tmp_path, "mine", env={"TMPDIR": str(rt)})
+    ev = t.events()
+    got = ev.call("scribble", {}, timeout=T)
+    rundir = Path(got["extras"]["rundir"])
+    assert rundir.parent.parent == rt and rundir.name == "plugin-mine", fmt(got)
+    assert (rundir / "profile" / "cache" / "entry").exists()
+    stop(t)
+    assert list(rt.iterdir()) == []
 
 
 # ---- the real plugins through termd ----

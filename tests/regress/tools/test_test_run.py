@@ -174,3 +174,30 @@ def test_no_zombie_is_handed_on_when_the_wrapper_exits(tmp_path):
         handed = out.read().strip()
     assert p.returncode == 0
     assert handed == "", "processes handed on by the wrapper: " + handed
+
+
+def test_a_termd_or_swerex_folder_left_in_the_runs_tmpdir_fails_the_run(tmp_path):
+    # the run has a TMPDIR of its own (so another run's folders on the same
+    # machine are never counted); what it leaves there is named and removed
+    seen = tmp_path / "tmpdir"
+    r = run("--settle", "0.2", "sh", "-c",
+            'echo "$TMPDIR" > %s; mkdir "$TMPDIR/termd-AbC123" "$TMPDIR/termd-AbC123/plugin-mine" '
+            '"$TMPDIR/swx-q1" "$TMPDIR/termd-fw-abc"; : > "$TMPDIR/stray"; exit 0' % seen)
+    d = seen.read_text().strip()
+    assert d != tempfile.gettempdir() and os.path.basename(d).startswith("tr-"), d
+    assert r.returncode == 1, r
+    assert "termd-AbC123: plugin-mine" in r.stderr and "swx-q1" in r.stderr, r.stderr
+    assert "also left in the run's TMPDIR, removed: stray termd-fw-abc" in r.stderr, r.stderr
+    assert not os.path.exists(d)
+
+
+def test_what_the_run_cleans_up_itself_passes_and_its_status_is_kept(tmp_path):
+    seen = tmp_path / "tmpdir"
+    r = run("--settle", "0.2", "sh", "-c",
+            'echo "$TMPDIR" > %s; d=$(mktemp -d -t termd-XXXXXX); : > $d/termd.sh; rm -r $d; '
+            'exit 5' % seen)
+    assert r.returncode == 5 and r.stderr == "", r
+    assert not os.path.exists(seen.read_text().strip())
+    # a failing run with a leftover keeps its own status
+    r = run("--settle", "0.2", "sh", "-c", 'mkdir "$TMPDIR/termd-x1Y2z3"; exit 4')
+    assert r.returncode == 4 and "termd-x1Y2z3: (empty)" in r.stderr, r
