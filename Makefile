@@ -466,6 +466,7 @@ test-suites:
 	  $(MAKE) test-asan
 	$(MAKE) valgrind
 	$(MAKE) test-bundle
+	$(MAKE) soak-short
 
 bench: deps
 	$(MAKE) all $(BUILD)/bench-rtt $(BUILD)/bench-viewers
