@@ -1057,4 +1057,11 @@ MUTANTS = [
          why="a spare stub keeps signals 32 and 33 ignored when termd's parent ignored them "
              "(glibc's signal() refuses its own two, and exec keeps what is ignored): sessions "
              "started from a spare inherit them"),
+    dict(name="swerex-sessions-not-handed-over",
+         file="termd/handover.c",
+         search='\tswerex_handover_load(cJSON_GetObjectItem(rec, "swerex"));\n',
+         replace="",
+         tests=[R + "door/swerex/test_swerex.py::test_sessions_are_kept_across_an_upgrade_in_place"],
+         why="the SWE-ReX door's session table is not taken back after an upgrade in place: "
+             "its sessions are unknown (SessionDoesNotExistError) while their shells run on"),
 ]
