@@ -1064,4 +1064,11 @@ MUTANTS = [
          tests=[R + "door/swerex/test_swerex.py::test_sessions_are_kept_across_an_upgrade_in_place"],
          why="the SWE-ReX door's session table is not taken back after an upgrade in place: "
              "its sessions are unknown (SessionDoesNotExistError) while their shells run on"),
+    dict(name="sandbox-user-lookup-emfile-unknown",
+         file="termd/door/sandbox/sandbox.c",
+         search="\t\tif (e == EMFILE || e == ENFILE || e == ENOMEM || e == EIO || e == EAGAIN || e == EINTR) {\n",
+         replace="\t\tif (!e) {\n",
+         tests=[R + "door/sandbox/test_agent_sandbox.py::test_user_lookup_without_fds_is_not_an_unknown_user"],
+         why="agent-sandbox's user lookup failing with EMFILE is said as an unknown user "
+             "(\"user '?' (--user) is unknown\"), not as the fds it lacked"),
 ]
