@@ -1071,4 +1071,11 @@ MUTANTS = [
          tests=[R + "door/sandbox/test_agent_sandbox.py::test_user_lookup_without_fds_is_not_an_unknown_user"],
          why="agent-sandbox's user lookup failing with EMFILE is said as an unknown user "
              "(\"user '?' (--user) is unknown\"), not as the fds it lacked"),
+    dict(name="handover-leaves-closed-pipe-sessions",
+         file="termd/handover.c",
+         search="\treturn s->pty.alive && !s->closing && (s->pty.fd >= 0 || s->pty.pipes);\n",
+         replace="\treturn s->pty.alive && !s->closing && s->pty.fd >= 0;\n",
+         tests=[R + "door/ohv1/test_openhands_v1.py::test_a_command_whose_output_ended_survives_an_upgrade"],
+         why="a pipe session whose stdout ended while its process runs on is not handed over: "
+             "its OpenHands V1 command ends with exit_code -1, its later stderr cut"),
 ]
