@@ -1078,4 +1078,11 @@ MUTANTS = [
          tests=[R + "door/ohv1/test_openhands_v1.py::test_a_command_whose_output_ended_survives_an_upgrade"],
          why="a pipe session whose stdout ended while its process runs on is not handed over: "
              "its OpenHands V1 command ends with exit_code -1, its later stderr cut"),
+    dict(name="sandbox-adopted-run-forgotten",
+         file="termd/door/sandbox/exec.c",
+         search="\tif (sx.opening || !s->is_pipe || ",
+         replace="\tif (1 || !s->is_pipe || ",
+         tests=[R + "door/sandbox/test_agent_sandbox.py::test_a_command_cut_by_an_upgrade_is_closed_once_it_ends"],
+         why="an agent-sandbox command taken over by an upgrade in place is not followed: "
+             "its session stays in session.list for ever, never killed at the timeout"),
 ]

@@ -373,3 +373,38 @@ def test_user_lookup_without_fds_is_not_an_unknown_user(sandbox):
     st, body = api.upload("after.txt", b"back")
     assert st == 200, body
     assert (base / "after.txt").read_bytes() == b"back"
+
+
+def test_a_command_cut_by_an_upgrade_is_closed_once_it_ends(sandbox, tmp_path):
+    """Issue 52: an /execute whose request an upgrade in place cut runs on
+    in its session (sandbox-N), taken over; the door follows it again: it
+    is closed once it ended (was: left in session.list for ever, and never
+    killed at the timeout)."""
+    from test_upgrade import upgrade
+    td, api, base = sandbox
+    gate = tmp_path / "gate-sb"
+    done = []
+
+    def run():
+        try:
+            done.append(api.execute("sh -c 'while [ ! -e %s ]; do sleep 0.05; done'" % gate))
+        except Exception as e:   # (wsclient.ConnectionClosed: cut by the upgrade)
+            done.append(e)
+    th = threading.Thread(target=run, daemon=True)
+    th.start()
+    ev = td.events()
+
+    def running():
+        return [s["name"] for s in ev.call("session.list", {})["extras"]["sessions"]
+                if s["name"].startswith("sandbox-") and s["alive"]]
+    name = wait_until(running, timeout=T)[0]
+    code, ev2, ans = upgrade(td, ev, cid="sb-up-1")
+    assert ans["extras"].get("ok") is True, ans
+    th.join(T)   # its request was cut by the upgrade
+    assert name in [s["name"] for s in ev2.call("session.list", {})["extras"]["sessions"]]
+    gate.touch()
+    wait_until(lambda: name not in [s["name"] for s in
+                                    ev2.call("session.list", {})["extras"]["sessions"]],
+               timeout=T)
+    assert api.execute("echo after")["stdout"] == "after\n"
+    ev2.close()
