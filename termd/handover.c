@@ -194,6 +194,8 @@ static cJSON *session_record(struct session *s, int final)
 	cJSON_AddNumberToObject(o, "hold_fd", s->pty.hold_fd);
 	cJSON_AddNumberToObject(o, "err_fd", s->pty.err_fd);
 	cJSON_AddNumberToObject(o, "in_fd", s->pty.in_fd);
+	if (s->pty.reaped)   /* its output not drained yet: it ends in the new termd */
+		cJSON_AddNumberToObject(o, "wait_status", pty_wait_status(&s->pty));
 	cJSON_AddNumberToObject(o, "rows", s->rows);
 	cJSON_AddNumberToObject(o, "cols", s->cols);
 	cJSON_AddStringToObject(o, "cwd", s->cwd ? s->cwd : "");
@@ -336,6 +338,7 @@ static void modules_save(cJSON *j)
 	cJSON_AddItemToObject(j, "plugins", plugin_handover_save());
 	cJSON_AddItemToObject(j, "recordings", record_handover_save());
 	cJSON_AddItemToObject(j, "openhands_v1", ohv1_handover_save());
+	cJSON_AddItemToObject(j, "swerex", swerex_handover_save());
 	cJSON_AddItemToObject(j, "stdin", stdin_save());
 	cJSON_AddItemToObject(j, "pendings", pending_handover_save());
 	cJSON_AddItemToObject(j, "watches", watch_handover_save());
@@ -347,6 +350,7 @@ static void modules_early(const cJSON *rec)
 {
 	record_handover_load(cJSON_GetObjectItem(rec, "recordings"));
 	ohv1_handover_load(cJSON_GetObjectItem(rec, "openhands_v1"));
+	swerex_handover_load(cJSON_GetObjectItem(rec, "swerex"));
 }
 
 /* after: what no session took is let go */
@@ -354,6 +358,7 @@ static void modules_sessions_done(const cJSON *rec)
 {
 	record_handover_done();
 	ohv1_handover_done();
+	swerex_handover_done();
 	stdin_load(cJSON_GetObjectItem(rec, "stdin"));
 	/* before the first port scan: what closed meanwhile gets its
 	 * port.close, what was told gets no second port.open */
@@ -384,10 +389,14 @@ void handover_adopt_late(void)
 	late = NULL;
 }
 
-/* the sessions whose fds go across (alive, open, not closing) */
+/* the sessions that go across (alive, not closing): with their fds still
+ * open; a pipe session whose stdout, or both outputs, ended already, or
+ * whose process was reaped, too (its output and exit are still to come:
+ * an OpenHands V1 command ended with exit_code -1, its output cut, when
+ * its session was left behind, issue 52) */
 static int kept(struct session *s)
 {
-	return s->pty.alive && !s->closing && s->pty.fd >= 0;
+	return s->pty.alive && !s->closing && (s->pty.fd >= 0 || s->pty.pipes);
 }
 
 static void keep_all(int keep, int lfd)

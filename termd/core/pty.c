@@ -85,12 +85,8 @@ static void end_timer(lws_sorted_usec_list_t *sul)
 	pty_end(p);
 }
 
-static void pty_reaped(void *arg, pid_t pid, int st)
+static void reaped_with(struct pty *p, int st)
 {
-	struct pty *p = arg;
-	(void)pid;
-	if (!p->alive || p->reaped)
-		return;
 	p->reaped = 1;
 	if (WIFEXITED(st)) {
 		p->exit_code = WEXITSTATUS(st);
@@ -98,6 +94,15 @@ static void pty_reaped(void *arg, pid_t pid, int st)
 		p->exit_signal = WTERMSIG(st);
 		p->exit_code = 128 + p->exit_signal;
 	}
+}
+
+static void pty_reaped(void *arg, pid_t pid, int st)
+{
+	struct pty *p = arg;
+	(void)pid;
+	if (!p->alive || p->reaped)
+		return;
+	reaped_with(p, st);
 	if (p->closed)
 		pty_end(p);
 	else
@@ -473,8 +478,15 @@ int pty_spawn_stub(struct pty *p, pid_t pid, int ctl, int mode, const char *plan
 
 /* A process handed over by the termd this one replaced (handover.c): its
  * fds were kept across execve and it is still our child. */
+int pty_wait_status(const struct pty *p)
+{
+	if (!p->reaped)
+		return -1;
+	return p->exit_signal ? p->exit_signal & 0x7f : (p->exit_code & 0xff) << 8;
+}
+
 int pty_adopt(struct pty *p, int pipes, pid_t pid, int fd, int hold_fd, int err_fd, int in_fd,
-	      const struct pty_hooks *hooks, void *owner)
+	      int wait_status, const struct pty_hooks *hooks, void *owner)
 {
 	p->pipes = pipes;
 	p->fd = fd;
@@ -494,16 +506,25 @@ int pty_adopt(struct pty *p, int pipes, pid_t pid, int fd, int hold_fd, int err_
 			fcntl(kept[i], F_SETFD, FD_CLOEXEC);
 	p->pid = pid;
 	p->alive = 1;
-	p->reaped = p->closed = 0;
+	p->reaped = 0;
+	p->closed = fd < 0 && err_fd < 0;   /* its output ended before the upgrade */
 	p->exit_code = -1;
 	p->exit_signal = 0;
 	p->hooks = hooks;
 	p->owner = owner;
-	child_watch(pid, pty_reaped, p);
-	p->wsi = server_adopt_fd(fd, pty_event, p);
-	if (p->wsi && err_fd >= 0)
+	p->wsi = fd >= 0 ? server_adopt_fd(fd, pty_event, p) : NULL;
+	if (err_fd >= 0)
 		p->err_wsi = server_adopt_fd(err_fd, pty_event, p);
-	return p->wsi && (err_fd < 0 || p->err_wsi) ? 0 : -1;
+	if (wait_status < 0) {
+		child_watch(pid, pty_reaped, p);
+	} else {
+		/* reaped by the old termd, its output not yet drained: the
+		 * grace time again (at once when its output ended), from the
+		 * loop, once the owners follow the session again */
+		reaped_with(p, wait_status);
+		server_timer(&p->end_sul, end_timer, p->closed ? 1 : END_GRACE_US);
+	}
+	return (fd < 0 || p->wsi) && (err_fd < 0 || p->err_wsi) ? 0 : -1;
 }
 
 static void input_timer(lws_sorted_usec_list_t *sul);

@@ -71,9 +71,13 @@ int pty_spawn_stub(struct pty *p, pid_t pid, int ctl, int mode, const char *plan
 		   int cols, int rows, const struct pty_hooks *hooks, void *owner, char *err,
 		   size_t errlen);
 /* take over a running process whose fds survived an execve (handover.c);
- */
+ * an output fd may be -1 (closed already: both closed, it waits for the
+ * process); wait_status: the status the old termd reaped it with, -1 when
+ * not reaped yet (then ended from the loop once its output is drained) */
 int pty_adopt(struct pty *p, int pipes, pid_t pid, int fd, int hold_fd, int err_fd, int in_fd,
-	      const struct pty_hooks *hooks, void *owner);
+	      int wait_status, const struct pty_hooks *hooks, void *owner);
+/* the status a reaped process was reaped with (exit_code, exit_signal) */
+int pty_wait_status(const struct pty *p);
 /* pipes: end of file on stdin once what is queued is written; -1 when
  * there is no stdin pipe (a terminal, /dev/null, closed already) */
 int pty_close_input(struct pty *p);

@@ -683,7 +683,7 @@ struct session *session_adopt(const cJSON *rec, char *err, size_t errlen)
 #define REC_INT(k) (cJSON_IsNumber(cJSON_GetObjectItem(rec, k)) ? \
 		    (int)cJSON_GetObjectItem(rec, k)->valuedouble : -1)
 	int pipes = REC_INT("pipe") == 1;
-	if (!cJSON_IsString(name) || REC_INT("pid") <= 0 || REC_INT("fd") < 0) {
+	if (!cJSON_IsString(name) || REC_INT("pid") <= 0 || (REC_INT("fd") < 0 && !pipes)) {
 		snprintf(err, errlen, "a session in the record lacks its name, pid or fd");
 		return NULL;
 	}
@@ -722,7 +722,9 @@ struct session *session_adopt(const cJSON *rec, char *err, size_t errlen)
 		shellint_set_nonce(s->si, nonce->valuestring);
 	s->cwd = xstrdup(cJSON_IsString(cwd) ? cwd->valuestring : opts.cwd);
 	if (pty_adopt(&s->pty, pipes, REC_INT("pid"), REC_INT("fd"), REC_INT("hold_fd"),
-		      REC_INT("err_fd"), REC_INT("in_fd"), &pty_hooks, s) < 0)
+		      REC_INT("err_fd"), REC_INT("in_fd"),
+		      cJSON_IsNumber(cJSON_GetObjectItem(rec, "wait_status")) ? REC_INT("wait_status") : -1,
+		      &pty_hooks, s) < 0)
 		snprintf(err, errlen, "session %s: cannot watch its fds", s->name);
 	const cJSON *cg = cJSON_GetObjectItem(rec, "cgroup");
 	if (cJSON_IsObject(cg))   /* the same folders, limits and counters */

@@ -99,6 +99,11 @@ void ohv1_handover_done(void);
 /* ---- SWE-ReX's remote runtime API (swerex/): swerex-remote ---- */
 void swerex_register(void);
 void swerex_shutdown(void);
+/* upgrade in place: its sessions' table (load before the sessions are
+ * adopted, done after) */
+cJSON *swerex_handover_save(void);
+void swerex_handover_load(const cJSON *a);
+void swerex_handover_done(void);
 
 /* ---- agent-sandbox's in-pod runtime API (sandbox/) ---- */
 void sandbox_register(void);

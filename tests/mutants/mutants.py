@@ -1157,4 +1157,34 @@ MUTANTS = [
          tests=[R + "action/test_plugins.py::test_run_folder_goes_with_termd_plugin_folders_and_all"],
          why="termd's run folder is removed as if flat: a plugin's plugin-<name>/ folder keeps it "
              "(and itself) in $TMPDIR after termd ends"),
+
+
+    dict(name="swerex-sessions-not-handed-over",
+         file="termd/handover.c",
+         search='\tswerex_handover_load(cJSON_GetObjectItem(rec, "swerex"));\n',
+         replace="",
+         tests=[R + "door/swerex/test_swerex.py::test_sessions_are_kept_across_an_upgrade_in_place"],
+         why="the SWE-ReX door's session table is not taken back after an upgrade in place: "
+             "its sessions are unknown (SessionDoesNotExistError) while their shells run on"),
+    dict(name="sandbox-user-lookup-emfile-unknown",
+         file="termd/door/sandbox/sandbox.c",
+         search="\t\tif (e == EMFILE || e == ENFILE || e == ENOMEM || e == EIO || e == EAGAIN || e == EINTR) {\n",
+         replace="\t\tif (!e) {\n",
+         tests=[R + "door/sandbox/test_agent_sandbox.py::test_user_lookup_without_fds_is_not_an_unknown_user"],
+         why="agent-sandbox's user lookup failing with EMFILE is said as an unknown user "
+             "(\"user '?' (--user) is unknown\"), not as the fds it lacked"),
+    dict(name="handover-leaves-closed-pipe-sessions",
+         file="termd/handover.c",
+         search="\treturn s->pty.alive && !s->closing && (s->pty.fd >= 0 || s->pty.pipes);\n",
+         replace="\treturn s->pty.alive && !s->closing && s->pty.fd >= 0;\n",
+         tests=[R + "door/ohv1/test_openhands_v1.py::test_a_command_whose_output_ended_survives_an_upgrade"],
+         why="a pipe session whose stdout ended while its process runs on is not handed over: "
+             "its OpenHands V1 command ends with exit_code -1, its later stderr cut"),
+    dict(name="sandbox-adopted-run-forgotten",
+         file="termd/door/sandbox/exec.c",
+         search="\tif (sx.opening || !s->is_pipe || ",
+         replace="\tif (1 || !s->is_pipe || ",
+         tests=[R + "door/sandbox/test_agent_sandbox.py::test_a_command_cut_by_an_upgrade_is_closed_once_it_ends"],
+         why="an agent-sandbox command taken over by an upgrade in place is not followed: "
+             "its session stays in session.list for ever, never killed at the timeout"),
 ]

@@ -32,6 +32,7 @@ struct sbrun {
 static struct {
 	struct sbrun *runs;
 	unsigned long long nseq;
+	int opening;              /* run_start's session.open is under way */
 } sx;
 
 /* ================================================================ shlex */
@@ -445,7 +446,9 @@ static int run_start(struct sbrun *r, const struct sb_user *u, buf_t *why)
 		.ngroups = u->cred.ngroups, .groups = u->cred.groups,
 	};
 	session_exec_next(&x);
+	sx.opening = 1;
 	cJSON *ans = sb_action("session.open", a);
+	sx.opening = 0;
 	session_exec_next(NULL);
 	free(argv);
 	r->s = ans && !sb_is_error(ans) ? session_find(r->name) : NULL;
@@ -530,10 +533,29 @@ void sb_execute(struct http_txn *t)
 		     (uint64_t)(opts.sandbox_exec_timeout * 1e6));
 }
 
+/* A sandbox-N session that started without run_start: one taken over by
+ * an upgrade in place (its request was cut by it). It is a run whose
+ * client left: killed at the timeout (counted again from now), closed
+ * once it ended (was: left running, and left in session.list for ever). */
+static void on_started(struct session *s)
+{
+	const char *n = s->name + strlen("sandbox-");
+	if (sx.opening || !s->is_pipe || strncmp(s->name, "sandbox-", strlen("sandbox-")) != 0 ||
+	    !*n || strspn(n, "0123456789") != strlen(n) || by_session(s))
+		return;
+	struct sbrun *r = xcalloc(1, sizeof *r);
+	snprintf(r->name, sizeof r->name, "%s", s->name);
+	r->s = s;
+	r->argv = cJSON_CreateArray();
+	r->next = sx.runs;
+	sx.runs = r;
+	server_timer(&r->timeout_sul, timeout_fire, (uint64_t)(opts.sandbox_exec_timeout * 1e6));
+}
+
 void sb_exec_register(void)
 {
 	static const struct session_listener l = {
-		.stream = on_stream, .exit = on_exit_, .gone = on_gone,
+		.started = on_started, .stream = on_stream, .exit = on_exit_, .gone = on_gone,
 	};
 	session_listen(&l);
 }

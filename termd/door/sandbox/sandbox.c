@@ -32,10 +32,23 @@ int sb_is_error(const cJSON *ans)
 int sb_user(struct http_txn *t, struct sb_user *u)
 {
 	memset(u, 0, sizeof *u);
+	errno = 0;
 	struct passwd *pw = opts.envd_user ? getpwnam(opts.envd_user) : getpwuid(geteuid());
 	if (!pw) {
+		int e = errno;
 		char m[160];
-		snprintf(m, sizeof m, "user '%.64s' (--user) is unknown", opts.envd_user ? opts.envd_user : "?");
+		/* a lookup that could not be made (no fd left for /etc/passwd,
+		 * no memory) is not an unknown user: said as what it is, 503 (a
+		 * retry may work; issue 52's soak: fds exhausted for a moment) */
+		if (e == EMFILE || e == ENFILE || e == ENOMEM || e == EIO || e == EAGAIN || e == EINTR) {
+			snprintf(m, sizeof m, "cannot look up the user: %s", strerror(e));
+			sb_answer_msg(t, 503, m);
+			return -1;
+		}
+		if (opts.envd_user)
+			snprintf(m, sizeof m, "user '%.64s' (--user) is unknown", opts.envd_user);
+		else
+			snprintf(m, sizeof m, "no user with termd's uid %u", (unsigned)geteuid());
 		sb_answer_msg(t, 500, m);
 		return -1;
 	}

@@ -496,6 +496,60 @@ def test_commands_and_events_survive_an_upgrade_in_place(v1):
     ev2.close()
 
 
+def test_a_command_printing_while_termd_upgrades_ends_whole(v1):
+    """Issue 52 (soak seed 202): a command that prints all along while
+    termd upgrades in place ends with its own exit code, every line once,
+    in order (not exit_code -1 with its output cut)"""
+    from test_upgrade import upgrade
+    gate = v1.td.home / "gate-print"
+    st, cmd = v1.post("/api/bash/start_bash_command", {
+        "command": "for i in $(seq 1 30); do echo line$i; [ $i = 5 ] && "
+                   "while [ ! -e %s ]; do sleep 0.01; done; sleep 0.05; done" % gate})
+    assert st == 200, cmd
+    wait_until(lambda: "line5" in "".join(o["stdout"] or "" for o in v1.outputs(cmd["id"])),
+               what="the first lines")
+    gate.touch()   # it prints on while termd upgrades
+    code, ev2, ans = upgrade(v1.td, v1.td.events(), cid="up-v1-print")
+    assert ans["extras"]["ok"] is True, ans
+    outs = wait_until(lambda: (lambda o: o if o and o[-1]["exit_code"] is not None else None)(
+        v1.outputs(cmd["id"])), what="the end after the upgrade")
+    assert outs[-1]["exit_code"] == 0, outs
+    assert "".join(o["stdout"] or "" for o in outs) == "".join(
+        "line%d\n" % i for i in range(1, 31))
+    assert [o["order"] for o in outs] == list(range(len(outs)))
+    ev2.close()
+
+
+@pytest.mark.parametrize("closes", ["stdout", "both"])
+def test_a_command_whose_output_ended_survives_an_upgrade(v1, closes):
+    """Issue 52 (soak seed 202): a command whose stdout (or both outputs)
+    had ended while it ran on was left behind by an upgrade in place (its
+    session was not handed over): it ended with exit_code -1, the stderr
+    it wrote after cut. Its session goes across; its end is its own."""
+    from test_upgrade import upgrade
+    gate = v1.td.home / ("gate-" + closes)
+    shut = "exec >&- 2>&-" if closes == "both" else "exec >&-"
+    st, cmd = v1.post("/api/bash/start_bash_command", {
+        "command": "echo out; echo err1 >&2; %s; touch %s-shut; "
+                   "while [ ! -e %s ]; do sleep 0.01; done; echo err2 >&2; exit 7"
+                   % (shut, gate, gate)})
+    assert st == 200, cmd
+    wait_until(lambda: os.path.exists("%s-shut" % gate), what="its output closed")
+    wait_until(lambda: "err1" in "".join(o["stderr"] or "" for o in v1.outputs(cmd["id"])),
+               what="the first pieces")
+    code, ev2, ans = upgrade(v1.td, v1.td.events(), cid="up-v1-" + closes)
+    assert ans["extras"]["ok"] is True, ans
+    gate.touch()
+    outs = wait_until(lambda: (lambda o: o if o and o[-1]["exit_code"] is not None else None)(
+        v1.outputs(cmd["id"])), what="the end after the upgrade")
+    assert outs[-1]["exit_code"] == 7, outs
+    assert "".join(o["stdout"] or "" for o in outs) == "out\n"
+    assert "".join(o["stderr"] or "" for o in outs) == (
+        "err1\n" if closes == "both" else "err1\nerr2\n")
+    assert [o["order"] for o in outs] == list(range(len(outs)))
+    ev2.close()
+
+
 def test_events_are_kept_within_the_bound_oldest_dropped(v1):
     """64 MiB of event text at most (proto/PROTOCOL.md §14): 70 MB of output
     drops the oldest events, the command's own BashCommand first"""

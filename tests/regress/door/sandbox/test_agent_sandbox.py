@@ -329,3 +329,82 @@ def as_user(termd_factory, base, nobody):
                    % (base / "rootonly" / "no.txt")})
     st, _ = api.json("GET", "/list/rootonly")
     assert st == 500
+
+
+def test_user_lookup_without_fds_is_not_an_unknown_user(sandbox):
+    """Issue 52's soak: with termd's descriptors exhausted for a moment,
+    getpwuid (reading /etc/passwd) fails with EMFILE, and /upload was
+    answered "user '?' (--user) is unknown". A lookup that could not be
+    made says why (503); the next one, with fds back, works."""
+    import resource
+    import threading
+    td, api, base = sandbox
+    pid = td.proc.pid
+    soft, hard = resource.prlimit(pid, resource.RLIMIT_NOFILE)
+    answers = []
+
+    def hit():   # an answer from the user lookup (termd's other fd checks come first at times)
+        return [a for a in answers if isinstance(a, tuple) and "user" in json.dumps(a[1])]
+    try:
+        for extra in [e for _ in range(6) for e in range(1, 9)]:
+            if hit():
+                break
+            nfd = len(os.listdir("/proc/%d/fd" % pid))
+            got = []
+
+            def ask():
+                try:
+                    got.append(api.upload("fd-%d.txt" % extra, b"x"))
+                except (OSError, ValueError) as e:
+                    got.append(e)
+            resource.prlimit(pid, resource.RLIMIT_NOFILE, (nfd + extra, hard))
+            th = threading.Thread(target=ask)
+            th.start()
+            th.join(1.5)
+            resource.prlimit(pid, resource.RLIMIT_NOFILE, (soft, hard))
+            th.join(30)
+            answers += got
+    finally:
+        resource.prlimit(pid, resource.RLIMIT_NOFILE, (soft, hard))
+    got = hit()
+    assert got, "no answer came from the user lookup with fds exhausted: %r" % answers
+    for st, body in got:
+        assert (st, body) == (503, {"message": "cannot look up the user: Too many open files"}), got
+    st, body = api.upload("after.txt", b"back")
+    assert st == 200, body
+    assert (base / "after.txt").read_bytes() == b"back"
+
+
+def test_a_command_cut_by_an_upgrade_is_closed_once_it_ends(sandbox, tmp_path):
+    """Issue 52: an /execute whose request an upgrade in place cut runs on
+    in its session (sandbox-N), taken over; the door follows it again: it
+    is closed once it ended (was: left in session.list for ever, and never
+    killed at the timeout)."""
+    from test_upgrade import upgrade
+    td, api, base = sandbox
+    gate = tmp_path / "gate-sb"
+    done = []
+
+    def run():
+        try:
+            done.append(api.execute("sh -c 'while [ ! -e %s ]; do sleep 0.05; done'" % gate))
+        except Exception as e:   # (wsclient.ConnectionClosed: cut by the upgrade)
+            done.append(e)
+    th = threading.Thread(target=run, daemon=True)
+    th.start()
+    ev = td.events()
+
+    def running():
+        return [s["name"] for s in ev.call("session.list", {})["extras"]["sessions"]
+                if s["name"].startswith("sandbox-") and s["alive"]]
+    name = wait_until(running, timeout=T)[0]
+    code, ev2, ans = upgrade(td, ev, cid="sb-up-1")
+    assert ans["extras"].get("ok") is True, ans
+    th.join(T)   # its request was cut by the upgrade
+    assert name in [s["name"] for s in ev2.call("session.list", {})["extras"]["sessions"]]
+    gate.touch()
+    wait_until(lambda: name not in [s["name"] for s in
+                                    ev2.call("session.list", {})["extras"]["sessions"]],
+               timeout=T)
+    assert api.execute("echo after")["stdout"] == "after\n"
+    ev2.close()

@@ -617,6 +617,40 @@ def test_execute_after_an_upgrade_in_place(termd_factory, tmp_path):
         held.join(60)
 
 
+def test_sessions_are_kept_across_an_upgrade_in_place(termd_factory):
+    """Issue 52: the door's sessions go across an upgrade in place with
+    their termd sessions (two listeners, the second SWE-ReX's): a session
+    made before it runs on in the same shell (its variable still set), is
+    known to create_session and close_session; was: SessionDoesNotExistError,
+    and create_session's 'a session named swerex-a exists'."""
+    from test_upgrade import upgrade
+    port = free_port()
+    td = termd_factory(token=TOKEN, args=["--listen", "127.0.0.1:%d,api=swerex" % port])
+    td.port = port
+
+    def post(path, body):
+        st, _, b = request(td, "POST", path, body)
+        return st, b
+
+    assert post("/create_session", {"session": "a"})[0] == 200
+    st, b = post("/run_in_session", {"session": "a", "command": "export KEPT=before-up; cd /tmp",
+                                     "timeout": 60})
+    assert (st, b["exit_code"]) == (200, 0), b
+    code, ev2, ans = upgrade(td, td.events(), cid="sw-up-sess")
+    assert ans["extras"].get("ok") is True, ans
+    st, b = post("/run_in_session", {"session": "a", "command": 'echo "$KEPT|$PWD"; false',
+                                     "timeout": 60, "check": "silent"})
+    assert (st, b["output"], b["exit_code"]) == (200, "before-up|/tmp\n", 1), b
+    st, b = post("/create_session", {"session": "a"})
+    assert (st, b["swerexception"]["class_path"]) == (
+        511, "swerex.exceptions.SessionExistsError"), b
+    assert post("/close_session", {"session": "a"}) == (200, {"session_type": "bash"})
+    st, b = post("/run_in_session", {"session": "a", "command": "true", "timeout": 60})
+    assert (st, b["swerexception"]["class_path"]) == (
+        511, "swerex.exceptions.SessionDoesNotExistError"), b
+    ev2.close()
+
+
 def _swallow(fn):
     try:
         fn()
