@@ -339,6 +339,7 @@ static void modules_save(cJSON *j)
 	cJSON_AddItemToObject(j, "recordings", record_handover_save());
 	cJSON_AddItemToObject(j, "openhands_v1", ohv1_handover_save());
 	cJSON_AddItemToObject(j, "swerex", swerex_handover_save());
+	cJSON_AddItemToObject(j, "envd", envd_handover_save());
 	cJSON_AddItemToObject(j, "stdin", stdin_save());
 	cJSON_AddItemToObject(j, "pendings", pending_handover_save());
 	cJSON_AddItemToObject(j, "watches", watch_handover_save());
@@ -351,6 +352,7 @@ static void modules_early(const cJSON *rec)
 	record_handover_load(cJSON_GetObjectItem(rec, "recordings"));
 	ohv1_handover_load(cJSON_GetObjectItem(rec, "openhands_v1"));
 	swerex_handover_load(cJSON_GetObjectItem(rec, "swerex"));
+	envd_handover_load(cJSON_GetObjectItem(rec, "envd"));
 }
 
 /* after: what no session took is let go */
@@ -359,6 +361,7 @@ static void modules_sessions_done(const cJSON *rec)
 	record_handover_done();
 	ohv1_handover_done();
 	swerex_handover_done();
+	envd_handover_done();
 	stdin_load(cJSON_GetObjectItem(rec, "stdin"));
 	/* before the first port scan: what closed meanwhile gets its
 	 * port.close, what was told gets no second port.open */

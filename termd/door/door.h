@@ -113,5 +113,10 @@ void sandbox_shutdown(void);
 /* ---- e2b's envd API: Connect-RPC process/filesystem, /files (envd/) ---- */
 void envd_register(void);
 void envd_shutdown(void);
+/* upgrade in place: its processes' table (load before the sessions are
+ * adopted, done after) */
+cJSON *envd_handover_save(void);
+void envd_handover_load(const cJSON *o);
+void envd_handover_done(void);
 
 #endif

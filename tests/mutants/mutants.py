@@ -1187,4 +1187,12 @@ MUTANTS = [
          tests=[R + "door/sandbox/test_agent_sandbox.py::test_a_command_cut_by_an_upgrade_is_closed_once_it_ends"],
          why="an agent-sandbox command taken over by an upgrade in place is not followed: "
              "its session stays in session.list for ever, never killed at the timeout"),
+    dict(name="envd-processes-not-handed-over",
+         file="termd/handover.c",
+         search='\tenvd_handover_load(cJSON_GetObjectItem(rec, "envd"));\n',
+         replace="",
+         tests=[R + "door/envd/test_envd.py::test_processes_go_across_an_upgrade_in_place"],
+         why="the envd door's process table is not taken back after an upgrade in place: "
+             "its e2b-N processes are missing from List, not found by Connect, and their "
+             "sessions never closed"),
 ]

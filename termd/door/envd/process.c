@@ -16,7 +16,9 @@
  * process (its output is not read while the stream is behind: its pipe
  * or terminal fills and the writer blocks); nothing is dropped, and a
  * client that takes nothing for --stream-stall seconds is cut
- * (envd_stream_hold). */
+ * (envd_stream_hold). The table goes across an upgrade in place
+ * (envd_handover_save/load/done): the processes run on as sessions and
+ * their clients Connect again. */
 #include "envd.h"
 #include "fsio.h"
 
@@ -44,6 +46,7 @@ struct eproc {
 	int ended, end_seen, closed;
 	int exit_code, exited;
 	int holding;              /* its output held for a stream that is behind */
+	int adopting;             /* taken over by an upgrade: its session not found yet */
 	char status[64];
 	lws_sorted_usec_list_t close_sul, free_sul;
 };
@@ -51,6 +54,7 @@ struct eproc {
 static struct {
 	struct eproc *procs;
 	unsigned long long nseq;
+	int adopting;             /* processes taken over whose session is not found yet */
 } ep;
 
 static struct eproc *by_session(struct session *s)
@@ -58,6 +62,14 @@ static struct eproc *by_session(struct session *s)
 	for (struct eproc *p = ep.procs; p; p = p->next)
 		if (p->s == s)
 			return p;
+	/* during an upgrade's adoption: its session by name */
+	for (struct eproc *p = ep.procs; ep.adopting && p; p = p->next)
+		if (p->adopting && !p->ended && strcmp(p->name, s->name) == 0) {
+			p->adopting = 0;
+			ep.adopting--;
+			p->s = s;
+			return p;
+		}
 	return NULL;
 }
 
@@ -699,4 +711,101 @@ void envd_process_shutdown(void)
 {
 	while (ep.procs)
 		eproc_free(ep.procs);
+	ep.adopting = 0;
+}
+
+/* ============================================= upgrade in place */
+
+/* The processes as List and Connect know them (issue 52: after an upgrade
+ * they were missing from List, not found by Connect, and their sessions
+ * never closed): pid, tag, config, PTY or not, the output nobody saw yet,
+ * and an end nobody saw. Their sessions (stdin included) go across as
+ * sessions; the streams are cut and the clients Connect again. */
+cJSON *envd_handover_save(void)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddNumberToObject(o, "nseq", (double)ep.nseq);
+	cJSON *a = cJSON_AddArrayToObject(o, "procs");
+	for (struct eproc *p = ep.procs; p; p = p->next) {
+		if (p->end_seen || (!p->ended && !p->s))
+			continue;
+		cJSON *r = cJSON_CreateObject();
+		cJSON_AddStringToObject(r, "name", p->name);
+		cJSON_AddNumberToObject(r, "pid", p->pid);
+		cJSON_AddBoolToObject(r, "pty", p->pty);
+		if (p->tag)
+			cJSON_AddStringToObject(r, "tag", p->tag);
+		cJSON_AddItemToObject(r, "config", cJSON_Duplicate(p->config, 1));
+		if (p->missed.len)
+			envd_add_bytes(r, "missed", p->missed.p, p->missed.len);
+		if (p->ended) {
+			cJSON_AddNumberToObject(r, "exit_code", p->exit_code);
+			cJSON_AddBoolToObject(r, "exited", p->exited);
+			cJSON_AddStringToObject(r, "status", p->status);
+		}
+		cJSON_AddBoolToObject(r, "ended", p->ended);
+		cJSON_AddItemToArray(a, r);
+	}
+	return o;
+}
+
+void envd_handover_load(const cJSON *o)
+{
+	double n;
+	if (envd_num(o, "nseq", NULL, &n) == 0 && n > (double)ep.nseq)
+		ep.nseq = (unsigned long long)n;
+	const cJSON *r;
+	cJSON_ArrayForEach(r, envd_field(o, "procs", NULL)) {
+		const char *name = envd_str(r, "name", NULL);
+		double pid;
+		if (!name || strlen(name) > TD_SESSION_NAME_MAX || envd_num(r, "pid", NULL, &pid) < 0)
+			continue;
+		struct eproc *p = xcalloc(1, sizeof *p);
+		snprintf(p->name, sizeof p->name, "%s", name);
+		p->pid = (pid_t)pid;
+		p->pty = cJSON_IsTrue(envd_field(r, "pty", NULL));
+		const char *tag = envd_str(r, "tag", NULL);
+		p->tag = tag ? xstrdup(tag) : NULL;
+		const cJSON *cfg = envd_field(r, "config", NULL);
+		p->config = cfg ? cJSON_Duplicate(cfg, 1) : cJSON_CreateObject();
+		if (envd_bytes(r, "missed", &p->missed) < 0)
+			buf_free(&p->missed);
+		p->ended = cJSON_IsTrue(envd_field(r, "ended", NULL));
+		p->adopting = 1;   /* (by_session takes running ones only) */
+		if (p->ended) {
+			double code = -1;
+			envd_num(r, "exit_code", NULL, &code);
+			p->exit_code = (int)code;
+			p->exited = cJSON_IsTrue(envd_field(r, "exited", NULL));
+			const char *st = envd_str(r, "status", NULL);
+			snprintf(p->status, sizeof p->status, "%s", st ? st : "");
+		} else {
+			ep.adopting++;
+		}
+		p->next = ep.procs;
+		ep.procs = p;
+	}
+}
+
+/* after the sessions are adopted: each process follows its session again
+ * (by_session took those an event came for already); one whose session
+ * did not come across ended meanwhile, as one closed by someone else. One
+ * that had ended is kept for a Connect (its session closed, should it
+ * have come across), then let go. */
+void envd_handover_done(void)
+{
+	for (struct eproc *p = ep.procs; p; p = p->next) {
+		if (!p->adopting)
+			continue;
+		p->adopting = 0;
+		p->s = session_find(p->name);
+		if (!p->ended && !p->s) {
+			p->ended = 1;
+			p->exit_code = -1;
+			snprintf(p->status, sizeof p->status, "signal: killed");
+		}
+		if (p->ended)
+			server_timer(&p->close_sul, close_timer, 1);
+	}
+	ep.adopting = 0;
 }

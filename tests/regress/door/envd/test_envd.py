@@ -28,7 +28,7 @@ import pytest
 from conftest import TERMD_BIN
 import routes
 import wsclient
-from tdtest import free_port
+from tdtest import free_port, wait_until
 
 ROOT = Path(__file__).resolve().parents[4]
 # make test-e2b-latest: a scratch copy with the newest published SDK
@@ -625,6 +625,139 @@ def test_start_after_an_upgrade_skips_the_names_still_in_use(termd_factory):
     out = b"".join(unb64(e["data"]["stdout"]) for e in events_of(envs) if "data" in e and "stdout" in e["data"])
     assert out == b"after\n", envs
     held.close()
+
+
+def upgrade_in_place(td, ev, cid):
+    """termd.upgrade on ev; the events connection of the new termd once
+    the upgrade answered ok"""
+    ev.send_action("termd.upgrade", {}, id=cid)
+    try:
+        while True:
+            ev.recv_obs(30)
+    except wsclient.ConnectionClosed:
+        pass
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            ev = td.events(timeout=5)
+            break
+        except Exception:   # noqa: BLE001 — the new termd starting
+            assert time.monotonic() < deadline, "no termd after the upgrade"
+            time.sleep(0.05)
+    assert ev.call("termd.upgrade", {}, id=cid)["extras"]["ok"] is True
+    return ev
+
+
+class RawStream:
+    """A server stream on its own socket, read as it comes."""
+
+    def __init__(self, td, service_method, msg):
+        self.s = socket.create_connection(("127.0.0.1", port_of(td)))
+        self.s.settimeout(60)
+        body = envelope(msg)
+        self.s.sendall(("POST /%s HTTP/1.1\r\nHost: x\r\nX-Access-Token: %s\r\n"
+                        "Content-Type: application/connect+json\r\nContent-Length: %d\r\n\r\n"
+                        % (service_method, TOKEN, len(body))).encode() + body)
+        self.data = b""
+        self.closed = False
+
+    def envs(self):
+        """the whole envelopes so far"""
+        if b"\r\n\r\n" not in self.data:
+            return []
+        body = self.data.split(b"\r\n\r\n", 1)[1]
+        out, off = [], 0
+        while len(body) - off >= 5:
+            flags, n = struct.unpack(">BI", body[off:off + 5])
+            if len(body) - off - 5 < n:
+                break
+            out.append((flags, json.loads(body[off + 5:off + 5 + n])))
+            off += 5 + n
+        return out
+
+    def read_until(self, pred, what):
+        while not pred(self.envs()):
+            assert not self.closed, "the stream ended before %s: %r" % (what, self.envs())
+            chunk = self.s.recv(65536)   # (the socket's timeout bounds the wait)
+            if not chunk:
+                self.closed = True
+            self.data += chunk
+        return self.envs()
+
+    def close(self):
+        self.s.close()
+
+
+def e2b_sessions(ev):
+    return [s["name"] for s in ev.call("session.list")["extras"]["sessions"]
+            if s["name"].startswith("e2b-")]
+
+
+def test_processes_go_across_an_upgrade_in_place(termd_factory, tmp_path):
+    """Issue 52: the envd door's process table goes across an upgrade in
+    place with the sessions. A process that prints a line a second and
+    reads its stdin is still listed after it (pid, tag, cmd, args, cwd,
+    envs as given), Connect by tag streams its further output and its end,
+    SendInput reaches it; a PTY one is killed by SendSignal after it; both
+    are closed when they end (no e2b-* session left). Was: List empty,
+    Connect not_found, the sessions left for ever."""
+    td = start(termd_factory)
+    ev = td.events()
+    script = ('i=0; while :; do i=$((i+1)); echo "line-$i $FOO"; '
+              'if read -t 1 x; then echo "got-$x"; [ "$x" = stop ] && exit 3; fi; done')
+    cfg = {"cmd": "/bin/bash", "args": ["-c", script], "cwd": str(tmp_path),
+           "envs": {"FOO": "bar"}}
+    first = RawStream(td, "process.Process/Start", {"process": cfg, "tag": "ticker",
+                                                    "stdin": True})
+    envs = first.read_until(lambda e: b"line-1 bar" in stdout_of(events_of(e)), "line-1")
+    pid = events_of(envs)[0]["start"]["pid"]
+    sleeper = RawStream(td, "process.Process/Start", start_cmd(
+        "echo sleeper; exec sleep 600", tag="sleeper", pty={"size": {"cols": 80, "rows": 24}}))
+    envs = sleeper.read_until(lambda e: b"sleeper" in stdout_of(events_of(e), "pty"), "sleeper")
+    sleeper_pid = events_of(envs)[0]["start"]["pid"]
+    assert sorted(e2b_sessions(ev)) == ["e2b-1", "e2b-2"]
+
+    ev = upgrade_in_place(td, ev, "up-e2b-table")
+    first.close()
+    sleeper.close()
+    _, _, m = unary(td, "process.Process/List", {})
+    listed = {p["pid"]: p for p in m["processes"]}
+    assert set(listed) == {pid, sleeper_pid}, m
+    assert listed[pid]["tag"] == "ticker" and listed[pid]["config"] == cfg, m
+    assert listed[sleeper_pid]["tag"] == "sleeper", m
+
+    # Connect by tag: the lines printed since, then more as they come
+    again = RawStream(td, "process.Process/Connect", {"process": {"tag": "ticker"}})
+    envs = again.read_until(lambda e: len(events_of(e)) >= 2, "its output")
+    evs = events_of(envs)
+    assert evs[0] == {"start": {"pid": pid}}
+    status, _, m = unary(td, "process.Process/SendInput",
+                         {"process": {"pid": pid}, "input": {"stdin": b64("hello\n")}})
+    assert status == 200 and m == {}
+    again.read_until(lambda e: b"got-hello" in stdout_of(events_of(e)), "got-hello")
+    status, _, m = unary(td, "process.Process/SendInput",
+                         {"process": {"tag": "ticker"}, "input": {"stdin": b64("stop\n")}})
+    assert status == 200 and m == {}
+    envs = again.read_until(lambda e: e and e[-1][0] == 2, "its end")
+    again.close()
+    evs = events_of(envs)
+    out = stdout_of(evs)
+    assert b"got-stop\n" in out and out.count(b"got-hello\n") == 1, out
+    assert evs[-1] == {"end": {"exitCode": 3, "exited": True, "status": "exit status 3"}}
+    assert end_error(envs) is None
+
+    # SendSignal by pid; Connect gets the end
+    status, _, m = unary(td, "process.Process/SendSignal",
+                         {"process": {"pid": sleeper_pid}, "signal": "SIGNAL_SIGKILL"})
+    assert status == 200, m
+    status, _, envs = stream(td, "process.Process/Connect", {"process": {"pid": sleeper_pid}})
+    assert events_of(envs)[-1]["end"]["status"] == "signal: killed", envs
+
+    wait_until(lambda: not e2b_sessions(ev), timeout=60, what="the e2b-* sessions closed")
+    _, _, m = unary(td, "process.Process/List", {})
+    assert m["processes"] == [], m
+    status, _, envs = stream(td, "process.Process/Connect", {"process": {"tag": "ticker"}})
+    assert end_error(envs)["code"] == "not_found"   # its end was seen: gone
 
 
 def test_files_rest_errors(termd_factory, tmp_path):
