@@ -49,6 +49,15 @@ def ref_events(s, since_t, names, pred, timeout):
 
 # ---------------------------------------------------------------- faults
 
+def alive(pid):
+    """pid runs (not a zombie)"""
+    try:
+        with open("/proc/%d/stat" % int(pid)) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, TypeError, ValueError, IndexError):
+        return False
+
+
 def upgrade(s):
     c = Conn(s.ctx, "upgrader")
     before = sessions(c)
@@ -81,8 +90,11 @@ def upgrade(s):
             s.stats.problem("upgrade lost session %s" % name)
         elif before[name].get("pid") != after[name].get("pid"):
             s.stats.problem("upgrade changed %s's pid %s -> %s" % (name, before[name].get("pid"), after[name].get("pid")))
-    lost = [n for n in before if n not in after and not n.startswith(
-        ("churn", "mem", "bomb", "listen", "e2b-", "ohv1-", "swerex-exec-", "sandbox-"))]
+    # a session gone across the upgrade is lost if its process still runs
+    # (the soak's own churn closes sessions at any time; a door's per-command
+    # session is closed by its door once its command ended)
+    lost = [n for n in before if n not in after and not n.startswith(("churn", "mem", "bomb", "listen"))
+            and alive(before[n].get("pid"))]
     if r.returncode != 0 or lost:
         s.stats.note("upgrade: termctl said %r %r" % (r.stdout[-200:], r.stderr[-200:]))
     if lost:
