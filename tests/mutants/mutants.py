@@ -1157,4 +1157,19 @@ MUTANTS = [
          tests=[R + "action/test_plugins.py::test_run_folder_goes_with_termd_plugin_folders_and_all"],
          why="termd's run folder is removed as if flat: a plugin's plugin-<name>/ folder keeps it "
              "(and itself) in $TMPDIR after termd ends"),
+    dict(name="loop-accept-no-reserve-fd",
+         file="termd/loop/server.c",
+         search="\tif ((err == EMFILE || err == ENFILE) && acc.reserve >= 0) {\n",
+         replace="\tif (0) {\n",
+         tests=[R + "loop/test_emfile.py::test_front_request_served_with_two_fds_left"],
+         why="no fd kept in reserve for lws's accept: with two fds left a request through the "
+             "front takes both and hangs until the limit goes up (lws cannot accept the front's "
+             "connection)"),
+    dict(name="loop-reserve-fd-retaken-at-once",
+         file="termd/loop/server.c",
+         search="\tif (acc.spent)\n\t\tacc.spent = 0;\n\telse if (acc.reserve < 0)\n",
+         replace="\tif (0)\n\t\tacc.spent = 0;\n\telse if (acc.reserve < 0)\n",
+         tests=[R + "loop/test_emfile.py::test_front_request_served_with_two_fds_left"],
+         why="the reserve fd is taken again in the turn it was freed in, before lws's accept "
+             "tries again: the accept still fails and the front's request hangs"),
 ]

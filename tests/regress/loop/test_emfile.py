@@ -141,3 +141,52 @@ def test_file_list_without_fds_names_emfile(termd):
     obs = ev.call("file.list", {"path": str(d), "depth": 2}, timeout=T)
     assert obs.get("observation") == "file.list", fmt(obs)
     assert sorted(e["name"] for e in obs["extras"]["entries"]) == ["a.txt", "sub"], fmt(obs)
+
+
+def exhaust_but(pid, spare):
+    """RLIMIT_NOFILE of pid lowered so that just `spare` fds are left (the
+    lowest free fd numbers). The limits to put back."""
+    soft, hard = resource.prlimit(pid, resource.RLIMIT_NOFILE)
+    fds = open_fds(pid)
+    low, free = 0, 0
+    while True:
+        if low not in fds:
+            if free == spare:
+                break
+            free += 1
+        low += 1
+    resource.prlimit(pid, resource.RLIMIT_NOFILE, (low, hard))
+    return soft, hard
+
+
+def test_front_request_served_with_two_fds_left(termd_factory):
+    """With two fds left, a request through the front took both (the
+    client's and the front's connection to lws) and lws had none to accept
+    that connection with: the front held both, the request hung until the
+    limit went up, and every later client queued behind it (the soak's
+    fd_exhaust: 906 failed accepts over 38.7 s, clients timed out after
+    30 s). lws's listener keeps one fd in reserve for this: the request
+    is answered while the limit is still low, and termd's fds come back to
+    what they were."""
+    td = termd_factory(tcp=True)
+    pid = td.proc.pid
+    held = td.events()
+    assert held.ping().get("observation") == "pong"
+    wait_until(lambda: td.healthz()[0] == 200, timeout=T, what="/healthz")
+    fds0 = len(open_fds(pid))
+    limits = exhaust_but(pid, 2)
+    answers = []
+    try:
+        for _ in range(3):
+            # each with a timeout far beyond a served request's; the bug
+            # hung the first one until the limit went up
+            answers.append(wsclient.http_request(td.url, "/healthz", timeout=30)[0])
+    except Exception as e:   # reported by the assert below
+        answers.append(repr(e))
+    finally:
+        resource.prlimit(pid, resource.RLIMIT_NOFILE, limits)
+    assert answers == [200, 200, 200], answers
+    assert held.ping().get("observation") == "pong"
+    assert wsclient.http_request(td.url, "/healthz", timeout=T)[0] == 200
+    wait_until(lambda: len(open_fds(pid)) <= fds0, timeout=T,
+               what="termd's fds back to %d" % fds0)
