@@ -1172,4 +1172,11 @@ MUTANTS = [
          tests=[R + "loop/test_emfile.py::test_front_request_served_with_two_fds_left"],
          why="the reserve fd is taken again in the turn it was freed in, before lws's accept "
              "tries again: the accept still fails and the front's request hangs"),
+    dict(name="ohv1-urandom-not-cloexec",
+         file="termd/door/ohv1/events.c",
+         search='ev.urandom = fopen("/dev/urandom", "rbe");',
+         replace='ev.urandom = fopen("/dev/urandom", "rb");',
+         tests=[R + "door/ohv1/test_openhands_v1.py::test_ids_file_not_carried_across_upgrades"],
+         why="V1's /dev/urandom without O_CLOEXEC: each upgrade in place carries one more into "
+             "the new termd (and every child inherits it)"),
 ]
