@@ -1179,4 +1179,11 @@ MUTANTS = [
          tests=[R + "door/ohv1/test_openhands_v1.py::test_ids_file_not_carried_across_upgrades"],
          why="V1's /dev/urandom without O_CLOEXEC: each upgrade in place carries one more into "
              "the new termd (and every child inherits it)"),
+    dict(name="front-accept-no-reserve-fd",
+         file="termd/net/front/front.c",
+         search="\t\t\tif ((errno == EMFILE || errno == ENFILE) && reserve >= 0) {\n",
+         replace="\t\t\tif (0) {\n",
+         tests=[R + "loop/test_emfile.py::test_front_answers_a_client_queued_while_no_fd_is_left"],
+         why="no fd kept in reserve for the front's accept: with no fd left a client of the "
+             "front waits, unanswered, for as long as the shortage lasts"),
 ]

@@ -15,7 +15,7 @@ import time
 import pytest
 
 import wsclient
-from tdtest import fmt, wait_until
+from tdtest import fmt, stub_children, wait_until
 
 T = 90.0
 REST_LINE = b"cannot accept a connection"
@@ -23,6 +23,12 @@ REST_LINE = b"cannot accept a connection"
 
 def open_fds(pid):
     return {int(n) for n in os.listdir("/proc/%d/fd" % pid)}
+
+
+def own_fds(pid):
+    """pid's fds less the 3 it holds for each spare stub (made a while after
+    start, on cgroup v1)"""
+    return len(open_fds(pid)) - 3 * len(stub_children(pid))
 
 
 def exhaust(pid):
@@ -173,7 +179,7 @@ def test_front_request_served_with_two_fds_left(termd_factory):
     held = td.events()
     assert held.ping().get("observation") == "pong"
     wait_until(lambda: td.healthz()[0] == 200, timeout=T, what="/healthz")
-    fds0 = len(open_fds(pid))
+    fds0 = own_fds(pid)
     limits = exhaust_but(pid, 2)
     answers = []
     try:
@@ -188,5 +194,31 @@ def test_front_request_served_with_two_fds_left(termd_factory):
     assert answers == [200, 200, 200], answers
     assert held.ping().get("observation") == "pong"
     assert wsclient.http_request(td.url, "/healthz", timeout=T)[0] == 200
-    wait_until(lambda: len(open_fds(pid)) <= fds0, timeout=T,
+    wait_until(lambda: own_fds(pid) <= fds0, timeout=T,
+               what="termd's fds back to %d" % fds0)
+
+
+def test_front_answers_a_client_queued_while_no_fd_is_left(termd_factory):
+    """With no fd left at all, a client of the front waited, unanswered,
+    for as long as the shortage lasted (the soak's fd_exhaust: its clients
+    timed out after 30 s while termd's loop took every fd freed). The
+    front keeps one fd in reserve for an accept: the client is taken at
+    once and told lws cannot be reached (502), while the limit is still
+    low; after, requests are served and termd's fds come back."""
+    td = termd_factory(tcp=True)
+    pid = td.proc.pid
+    wait_until(lambda: td.healthz()[0] == 200, timeout=T, what="/healthz")
+    fds0 = own_fds(pid)
+    limits = exhaust(pid)
+    try:
+        try:
+            # a timeout far beyond an answer's: the bug waited for the limit
+            st, _, body = wsclient.http_request(td.url, "/healthz", timeout=30)
+        except Exception as e:   # reported by the assert below
+            st, body = repr(e), b""
+    finally:
+        resource.prlimit(pid, resource.RLIMIT_NOFILE, limits)
+    assert st == 502 and b"cannot be reached" in body, (st, body)
+    assert wsclient.http_request(td.url, "/healthz", timeout=T)[0] == 200
+    wait_until(lambda: own_fds(pid) <= fds0, timeout=T,
                what="termd's fds back to %d" % fds0)
