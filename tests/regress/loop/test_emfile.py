@@ -31,6 +31,20 @@ def own_fds(pid):
     return len(open_fds(pid)) - 3 * len(stub_children(pid))
 
 
+def settled(pid):
+    """once pid's fds (and spare stubs) stay the same for a second: a
+    termd just started makes its spare stubs and moves into its cgroup,
+    fds coming and going meanwhile"""
+    seen = {"fds": None, "since": 0.0}
+
+    def still():
+        now = (open_fds(pid), tuple(stub_children(pid)))
+        if now != seen["fds"]:
+            seen["fds"], seen["since"] = now, time.monotonic()
+        return time.monotonic() - seen["since"] >= 1.0
+    wait_until(still, timeout=T, what="termd's fds to settle")
+
+
 def exhaust(pid):
     """RLIMIT_NOFILE of pid lowered to its lowest free fd number: every new
     fd it asks for fails with EMFILE. The limits to put back."""
@@ -179,6 +193,7 @@ def test_front_request_served_with_two_fds_left(termd_factory):
     held = td.events()
     assert held.ping().get("observation") == "pong"
     wait_until(lambda: td.healthz()[0] == 200, timeout=T, what="/healthz")
+    settled(pid)
     fds0 = own_fds(pid)
     limits = exhaust_but(pid, 2)
     answers = []
@@ -203,11 +218,12 @@ def test_front_answers_a_client_queued_while_no_fd_is_left(termd_factory):
     for as long as the shortage lasted (the soak's fd_exhaust: its clients
     timed out after 30 s while termd's loop took every fd freed). The
     front keeps one fd in reserve for an accept: the client is taken at
-    once and told lws cannot be reached (502), while the limit is still
-    low; after, requests are served and termd's fds come back."""
+    once and answered (502, lws cannot be reached) while the limit is
+    still low; after, requests are served and termd's fds come back."""
     td = termd_factory(tcp=True)
     pid = td.proc.pid
     wait_until(lambda: td.healthz()[0] == 200, timeout=T, what="/healthz")
+    settled(pid)
     fds0 = own_fds(pid)
     limits = exhaust(pid)
     try:
