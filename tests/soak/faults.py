@@ -319,7 +319,8 @@ def fd_exhaust(s):
     low_fds = fd_kinds(pid)   # what holds them while the limit is low
     t_h = time.monotonic()
     try:
-        st, _, _ = wsclient.http_request(s.url, "/healthz", timeout=30)
+        # (10 s: the limit stays low while it waits)
+        st, _, _ = wsclient.http_request(s.url, "/healthz", timeout=10)
     except GONE as e:
         st = repr(e)
     health_low = round(time.monotonic() - t_h, 2)
