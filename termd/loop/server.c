@@ -92,6 +92,7 @@ static struct {
 	lws_sorted_usec_list_t sul;
 	int reserve;              /* the fd kept for an accept (-1: spent) */
 	int spent;                /* spent in this turn: the accept's, next turn */
+	uint64_t spent_us;        /* when it was last spent */
 } acc = { .reserve = -1 };
 
 /* the reserve taken again once an fd is free (each turn while spent, not
@@ -118,12 +119,16 @@ static int accept_failed(int err)
 		log_warn("cannot accept a connection: %s: the listeners rest %d ms at a time until it passes",
 			 strerror(err), ACC_REST_US / 1000);
 	}
-	if ((err == EMFILE || err == ENFILE) && acc.reserve >= 0) {
+	if ((err == EMFILE || err == ENFILE) && acc.reserve >= 0 &&
+	    acc.last - acc.spent_us >= ACC_REST_US) {
 		/* the reserve freed: the listener, still readable, takes the
-		 * connection on the loop's next turn */
+		 * connection on the loop's next turn (once a rest at the most:
+		 * a connection closed at once would free its fd for the reserve
+		 * again, and the next accept fail again, a loop) */
 		close(acc.reserve);
 		acc.reserve = -1;
 		acc.spent = 1;
+		acc.spent_us = acc.last;
 		return 1;
 	}
 	acc.pending = 1;

