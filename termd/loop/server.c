@@ -65,7 +65,16 @@ static int on_signal(struct lws *wsi, enum lws_callback_reasons reason, void *ar
  * every listener of the loop (lws's and the one handed over) rests
  * ACC_REST_US with POLLIN off, then is tried again; a queued client just
  * waits. An episode is logged twice: as it begins, and a quiet
- * ACC_QUIET_US after the last failure, with its count. */
+ * ACC_QUIET_US after the last failure, with its count.
+ *
+ * The loop keeps one fd in reserve (/dev/null) for its listeners: on the
+ * first EMFILE or ENFILE it is closed and the accept tried again at once,
+ * then taken again on a later turn once an fd is free. Without it the
+ * front's requests deadlocked while fds were short (issue 52's soak,
+ * fd_exhaust): the front took the last two fds for a client and its
+ * connection to lws, lws had none left to accept that connection with,
+ * and the front held both until the limit went up (clients timed out
+ * after 30 s; the front's listener failed 906 accepts over 38.7 s). */
 #define ACC_MAX 8
 #define ACC_REST_US 100000
 #define ACC_QUIET_US 1000000
@@ -81,7 +90,20 @@ static struct {
 	int err;
 	uint64_t since, last;     /* when it began (0: none), its last failure */
 	lws_sorted_usec_list_t sul;
-} acc;
+	int reserve;              /* the fd kept for an accept (-1: spent) */
+	int spent;                /* spent in this turn: the accept's, next turn */
+	uint64_t spent_us;        /* when it was last spent */
+} acc = { .reserve = -1 };
+
+/* the reserve taken again once an fd is free (each turn while spent, not
+ * the turn it was spent in: its fd is the next accept's) */
+static void acc_reserve(void)
+{
+	if (acc.spent)
+		acc.spent = 0;
+	else if (acc.reserve < 0)
+		acc.reserve = open("/dev/null", O_RDONLY | O_CLOEXEC);
+}
 
 /* An accept failed with err: 1 when it is a shortage the listeners rest
  * for (logged here once an episode), 0 for another error */
@@ -96,6 +118,18 @@ static int accept_failed(int err)
 		acc.since = acc.last;
 		log_warn("cannot accept a connection: %s: the listeners rest %d ms at a time until it passes",
 			 strerror(err), ACC_REST_US / 1000);
+	}
+	if ((err == EMFILE || err == ENFILE) && acc.reserve >= 0 &&
+	    acc.last - acc.spent_us >= ACC_REST_US) {
+		/* the reserve freed: the listener, still readable, takes the
+		 * connection on the loop's next turn (once a rest at the most:
+		 * a connection closed at once would free its fd for the reserve
+		 * again, and the next accept fail again, a loop) */
+		close(acc.reserve);
+		acc.reserve = -1;
+		acc.spent = 1;
+		acc.spent_us = acc.last;
+		return 1;
 	}
 	acc.pending = 1;
 	return 1;
@@ -511,6 +545,7 @@ int server_init(const struct lws_protocols *events_channel, const struct lws_pro
 	if (watch_listener_and_signals(front) < 0)
 		return -1;
 	acc_find_listeners();
+	acc_reserve();
 	return 0;
 }
 
@@ -521,6 +556,7 @@ void server_run(void)
 			break;
 		if (acc.pending)
 			acc_rest();
+		acc_reserve();
 	}
 }
 
@@ -601,6 +637,9 @@ void server_close_loop(void)
 	if (srv.ctx)
 		lws_context_destroy(srv.ctx);
 	srv.ctx = NULL;
+	if (acc.reserve >= 0)
+		close(acc.reserve);
+	acc.reserve = -1;
 }
 
 void server_shutdown(void)

@@ -1195,4 +1195,35 @@ MUTANTS = [
          why="the envd door's process table is not taken back after an upgrade in place: "
              "its e2b-N processes are missing from List, not found by Connect, and their "
              "sessions never closed"),
+
+
+    dict(name="loop-accept-no-reserve-fd",
+         file="termd/loop/server.c",
+         search="\tif ((err == EMFILE || err == ENFILE) && acc.reserve >= 0 &&\n",
+         replace="\tif (0 &&\n",
+         tests=[R + "loop/test_emfile.py::test_front_request_served_with_two_fds_left"],
+         why="no fd kept in reserve for lws's accept: with two fds left a request through the "
+             "front takes both and hangs until the limit goes up (lws cannot accept the front's "
+             "connection)"),
+    dict(name="loop-reserve-fd-retaken-at-once",
+         file="termd/loop/server.c",
+         search="\tif (acc.spent)\n\t\tacc.spent = 0;\n\telse if (acc.reserve < 0)\n",
+         replace="\tif (0)\n\t\tacc.spent = 0;\n\telse if (acc.reserve < 0)\n",
+         tests=[R + "loop/test_emfile.py::test_front_request_served_with_two_fds_left"],
+         why="the reserve fd is taken again in the turn it was freed in, before lws's accept "
+             "tries again: the accept still fails and the front's request hangs"),
+    dict(name="ohv1-urandom-not-cloexec",
+         file="termd/door/ohv1/events.c",
+         search='ev.urandom = fopen("/dev/urandom", "rbe");',
+         replace='ev.urandom = fopen("/dev/urandom", "rb");',
+         tests=[R + "door/ohv1/test_openhands_v1.py::test_ids_file_not_carried_across_upgrades"],
+         why="V1's /dev/urandom without O_CLOEXEC: each upgrade in place carries one more into "
+             "the new termd (and every child inherits it)"),
+    dict(name="front-accept-no-reserve-fd",
+         file="termd/net/front/front.c",
+         search="\t\t\tif ((errno == EMFILE || errno == ENFILE) && reserve >= 0) {\n",
+         replace="\t\t\tif (0) {\n",
+         tests=[R + "loop/test_emfile.py::test_front_answers_a_client_queued_while_no_fd_is_left"],
+         why="no fd kept in reserve for the front's accept: with no fd left a client of the "
+             "front waits, unanswered, for as long as the shortage lasts"),
 ]

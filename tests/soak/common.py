@@ -5,6 +5,7 @@ the same id after a drop (the way the Python package and termctl do)."""
 
 import json
 import os
+import re
 import random
 import threading
 import time
@@ -199,3 +200,91 @@ class Conn:
             except Exception:
                 pass
         self.ev = None
+
+
+def _socket_kinds():
+    """inode -> kind of every socket in this network namespace"""
+    kinds = {}
+    for f, k in (("unix", "unix"), ("tcp", "tcp"), ("tcp6", "tcp"), ("udp", "udp"),
+                 ("udp6", "udp"), ("netlink", "netlink")):
+        try:
+            with open("/proc/net/" + f) as fh:
+                rows = fh.read().splitlines()[1:]
+        except OSError:
+            continue
+        for r in rows:
+            c = r.split()
+            ino = c[6] if k == "unix" else c[9] if k != "netlink" else c[-1]
+            if k == "unix":
+                # unix: state 01 listening (flags 00010000), else connected;
+                # the path if it has one
+                kind = "unix listen" if c[3] == "00010000" else "unix"
+                if len(c) > 7:
+                    kind += " " + os.path.basename(c[7])
+            elif k == "tcp":
+                kind = "tcp listen" if c[3] == "0A" else "tcp"
+            else:
+                kind = k
+            kinds[ino] = kind
+    return kinds
+
+
+def fd_kinds(pid):
+    """pid's open fds counted by kind (sockets by family and state, pipes,
+    anon inodes, ptys, files by folder), most first: a report line"""
+    socks = None
+    out = {}
+    try:
+        names = os.listdir("/proc/%d/fd" % pid)
+    except OSError:
+        return "(gone)"
+    for n in names:
+        try:
+            t = os.readlink("/proc/%d/fd/%s" % (pid, n))
+        except OSError:
+            continue
+        if t.startswith("socket:["):
+            if socks is None:
+                socks = _socket_kinds()
+            k = "socket " + socks.get(t[8:-1], "?")
+        elif t.startswith("pipe:"):
+            k = "pipe"
+        elif t.startswith("anon_inode:"):
+            k = t
+        elif t.startswith("/dev/pts/"):
+            k = "/dev/pts/*"
+        elif t.startswith("/sys/fs/cgroup/"):
+            # a session's (or spare's) cgroup file: s-main-1/pids.events
+            k = "cgroup " + re.sub(r"\d+$", "N", os.path.basename(os.path.dirname(t))) \
+                + "/" + os.path.basename(t)
+        elif t.startswith("/"):
+            k = t if t.startswith("/dev/") else os.path.dirname(t) + "/*"
+        else:
+            k = t
+        out[k] = out.get(k, 0) + 1
+    return ", ".join("%s: %d" % kv for kv in sorted(out.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def client_conns(pid):
+    """How many TCP connections clients hold open to pid's listeners (the
+    established sockets whose local port is one pid listens on)."""
+    mine = set()
+    try:
+        for n in os.listdir("/proc/%d/fd" % pid):
+            try:
+                t = os.readlink("/proc/%d/fd/%s" % (pid, n))
+            except OSError:
+                continue
+            if t.startswith("socket:["):
+                mine.add(t[8:-1])
+    except OSError:
+        return 0
+    rows = []
+    for f in ("tcp", "tcp6"):
+        try:
+            with open("/proc/net/" + f) as fh:
+                rows += [r.split() for r in fh.read().splitlines()[1:]]
+        except OSError:
+            pass
+    ports = {r[1].rsplit(":", 1)[1] for r in rows if r[9] in mine and r[3] == "0A"}
+    return sum(1 for r in rows if r[9] in mine and r[3] == "01" and r[1].rsplit(":", 1)[1] in ports)

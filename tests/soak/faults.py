@@ -13,7 +13,7 @@ import threading
 import time
 
 import wsclient
-from common import Conn, GONE
+from common import Conn, GONE, fd_kinds
 
 STATE = {"rlimit": None, "stopped": None, "filler": None}
 
@@ -328,9 +328,11 @@ def fd_exhaust(s):
             fails += 1
         time.sleep(0.5)
     lines0 = accept_errors(s)
+    low_fds = fd_kinds(pid)   # what holds them while the limit is low
     t_h = time.monotonic()
     try:
-        st, _, _ = wsclient.http_request(s.url, "/healthz", timeout=30)
+        # (10 s: the limit stays low while it waits)
+        st, _, _ = wsclient.http_request(s.url, "/healthz", timeout=10)
     except GONE as e:
         st = repr(e)
     health_low = round(time.monotonic() - t_h, 2)
@@ -362,6 +364,7 @@ def fd_exhaust(s):
                         % (spin, time.monotonic() - t_h))
     s.stats.fault("fd_exhaust", fds=n, connects_refused=fails, connects_ok=len(held),
                   healthz_while_low=health_low, healthz_status=st, accept_error_lines=spin,
+                  fds_while_low=low_fds,
                   cost=round(time.monotonic() - t1, 2))
 
 

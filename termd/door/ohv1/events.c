@@ -32,7 +32,7 @@ void v1_new_id(char out[33])
 {
 	if (ev.rnd_off + 16 > sizeof ev.rnd || !ev.rnd_off) {
 		if (!ev.urandom)
-			ev.urandom = fopen("/dev/urandom", "rb");
+			ev.urandom = fopen("/dev/urandom", "rbe");
 		if (!ev.urandom || fread(ev.rnd, 1, sizeof ev.rnd, ev.urandom) != sizeof ev.rnd) {
 			for (size_t i = 0; i < sizeof ev.rnd; i++)   /* (never on Linux) */
 				ev.rnd[i] = (unsigned char)(random() ^ (long)mono_us());

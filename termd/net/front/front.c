@@ -46,6 +46,21 @@ static int paused;
 static uint64_t paused_us, rest_since_us;
 static unsigned long rest_fails;
 static int rest_err;
+/* one fd kept in reserve (/dev/null) for an accept: on EMFILE or ENFILE
+ * it is closed and the accept tried again at once, so a client queued
+ * while fds are out is taken and answered (502 if lws cannot be reached
+ * either) instead of waiting, unanswered, for as long as the shortage
+ * lasts (the soak's fd_exhaust: 30 s timeouts while termd's loop took
+ * every fd freed); taken again on a later turn once an fd is free */
+static int reserve = -1, reserve_spent;
+
+static void take_reserve(void)
+{
+	if (reserve_spent)
+		reserve_spent = 0;
+	else if (reserve < 0)
+		reserve = open("/dev/null", O_RDONLY | O_CLOEXEC);
+}
 static int ep = -1, stopfd = -1;
 static struct fwatch stopw;
 static pthread_t thr;
@@ -512,6 +527,12 @@ static void on_accept(struct fwatch *w)
 	for (int i = 0; i < 64; i++) {
 		int fd = accept4(w->fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 		if (fd < 0) {
+			if ((errno == EMFILE || errno == ENFILE) && reserve >= 0) {
+				close(reserve);
+				reserve = -1;
+				reserve_spent = 1;
+				continue;
+			}
 			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
 				rest_fails++;
 				rest_err = errno;
@@ -621,6 +642,7 @@ static void *front_main(void *arg)
 		for (size_t k = 0; k < ndeferred; k++)
 			free(deferred[k]);
 		ndeferred = 0;
+		take_reserve();
 	}
 	return NULL;
 }
@@ -790,6 +812,7 @@ int front_start(char *err, size_t errlen)
 	static int metrics_added;
 	if (!metrics_added++)
 		metrics_extend(front_metrics);
+	take_reserve();
 	if (pthread_create(&thr, NULL, front_main, NULL) != 0) {
 		snprintf(err, errlen, "front: cannot start its thread");
 		return -1;
@@ -823,6 +846,9 @@ void front_stop(void)
 	if (ep >= 0)
 		close(ep);
 	stopfd = ep = -1;
+	if (reserve >= 0)
+		close(reserve);
+	reserve = -1;
 	if (tls)
 		SSL_CTX_free(tls);
 	tls = NULL;

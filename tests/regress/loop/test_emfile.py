@@ -15,7 +15,7 @@ import time
 import pytest
 
 import wsclient
-from tdtest import fmt, wait_until
+from tdtest import fmt, stub_children, wait_until
 
 T = 90.0
 REST_LINE = b"cannot accept a connection"
@@ -23,6 +23,26 @@ REST_LINE = b"cannot accept a connection"
 
 def open_fds(pid):
     return {int(n) for n in os.listdir("/proc/%d/fd" % pid)}
+
+
+def own_fds(pid):
+    """pid's fds less the 3 it holds for each spare stub (made a while after
+    start, on cgroup v1)"""
+    return len(open_fds(pid)) - 3 * len(stub_children(pid))
+
+
+def settled(pid):
+    """once pid's fds (and spare stubs) stay the same for a second: a
+    termd just started makes its spare stubs and moves into its cgroup,
+    fds coming and going meanwhile"""
+    seen = {"fds": None, "since": 0.0}
+
+    def still():
+        now = (open_fds(pid), tuple(stub_children(pid)))
+        if now != seen["fds"]:
+            seen["fds"], seen["since"] = now, time.monotonic()
+        return time.monotonic() - seen["since"] >= 1.0
+    wait_until(still, timeout=T, what="termd's fds to settle")
 
 
 def exhaust(pid):
@@ -141,3 +161,82 @@ def test_file_list_without_fds_names_emfile(termd):
     obs = ev.call("file.list", {"path": str(d), "depth": 2}, timeout=T)
     assert obs.get("observation") == "file.list", fmt(obs)
     assert sorted(e["name"] for e in obs["extras"]["entries"]) == ["a.txt", "sub"], fmt(obs)
+
+
+def exhaust_but(pid, spare):
+    """RLIMIT_NOFILE of pid lowered so that just `spare` fds are left (the
+    lowest free fd numbers). The limits to put back."""
+    soft, hard = resource.prlimit(pid, resource.RLIMIT_NOFILE)
+    fds = open_fds(pid)
+    low, free = 0, 0
+    while True:
+        if low not in fds:
+            if free == spare:
+                break
+            free += 1
+        low += 1
+    resource.prlimit(pid, resource.RLIMIT_NOFILE, (low, hard))
+    return soft, hard
+
+
+def test_front_request_served_with_two_fds_left(termd_factory):
+    """With two fds left, a request through the front took both (the
+    client's and the front's connection to lws) and lws had none to accept
+    that connection with: the front held both, the request hung until the
+    limit went up, and every later client queued behind it (the soak's
+    fd_exhaust: 906 failed accepts over 38.7 s, clients timed out after
+    30 s). lws's listener keeps one fd in reserve for this: the request
+    is answered while the limit is still low, and termd's fds come back to
+    what they were."""
+    td = termd_factory(tcp=True)
+    pid = td.proc.pid
+    held = td.events()
+    assert held.ping().get("observation") == "pong"
+    wait_until(lambda: td.healthz()[0] == 200, timeout=T, what="/healthz")
+    settled(pid)
+    fds0 = own_fds(pid)
+    limits = exhaust_but(pid, 2)
+    answers = []
+    try:
+        for _ in range(3):
+            # each with a timeout far beyond a served request's; the bug
+            # hung the first one until the limit went up
+            answers.append(wsclient.http_request(td.url, "/healthz", timeout=30)[0])
+    except Exception as e:   # reported by the assert below
+        answers.append(repr(e))
+    finally:
+        resource.prlimit(pid, resource.RLIMIT_NOFILE, limits)
+    # the first is served; the next ones are answered, 200, or 502 when
+    # they come before lws has closed its end of the one before
+    assert answers[0] == 200 and len(answers) == 3 and set(answers) <= {200, 502}, answers
+    assert held.ping().get("observation") == "pong"
+    assert wsclient.http_request(td.url, "/healthz", timeout=T)[0] == 200
+    wait_until(lambda: own_fds(pid) <= fds0, timeout=T,
+               what="termd's fds back to %d" % fds0)
+
+
+def test_front_answers_a_client_queued_while_no_fd_is_left(termd_factory):
+    """With no fd left at all, a client of the front waited, unanswered,
+    for as long as the shortage lasted (the soak's fd_exhaust: its clients
+    timed out after 30 s while termd's loop took every fd freed). The
+    front keeps one fd in reserve for an accept: the client is taken at
+    once and answered (502, lws cannot be reached) while the limit is
+    still low; after, requests are served and termd's fds come back."""
+    td = termd_factory(tcp=True)
+    pid = td.proc.pid
+    wait_until(lambda: td.healthz()[0] == 200, timeout=T, what="/healthz")
+    settled(pid)
+    fds0 = own_fds(pid)
+    limits = exhaust(pid)
+    try:
+        try:
+            # a timeout far beyond an answer's: the bug waited for the limit
+            st, _, body = wsclient.http_request(td.url, "/healthz", timeout=30)
+        except Exception as e:   # reported by the assert below
+            st, body = repr(e), b""
+    finally:
+        resource.prlimit(pid, resource.RLIMIT_NOFILE, limits)
+    assert st == 502 and b"cannot be reached" in body, (st, body)
+    assert wsclient.http_request(td.url, "/healthz", timeout=T)[0] == 200
+    wait_until(lambda: own_fds(pid) <= fds0, timeout=T,
+               what="termd's fds back to %d" % fds0)

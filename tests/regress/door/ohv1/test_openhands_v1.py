@@ -550,6 +550,33 @@ def test_a_command_whose_output_ended_survives_an_upgrade(v1, closes):
     ev2.close()
 
 
+def fds_to(pid, target):
+    n = 0
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        try:
+            n += os.readlink("/proc/%d/fd/%s" % (pid, fd)) == target
+        except OSError:
+            pass
+    return n
+
+
+def test_ids_file_not_carried_across_upgrades(v1):
+    """The /dev/urandom V1's ids are read from was opened without
+    O_CLOEXEC: every upgrade in place carried it into the new termd, which
+    opened one more (the soak: termd's fds once idle +4 /dev/urandom after 4
+    upgrades). Its count stays the same across upgrades."""
+    from test_upgrade import upgrade
+    pid = v1.td.proc.pid
+    v1.execute("echo one")   # ids made: the file is open
+    n0 = fds_to(pid, "/dev/urandom")
+    for i in range(2):
+        code, ev2, ans = upgrade(v1.td, v1.td.events(), cid="up-urandom-%d" % i)
+        assert ans["extras"]["ok"] is True, ans
+        ev2.close()
+        v1.execute("echo again")
+    assert fds_to(pid, "/dev/urandom") == n0
+
+
 def test_events_are_kept_within_the_bound_oldest_dropped(v1):
     """64 MiB of event text at most (proto/PROTOCOL.md §14): 70 MB of output
     drops the oldest events, the command's own BashCommand first"""
