@@ -1051,7 +1051,10 @@ class AgentSandbox(DoorKind):
         st, _, b = self.http("POST", "/execute", json.dumps({"command": "sh -c '%s'" % inner}).encode(),
                              {"Content-Type": "application/json"})
         o = as_json(b)
-        if st == 200:
+        # 200 with "Failed to execute command: ..." is upstream's answer for
+        # a command that never started (e.g. termd shutting down): not run
+        failed = isinstance(o, dict) and str(o.get("stderr", "")).startswith("Failed to execute command")
+        if st == 200 and not failed:
             self.ctx.answered_once(aid)
         if st == 200 and o == {"stdout": tag + "\n", "stderr": "", "exit_code": code}:
             self.ok("sandbox.execute")
