@@ -889,6 +889,11 @@ class SweRex(DoorKind):
             self.ctx.stats.note("swerex: session %s gone and made again" % self.sess)
             return
         st, o, _ = self.last_create
+        if "exists" not in json.dumps(o):
+            # refused for another reason (termd out of fds, say): nothing
+            # kept that the door forgot; the next step makes it again
+            self.ctx.stats.note("swerex: session %s not made again: %d %.160s" % (self.sess, st, json.dumps(o)))
+            return
         try:
             up = json.loads(self.ctx.http("GET", "/healthz")[2]).get("upgraded")
         except GONE + (ValueError,):
