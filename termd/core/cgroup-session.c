@@ -245,8 +245,9 @@ int cgroup_claim(struct cgroup *c, const char *name, const struct cg_limits *lim
 	return set_limits(c, lim, err, errlen);
 }
 
-void cgroup_child_join(const struct cgroup *c)
+int cgroup_child_join(const struct cgroup *c)
 {
+	int res = 0;
 	if (cgs.adj) {
 		int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
 		if (fd >= 0) {
@@ -257,7 +258,7 @@ void cgroup_child_join(const struct cgroup *c)
 		}
 	}
 	if (!c)
-		return;
+		return 0;
 	for (int i = 0; i < cgs.nh; i++) {
 		int fd = c->procs[i] ? open(c->procs[i], O_WRONLY | O_CLOEXEC) : -1;
 		int ok = fd >= 0 && write(fd, "0", 1) == 1;
@@ -268,8 +269,10 @@ void cgroup_child_join(const struct cgroup *c)
 			if (write(2, msg, sizeof msg - 1) < 0) {
 				/* nor can this be told */
 			}
+			res = -1;
 		}
 	}
+	return res;
 }
 
 const struct cg_limits *cgroup_limits(const struct cgroup *c)

@@ -67,8 +67,9 @@ struct cgroup *cgroup_new(const char *name, const struct cg_limits *lim, char *e
 /* Kill what is left in it, remove it (later, if the kernel still holds it). */
 void cgroup_free(struct cgroup *cg);
 /* In a child of termd between fork and exec: join cg (may be NULL) and
- * take oom_score_adj 0 again. Async-signal-safe. */
-void cgroup_child_join(const struct cgroup *cg);
+ * take oom_score_adj 0 again. Async-signal-safe. 0, or -1 when a
+ * hierarchy's cgroup.procs refused it (told on stderr too). */
+int cgroup_child_join(const struct cgroup *cg);
 /* A cgroup made ahead of need (cgroup_new with no limits, a stub already
  * in it) made the session name's: its folders renamed s-<name>-<n> and
  * lim written. 0; -1 when it cannot be (v2, a cpu limit on v1, a rename

@@ -389,7 +389,7 @@ void pty_stub_main(void)
 	_exit(127);
 }
 
-pid_t pty_stub_fork(int *ctl, void (*prepare)(void *), void *arg)
+pid_t pty_stub_fork(int *ctl, int (*prepare)(void *), void *arg)
 {
 	int sp[2];
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0)
@@ -411,7 +411,9 @@ pid_t pty_stub_fork(int *ctl, void (*prepare)(void *), void *arg)
 		for (int sig = 1; sig < NSIG; sig++)
 			if (signal(sig, SIG_DFL) == SIG_ERR && sig != SIGKILL && sig != SIGSTOP)
 				default_disposition(sig);   /* exec keeps what is ignored */
-		prepare(arg);
+		char said = prepare(arg) == 0 ? PTY_STUB_READY : PTY_STUB_FAILED;
+		if (write(3, &said, 1) != 1)
+			_exit(0);
 		/* a fresh small image to wait in: a fork would keep termd's
 		 * memory as it was (copied as termd goes on writing it) */
 		execl("/proc/self/exe", "termd", "--stub", (char *)NULL);

@@ -55,10 +55,13 @@ struct pty {
 /* mode: PTY_TERMINAL or PTY_PIPES[_STDIN] */
 int pty_spawn(struct pty *p, int mode, int cols, int rows, const struct pty_hooks *hooks,
 	      void *owner, char *err, size_t errlen);
-/* A stub forked ahead of need: prepare(arg) runs in it, then it waits on
- * *ctl (termd's end) for pty_spawn_stub. Its pid, or -1. Closing *ctl
- * unused ends it. */
-pid_t pty_stub_fork(int *ctl, void (*prepare)(void *), void *arg);
+/* A stub forked ahead of need: prepare(arg) runs in it and the stub tells
+ * how it went with one byte on *ctl (termd's end): PTY_STUB_READY (0 from
+ * prepare) or PTY_STUB_FAILED; then it waits on *ctl for pty_spawn_stub.
+ * Its pid, or -1. Closing *ctl unused ends it. */
+#define PTY_STUB_READY 'r'
+#define PTY_STUB_FAILED 'f'
+pid_t pty_stub_fork(int *ctl, int (*prepare)(void *), void *arg);
 /* the stub's waiting (`termd --stub`, fd 3 its end): never returns */
 void pty_stub_main(void) __attribute__((noreturn));
 /* pty_spawn with a stub (taken off any child_watch first), mode as

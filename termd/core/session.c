@@ -17,9 +17,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <termios.h>
+#include <time.h>
 #include <unistd.h>
 
 
@@ -419,14 +421,25 @@ static const struct pty_hooks pty_hooks = {
 static struct spare {
 	pid_t pid;
 	int ctl;
+	int ready;   /* the stub said it is in its cgroup (PTY_STUB_READY) */
 	struct cgroup *cg;
 } spares[SPARES];
 static int spares_stopped;
 static lws_sorted_usec_list_t spare_sul;
 
-static void spare_join(void *arg)
+/* TERMD_TEST_SPARE_DELAY_MS (tests only): a stub waits this long before
+ * joining its spare cgroup, so a session opened meanwhile finds it not
+ * ready (read once, in termd; -1 not yet) */
+static long spare_delay_ms = -1;
+
+static int spare_join(void *arg)
 {
-	cgroup_child_join(arg);
+	if (spare_delay_ms > 0) {
+		struct timespec ts = {spare_delay_ms / 1000, (spare_delay_ms % 1000) * 1000000L};
+		while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {
+		}
+	}
+	return cgroup_child_join(arg);
 }
 
 static void spare_forget(struct spare *sp)
@@ -448,6 +461,10 @@ static void spare_died(void *arg, pid_t pid, int status)
 static void spares_make(lws_sorted_usec_list_t *sul)
 {
 	(void)sul;
+	if (spare_delay_ms < 0) {
+		const char *d = getenv("TERMD_TEST_SPARE_DELAY_MS");
+		spare_delay_ms = d ? strtol(d, NULL, 10) : 0;
+	}
 	for (int i = 0; i < SPARES && !spares_stopped; i++) {
 		struct spare *sp = &spares[i];
 		if (sp->pid)
@@ -478,19 +495,39 @@ static void spares_later(void)
 		server_timer(&spare_sul, spares_make, SPARE_QUIET_US);
 }
 
+static void spare_drop(struct spare *sp)
+{
+	child_unwatch(sp->pid);
+	struct cgroup *cg = sp->cg;
+	spare_forget(sp);   /* its end of the socket closed: the stub ends */
+	cgroup_free(cg);    /* and is killed with its folder */
+}
+
 void session_spare_stop(void)
 {
 	spares_stopped = 1;
 	lws_sul_cancel(&spare_sul);
-	for (int i = 0; i < SPARES; i++) {
-		struct spare *sp = &spares[i];
-		if (!sp->pid)
-			continue;
-		child_unwatch(sp->pid);
-		struct cgroup *cg = sp->cg;
-		spare_forget(sp);   /* its end of the socket closed: the stub ends */
-		cgroup_free(cg);    /* and is killed with its folder */
-	}
+	for (int i = 0; i < SPARES; i++)
+		if (spares[i].pid)
+			spare_drop(&spares[i]);
+}
+
+/* Has the stub said it is in its cgroup? Not yet: it may still be waiting
+ * out the move (taken now, its folder renamed under it, it would fail to
+ * join and the session's processes would run outside any cgroup: a close
+ * would not find them to kill). One that could not join is dropped. */
+static int spare_ready(struct spare *sp)
+{
+	if (sp->ready)
+		return 1;
+	char c = 0;
+	ssize_t r = recv(sp->ctl, &c, 1, MSG_DONTWAIT);
+	if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+		return 0;
+	if (r == 1 && c == PTY_STUB_READY)
+		return sp->ready = 1;
+	spare_drop(sp);
+	return 0;
 }
 
 /* a spare for a session with lim (on a pty or pipes): its cgroup made the
@@ -498,10 +535,12 @@ void session_spare_stop(void)
 static pid_t spare_take(struct session *s, const struct cg_limits *lim, int *ctl)
 {
 	struct spare *sp = NULL;
+	if (!lim || s->spawn_exec)
+		return 0;
 	for (int i = 0; i < SPARES && !sp; i++)
-		if (spares[i].pid)
+		if (spares[i].pid && spare_ready(&spares[i]))
 			sp = &spares[i];
-	if (!sp || !lim || s->spawn_exec)
+	if (!sp)
 		return 0;
 	char err[512];
 	pid_t pid = sp->pid;

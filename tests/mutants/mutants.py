@@ -1008,6 +1008,20 @@ MUTANTS = [
          tests=[R + "core/test_cgroups.py::test_first_instruction_runs_in_the_sessions_cgroup"],
          why="a spare cgroup taken by a session is not renamed: the session's shell is in "
              "s-spare-N, not its session's folder"),
+    dict(name="spare-taken-before-it-joined",
+         file="termd/core/session.c",
+         search="\tif (sp->ready)\n\t\treturn 1;\n",
+         replace="\tif (1)\n\t\treturn 1;\n",
+         tests=[R + "core/test_cgroups.py::test_a_spare_not_yet_in_its_cgroup_is_not_taken"],
+         why="a spare stub still on its way into its spare cgroup is taken: the folder renamed "
+             "under it, it cannot join, and the session runs outside any cgroup (a close leaves "
+             "what ignores HUP alive)"),
+    dict(name="spare-never-ready",
+         file="termd/core/session.c",
+         search="\tif (r == 1 && c == PTY_STUB_READY)\n\t\treturn sp->ready = 1;\n",
+         replace="\tif (r == 1 && c == PTY_STUB_READY)\n\t\treturn 0;\n",
+         tests=[R + "core/test_cgroups.py::test_a_spare_not_yet_in_its_cgroup_is_not_taken"],
+         why="no spare is ever taken: every session waits out its own cgroup move (issue 50)"),
     dict(name="urc-background-look-not-kept",
          file="termd/fs/fswork.c",
          search="\tfs_user_root_capable(name, (uid_t)-1);\n\tfree(name);\n",

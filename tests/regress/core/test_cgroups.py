@@ -26,7 +26,8 @@ import pytest
 
 import wsclient
 from conftest import Termd, log_tail
-from tdtest import PY, assert_error, fmt, run, run_done, run_obs, subscribed, wait_until
+from tdtest import (PY, assert_error, fmt, run, run_done, run_obs, stub_children, subscribed,
+                    wait_until)
 
 try:   # Debian's python3-prometheus-client (make deps)
     from prometheus_client.parser import text_string_to_metric_families
@@ -489,6 +490,61 @@ def test_first_instruction_runs_in_the_sessions_cgroup(td, tmp_path):
                    if (ctrl and ctrl in l.split(":", 2)[1].split(",")) or
                    (not ctrl and l.startswith("0::"))]
             assert got and want in got[0], (kind, pause, ctrl, pid, lines)
+
+
+def test_a_spare_not_yet_in_its_cgroup_is_not_taken(td, tmp_path):
+    """Found by CI: a spare stub (cgroup v1) taken while it was still on
+    its way into its spare cgroup had the folder renamed under it, failed
+    to join ("cannot join the session's cgroup") and the session ran
+    outside any cgroup: a close found nothing there to kill, and children
+    that ignore HUP lived on. The stubs here wait 1.5 s before joining
+    (TERMD_TEST_SPARE_DELAY_MS); sessions opened meanwhile (a shell, a
+    pty and a pipe command) are in their own folders, and a close kills
+    what ignores HUP. Once the stubs said they joined, a session takes one."""
+    t = td(["--session-pids-max", "300"], env={"TERMD_TEST_SPARE_DELAY_MS": "1500"})
+    need_cgroups(t, "v1")
+    ev = t.events()
+    run_done(ev, "true")   # main is up: the spares are forked 50 ms later
+    stubs = wait_until(lambda: (lambda k: k if len(k) == 3 else None)(stub_children(t.proc.pid)),
+                       10, what="termd's three spare stubs")
+    for i, kind in enumerate(("pty", "pipe")):
+        out = tmp_path / ("early%d" % i)
+        o = ev.call("session.open", {"name": "early%d" % i, "kind": kind,
+                                     "command": "cat /proc/self/cgroup > %s.tmp; mv %s.tmp %s; "
+                                                "exec sleep 60" % (out, out, out)})
+        assert o["observation"] == "session.open", fmt(o)
+        wait_until(out.exists, 30, what="early%d's cgroup read" % i)
+        assert "/termd-%d/s-early%d-" % (t.proc.pid, i) in out.read_text(), (kind, out.read_text())
+        ev.call("session.close", {"name": "early%d" % i})
+    o = ev.call("session.open", {"name": "early"})
+    assert o["observation"] == "session.open", fmt(o)
+    got = run_done(ev, "cat /proc/$$/cgroup", session="early")["content"]
+    assert "/termd-%d/s-early-" % t.proc.pid in got, got
+    tag = 300000 + os.getpid() % 10000
+    run_done(ev, "(trap '' HUP; exec sleep %d) &" % tag, session="early")
+    pat = re.compile(r"^sleep %d$" % tag)
+
+    def sleepers():
+        out = []
+        for d in os.listdir("/proc"):
+            try:
+                with open("/proc/%s/cmdline" % d, "rb") as f:
+                    if pat.match(f.read().replace(b"\0", b" ").decode().strip()):
+                        out.append(int(d))
+            except (OSError, ValueError):
+                pass
+        return out
+    wait_until(sleepers, 10, what="the sleep that ignores HUP")
+    ev.call("session.close", {"name": "early"})
+    wait_until(lambda: not sleepers(), 15, what="the sleep ignoring HUP killed by the close")
+    # the stubs joined by now (1.5 s): one is taken, its pid the session's
+    wait_until(lambda: all("/s-spare-" in _read("/proc/%d/cgroup" % p) for p in stubs), 15,
+               what="the stubs in their spare cgroups")
+    o = ev.call("session.open", {"name": "late"})
+    assert o["observation"] == "session.open", fmt(o)
+    assert o["extras"]["pid"] in stubs, (o["extras"]["pid"], stubs)
+    got = run_done(ev, "cat /proc/$$/cgroup", session="late")["content"]
+    assert "/termd-%d/s-late-" % t.proc.pid in got, got
 
 
 def test_without_cgroups(td, tmp_path):
