@@ -25,7 +25,7 @@ DEB_PKGS := build-essential pkg-config libvterm-dev libwebsockets-dev libcjson-d
             tmux vim-tiny procps curl clang libclang-rt-14-dev openssl valgrind zlib1g-dev \
             asciinema python3-websockets patch sudo git less python3-prometheus-client man-db groff-base \
             python3-venv python3-setuptools python3-wheel \
-            libnghttp2-dev python3-h2 python3-hpack python3-hyperframe
+            libnghttp2-dev python3-h2 python3-hpack python3-hyperframe gdb
 
 TERMD_SRC := $(wildcard termd/*.c $(addsuffix /*.c,$(addprefix termd/,$(TERMD_LAYERS))) \
                $(addsuffix /*/*.c,$(addprefix termd/,$(TERMD_LAYERS))))

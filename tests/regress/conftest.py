@@ -78,6 +78,41 @@ def log_tail(path, n=LOG_TAIL):
     return "\n".join(lines[-n:])
 
 
+def hang_report(pid):
+    """Where a termd that would not stop is (for the failure's text): each
+    thread's state, wchan, syscall and kernel stack from /proc, and, when
+    gdb is installed, every thread's backtrace."""
+    out = []
+    try:
+        tids = sorted(os.listdir("/proc/%d/task" % pid), key=int)
+    except OSError:
+        return "(its /proc is gone)"
+    for tid in tids:
+        t = "/proc/%d/task/%s/" % (pid, tid)
+        parts = []
+        for f in ("comm", "wchan", "syscall", "stack"):
+            try:
+                with open(t + f) as fh:
+                    parts.append("%s: %s" % (f, fh.read().strip()))
+            except OSError:
+                pass
+        try:
+            with open(t + "stat") as fh:
+                parts.append("state: " + fh.read().rsplit(")", 1)[1].split()[0])
+        except (OSError, IndexError):
+            pass
+        out.append("thread %s: %s" % (tid, "; ".join(parts)))
+    gdb = shutil.which("gdb")
+    if gdb:
+        try:
+            r = subprocess.run([gdb, "-p", str(pid), "-batch", "-nx", "-ex", "thread apply all bt"],
+                               capture_output=True, text=True, timeout=60)
+            out.append(r.stdout[-12000:])
+        except (subprocess.SubprocessError, OSError) as e:
+            out.append("gdb: %s" % e)
+    return "\n".join(out)
+
+
 def describe_exit(rc):
     if rc < 0:
         try:
@@ -238,9 +273,11 @@ class Termd:
             try:
                 rc = self.proc.wait(STOP_TIMEOUT)
             except subprocess.TimeoutExpired:
+                where = hang_report(self.proc.pid)
                 self.proc.kill()
                 rc = self.proc.wait(10)
-                problem = "termd did not exit within %.0fs of SIGTERM (killed)" % STOP_TIMEOUT
+                problem = "termd did not exit within %.0fs of SIGTERM (killed); where it was:\n%s" % (
+                    STOP_TIMEOUT, where)
             else:
                 if rc != 0:
                     problem = "termd %s after SIGTERM (it should exit with status 0)" % describe_exit(rc)
