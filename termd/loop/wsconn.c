@@ -9,6 +9,12 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+
+#define FRAG_MAX ((size_t)64 << 10)
+#define FRAG_MIN ((size_t)1 << 10)
+#define FRAG_HEAD 64           /* the kernel's skb overhead, and a frame header */
+#define WRITES_A_TURN 16       /* fragments at the most in one writable callback */
 
 struct wsframe {
 	struct wsframe *next;
@@ -57,6 +63,30 @@ int wsconn_head_tag(const struct wsconn *w, uint64_t *tag)
 
 uint64_t wsconn_bytes_in, wsconn_bytes_out;
 
+size_t wsconn_sock_frag(struct lws *wsi)
+{
+	int sb = 0;
+	socklen_t l = sizeof sb;
+	int fd = lws_get_socket_fd(wsi);
+	if (fd < 0 || getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sb, &l) < 0 || sb <= 0)
+		return FRAG_MAX;
+	size_t half = (size_t)sb / 2;
+	size_t f = half > FRAG_HEAD + FRAG_MIN ? half - FRAG_HEAD : FRAG_MIN;
+	return f > FRAG_MAX ? FRAG_MAX : f;
+}
+
+size_t wsconn_frag(struct wsconn *w)
+{
+	if (!w->frag)
+		w->frag = wsconn_sock_frag(w->wsi);
+	return w->frag;
+}
+
+int wsconn_mid_message(const struct wsconn *w)
+{
+	return w->head && w->head_sent > 0;
+}
+
 int wsconn_write_now(struct wsconn *w, unsigned char *p, size_t n)
 {
 	wsconn_bytes_out += n;
@@ -68,34 +98,64 @@ int wsconn_over(const struct wsconn *w, size_t n, size_t cap)
 	return w->pending && w->pending + n > cap;
 }
 
-void wsconn_drop_queue(struct wsconn *w)
+/* the queue freed; a message partly written kept when `keep` (its first
+ * fragments went out: the rest must follow before any other message) */
+static void drop(struct wsconn *w, int keep)
 {
-	while (w->head) {
-		struct wsframe *f = w->head;
-		w->head = f->next;
+	struct wsframe *kept = keep && w->head_sent ? w->head : NULL;
+	struct wsframe *f = kept ? kept->next : w->head;
+	while (f) {
+		struct wsframe *nx = f->next;
 		free(f->data);
 		free(f);
+		f = nx;
 	}
-	w->tail = NULL;
-	w->pending = 0;
+	w->head = w->tail = kept;
+	if (kept) {
+		kept->next = NULL;
+		w->pending = kept->len;
+	} else {
+		w->pending = 0;
+		w->head_sent = 0;
+	}
+}
+
+void wsconn_drop_queue(struct wsconn *w)
+{
+	drop(w, 1);
 }
 
 int wsconn_writable(struct wsconn *w, int closing)
 {
-	struct wsframe *f = w->head;
-	if (!f)
-		return closing ? -1 : 0;
-	int r = lws_write(w->wsi, f->data + LWS_PRE, f->len,
-			  w->binary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT);
-	wsconn_bytes_out += f->len;
-	w->head = f->next;
 	if (!w->head)
-		w->tail = NULL;
-	w->pending -= f->len;
-	free(f->data);
-	free(f);
-	if (r < 0)
-		return -1;
+		return closing ? -1 : 0;
+	size_t frag = wsconn_frag(w);
+	/* the oldest message, fragment after fragment while the socket takes
+	 * each whole; one message a turn (the channel's own output may be due
+	 * before the next: tty.c) */
+	for (int k = 0; k < WRITES_A_TURN && !lws_send_pipe_choked(w->wsi); k++) {
+		struct wsframe *f = w->head;
+		size_t off = w->head_sent, n = f->len - off;
+		int how = off ? LWS_WRITE_CONTINUATION : w->binary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT;
+		if (n > frag) {
+			n = frag;
+			how |= LWS_WRITE_NO_FIN;
+		}
+		if (lws_write(w->wsi, f->data + LWS_PRE + off, n, (enum lws_write_protocol)how) < 0)
+			return -1;   /* the connection closes: wsconn_free drops the queue */
+		wsconn_bytes_out += n;
+		w->head_sent += n;
+		if (w->head_sent < f->len)
+			continue;
+		w->head = f->next;
+		if (!w->head)
+			w->tail = NULL;
+		w->head_sent = 0;
+		w->pending -= f->len;
+		free(f->data);
+		free(f);
+		break;
+	}
 	if (w->head || closing)
 		lws_callback_on_writable(w->wsi);
 	return 0;
@@ -131,7 +191,7 @@ enum wsconn_rx wsconn_receive(struct wsconn *w, const void *in, size_t len, size
 
 void wsconn_free(struct wsconn *w)
 {
-	wsconn_drop_queue(w);
+	drop(w, 0);
 	buf_free(&w->rx);
 	w->rx_total = 0;
 	w->rx_over = 0;

@@ -635,13 +635,19 @@ int http_writeable(struct lws *wsi)
 		return 0;
 	}
 	/* piece after piece while the socket takes them whole (one a turn
-	 * left a stream at a fraction of what the socket carries) */
+	 * left a stream at a fraction of what the socket carries), each no
+	 * larger than the socket takes whole, and only while it has room: lws
+	 * must never keep a truncated write (wsconn.h: libwebsockets 4.1
+	 * spins for good when such a connection's client goes) */
+	size_t most = wsconn_sock_frag(wsi) - 32;   /* (a chunk's size line and CRLFs) */
+	if (most > HTTP_CHUNK)
+		most = HTTP_CHUNK;
 	for (int k = 0; k < HTTP_WRITES_A_TURN && t->off < t->out.len; k++) {
-		if (k && lws_send_pipe_choked(wsi))
+		if (lws_send_pipe_choked(wsi))
 			break;
 		size_t n = t->out.len - t->off;
-		if (n > HTTP_CHUNK)
-			n = HTTP_CHUNK;
+		if (n > most)
+			n = most;
 		int last = !t->streaming && t->off + n == t->out.len;
 		memcpy(buf + LWS_PRE, t->out.p + t->off, n);
 		if (lws_write(wsi, buf + LWS_PRE, n, last ? LWS_WRITE_HTTP_FINAL : LWS_WRITE_HTTP) < (int)n)

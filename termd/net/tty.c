@@ -167,6 +167,8 @@ static int feed_write(struct viewer *v, uint64_t lim)
 	size_t n = c->len - off;
 	if (lim - v->pos < n)
 		n = (size_t)(lim - v->pos);
+	if (n > wsconn_frag(&v->ws) - 1)
+		n = wsconn_frag(&v->ws) - 1;   /* taken whole by the socket (wsconn.h) */
 	unsigned char *p = CHUNK_DATA(c) + off - 1;   /* the type byte */
 	unsigned char saved[LWS_PRE + 1];
 	memcpy(saved, p - LWS_PRE, sizeof saved);
@@ -182,7 +184,11 @@ static int feed_write(struct viewer *v, uint64_t lim)
 static int viewer_writable(struct viewer *v)
 {
 	struct feed *f = v->feed;
-	if (f && !v->resync) {
+	if (lws_send_pipe_choked(v->ws.wsi)) {
+		lws_callback_on_writable(v->ws.wsi);   /* a write now might not go whole */
+		return 0;
+	}
+	if (f && !v->resync && !wsconn_mid_message(&v->ws)) {
 		uint64_t lim = f->end, tag;
 		if (wsconn_head_tag(&v->ws, &tag) && tag < lim)
 			lim = tag;

@@ -252,6 +252,8 @@ class WebSocket:
         self.sock = sock
         self._buf = bytearray(leftover)
         self._frag_op = None
+        self.data_frames = 0      # data frames received (fragments counted one by one)
+        self.max_data_frame = 0   # the largest data frame's payload
         self._frag = bytearray()
         self.subprotocol = subprotocol
         self.response_headers = response_headers or {}
@@ -421,6 +423,8 @@ class WebSocket:
                     self.abort()
                     raise ConnectionClosed(code, reason, clean=True)
                 raise WSError("unknown control opcode %d" % op)
+            self.data_frames += 1
+            self.max_data_frame = max(self.max_data_frame, len(payload))
             if op == OP_CONT:
                 if self._frag_op is None:
                     raise WSError("continuation frame without a start")

@@ -381,6 +381,51 @@ def test_client_gone_while_termd_writes_a_large_answer(termd_factory, transport)
     assert sub.ping().get("observation") == "pong"
 
 
+@pytest.mark.parametrize("transport", ["unix", "tcp"])
+def test_a_large_answer_goes_in_pieces_the_socket_takes_whole(termd_factory, transport):
+    """Found by CI (test_client_gone_while_termd_writes_a_large_answer
+    [tcp-rst] hung one run in ~400): when lws (Debian 12's 4.1.6) kept part
+    of a write the socket had not taken and the client went, its
+    forced-service loop serviced the same closed socket for good (fixed
+    upstream in 4.2): termd's loop spun, answered nobody, ignored SIGTERM.
+    termd now never hands lws more than the socket takes whole (64 KiB at
+    most, while it has room): a 2 MB answer comes in fragments of at most
+    64 KiB, and reassembles to the whole answer, while another client is
+    answered in between."""
+    td = termd_factory(tcp=transport == "tcp")
+    v = td.events()
+    other = td.events()
+    rid = v.send_action("run", {"session": "big", "command": "seq 1 300000",
+                                "max_output": 3000000})
+    ans = v.wait_for(lambda o: o.get("cause") == rid and o.get("observation") == "run", T)
+    got = lines(ans)
+    assert len(got) == 300000 and got[0] == "1" and got[-1] == "300000", (len(got), got[:3], got[-3:])
+    assert v.ws.max_data_frame <= 65536, v.ws.max_data_frame
+    assert v.ws.data_frames >= 2000000 // 65536, v.ws.data_frames
+    assert content(run_done(other, "echo other")) == "other"
+
+
+def test_a_large_tty_output_goes_in_pieces_the_socket_takes_whole(termd):
+    """The same for /tty: output frames carry at most 64 KiB."""
+    ev = termd.events()
+    ws = wsclient.connect(termd.url, "/tty/main", "termd.tty.v1")
+    run_done(ev, "true")
+    # 1 MB written while the viewer reads nothing: its feed holds whole
+    # 64 KiB chunks to send (under the 2 MiB that would drop it to a snapshot)
+    rid = ev.send_action("run", {"command": "seq 1 150000; echo tty-$((6*7))-done",
+                                 "max_output": 100})
+    ev.wait_for(lambda o: o.get("cause") == rid, T)
+    seen, kinds = bytearray(), set()
+    while b"tty-42-done" not in seen:   # (the typed command's echo says tty-$((6*7))-done)
+        op, payload = ws.recv(T)
+        assert op == 2
+        kinds.add(payload[:1])
+        seen += payload[1:]   # output, or a snapshot if it fell behind
+        del seen[:-4096]
+    assert ws.max_data_frame <= 65536, ws.max_data_frame
+    ws.close()
+
+
 # ---------------------------------------------------------------- 5. --event-log on a full disk
 
 def test_event_log_on_dev_full(termd_factory):
