@@ -41,7 +41,8 @@ TERMD_LIB_OBJ := $(filter-out $(BUILD)/obj/termd/main.o,$(TERMD_OBJ))
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)
 UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 ATTACH_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard viewer/attach*.c))
-VIEWER_OBJ := $(BUILD)/obj/viewer/termctl.o $(ATTACH_OBJ)
+CTL_OBJ    := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard viewer/termctl*.c))
+VIEWER_OBJ := $(CTL_OBJ) $(ATTACH_OBJ)
 
 BINS := $(BUILD)/termd $(BUILD)/termctl $(BUILD)/od-attach
 MAN_PAGES := share/man/termd.1 share/man/termctl.1 share/man/od-attach.1
@@ -209,7 +210,7 @@ $(LIBTD): $(PROTO_OBJ)
 $(BUILD)/termd: $(TERMD_OBJ) $(LIBTD)
 	$(CC) $(TD_CFLAGS) -o $@ $^ $(PKG_LIBS) $(ZLIB_LIBS) -lutil -lm
 
-$(BUILD)/termctl: $(BUILD)/obj/viewer/termctl.o $(LIBTD)
+$(BUILD)/termctl: $(CTL_OBJ) $(LIBTD)
 	$(CC) $(TD_CFLAGS) -o $@ $^ $(PKG_LIBS) -lm
 
 $(ATTACH_OBJ): PKG_CFLAGS += $(shell pkg-config --cflags ncursesw)

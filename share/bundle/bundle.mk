@@ -24,7 +24,7 @@ BUNDLE_CFLAGS := -ffunction-sections -fdata-sections -std=c11 -Wall -Wextra -Wer
 BUNDLE_LDFLAGS := -static -Wl,--gc-sections -s
 BUNDLE_LIBS   := -L$(BUNDLE_MUSL)/lib -lwebsockets -lnghttp2 -lvterm -lcjson -lncursesw -lssl -lcrypto -lz -lm
 
-BUNDLE_SRC := $(TERMD_SRC) $(PROTO_SRC) viewer/termctl.c $(wildcard viewer/attach*.c) share/bundle/multicall.c
+BUNDLE_SRC := $(TERMD_SRC) $(PROTO_SRC) $(wildcard viewer/termctl*.c viewer/attach*.c) share/bundle/multicall.c
 BUNDLE_OBJ := $(BUNDLE_SRC:%.c=$(BUNDLE_B)/obj/%.o)
 BUNDLE_BIN := $(BUNDLE_B)/termd
 BROWSER_MUSL_OBJ := $(patsubst %.c,$(BUNDLE_B)/obj/%.o,$(wildcard plugins/browser/*.c))

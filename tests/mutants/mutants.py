@@ -870,7 +870,7 @@ MUTANTS = [
              "to lws: a new client's first request waits for them (120 s at least)"),
     # ---- issue 51
     dict(name="ctl-subscribe-no-resume-after-1012",
-         file="viewer/termctl.c",
+         file="viewer/termctl-manage.c",
          search="if (td_close_code(x->c) == 1012 && subscribe_reconnect(x)) {",
          replace="if (td_close_code(x->c) == 4999 && subscribe_reconnect(x)) {",
          tests=[R + "viewer/test_termctl.py::test_subscribe_resumes_after_an_upgrade"],

@@ -30,32 +30,11 @@ enum phase {
 	P_PS1,        /* done: its prompt comes next (prev_phase: what was done) */
 };
 
-struct swsess {
-	struct swsess *next;
-	char *name;               /* SWE-ReX's */
-	char sname[TD_SESSION_NAME_MAX + 1];
-	struct session *s;        /* its termd session (a closed one's name may be
-				   * taken again before the old one is gone) */
-	int closed;               /* /close: no shell, the name kept */
-	int ready;                /* the startup line ran: PS1 is SWE-ReX's */
-	int prompted;             /* the shell's first prompt came */
-	size_t pre_at;            /* what it printed before that prompt ends here */
-	/* a command that timed out runs on: what it prints up to its end
-	 * starts the next answer (SWE-ReX's pexpect keeps it too) */
-	int orphan;
-	size_t orphan_from, orphan_end;   /* end 0: not ended yet */
-	int running;              /* start mark seen, done mark not yet */
-	buf_t text;               /* the session's raw output (marks removed) */
-	struct swreq *cur;        /* the request waiting on it */
-	struct swreq *queue;      /* run_in_session requests in line after it
-				   * (SWE-ReX's server runs one at a time) */
-};
+struct swsess *sw_sess_list;   /* swerex.h */
 
-static struct swsess *sessions;
-
-static struct swsess *sess_find(const char *name)
+struct swsess *sw_sess_find(const char *name)
 {
-	for (struct swsess *s = sessions; s; s = s->next)
+	for (struct swsess *s = sw_sess_list; s; s = s->next)
 		if (strcmp(s->name, name) == 0)
 			return s;
 	return NULL;
@@ -65,7 +44,7 @@ static struct swsess *sess_by_termd(const struct session *ts)
 {
 	if (strncmp(ts->name, SW_PREFIX, strlen(SW_PREFIX)) != 0)
 		return NULL;
-	for (struct swsess *s = sessions; s; s = s->next)
+	for (struct swsess *s = sw_sess_list; s; s = s->next)
 		if (s->s == ts)
 			return s;
 	return NULL;
@@ -73,7 +52,7 @@ static struct swsess *sess_by_termd(const struct session *ts)
 
 static void sess_free(struct swsess *s)
 {
-	for (struct swsess **p = &sessions; *p; p = &(*p)->next)
+	for (struct swsess **p = &sw_sess_list; *p; p = &(*p)->next)
 		if (*p == s) {
 			*p = s->next;
 			break;
@@ -559,7 +538,7 @@ void sw_create_session(struct http_txn *t)
 		return;
 	}
 	const char *name = sw_jstr(r->body, "session", "default");
-	if (sess_find(name)) {
+	if (sw_sess_find(name)) {
 		sw_raisef(r, EXC "SessionExistsError", "session %s already exists", name);
 		return;
 	}
@@ -572,8 +551,8 @@ void sw_create_session(struct http_txn *t)
 	struct swsess *ss = xcalloc(1, sizeof *ss);
 	ss->name = xstrdup(name);
 	snprintf(ss->sname, sizeof ss->sname, "%s", sname);
-	ss->next = sessions;
-	sessions = ss;
+	ss->next = sw_sess_list;
+	sw_sess_list = ss;
 	ss->cur = r;
 	r->ss = ss;
 	cJSON *a = cJSON_CreateObject();
@@ -825,7 +804,7 @@ void sw_run_in_session(struct http_txn *t)
 		sw_answer_422(r, "command", "Field required");
 		return;
 	}
-	struct swsess *ss = sess_find(name);
+	struct swsess *ss = sw_sess_find(name);
 	if (!ss) {
 		buf_t m = {0};
 		buf_puts(&m, "session ");
@@ -904,7 +883,7 @@ void sw_close_session(struct http_txn *t)
 	struct swreq *r = sw_req_new(t);
 	r->body = cJSON_ParseWithLength(t->body.p ? t->body.p : "", t->body.len);
 	const char *name = sw_jstr(r->body, "session", "default");
-	struct swsess *ss = sess_find(name);
+	struct swsess *ss = sw_sess_find(name);
 	if (!ss) {
 		buf_t m = {0};
 		buf_puts(&m, "session ");
@@ -938,7 +917,7 @@ void sw_close_session(struct http_txn *t)
 /* /close: every shell ended, the names kept (SWE-ReX's runtime.close) */
 void sw_sessions_close_all(void)
 {
-	for (struct swsess *ss = sessions; ss; ss = ss->next) {
+	for (struct swsess *ss = sw_sess_list; ss; ss = ss->next) {
 		if (ss->closed)
 			continue;
 		ss->closed = 1;
@@ -953,55 +932,6 @@ void sw_sessions_close_all(void)
 
 void sw_sessions_shutdown(void)
 {
-	while (sessions)
-		sess_free(sessions);
-}
-
-/* ============================================= upgrade in place */
-
-/* The sessions as SWE-ReX names them (the closed ones' names kept too):
- * their termd sessions go across, the new termd follows them again. The
- * raw text and a timed-out command's output to come are not kept. */
-cJSON *swerex_handover_save(void)
-{
-	cJSON *a = cJSON_CreateArray();
-	for (struct swsess *ss = sessions; ss; ss = ss->next) {
-		cJSON *o = cJSON_CreateObject();
-		cJSON_AddStringToObject(o, "name", ss->name);
-		cJSON_AddStringToObject(o, "session", ss->sname);
-		cJSON_AddBoolToObject(o, "closed", ss->closed);
-		cJSON_AddBoolToObject(o, "ready", ss->ready);
-		cJSON_AddBoolToObject(o, "prompted", ss->prompted);
-		cJSON_AddBoolToObject(o, "running", ss->running);
-		cJSON_AddItemToArray(a, o);
-	}
-	return a;
-}
-
-void swerex_handover_load(const cJSON *a)
-{
-	const cJSON *o;
-	cJSON_ArrayForEach(o, a) {
-		const char *name = sw_jstr(o, "name", NULL), *sname = sw_jstr(o, "session", NULL);
-		if (!name || !sname || strlen(sname) > TD_SESSION_NAME_MAX || sess_find(name))
-			continue;
-		struct swsess *ss = xcalloc(1, sizeof *ss);
-		ss->name = xstrdup(name);
-		snprintf(ss->sname, sizeof ss->sname, "%s", sname);
-		ss->closed = sw_jbool(o, "closed", 0);
-		ss->ready = sw_jbool(o, "ready", 0);
-		ss->prompted = sw_jbool(o, "prompted", 0);
-		ss->running = sw_jbool(o, "running", 0);
-		ss->next = sessions;
-		sessions = ss;
-	}
-}
-
-/* after the sessions are adopted: each follows its termd session again
- * (one that did not come across is as one whose shell ended) */
-void swerex_handover_done(void)
-{
-	for (struct swsess *ss = sessions; ss; ss = ss->next)
-		if (!ss->closed && !ss->s)
-			ss->s = session_find(ss->sname);
+	while (sw_sess_list)
+		sess_free(sw_sess_list);
 }

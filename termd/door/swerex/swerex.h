@@ -1,8 +1,9 @@
 /* swerex.h — what the SWE-ReX door's files share (swerex.c: the routes,
  * X-API-Key, the X-Request-ID slot, SWE-ReX's answers and exceptions, the
  * termd actions a request calls; session.c: bash sessions as SWE-ReX runs
- * them; exec.c: /execute and the `bash -n` check on pipe sessions;
- * files.c: read_file, write_file, upload). Nothing else includes it. */
+ * them; handover.c: those sessions across an upgrade in place; exec.c:
+ * /execute and the `bash -n` check on pipe sessions; files.c: read_file,
+ * write_file, upload). Nothing else includes it. */
 #ifndef TERMD_SWEREX_H
 #define TERMD_SWEREX_H
 
@@ -96,6 +97,30 @@ void sw_write_file(struct http_txn *t);
 void sw_upload(struct http_txn *t);
 
 /* ---- session.c ---- */
+/* A SWE-ReX session (session.c's; handover.c saves and loads its names
+ * and state). */
+struct swsess {
+	struct swsess *next;
+	char *name;               /* SWE-ReX's */
+	char sname[TD_SESSION_NAME_MAX + 1];
+	struct session *s;        /* its termd session (a closed one's name may be
+				   * taken again before the old one is gone) */
+	int closed;               /* /close: no shell, the name kept */
+	int ready;                /* the startup line ran: PS1 is SWE-ReX's */
+	int prompted;             /* the shell's first prompt came */
+	size_t pre_at;            /* what it printed before that prompt ends here */
+	/* a command that timed out runs on: what it prints up to its end
+	 * starts the next answer (SWE-ReX's pexpect keeps it too) */
+	int orphan;
+	size_t orphan_from, orphan_end;   /* end 0: not ended yet */
+	int running;              /* start mark seen, done mark not yet */
+	buf_t text;               /* the session's raw output (marks removed) */
+	struct swreq *cur;        /* the request waiting on it */
+	struct swreq *queue;      /* run_in_session requests in line after it
+				   * (SWE-ReX's server runs one at a time) */
+};
+extern struct swsess *sw_sess_list;   /* every one, the closed ones too */
+struct swsess *sw_sess_find(const char *name);   /* by SWE-ReX's name */
 void sw_sessions_init(void);
 void sw_sessions_close_all(void);   /* /close: shells gone, names kept */
 void sw_sessions_shutdown(void);
