@@ -1,6 +1,7 @@
 """bench_python.py — `make bench`: `run true` round trips through the Python
 package (proto/python, its synchronous API) next to the C client
-(bench-rtt) and pexpect driving bash, in the same run against one private
+(bench-rtt), bench.py's own minimal Python client (one blocking socket: the
+floor for a Python client) and pexpect driving bash, in the same run against one private
 termd (bench.py's Termd, on a unix socket), taken in turn 100 at a time
 so that load swings hit all of them. Informational: exit status 0
 whenever the figures could be taken.
@@ -41,22 +42,22 @@ def main():
     td = bench.Termd(tmp)
     try:
         td.start()
-        sys.stdout.write("bench_python: run true x%d: package, C client, pexpect bash, "
+        sys.stdout.write("bench_python: run true x%d: package, C client, minimal client, pexpect bash, "
                          "%d at a time in turn ... " % (bench.N, bench.RTT_BLOCK))
         sys.stdout.flush()
         os.makedirs(os.path.join(tmp, "pexpect-home"))
         rt = bench.rtt_interleaved(td, os.path.join(tmp, "pexpect-home"), others=[package_client(td)])
-        py, c, px = rt["package"], rt["c"], rt["pexpect"]
+        py, c, mini, px = rt["package"], rt["c"], rt["py"], rt["pexpect"]
         print("done")
         rows = [("client", "p50", "p99", "p50 vs C", "p50 vs pexpect")]
         for name, r in (("termd Python package (sync)", py), ("termd C client (bench-rtt)", c),
-                        ("pexpect + bash (no termd)", px)):
+                        ("bench.py's minimal Python client", mini), ("pexpect + bash (no termd)", px)):
             rows.append((name, bench.ms(r["p50_us"]), bench.ms(r["p99_us"]),
                          bench.ratio(r["p50_us"], c["p50_us"]), bench.ratio(r["p50_us"], px["p50_us"])))
         w = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
         for r in rows:
             print("  ".join(str(x).ljust(w[i]) for i, x in enumerate(r)))
-        for name, r in (("package", py), ("C", c), ("pexpect", px)):
+        for name, r in (("package", py), ("C", c), ("minimal", mini), ("pexpect", px)):
             print("RTT detail (us) %-8s min %.0f p50 %.0f p99 %.0f max %.0f"
                   % (name, r["min_us"], r["p50_us"], r["p99_us"], r["max_us"]))
     finally:

@@ -127,6 +127,16 @@ def _tls_refusal(url: str, e: BaseException) -> Optional[str]:
     return None
 
 
+# an upgrade answered with one of these is not retried
+_REFUSALS = (400, 401, 403, 404)
+
+
+def _refused(url: str, path: str, status: int) -> str:
+    """What a refused upgrade says."""
+    return "termd at %s refused %s: HTTP %s%s" % (url, path, status,
+                                                 " (wrong or missing token)" if status == 401 else "")
+
+
 class AsyncTermd:
     """An asyncio client of one termd.
 
@@ -246,9 +256,8 @@ class AsyncTermd:
                                                                     "status_code", None)
                 if status is None and isinstance(e, _ws.websockets.exceptions.InvalidMessage):
                     status = await self.endpoint.refusal_status(path, proto)
-                if status in (400, 401, 403, 404):   # no point in retrying a refusal
-                    raise TermdConnectionError("termd at %s refused %s: HTTP %s%s" % (
-                        self.url, path, status, " (wrong or missing token)" if status == 401 else "")) from e
+                if status in _REFUSALS:   # no point in retrying a refusal
+                    raise TermdConnectionError(_refused(self.url, path, status)) from e
             now = loop.time()
             if now >= deadline:
                 raise TermdConnectionError("cannot reach termd at %s within %.1fs: %s"

@@ -1,15 +1,24 @@
-"""termd.sync: the synchronous client, the asyncio one driven from one event
-loop in a background thread, with the same names (Termd, Tty)."""
+"""termd.sync: the synchronous client, with the asyncio one's names (Termd,
+Tty). Actions go over a blocking WebSocket of the package's own
+(termd._wsync) on the calling thread: a call is one send and one blocking
+receive, with AsyncTermd's methods, reconnects (same-id re-send), wait and
+errors. Several threads may call at once: one of them reads the connection
+for all (a leader), the others wait for their answers. events() and tty()
+run on an asyncio loop in a daemon thread, started at their first use."""
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import json
+import random
 import threading
-from typing import Any, Callable, Iterator, Optional, Union
+import time
+from typing import Any, Callable, Dict, Iterator, Optional, Union
 
-from .aio import AsyncTermd, AsyncTty
-from .errors import WaitTimeoutError
+from . import _ws, _wsync
+from .aio import AsyncTermd, AsyncTty, _REFUSALS, _refused, _tls_refusal, log
+from .errors import BadJsonError, TermdConnectionError, TermdError, TooLargeError, WaitTimeoutError
 from .types import Event, TtyFrame
 
 __all__ = ["Termd", "Tty"]
@@ -40,12 +49,308 @@ class _Loop:
             self.loop.close()
 
 
+def _drive(coro: Any) -> Any:
+    """The value of a coroutine that never suspends (AsyncTermd's action
+    methods over _Actions, whose _roundtrip blocks instead of awaiting)."""
+    try:
+        coro.send(None)
+    except StopIteration as e:
+        return e.value
+    coro.close()
+    raise RuntimeError("termd: a synchronous call suspended")
+
+
+class _Pend:
+    __slots__ = ("frame", "size", "gen", "done", "obs", "err")
+
+    def __init__(self, frame: str):
+        self.frame = frame
+        self.size = len(frame)
+        self.gen = -1          # the connection generation it was last sent on
+        self.done = False
+        self.obs: Optional[Dict[str, Any]] = None
+        self.err: Optional[BaseException] = None
+
+
+class _Deadline(Exception):
+    """The caller's wait ran out (turned into WaitTimeoutError by the call)."""
+
+
+class _Actions(AsyncTermd):
+    """AsyncTermd whose actions block on the calling thread: _roundtrip
+    sends on a blocking WebSocket and reads it (or waits while another
+    thread reads it), so every action method runs to its end without
+    suspending (see _drive). events() and tty() are AsyncTermd's, on the
+    owner's loop thread.
+
+    Locks: _send_lock, then _cond's. The connection (_sws, _sgen) changes
+    under both; a frame is sent under _send_lock; _pending entries, _leader
+    and _closed change under _cond. Only the leader reads the connection,
+    connects, and closes a connection it dropped."""
+
+    def __init__(self, *args: Any, **kw: Any):
+        super().__init__(*args, **kw)
+        self._sws: Optional[_wsync.SyncWebSocket] = None
+        self._sgen = 0
+        self._spending: Dict[Union[str, int], _Pend] = {}
+        self._cond = threading.Condition(threading.Lock())
+        self._send_lock = threading.Lock()
+        self._leader = False
+        self._waiters = 0      # threads in _cond.wait (none: no notify to make)
+        self._retry_until: Optional[float] = None   # the current reconnection's end (retry_for)
+        self._retry_delay = self.backoff[0]
+        self._retry_said: Optional[float] = None
+        self._retry_started = 0.0
+
+    # ------------------------------------------------------------ the caller
+
+    async def _roundtrip(self, aid: Union[str, int], frame: str, action: str,
+                         wait: Optional[float]) -> Dict[str, Any]:
+        return self._sync_roundtrip(aid, frame, action, wait)
+
+    def _sync_roundtrip(self, aid: Union[str, int], frame: str, action: str,
+                        wait: Optional[float]) -> Dict[str, Any]:
+        deadline = None if wait is None else time.monotonic() + wait
+        p = _Pend(frame)
+        with self._cond:
+            if self._closed:
+                raise TermdConnectionError("client closed")
+            if aid in self._spending:
+                raise ValueError("action id %r is already in flight on this client" % (aid,))
+            self._spending[aid] = p
+        try:
+            self._send(p)
+            try:
+                self._until_done(p, deadline)
+            except _Deadline:
+                if not p.done:
+                    raise WaitTimeoutError("no answer to %s (id %s) within wait=%ss; the action is not "
+                                           "cancelled in termd" % (action, aid, wait)) from None
+            if p.err is not None:
+                raise p.err
+            assert p.obs is not None
+            return p.obs
+        finally:
+            with self._cond:
+                self._spending.pop(aid, None)
+
+    def _until_done(self, p: Optional[_Pend], deadline: Optional[float]) -> None:
+        """Until p is answered (p None: until connected), reading the
+        connection whenever no other thread does."""
+        cond = self._cond
+        while True:
+            with cond:
+                while self._leader and not (p.done if p is not None else self._sws is not None):
+                    left = None
+                    if deadline is not None:
+                        left = deadline - time.monotonic()
+                        if left <= 0:
+                            raise _Deadline()
+                    self._waiters += 1
+                    try:
+                        cond.wait(left)
+                    finally:
+                        self._waiters -= 1
+                if p is not None and p.done:
+                    return
+                if self._closed:
+                    raise TermdConnectionError("client closed")
+                if p is None and self._sws is not None:
+                    return
+                self._leader = True
+            try:
+                self._lead(p, deadline)
+                return
+            finally:
+                with cond:
+                    self._leader = False
+                    if self._waiters:
+                        cond.notify_all()
+
+    def connect_sync(self) -> None:
+        """Open the action connection now (TermdConnectionError past retry_for)."""
+        self._until_done(None, None)
+
+    # ------------------------------------------------------------ the leader
+
+    def _lead(self, p: Optional[_Pend], deadline: Optional[float]) -> None:
+        while p is None or not p.done:
+            ws = self._sws
+            if ws is None:
+                self._reconnect(deadline)
+                if p is None:
+                    return
+                continue
+            if p is None:
+                return
+            try:
+                msg = ws.recv(deadline)
+            except (OSError, EOFError, ValueError, _wsync.Closed, _wsync.ProtocolError):
+                # (a frame that is not ours to judge too: drop the connection, reopen)
+                self._drop(ws)
+                continue
+            if msg is None:
+                if p is not None and p.done:
+                    return
+                raise _Deadline()
+            if msg[0] == _wsync.OP_TEXT:
+                self._dispatch_sync(msg[1])
+
+    def _dispatch_sync(self, data: bytes) -> None:
+        try:
+            obs = json.loads(data)
+        except ValueError:
+            return
+        if not isinstance(obs, dict):
+            return
+        cause = obs.get("cause")
+        with self._cond:
+            if cause is None:
+                # an error no action id could be given to: the frame did not
+                # parse (bad_json) or was over --max-frame (too_large). Frames
+                # from this client are valid JSON, so it goes to the largest
+                # action in flight.
+                if obs.get("observation") != "error" or not self._spending:
+                    return
+                if (obs.get("extras") or {}).get("code") not in (TooLargeError.code, BadJsonError.code):
+                    return
+                q = max((q for q in self._spending.values() if not q.done), key=lambda q: q.size, default=None)
+            else:
+                q = self._spending.get(cause)
+            if q is not None and not q.done:
+                q.obs = obs
+                q.done = True
+                if self._waiters:
+                    self._cond.notify_all()
+
+    def _send(self, p: _Pend) -> None:
+        """p on the connection open now, unless it was sent on it already
+        (none open: the leader sends it once it has one)."""
+        with self._send_lock:
+            ws = self._sws
+            if ws is None or p.gen == self._sgen or p.done:
+                return
+            p.gen = self._sgen
+            try:
+                ws.send_text(p.frame)
+            except OSError:
+                ws.shutdown()   # the reader sees it, reconnects and sends p again
+            except BaseException:
+                ws.shutdown()   # (KeyboardInterrupt: maybe half a frame out; a new connection)
+                raise
+
+    def _drop(self, ws: _wsync.SyncWebSocket) -> None:
+        with self._send_lock:
+            with self._cond:
+                if self._sws is ws:
+                    self._sws = None
+        ws.close()
+
+    def _fail_pending(self, err: BaseException) -> None:
+        with self._cond:
+            for q in self._spending.values():
+                if not q.done:
+                    q.err = err
+                    q.done = True
+            self._cond.notify_all()
+
+    def _reconnect(self, deadline: Optional[float]) -> None:
+        """Open the action connection (backoff for up to retry_for, counted
+        from the first attempt), read hello, send every action waiting."""
+        if self._retry_until is None:
+            self._retry_until = time.monotonic() + self.retry_for
+            self._retry_delay = self.backoff[0]
+            self._retry_said = None
+            self._retry_started = time.monotonic()
+        try:
+            ws = self._open_sync("/events", deadline)
+            try:
+                msg = ws.recv(time.monotonic() + self.endpoint.open_timeout)
+                if msg is None:
+                    raise TimeoutError()
+                hello = json.loads(msg[1])
+                if not isinstance(hello, dict):
+                    raise ValueError("not an object: %r" % (hello,))
+            except Exception as e:
+                ws.close()
+                raise TermdConnectionError("no hello from termd at %s: %r" % (self.url, e)) from e
+        except TermdError as e:
+            self._retry_until = None
+            self._fail_pending(e)
+            raise
+        self._retry_until = None
+        with self._send_lock:
+            with self._cond:
+                if self._closed:
+                    ws.close()
+                    raise TermdConnectionError("client closed")
+                self.hello = hello.get("extras") or {}
+                if self._sgen > 0:
+                    self.reconnects += 1
+                self._sgen += 1
+                self._sws = ws
+                todo = [q for q in self._spending.values() if not q.done and q.gen != self._sgen]
+        # actions in flight: re-sent with their ids (termd answers each once)
+        for q in todo:
+            self._send(q)
+
+    def _open_sync(self, path: str, deadline: Optional[float]) -> _wsync.SyncWebSocket:
+        """AsyncTermd._open_with_backoff's blocking twin."""
+        last: Optional[BaseException] = None
+        while True:
+            if self._closed:
+                raise TermdConnectionError("client closed")
+            timeout = self.endpoint.open_timeout
+            if deadline is not None:   # (the caller's wait bounds a slow connect too)
+                timeout = max(0.001, min(timeout, deadline - time.monotonic()))
+            try:
+                return _wsync.connect(self.endpoint, path, _ws.EVENTS_PROTOCOL, timeout)
+            except _wsync.Refused as e:
+                last = e
+                if e.status_code in _REFUSALS:   # no point in retrying a refusal
+                    raise TermdConnectionError(_refused(self.url, path, e.status_code)) from e
+            except (OSError, EOFError, _wsync.ProtocolError) as e:
+                last = e
+                tls = _tls_refusal(self.url, e)
+                if tls:   # no point in retrying either: it is not a matter of time
+                    raise TermdConnectionError(tls) from e
+            now = time.monotonic()
+            until = self._retry_until or now
+            if now >= until:
+                raise TermdConnectionError("cannot reach termd at %s within %.1fs: %s"
+                                           % (self.url, self.retry_for, last)) from last
+            if self._retry_said is None or now - self._retry_said >= 1.0:   # once a second
+                self._retry_said = now
+                log.warning("termd at %s not reachable (%s): retrying for %.0f s more (%.1f s so far)",
+                            self.url, last, until - now, now - self._retry_started)
+            pause = min(self._retry_delay * (0.5 + random.random()), max(0.0, until - now))
+            if deadline is not None and now + pause >= deadline:   # the caller's wait ends first
+                time.sleep(max(0.0, deadline - now))
+                raise _Deadline()
+            time.sleep(pause)
+            self._retry_delay = min(self._retry_delay * 2, self.backoff[1])
+
+    def close_sync(self) -> None:
+        """Close the action connection; calls waiting raise TermdConnectionError."""
+        with self._send_lock:
+            with self._cond:
+                self._closed = True
+                ws, self._sws = self._sws, None
+                leader = self._leader
+        self._fail_pending(TermdConnectionError("client closed"))
+        if ws is not None:
+            if leader:
+                ws.shutdown()   # the leader wakes up and closes it
+            else:
+                ws.close(polite=True)
+
+
 def _sync(name: str) -> Callable[..., Any]:
     target = getattr(AsyncTermd, name)
 
     @functools.wraps(target)
     def method(self: "Termd", *args: Any, **kw: Any) -> Any:
-        return self._loop.run(getattr(self._aio, name)(*args, **kw))
+        return _drive(getattr(self._aio, name)(*args, **kw))
     return method
 
 
@@ -55,7 +360,7 @@ class _SyncNamespace:
         self._ns = ns
 
     def _run(self, name: str, *args: Any, **kw: Any) -> Any:
-        return self._owner._loop.run(getattr(self._ns, name)(*args, **kw))
+        return _drive(getattr(self._ns, name)(*args, **kw))
 
 
 class _Sessions(_SyncNamespace):
@@ -111,12 +416,11 @@ class Termd:
 
     def __init__(self, url: Optional[str] = None, token: Optional[str] = None, *,
                  connect: bool = True, **kw: Any):
-        self._loop = _Loop()
-
-        async def make() -> AsyncTermd:
-            return AsyncTermd(url, token, **kw)
-        #: the asyncio client underneath (runs on this object's loop thread)
-        self._aio: AsyncTermd = self._loop.run(make())
+        #: the client underneath: AsyncTermd's methods, its actions blocking
+        #: on the calling thread, its events() and tty() on the loop thread
+        self._aio: _Actions = _Actions(url, token, **kw)
+        self._loop_: Optional[_Loop] = None    # started by the first events() or tty()
+        self._loop_lock = threading.Lock()
         self.sessions = _Sessions(self, self._aio.sessions)
         self.files = _Files(self, self._aio.files)
         if connect:
@@ -125,6 +429,19 @@ class Termd:
             except BaseException:
                 self.close()
                 raise
+
+    @property
+    def _loop(self) -> _Loop:
+        """The asyncio loop thread of events() and tty(), started on first use."""
+        with self._loop_lock:
+            if self._loop_ is None:
+                if self._aio._closed:
+                    raise TermdConnectionError("client closed")
+                self._loop_ = _Loop()
+            return self._loop_
+
+    def _loop_running(self) -> bool:
+        return self._loop_ is not None and self._loop_.loop.is_running()
 
     def __enter__(self) -> "Termd":
         return self
@@ -149,15 +466,19 @@ class Termd:
 
     def connect(self) -> "Termd":
         """Open the action connection (done by the constructor unless connect=False)."""
-        self._loop.run(self._aio.connect())
+        self._aio.connect_sync()
         return self
 
     def close(self) -> None:
         """Close the connections and stop the loop thread."""
-        try:
-            self._loop.run(self._aio.close())
-        finally:
-            self._loop.stop()
+        with self._loop_lock:
+            lp, self._loop_ = self._loop_, None
+            self._aio.close_sync()
+        if lp is not None:
+            try:
+                lp.run(self._aio.close())
+            finally:
+                lp.stop()
 
     call = _sync("call")
     run = _sync("run")
@@ -208,7 +529,7 @@ class Termd:
                     raise WaitTimeoutError("no event within wait=%ss" % wait) from None
                 yield ev
         finally:
-            if self._loop.loop.is_running():
+            if self._loop_running():
                 try:
                     self._loop.run(agen.aclose())
                 except Exception:
@@ -260,5 +581,5 @@ class Tty:
 
     def close(self) -> None:
         """Close the connection."""
-        if self._owner._loop.loop.is_running():
+        if self._owner._loop_running():
             self._owner._loop.run(self._aio.close())

@@ -40,19 +40,30 @@ class Observation:
             extras = {"value": extras}
         kw = {"observation": obs.get("observation") or "", "content": obs.get("content") or "",
               "extras": extras, "seq": obs.get("seq"), "ts": obs.get("ts"), "cause": obs.get("cause")}
-        base = {f.name for f in dataclasses.fields(Observation)}
-        for f in dataclasses.fields(cls):
-            if f.name in base:
-                continue
-            key = f.name[:-1] if f.name.endswith("_") else f.name
+        for name, key in _extra_fields(cls):
             if key in extras:
-                kw[f.name] = extras[key]
+                kw[name] = extras[key]
         obj = cls(**kw)
         obj._post()
         return obj
 
     def _post(self) -> None:
         pass
+
+
+_EXTRA_FIELDS: Dict[type, tuple] = {}
+
+
+def _extra_fields(cls: type) -> tuple:
+    """(field name, extras key) of each dataclass field of cls that
+    Observation does not have, worked out once per class."""
+    got = _EXTRA_FIELDS.get(cls)
+    if got is None:
+        base = {f.name for f in dataclasses.fields(Observation)}
+        got = tuple((f.name, f.name[:-1] if f.name.endswith("_") else f.name)
+                    for f in dataclasses.fields(cls) if f.name not in base)
+        _EXTRA_FIELDS[cls] = got
+    return got
 
 
 @dataclass

@@ -2,7 +2,7 @@
 action through the sync and asyncio APIs, errors as their classes, a
 connection killed mid-command (the command runs once), events resumed
 across a drop with a gap (--retain), a termd that dies (a clear error, no
-hang), tokens, wss:// with a CA file, /tty."""
+hang), tokens, wss:// with a CA file (two threads on its one connection), /tty."""
 
 import asyncio
 import base64
@@ -363,6 +363,23 @@ def test_wss_with_cacert(termd_factory, tmp_path, monkeypatch):
     assert td.url.startswith("wss://")
     with termd.Termd(td.url, token="tls", cacert=str(cert), **FAST) as t:
         assert t.run("echo tls").output == "tls"
+        # one TLS connection, two threads: a run waiting (its thread reads)
+        # while the other thread's actions are sent and answered on it; the
+        # run ends only once the last of them (a write) is carried out
+        flag, started = tmp_path / "flag", tmp_path / "started"
+        out = {}
+        th = threading.Thread(target=lambda: out.update(r=t.run(
+            "touch %s; while [ ! -e %s ]; do sleep 0.05; done; echo done" % (started, flag), wait=60)))
+        th.start()
+        end = time.monotonic() + 60
+        while not started.exists():
+            assert time.monotonic() < end and th.is_alive(), out
+            time.sleep(0.01)
+        for _ in range(20):
+            assert t.ping(wait=60).observation == "pong"
+        t.write(str(flag), "", wait=60)
+        th.join(60)
+        assert out["r"].output == "done" and out["r"].exit_code == 0, out
     with pytest.raises(termd.TermdConnectionError):     # not trusted without the CA
         termd.Termd(td.url, token="tls", retry_for=0.5)
 

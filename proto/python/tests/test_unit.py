@@ -190,7 +190,7 @@ def test_wait_is_the_callers_timeout_is_termds():
         assert time.monotonic() - t0 < 2
         assert isinstance(ei.value, TimeoutError)   # `except TimeoutError` catches the caller's wait too
         assert srv.actions("run")[0]["args"] == {"command": "sleep 100", "timeout": 50}
-        assert t._aio._pending == {}
+        assert t._aio._spending == {} and t._aio._pending == {}
         t.close()
 
 
@@ -359,3 +359,195 @@ def test_retrying_a_connection_says_so_once_a_second(caplog, tmp_path):
     lines = [r for r in caplog.records if r.name == "termd" and r.levelno == logging.WARNING]
     assert lines and "not reachable" in lines[0].getMessage() and url in lines[0].getMessage(), lines
     assert 2 <= len(lines) <= int(took) + 1, [r.getMessage() for r in lines]
+
+
+# ---- the synchronous API's own connection (termd._wsync, sync._Actions):
+# one thread reads for all, pings, fragments, big frames, a late answer,
+# close from another thread, the caller's wait during a reconnection
+
+def _bg(fn):
+    """fn() in a thread: (thread, box), box["r"] or box["e"] once it ends."""
+    box = {}
+
+    def go():
+        try:
+            box["r"] = fn()
+        except BaseException as e:
+            box["e"] = e
+    th = threading.Thread(target=go, daemon=True)
+    th.start()
+    return th, box
+
+
+def _until(cond, what, limit=30):
+    end = time.monotonic() + limit     # (a bound on a failure, not a timing)
+    while not cond():
+        assert time.monotonic() < end, what
+        time.sleep(0.005)
+
+
+def test_sync_calls_start_no_thread_and_connect_on_first_use():
+    with FakeServer(answer_all) as srv:
+        before = threading.active_count()
+        t = termd.Termd(srv.url, connect=False, **FAST)
+        assert srv.conns == [] and t.hello == {}
+        assert t.run("x").exit_code == 3 and t.ping().observation == "ping"
+        assert threading.active_count() == before      # no loop thread for actions
+        assert t.hello["version"] == "fake" and t.reconnects == 0 and len(srv.conns) == 1
+        t.close()
+        with pytest.raises(termd.TermdConnectionError):
+            t.ping()
+
+
+def test_sync_answers_reach_the_thread_that_waits_for_them():
+    """Thread A waits for a run (it reads the connection); B's ping is
+    answered first, read by A, handed to B; then A's own answer."""
+    async def script(n, c):
+        await c.hello()
+        slow = await c.recv()
+        fast = await c.recv()
+        await c.answer(fast, observation="pong")
+        await c.answer(slow, extras={"exit_code": 0, "running": False})
+        while True:
+            await c.recv()
+    with FakeServer(script) as srv:
+        t = termd.Termd(srv.url, **FAST)
+        ta, a = _bg(lambda: t.run("slow", wait=30))
+        _until(lambda: srv.actions("run"), "the run never reached the server")
+        tb, b = _bg(lambda: t.ping(wait=30))
+        ta.join(30)
+        tb.join(30)
+        t.close()
+    assert b.get("r") is not None and b["r"].observation == "pong", b
+    assert a.get("r") is not None and a["r"].exit_code == 0 and a["r"].cause == srv.actions("run")[0]["id"], a
+
+
+def test_sync_reader_hands_over_when_its_wait_runs_out():
+    """A reads for both; its wait runs out; B's answer, sent after, still
+    reaches B (B reads from then on)."""
+    gave_up = threading.Event()
+
+    async def script(n, c):
+        await c.hello()
+        await c.recv()
+        b = await c.recv()
+        await asyncio.get_running_loop().run_in_executor(None, gave_up.wait, 30)
+        await c.answer(b, observation="pong")
+        while True:
+            await c.recv()
+    with FakeServer(script) as srv:
+        t = termd.Termd(srv.url, **FAST)
+        ta, a = _bg(lambda: t.run("never answered", wait=0.5))
+        _until(lambda: srv.actions("run"), "the run never reached the server")
+        tb, b = _bg(lambda: t.ping(wait=30))
+        _until(lambda: srv.actions("ping"), "the ping never reached the server")
+        ta.join(30)
+        assert isinstance(a.get("e"), termd.WaitTimeoutError), a
+        gave_up.set()
+        tb.join(30)
+        t.close()
+    assert b.get("r") is not None and b["r"].observation == "pong", b
+
+
+def test_sync_pings_answered_and_fragments_joined_while_waiting():
+    async def script(n, c):
+        await c.hello()
+        a = await c.recv()
+        await asyncio.wait_for(await c.ws.ping(b"still there?"), 20)   # the client pongs while it waits
+        text = json.dumps({"seq": 1, "cause": a["id"], "observation": "run", "content": "f" * 70000,
+                           "extras": {"exit_code": 0}})
+        await c.ws.send([text[:10], text[10:50000], text[50000:]])      # one message, three frames
+        await c.ws.send(b"\x00binary")                                   # not ours: skipped
+        await c.send("not json")
+        b = await c.recv()
+        await c.answer(b, observation="pong")
+        while True:
+            await c.recv()
+    with FakeServer(script) as srv:
+        t = termd.Termd(srv.url, **FAST)
+        r = t.run("x", wait=30)
+        assert r.output == "f" * 70000 and r.exit_code == 0
+        assert t.ping(wait=30).observation == "pong"
+        t.close()
+
+
+def test_sync_big_frames_both_ways():
+    """A frame over 64 KiB each way (64-bit lengths, masking, many reads)."""
+    with FakeServer(answer_all) as srv:
+        t = termd.Termd(srv.url, **FAST)
+        big = "".join(chr(32 + i % 90) for i in range(300000)) + "\u00e9\u2603"
+        obs = t.call("echo", data=big, wait=30)
+        assert json.loads(obs.content) == {"data": big}
+        assert t.call("echo", data="", wait=30).content == '{"data": ""}'
+        t.close()
+    assert srv.actions("echo")[0]["args"]["data"] == big
+
+
+def test_sync_late_answer_is_skipped():
+    async def script(n, c):
+        await c.hello()
+        first = await c.recv()                 # not answered in time
+        second = await c.recv()
+        await c.answer(first, observation="late")
+        await c.answer(second, observation="pong")
+        while True:
+            await c.recv()
+    with FakeServer(script) as srv:
+        t = termd.Termd(srv.url, **FAST)
+        with pytest.raises(termd.WaitTimeoutError):
+            t.call("slow", wait=0.3)
+        assert t.ping(wait=30).observation == "pong"
+        assert t._aio._spending == {}
+        t.close()
+
+
+def test_sync_close_from_another_thread_ends_a_waiting_call():
+    async def script(n, c):
+        await c.hello()
+        while True:
+            await c.recv()       # never answers
+    with FakeServer(script) as srv:
+        t = termd.Termd(srv.url, **FAST)
+        th, box = _bg(lambda: t.run("sleep 100"))
+        _until(lambda: srv.actions("run"), "the run never reached the server")
+        t.close()
+        th.join(30)
+        assert not th.is_alive(), "the call hung after close()"
+        assert isinstance(box.get("e"), termd.TermdConnectionError) and "closed" in str(box["e"]), box
+
+
+def test_sync_wait_bounds_a_reconnection_too():
+    """The connection drops and termd is gone: the caller's wait (0.5 s) ends
+    the call before retry_for (20 s) would."""
+    async def script(n, c):
+        await c.hello()
+        await c.recv()
+        c.server.server.close()
+        c.abort()
+    with FakeServer(script) as srv:
+        t = termd.Termd(srv.url, retry_for=20, backoff=(0.05, 0.2))
+        th, box = _bg(lambda: t.run("x", wait=0.5))
+        th.join(15)      # (a bound on a failure: wait=0.5 ends it)
+        assert isinstance(box.get("e"), termd.WaitTimeoutError), box
+        t.close()
+
+
+def test_sync_cause_null_too_large_goes_to_the_largest_action():
+    async def script(n, c):
+        await c.hello()
+        small = await c.recv()
+        await c.recv()            # the big one: "over the limit"
+        await c.send({"seq": 9, "cause": None, "observation": "error", "content": "frame too large",
+                      "extras": {"code": "too_large"}})
+        await c.answer(small, observation="pong")
+        while True:
+            await c.recv()
+    with FakeServer(script) as srv:
+        t = termd.Termd(srv.url, **FAST)
+        th, box = _bg(lambda: t.ping(wait=30))
+        _until(lambda: srv.actions("ping"), "the ping never reached the server")
+        with pytest.raises(termd.TooLargeError):
+            t.write("/f", "x" * 100000, wait=30)
+        th.join(30)
+        t.close()
+    assert box.get("r") is not None and box["r"].observation == "pong", box
