@@ -45,6 +45,9 @@ struct screen {
 	VTerm *vt;
 	VTermState *state;
 	int rows, cols;
+	/* primary, alternate; the alternate's rows exist only while it is
+	 * shown (it is blank whenever it is entered): an idle shell does not
+	 * hold a second grid */
 	struct grid buf[2];
 	int alt;
 	struct cell pen;          /* current pen (ch unused) */
@@ -427,13 +430,11 @@ static int cb_settermprop(VTermProp prop, VTermValue *val, void *user)
 	switch (prop) {
 	case VTERM_PROP_ALTSCREEN: {
 		int alt = val->boolean ? 1 : 0;
-		if (alt && !sc->alt) {
-			sc->alt = 1;
-			for (int r = 0; r < sc->rows; r++)
-				row_blank(sc, sc->buf[1].row[r]);
-		} else {
-			sc->alt = alt;
-		}
+		if (alt && !sc->alt)
+			grid_alloc(sc, &sc->buf[1], sc->rows, sc->cols);   /* blank, current pen */
+		else if (!alt)
+			grid_free(&sc->buf[1], sc->rows);
+		sc->alt = alt;
 		return 1;
 	}
 	case VTERM_PROP_CURSORVISIBLE:
@@ -459,6 +460,8 @@ static int cb_resize(int rows, int cols, VTermPos *delta, void *user)
 		sb_push(sc, sc->buf[0].row[r]);
 	for (int b = 0; b < 2; b++) {
 		struct grid ng;
+		if (!sc->buf[b].row)
+			continue;   /* the alternate, not shown */
 		grid_alloc(sc, &ng, rows, cols);
 		for (int r = 0; r < rows; r++) {
 			int orow = r + (b == sc->alt ? shift : 0);   /* only the shown buffer follows the cursor */
@@ -525,7 +528,6 @@ struct screen *screen_new(int rows, int cols)
 	sc->state = vterm_obtain_state(sc->vt);
 	vterm_state_get_default_colors(sc->state, &sc->pen.fg, &sc->pen.bg);
 	grid_alloc(sc, &sc->buf[0], rows, cols);
-	grid_alloc(sc, &sc->buf[1], rows, cols);
 	vterm_state_set_callbacks(sc->state, &state_cbs, sc);
 	vterm_output_set_callback(sc->vt, vt_output, sc);
 	vterm_state_reset(sc->state, 1);
