@@ -21,6 +21,7 @@
 #define RENDER_MAX_COLS   65536u
 #define RENDER_COMB_MAX   8              /* code points per cell, base included */
 #define RENDER_KEEP_BYTES (64u << 10)    /* a cleared line keeps this much */
+#define RENDER_SLOTS0     8              /* window slots made at first */
 
 #define CELL_CONT 0x00200000u            /* right half of a wide character */
 #define CELL_COMB 0x80000000u            /* | offset of [n, cp...] in pool */
@@ -38,8 +39,12 @@ struct render {
 	int rows;               /* window size */
 	render_line_cb cb;
 	void *user;
-	struct line *ring;      /* rows slots; window is [top, top+count) */
-	struct line *tmp;       /* rows slots, scratch for L/M */
+	/* The slots grow with the window's lines (RENDER_SLOTS0, doubling, up
+	 * to rows): a `run` whose output is a line or two does not hold 200
+	 * slots (11 kB with tmp) */
+	int cap;                /* slots allocated at ring (and tmp) */
+	struct line *ring;      /* cap slots; window is [top, top+count) */
+	struct line *tmp;       /* cap slots, scratch for L/M; made on first use */
 	int top, count;         /* count >= 1 always */
 	int row;                /* cursor row within the window, < count */
 	size_t col;             /* cursor column, <= RENDER_MAX_COLS */
@@ -403,9 +408,39 @@ static inline struct line *render_line(const render_t *r, int i)
 {
 	int k = r->top + i;
 
-	if (k >= r->rows)
-		k -= r->rows;
+	if (k >= r->cap)
+		k -= r->cap;
 	return &r->ring[k];
+}
+
+/* At least `need` slots (need <= rows): the ring is copied out in window
+ * order (top at 0), every slot kept with its line's buffers. */
+static void render_grow(render_t *r, int need)
+{
+	int cap = r->cap;
+	struct line *ring;
+
+	if (need <= cap)
+		return;
+	while (cap < need)
+		cap = cap > r->rows / 2 ? r->rows : cap * 2;
+	ring = xcalloc((size_t)cap, sizeof *ring);
+	for (int i = 0; i < r->cap; i++)
+		ring[i] = *render_line(r, i);
+	free(r->ring);
+	free(r->tmp);
+	r->ring = ring;
+	r->tmp = NULL;
+	r->cap = cap;
+	r->top = 0;
+}
+
+/* The scratch slots for L/M, as many as the ring. */
+static struct line *render_tmp(render_t *r)
+{
+	if (!r->tmp)
+		r->tmp = xcalloc((size_t)r->cap, sizeof *r->tmp);
+	return r->tmp;
 }
 
 /* Hand a line to the callback, NUL-terminated. The caller clears the line
@@ -436,7 +471,7 @@ static inline void render_pop_top(render_t *r)
 
 	render_emit(r, l);
 	line_clear(l);
-	r->top = r->top + 1 == r->rows ? 0 : r->top + 1;
+	r->top = r->top + 1 == r->cap ? 0 : r->top + 1;
 	r->top_abs++;
 	r->count--;
 }
@@ -448,6 +483,8 @@ static inline void render_push_line(render_t *r)
 		render_pop_top(r);
 		if (r->row > 0)
 			r->row--;
+	} else if (r->count == r->cap) {
+		render_grow(r, r->count + 1);
 	}
 	line_clear(render_line(r, r->count));
 	r->count++;
@@ -503,11 +540,14 @@ static void render_clear_window(render_t *r)
 /* Make the window start at ring[0] so L/M can work on a plain array. */
 static void render_linearize(render_t *r)
 {
+	struct line *tmp;
+
 	if (!r->top)
 		return;
-	for (int i = 0; i < r->rows; i++)
-		r->tmp[i] = *render_line(r, i);
-	memcpy(r->ring, r->tmp, (size_t)r->rows * sizeof *r->ring);
+	tmp = render_tmp(r);
+	for (int i = 0; i < r->cap; i++)
+		tmp[i] = *render_line(r, i);
+	memcpy(r->ring, tmp, (size_t)r->cap * sizeof *r->ring);
 	r->top = 0;
 }
 
@@ -515,10 +555,11 @@ static void render_linearize(render_t *r)
 static void render_rotate(render_t *r, int a, int b, int k)
 {
 	int len = b - a;
+	struct line *tmp = render_tmp(r);
 
-	memcpy(r->tmp, r->ring + a, (size_t)len * sizeof *r->ring);
+	memcpy(tmp, r->ring + a, (size_t)len * sizeof *r->ring);
 	for (int i = 0; i < len; i++)
-		r->ring[a + (i + k) % len] = r->tmp[i];
+		r->ring[a + (i + k) % len] = tmp[i];
 }
 
 /* CSI L: n blank lines at the cursor row; lines pushed past the window's
@@ -527,9 +568,10 @@ static void render_insert_lines(render_t *r, uint32_t n)
 {
 	int k, newc;
 
-	render_linearize(r);
 	k = n > (uint32_t)(r->rows - r->row) ? r->rows - r->row : (int)n;
 	newc = r->count + k < r->rows ? r->count + k : r->rows;
+	render_grow(r, newc);
+	render_linearize(r);
 	if (k < newc - r->row)
 		render_rotate(r, r->row, newc, k);
 	for (int i = r->row; i < r->row + k; i++)
@@ -912,8 +954,8 @@ render_t *render_new(int window_rows, render_line_cb cb, void *user)
 	r->rows = window_rows;
 	r->cb = cb;
 	r->user = user;
-	r->ring = xcalloc((size_t)window_rows, sizeof *r->ring);
-	r->tmp = xcalloc((size_t)window_rows, sizeof *r->tmp);
+	r->cap = window_rows < RENDER_SLOTS0 ? window_rows : RENDER_SLOTS0;
+	r->ring = xcalloc((size_t)r->cap, sizeof *r->ring);
 	r->count = 1;
 	vtparse_init(&r->vp, VTP_C0_IN_TEXT);
 	return r;
@@ -923,7 +965,7 @@ void render_free(render_t *r)
 {
 	if (!r)
 		return;
-	for (int i = 0; i < r->rows; i++)
+	for (int i = 0; i < r->cap; i++)
 		line_free(&r->ring[i]);
 	free(r->ring);
 	free(r->tmp);

@@ -38,13 +38,17 @@ struct row {
 };
 
 struct grid {
-	struct row **row;         /* row pointers, rotated on scroll */
+	struct row **row;         /* row pointers, rotated on scroll; the rows
+				   * themselves follow them in the same block */
 };
 
 struct screen {
 	VTerm *vt;
 	VTermState *state;
 	int rows, cols;
+	/* primary, alternate; the alternate's rows exist only while it is
+	 * shown (it is blank whenever it is entered): an idle shell does not
+	 * hold a second grid */
 	struct grid buf[2];
 	int alt;
 	struct cell pen;          /* current pen (ch unused) */
@@ -82,19 +86,6 @@ static int cell_same(const struct cell *a, const struct cell *b)
 	       memcmp(&a->fg, &b->fg, sizeof a->fg) == 0 && memcmp(&a->bg, &b->bg, sizeof a->bg) == 0;
 }
 
-static struct row *row_new(struct screen *sc, int cols)
-{
-	(void)cols;
-	struct row *r = xcalloc(1, sizeof *r);
-	blank_cell(sc, &r->fill);
-	return r;
-}
-
-static void row_free(struct row *r)
-{
-	free(r->c);
-	free(r);
-}
 
 /* Make cells [len, upto) real copies of fill. */
 static void row_materialize(struct row *r, int upto)
@@ -143,11 +134,16 @@ static void row_erase(struct screen *sc, struct row *r, int c0, int c1)
 		r->c[i] = b;
 }
 
-static void grid_alloc(struct screen *sc, struct grid *g, int rows, int cols)
+/* One block: the row pointers, then the rows (blank, current pen): a
+ * malloc per row cost 48 x 8 bytes of malloc's headers a screen */
+static void grid_alloc(struct screen *sc, struct grid *g, int rows)
 {
-	g->row = xcalloc((size_t)rows, sizeof *g->row);
-	for (int r = 0; r < rows; r++)
-		g->row[r] = row_new(sc, cols);
+	g->row = xcalloc((size_t)rows, sizeof *g->row + sizeof **g->row);
+	struct row *slab = (struct row *)(g->row + rows);
+	for (int r = 0; r < rows; r++) {
+		blank_cell(sc, &slab[r].fill);
+		g->row[r] = &slab[r];
+	}
 }
 
 static void grid_free(struct grid *g, int rows)
@@ -155,7 +151,7 @@ static void grid_free(struct grid *g, int rows)
 	if (!g->row)
 		return;
 	for (int r = 0; r < rows; r++)
-		row_free(g->row[r]);
+		free(g->row[r]->c);
 	free(g->row);
 	g->row = NULL;
 }
@@ -427,13 +423,11 @@ static int cb_settermprop(VTermProp prop, VTermValue *val, void *user)
 	switch (prop) {
 	case VTERM_PROP_ALTSCREEN: {
 		int alt = val->boolean ? 1 : 0;
-		if (alt && !sc->alt) {
-			sc->alt = 1;
-			for (int r = 0; r < sc->rows; r++)
-				row_blank(sc, sc->buf[1].row[r]);
-		} else {
-			sc->alt = alt;
-		}
+		if (alt && !sc->alt)
+			grid_alloc(sc, &sc->buf[1], sc->rows);   /* blank, current pen */
+		else if (!alt)
+			grid_free(&sc->buf[1], sc->rows);
+		sc->alt = alt;
 		return 1;
 	}
 	case VTERM_PROP_CURSORVISIBLE:
@@ -459,7 +453,9 @@ static int cb_resize(int rows, int cols, VTermPos *delta, void *user)
 		sb_push(sc, sc->buf[0].row[r]);
 	for (int b = 0; b < 2; b++) {
 		struct grid ng;
-		grid_alloc(sc, &ng, rows, cols);
+		if (!sc->buf[b].row)
+			continue;   /* the alternate, not shown */
+		grid_alloc(sc, &ng, rows);
 		for (int r = 0; r < rows; r++) {
 			int orow = r + (b == sc->alt ? shift : 0);   /* only the shown buffer follows the cursor */
 			if (orow >= sc->rows)
@@ -524,8 +520,7 @@ struct screen *screen_new(int rows, int cols)
 	vterm_set_utf8(sc->vt, 1);
 	sc->state = vterm_obtain_state(sc->vt);
 	vterm_state_get_default_colors(sc->state, &sc->pen.fg, &sc->pen.bg);
-	grid_alloc(sc, &sc->buf[0], rows, cols);
-	grid_alloc(sc, &sc->buf[1], rows, cols);
+	grid_alloc(sc, &sc->buf[0], rows);
 	vterm_state_set_callbacks(sc->state, &state_cbs, sc);
 	vterm_output_set_callback(sc->vt, vt_output, sc);
 	vterm_state_reset(sc->state, 1);

@@ -1185,6 +1185,13 @@ MUTANTS = [
          tests=[R + "core/test_limits.py::test_scrollback_grows_to_its_limit_then_wraps"],
          why="the scrollback ring's slots, made as lines come, grow past --scrollback: it "
              "keeps more lines than asked"),
+    dict(name="alt-screen-absent-on-resize",
+         file="termd/core/screen.c",
+         search="\t\tif (!sc->buf[b].row)\n\t\t\tcontinue;   /* the alternate, not shown */\n",
+         replace="",
+         tests=[R + "net/test_tty.py::test_alternate_screen_first_used_after_resizes"],
+         why="a resize while the primary screen is shown walks the alternate's rows, which "
+             "are not made until it is entered (termd crashes)"),
 
 
     dict(name="unzip-refusal-swallowed",

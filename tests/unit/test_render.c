@@ -522,6 +522,66 @@ static void test_window_overflow(void **state)
 	buf_free(&k2.lines);
 }
 
+/* The window's slots grow as its lines come (8, doubling, up to 200): the
+ * first growth from a ring that has wrapped (the top moved by a commit),
+ * an insert that needs many slots at once, delete, then the window full. */
+static void test_window_slots_grow(void **state)
+{
+	struct sink k = { 0 };
+	render_t *r = render_new(200, sink_cb, &k);
+	buf_t out = { 0 }, want = { 0 };
+	char tmp[32];
+
+	(void)state;
+	feed(r, "a\r\nb\r\nc\r\nd\r\ne");
+	render_commit_above_cursor(r);
+	assert_string_equal(sink_str(&k), "a\nb\nc\nd\n");
+	for (int i = 1; i <= 150; i++) {
+		snprintf(tmp, sizeof tmp, "\r\n%d", i);
+		feed(r, tmp);
+	}
+	render_live(r, &out);
+	buf_printf(&want, "e");
+	for (int i = 1; i <= 150; i++)
+		buf_printf(&want, "\n%d", i);
+	assert_string_equal(out.p, want.p);
+	feed(r, "\x1b[2H\x1b[3LX\x1b[1M\x1b[153H");
+	for (int i = 151; i <= 250; i++) {
+		snprintf(tmp, sizeof tmp, "\r\n%d", i);
+		feed(r, tmp);
+	}
+	buf_reset(&want);
+	buf_printf(&want, "a\nb\nc\nd\ne\n\n\n");
+	for (int i = 1; i <= 50; i++)
+		buf_printf(&want, "%d\n", i);
+	assert_string_equal(sink_str(&k), want.p);
+	buf_reset(&out);
+	render_live(r, &out);
+	buf_reset(&want);
+	for (int i = 51; i <= 250; i++)
+		buf_printf(&want, "%s%d", i > 51 ? "\n" : "", i);
+	assert_string_equal(out.p, want.p);
+	render_finish(r);
+	assert_int_equal(k.n, 4 + 53 + 200);
+	render_free(r);
+
+	/* an insert on a window of two lines, eight slots: 22 lines at once */
+	r = render_new(200, NULL, NULL);
+	feed(r, "a\r\nb\x1b[1H\x1b[20Lx");
+	buf_reset(&out);
+	render_live(r, &out);
+	buf_reset(&want);
+	buf_printf(&want, "x");
+	for (int i = 1; i < 20; i++)
+		buf_putc(&want, '\n');
+	buf_printf(&want, "\na\nb");
+	assert_string_equal(out.p, want.p);
+	render_free(r);
+	buf_free(&out);
+	buf_free(&want);
+	buf_free(&k.lines);
+}
+
 static void test_commit_above_cursor(void **state)
 {
 	struct sink k = { 0 };
@@ -758,6 +818,7 @@ int main(void)
 		cmocka_unit_test(test_cursor_position),
 		cmocka_unit_test(test_insert_delete_lines),
 		cmocka_unit_test(test_window_overflow),
+		cmocka_unit_test(test_window_slots_grow),
 		cmocka_unit_test(test_commit_above_cursor),
 		cmocka_unit_test(test_finish),
 		cmocka_unit_test(test_clamps),

@@ -428,6 +428,36 @@ static void test_altscreen(void **state)
 	screen_free(sc);
 }
 
+/* The alternate screen's rows are made when it is entered and dropped when
+ * it is left: entered for the first time after resizes (bigger, then
+ * smaller) it has the size of the screen at that moment, every row usable
+ * to its last column; left and entered again after another resize, the
+ * same; the primary is as it was each time. */
+static void test_altscreen_after_resize(void **state)
+{
+	(void)state;
+	struct screen *sc = screen_new(4, 10);
+	feed(sc, "$ one\r\n$ ");
+	screen_resize(sc, 6, 20);
+	feed(sc, "\x1b[?1049h\x1b[1;1Htop\x1b[6;1H0123456789abcdefghiJ");
+	assert_int_equal(screen_alt(sc), 1);
+	ROWS(sc, 6, "top", "", "", "", "", "0123456789abcdefghiJ");
+	feed(sc, "\x1b[?1049l");
+	ROWS(sc, 6, "$ one", "$");
+	screen_resize(sc, 3, 8);
+	feed(sc, "\x1b[?1049h\x1b[3;1H01234567\x1b[1;1Hx");
+	ROWS(sc, 3, "x", "", "01234567");
+	screen_resize(sc, 5, 12);           /* resized while shown */
+	feed(sc, "\x1b[5;1Hbottom line!");
+	ROWS(sc, 5, "x", "", "01234567", "", "bottom line!");
+	feed(sc, "\x1b[?1049l");
+	ROWS(sc, 5, "$ one", "$");
+	feed(sc, "\x1b[?1049h");
+	ROWS(sc, 5, "");
+	feed(sc, "\x1b[?1049l");
+	screen_free(sc);
+}
+
 static void test_cursor(void **state)
 {
 	(void)state;
@@ -1234,6 +1264,7 @@ int main(void)
 		cmocka_unit_test(test_wide_overwritten_by_narrow),
 		cmocka_unit_test(test_combining),
 		cmocka_unit_test(test_altscreen),
+		cmocka_unit_test(test_altscreen_after_resize),
 		cmocka_unit_test(test_cursor),
 		cmocka_unit_test(test_title),
 		cmocka_unit_test(test_answers),

@@ -409,3 +409,51 @@ def test_oversized_frame_answered_and_connection_usable(termd, ev):
     assert "tty-after-42" in obs["content"]
     assert "xxxx" not in obs["content"] and "yyyy" not in obs["content"]
     ws.close()
+
+
+def test_alternate_screen_first_used_after_resizes(termd, ev):
+    # termd makes the alternate screen's rows when a program enters it and
+    # drops them when it leaves: entered for the first time after a resize,
+    # it has the new size (its last row and column usable); left, resized
+    # again and entered again, it is blank and of the newer size; the
+    # primary screen is back after each
+    tdtest.run_done(ev, "true")   # the shell ready
+    ws = attach(termd, mode="rw")
+    frame(ws), frame(ws)
+
+    def resize(cols, rows):
+        ws.send_binary(b"R" + json.dumps({"cols": cols, "rows": rows}).encode())
+        frames_until(ws, lambda fs: any(t == "Z" for t, _ in fs))
+        assert tdtest.content(tdtest.run_done(ev, "stty size")) == "%d %d" % (rows, cols)
+
+    def full_screen(rows, row, text, last):
+        # a program on the alternate screen: `text` on `row`, `last` on the
+        # last row (to its last column); it waits for Enter
+        cmd = ("printf '\\033[?1049h\\033[%d;1H%s\\033[%d;1H%s'; read x; printf '\\033[?1049l'"
+               % (row, text, rows, last))
+        obs = tdtest.run_obs(ev, cmd, timeout=3)
+        assert obs["extras"]["alt_screen"] is True, tdtest.fmt(obs)
+        s = tdtest.wait_until(lambda: (lambda o: o if last in tdtest.content(o) else None)(
+            ev.call("screen", {})), 20, 0.1, "the program's last row")
+        want = [""] * rows
+        want[row - 1], want[rows - 1] = text, last
+        assert s["extras"]["alt_screen"] is True and s["extras"]["rows"] == rows, tdtest.fmt(s)
+        assert tdtest.content(s).split("\n") == want, tdtest.fmt(s)
+        ev.call("keys", {"keys": ["Enter"]})
+        deadline = time.monotonic() + 30
+        while True:   # the program's end may come just after the keys' answer
+            obs = tdtest.run(ev, "echo back-$((6*7))")
+            if (obs.get("extras") or {}).get("code") != "busy":
+                break
+            assert time.monotonic() < deadline, tdtest.fmt(obs)
+            time.sleep(0.2)
+        assert tdtest.content(obs) == "back-42" and obs["extras"]["alt_screen"] is False, tdtest.fmt(obs)
+        s = ev.call("screen", {})
+        ls = tdtest.lines(s)
+        assert s["extras"]["alt_screen"] is False and "back-42" in ls, tdtest.fmt(s)
+        assert text not in ls and last not in ls, tdtest.fmt(s)
+
+    resize(100, 30)
+    full_screen(30, 1, "first", "L" * 100)
+    resize(60, 12)
+    full_screen(12, 2, "second", "M" * 60)
