@@ -128,12 +128,14 @@ def test_listener_rests_while_fds_are_out(termd_factory, tcp):
     grown = log_lines(td)[before:]
     ends = [l for l in grown if b"accepting again" in l]
     assert len(ends) == 1 and b"Too many open files" in ends[0], ends
-    # "accepting again: N accepts failed (...) over S s": a few tries every
+    # "accepting again: N accepts failed (...) over S s": some tries every
     # 100 ms rest (the listeners' queued clients, the reserve fd's turn;
-    # one CI run counted 448 in 3.0 s with 0.0x s of CPU), where a busy
-    # loop makes it tens of thousands a second
+    # one CI run counted 448 in 3.0 s, a run on a machine loaded ~10 deep
+    # 2592 in 3.0 s, each with well under 0.5 s of CPU), where a busy loop
+    # makes it tens of thousands a second (the CPU bound above is the
+    # sharper test of a spin; this one says how it shows in the log)
     m = re.search(rb"accepting again: (\d+) accepts failed .* over ([0-9.]+) s", ends[0])
-    assert m and int(m.group(1)) <= 500 * (float(m.group(2)) + 1), ends[0]
+    assert m and int(m.group(1)) <= 4000 * (float(m.group(2)) + 1), ends[0]
     assert len([l for l in grown if REST_LINE in l]) == 1, grown[:10]
     ev = td.events()
     assert ev.ping().get("observation") == "pong"
