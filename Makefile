@@ -92,9 +92,8 @@ deps:
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq \
 	    --no-install-recommends $$missing >/dev/null || exit 1; \
 	fi
-	@$(MAKE) --no-print-directory deps-e2b
-	@$(MAKE) --no-print-directory deps-swerex
-	@$(MAKE) --no-print-directory deps-openhands-v1
+	@# the clients, each into its own folder, at once (npm and pip wait on the network)
+	@$(MAKE) --no-print-directory -j3 -Otarget deps-e2b deps-swerex deps-openhands-v1
 
 # the published e2b SDK, pinned by tests/e2b/package-lock.json, for
 # tests/regress/door/envd/test_envd.py (npm is Debian's; node_modules is not in git)
@@ -475,8 +474,7 @@ test-prebuild:
 	$(MAKE) BUNDLE_JOBS=2 bundle
 
 test-suites:
-	$(MAKE) deps-agent-sandbox
-	$(MAKE) all
+	$(MAKE) -j2 -Otarget deps-agent-sandbox all
 	@echo "test-prebuild: the later phases' builds, in the background at nice 19 (log: $(TEST_PREBUILD_LOG))"
 	nice -n 19 $(MAKE) -j2 --no-print-directory test-prebuild >$(TEST_PREBUILD_LOG) 2>&1 & pb=$$!; \
 	rc=0; { $(MAKE) check-layers unit regress docs-check && $(MAKE) test-plugins && $(MAKE) test-python; } || rc=$$?; \
