@@ -49,7 +49,7 @@ MAN_PAGES := share/man/termd.1 share/man/termctl.1 share/man/od-attach.1
 PREFIX  ?= /usr/local
 DESTDIR ?=
 
-.PHONY: soak soak-short soak-asan all deps deps-e2b deps-swerex deps-openhands-v1 deps-openhands-sdk deps-agent-sandbox test-agent-sandbox test-k8s test-e2b test-e2b-latest run test test-suites docs-check unit regress test-asan valgrind bench clean check-layers install man-check
+.PHONY: soak soak-short soak-asan all deps deps-e2b deps-swerex deps-openhands-v1 deps-openhands-sdk deps-agent-sandbox test-agent-sandbox test-k8s test-e2b test-e2b-latest run test test-suites test-prebuild docs-check unit-bins unit regress test-asan valgrind bench clean check-layers install man-check
 all: $(BINS) $(BUILD)/swerex-remote $(BUILD)/man.ok
 
 # termd started as swerex-remote serves SWE-ReX's API (termd(1))
@@ -93,9 +93,8 @@ deps:
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq \
 	    --no-install-recommends $$missing >/dev/null || exit 1; \
 	fi
-	@$(MAKE) --no-print-directory deps-e2b
-	@$(MAKE) --no-print-directory deps-swerex
-	@$(MAKE) --no-print-directory deps-openhands-v1
+	@# the clients, each into its own folder, at once (npm and pip wait on the network)
+	@$(MAKE) --no-print-directory -j3 -Otarget deps-e2b deps-swerex deps-openhands-v1
 
 # the published e2b SDK, pinned by tests/e2b/package-lock.json, for
 # tests/regress/door/envd/test_envd.py (npm is Debian's; node_modules is not in git)
@@ -243,6 +242,7 @@ check-layers: all
 	$(PY) tools/action-index --check
 	$(PY) tools/check-code-map
 
+unit-bins: $(UNIT_BIN)
 unit: $(UNIT_BIN)
 	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; $$t; done
 
@@ -457,11 +457,30 @@ test-k8s:
 test: deps
 	$(PY) tools/test-run $(MAKE) test-suites
 
+# The builds the later phases use (the ASan and valgrind builds, the fuzz
+# targets, the bundle with its static musl libraries: ~5 min of CPU in a
+# fresh clone, most of it one core) are made in the background at nice 19
+# while the plain suites run (regress, docs-check, plugins, python: ~16 min,
+# much of it waiting on termd, the shells and the clients): at nice 19 they
+# take only CPU those leave idle, so the suites run as without them. The
+# later phases find them made by the same rules and flags (nothing is built
+# twice) and still run one at a time, no test suite beside another. A failed
+# background build fails the run, its log shown; a failed suite waits for
+# the builds before it ends the run (test-run: no process left behind).
+TEST_PREBUILD_LOG := $(BUILD)/test-prebuild.log
+test-prebuild:
+	$(MAKE) BUILD=build-asan CFLAGS="-O1 -g $(SAN_FLAGS)" all unit-bins
+	$(MAKE) BUILD=build-vg CFLAGS="-O1 -g" all
+	$(MAKE) fuzz-build
+	$(MAKE) BUNDLE_JOBS=2 bundle
+
 test-suites:
-	$(MAKE) deps-agent-sandbox
-	$(MAKE) all check-layers unit regress docs-check
-	$(MAKE) test-plugins
-	$(MAKE) test-python
+	$(MAKE) -j2 -Otarget deps-agent-sandbox all
+	@echo "test-prebuild: the later phases' builds, in the background at nice 19 (log: $(TEST_PREBUILD_LOG))"
+	nice -n 19 $(MAKE) -j2 --no-print-directory test-prebuild >$(TEST_PREBUILD_LOG) 2>&1 & pb=$$!; \
+	rc=0; { $(MAKE) check-layers unit regress docs-check && $(MAKE) test-plugins && $(MAKE) test-python; } || rc=$$?; \
+	if ! wait $$pb; then tail -n 60 $(TEST_PREBUILD_LOG); echo "test-prebuild FAILED (log: $(TEST_PREBUILD_LOG))"; exit 1; fi; \
+	echo "test-prebuild: done"; exit $$rc
 	$(MAKE) fuzz-short
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  $(MAKE) test-asan

@@ -856,6 +856,24 @@ void session_destroy(struct session *s)
 	session_free(s);
 }
 
+/* procscan_each: 1 at a process not yet ended (a zombie has) that
+ * session_stop_all's SIGHUP went to: a session's leader or one of its
+ * process group */
+static int hup_not_ended(const struct proc_info *pi, void *arg)
+{
+	struct session **lists = arg;
+	if (pi->state == 'Z' || pi->state == 'X')
+		return 0;
+	for (int l = 0; l < 2; l++) {
+		for (struct session *s = lists[l]; s; s = s->next) {
+			const struct pty *p = &s->pty;
+			if (p->alive && p->pid > 0 && !p->reaped && (pi->pid == p->pid || pi->pgrp == p->pid))
+				return 1;
+		}
+	}
+	return 0;
+}
+
 void session_stop_all(void)
 {
 	fair_shutdown();   /* before the loop goes: no timer, no more holds */
@@ -868,7 +886,12 @@ void session_stop_all(void)
 			pty_signal_end(&s->pty, 0);
 		}
 	}
-	usleep(50000);
+	/* 50 ms for them to end on the SIGHUP, then SIGKILL; over as soon as
+	 * every one has (without /proc, the whole 50 ms): a shell at its prompt
+	 * ends within a millisecond, and each stop slept the 50 ms out */
+	uint64_t until = mono_us() + 50000;
+	while (procscan_each(hup_not_ended, lists) != 0 && mono_us() < until)
+		usleep(1000);
 	for (int l = 0; l < 2; l++) {
 		for (struct session *s = lists[l]; s; s = s->next) {
 			pty_signal_end(&s->pty, 1);

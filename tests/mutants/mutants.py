@@ -1317,4 +1317,10 @@ MUTANTS = [
          tests=[R + "loop/test_emfile.py::test_front_answers_a_client_queued_while_no_fd_is_left"],
          why="no fd kept in reserve for the front's accept: with no fd left a client of the "
              "front waits, unanswered, for as long as the shortage lasts"),
+    dict(name="stop-never-kills",
+         file="termd/core/session.c",
+         search="\t\t\tpty_signal_end(&s->pty, 1);\n",
+         replace="\t\t\t;\n",
+         tests=[R + "action/test_sessions.py::test_stop_hangs_up_each_session_then_kills_what_stays"],
+         why="termd's stop only hangs up: a session's process that ignores SIGHUP outlives termd"),
 ]

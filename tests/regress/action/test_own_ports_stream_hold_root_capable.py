@@ -287,7 +287,11 @@ def test_a_process_stream_whose_client_reads_nothing_is_cut_after_the_stall(term
     process, let go, runs to its end."""
     from test_watch_stdin_stream_bounds import start, opt, unary
     td = start(termd_factory, "--stream-max", "1048576", *opt("stream-stall", 2))
-    s = process_stream(td, "head -c 300000000 /dev/zero")
+    # 64 MB: ~9 times what --stream-max, the kernel's buffers (4 MiB to send,
+    # the client's 64 KiB) and the 4 MiB the next test reads take before the
+    # process is held (as base64: 4/3); after the cut termd drains the rest
+    # (300 MB took 12 s of a 17 s test under ASan)
+    s = process_stream(td, "head -c 64000000 /dev/zero")
 
     def ended():
         status, m = unary(td, "process.Process/List", {})
@@ -321,7 +325,7 @@ def test_a_process_stream_whose_client_reads_a_little_then_stops_is_cut_after_th
     held for good)."""
     from test_watch_stdin_stream_bounds import start, opt, unary
     td = start(termd_factory, "--stream-max", "1048576", *opt("stream-stall", 2))
-    s = process_stream(td, "head -c 300000000 /dev/zero")
+    s = process_stream(td, "head -c 64000000 /dev/zero")
     s.settimeout(T)
     data = b""
     while len(data) < (4 << 20):

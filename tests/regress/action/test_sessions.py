@@ -387,6 +387,36 @@ def test_close_ends_children_of_children(termd, ev):
         time.monotonic() - t0, [(p, cmdline(p), proc_stat(p)) for p in left])
 
 
+def test_stop_hangs_up_each_session_then_kills_what_stays(termd_factory, tmp_path):
+    """termd's stop (SIGTERM): every session's shell gets SIGHUP and a
+    moment to end on it (its HUP trap runs), and a process of a session's
+    group that ignores HUP is killed after it (without cgroups: nothing
+    else kills it). The moment (50 ms at most) ends once every one has
+    ended: slept out whole, it made each stop 50 ms longer."""
+    td = termd_factory(args=["--cgroups", "off"])
+    ev = td.events()
+    said, up = tmp_path / "hup-said", tmp_path / "up"
+    open_session(ev, "hupped", command="sh -c 'trap \"echo hup > %s; exit\" HUP; touch %s; "
+                                        "while :; do sleep 0.01; done'" % (said, up))
+    pidf = tmp_path / "ignorer"
+    open_session(ev, "ignorer", command="sh -c 'trap \"\" HUP; echo $$ > %s; "
+                                         "while :; do sleep 0.1; done'" % pidf)
+    pid = wait_until(lambda: pidf.exists() and pidf.read_text().strip() and int(pidf.read_text()),
+                     timeout=30, what="the HUP-ignoring shell started")
+    wait_until(up.exists, timeout=30, what="the trapping shell started")
+    tpid = td.proc.pid
+    assert td.stop() is None
+    td.proc = None   # stopped and checked: not again at teardown
+    assert said.read_text() == "hup\n"
+    try:
+        wait_until(lambda: proc_gone(pid, tpid), timeout=10, what="the HUP-ignoring shell killed")
+    finally:
+        try:
+            os.kill(pid, 9)
+        except OSError:
+            pass
+
+
 def test_close_kills_processes_that_ignore_hup(termd, ev):
     """HUP first, KILL two seconds later (section 4): a process ignoring HUP
     must be gone within a few seconds too."""
