@@ -141,6 +141,20 @@ size_t lws_remaining_packet_payload(struct lws *wsi)
 	return 0;
 }
 
+/* the socket always has room (wsconn.c writes while it does) */
+int lws_send_pipe_choked(struct lws *wsi)
+{
+	(void)wsi;
+	return 0;
+}
+
+/* no socket: wsconn_sock_frag takes its largest piece */
+lws_sockfd_type lws_get_socket_fd(struct lws *wsi)
+{
+	(void)wsi;
+	return -1;
+}
+
 int lws_write(struct lws *wsi, unsigned char *buf, size_t len, enum lws_write_protocol protocol)
 {
 	(void)wsi;
