@@ -342,6 +342,12 @@ static char **plan_vec(char **at, char *end)
  * (pty_spawn_stub's). Never returns. */
 void pty_stub_main(void)
 {
+	/* said from here, the image that will wait: a stub whose exec ran
+	 * something else (under valgrind /proc/self/exe is valgrind's tool,
+	 * which refuses to run) never says it, and is never taken */
+	char ready = PTY_STUB_READY;
+	if (write(3, &ready, 1) != 1)
+		_exit(0);
 	uint32_t n = 0;
 	int fds[3] = {-1, -1, -1}, nfds = 0;
 	char cbuf[CMSG_SPACE(sizeof fds)];
@@ -391,6 +397,10 @@ void pty_stub_main(void)
 
 pid_t pty_stub_fork(int *ctl, int (*prepare)(void *), void *arg)
 {
+	/* TERMD_TEST_STUB_EXE (tests only): exec this instead of termd */
+	const char *exe = getenv("TERMD_TEST_STUB_EXE");
+	if (!exe || !*exe)
+		exe = "/proc/self/exe";
 	int sp[2];
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0)
 		return -1;
@@ -411,12 +421,16 @@ pid_t pty_stub_fork(int *ctl, int (*prepare)(void *), void *arg)
 		for (int sig = 1; sig < NSIG; sig++)
 			if (signal(sig, SIG_DFL) == SIG_ERR && sig != SIGKILL && sig != SIGSTOP)
 				default_disposition(sig);   /* exec keeps what is ignored */
-		char said = prepare(arg) == 0 ? PTY_STUB_READY : PTY_STUB_FAILED;
-		if (write(3, &said, 1) != 1)
+		if (prepare(arg) != 0) {
+			char said = PTY_STUB_FAILED;
+			ssize_t w = write(3, &said, 1);
+			(void)w;
 			_exit(0);
+		}
 		/* a fresh small image to wait in: a fork would keep termd's
-		 * memory as it was (copied as termd goes on writing it) */
-		execl("/proc/self/exe", "termd", "--stub", (char *)NULL);
+		 * memory as it was (copied as termd goes on writing it); it
+		 * says it is ready (pty_stub_main), or here if exec fails */
+		execl(exe, "termd", "--stub", (char *)NULL);
 		pty_stub_main();
 	}
 	close(sp[0]);

@@ -56,8 +56,9 @@ struct pty {
 int pty_spawn(struct pty *p, int mode, int cols, int rows, const struct pty_hooks *hooks,
 	      void *owner, char *err, size_t errlen);
 /* A stub forked ahead of need: prepare(arg) runs in it and the stub tells
- * how it went with one byte on *ctl (termd's end): PTY_STUB_READY (0 from
- * prepare) or PTY_STUB_FAILED; then it waits on *ctl for pty_spawn_stub.
+ * how it went with one byte on *ctl (termd's end): PTY_STUB_FAILED (and
+ * it ends), or PTY_STUB_READY once it has exec'd into `termd --stub`
+ * (prepare gave 0); then it waits on *ctl for pty_spawn_stub.
  * Its pid, or -1. Closing *ctl unused ends it. */
 #define PTY_STUB_READY 'r'
 #define PTY_STUB_FAILED 'f'

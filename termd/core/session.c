@@ -449,10 +449,28 @@ static void spare_forget(struct spare *sp)
 	memset(sp, 0, sizeof *sp);
 }
 
+/* A stub that ends without having said it is ready failed to start
+ * (could not join its cgroup, or its exec ran something else: under
+ * valgrind /proc/self/exe is valgrind's own tool). After SPARE_FAILS such
+ * in a row no more are made: sessions fork their own child. */
+#define SPARE_FAILS 3
+static int spare_fails;
+
+static void spare_failed(void)
+{
+	if (++spare_fails == SPARE_FAILS && !spares_stopped) {
+		spares_stopped = 1;
+		log_warn("spare session processes do not start; sessions fork their own");
+	}
+}
+
 static void spare_died(void *arg, pid_t pid, int status)
 {
 	(void)pid, (void)status;
 	struct spare *sp = arg;
+	char c = 0;
+	if (!sp->ready && !(recv(sp->ctl, &c, 1, MSG_DONTWAIT) == 1 && c == PTY_STUB_READY))
+		spare_failed();
 	struct cgroup *cg = sp->cg;
 	spare_forget(sp);
 	cgroup_free(cg);
@@ -518,14 +536,25 @@ void session_spare_stop(void)
  * would not find them to kill). One that could not join is dropped. */
 static int spare_ready(struct spare *sp)
 {
-	if (sp->ready)
-		return 1;
 	char c = 0;
-	ssize_t r = recv(sp->ctl, &c, 1, MSG_DONTWAIT);
+	ssize_t r;
+	if (!sp->ready) {
+		r = recv(sp->ctl, &c, 1, MSG_DONTWAIT);
+		if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+			return 0;
+		if (r != 1 || c != PTY_STUB_READY) {
+			spare_failed();
+			spare_drop(sp);
+			return 0;
+		}
+		sp->ready = 1;
+		spare_fails = 0;
+	}
+	/* still there? One that ended since (its exit not yet seen) has
+	 * its end of the socket closed */
+	r = recv(sp->ctl, &c, 1, MSG_PEEK | MSG_DONTWAIT);
 	if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
-		return 0;
-	if (r == 1 && c == PTY_STUB_READY)
-		return sp->ready = 1;
+		return 1;
 	spare_drop(sp);
 	return 0;
 }

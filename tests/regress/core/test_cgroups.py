@@ -26,7 +26,7 @@ import pytest
 
 import wsclient
 from conftest import Termd, log_tail
-from tdtest import (PY, assert_error, fmt, run, run_done, run_obs, stub_children, subscribed,
+from tdtest import (PY, assert_error, fmt, run, run_done, run_obs, content, stub_children, subscribed,
                     wait_until)
 
 try:   # Debian's python3-prometheus-client (make deps)
@@ -545,6 +545,60 @@ def test_a_spare_not_yet_in_its_cgroup_is_not_taken(td, tmp_path):
     assert o["extras"]["pid"] in stubs, (o["extras"]["pid"], stubs)
     got = run_done(ev, "cat /proc/$$/cgroup", session="late")["content"]
     assert "/termd-%d/s-late-" % t.proc.pid in got, got
+
+
+def test_a_stub_that_never_became_termd_is_never_taken(td, tmp_path):
+    """Found by CI (valgrind suite): a stub said it was ready before it
+    exec'd `termd --stub`; under valgrind /proc/self/exe is valgrind's own
+    tool, which refuses to run and exits, and a session that took such a
+    stub in that moment ran nothing (`run` gave exit -1 at once). Now the
+    exec'd image says it, so a stub whose exec ran something else is never
+    taken. TERMD_TEST_STUB_EXE makes the stubs exec a script that waits a
+    while and ends without a word: sessions opened meanwhile (a shell, a pty
+    and a pipe command) all work, none on a stub's pid; after three such
+    stubs termd makes no more and says so once."""
+    tag = "30.%04d" % (os.getpid() % 10000)
+    fake = tmp_path / "not-termd"
+    fake.write_text("#!/bin/sh\nexec sleep %s\n" % tag)
+    fake.chmod(0o755)
+    t = td(["--session-pids-max", "300"], env={"TERMD_TEST_STUB_EXE": str(fake)})
+    need_cgroups(t, "v1")
+    ev = t.events()
+    run_done(ev, "true")   # main is up: the spares are forked 50 ms later
+
+    def fakes():
+        out = []
+        for d in os.listdir("/proc"):
+            try:
+                with open("/proc/%s/cmdline" % d, "rb") as f:
+                    if f.read().split(b"\0")[:2] == [b"sleep", tag.encode()]:
+                        out.append(int(d))
+            except (OSError, ValueError):
+                pass
+        return out
+    stubs = wait_until(lambda: (lambda k: k if len(k) == 3 else None)(fakes()), 20,
+                       what="three stubs that exec'd the script")
+    o = ev.call("session.open", {"name": "sh"})
+    assert o["observation"] == "session.open", fmt(o)
+    assert o["extras"]["pid"] not in stubs, (o["extras"]["pid"], stubs)
+    assert content(run_done(ev, "echo in-sh", session="sh")) == "in-sh"
+    for kind in ("pty", "pipe"):
+        out = tmp_path / kind
+        o = ev.call("session.open", {"name": kind, "kind": kind,
+                                     "command": "echo ran > %s.tmp; mv %s.tmp %s; exec sleep 60"
+                                                % (out, out, out)})
+        assert o["observation"] == "session.open", fmt(o)
+        assert o["extras"]["pid"] not in stubs, (kind, o["extras"]["pid"], stubs)
+        wait_until(out.exists, 30, what="the %s session's command" % kind)
+        ev.call("session.close", {"name": kind})
+    for p in stubs:
+        os.kill(p, signal.SIGKILL)   # ended, never having said a word
+    wait_until(lambda: "spare session processes do not start" in Path(t.log).read_text(), 30,
+               what="termd giving up on spares")
+    o = ev.call("session.open", {"name": "after"})
+    assert o["observation"] == "session.open", fmt(o)
+    assert content(run_done(ev, "echo after", session="after")) == "after"
+    assert Path(t.log).read_text().count("spare session processes do not start") == 1
 
 
 def test_without_cgroups(td, tmp_path):
