@@ -682,6 +682,11 @@ int handover_adopt(char *err, size_t errlen)
 			log_warn("%s", e[0] ? e : "a session could not be taken over");
 			snprintf(err, errlen, "%s", e);
 		}
+		const cJSON *ws = cJSON_GetObjectItem(s, "wait_status");
+		if (ns && cJSON_IsNumber(ws))   /* ended in the old image, its output still to read */
+			log_info("session %s: its process ended before the upgrade (wait status %d); "
+				 "what it wrote is read here, then its end", ns->name,
+				 (int)ws->valuedouble);
 		const cJSON *c = cJSON_GetObjectItem(s, "cmd");
 		const cJSON *text = cJSON_GetObjectItem(c, "text"), *out = cJSON_GetObjectItem(c, "output");
 		const cJSON *ran = cJSON_GetObjectItem(c, "ran_us");

@@ -1278,6 +1278,27 @@ MUTANTS = [
          tests=[R + "door/sandbox/test_agent_sandbox.py::test_a_command_cut_by_an_upgrade_is_closed_once_it_ends"],
          why="an agent-sandbox command taken over by an upgrade in place is not followed: "
              "its session stays in session.list for ever, never killed at the timeout"),
+    dict(name="handover-reaped-status-not-taken",
+         file="termd/core/pty.c",
+         search="\t\treaped_with(p, wait_status);\n",
+         replace="",
+         tests=[R + "daemon/test_upgrade_ended.py::test_a_pipe_session_reaped_but_not_read_keeps_its_output_and_exit"],
+         why="a pipe session the old termd had reaped, its output not all read, ends in the new "
+             "termd without its exit code (-1, not the program's 7)"),
+    dict(name="handover-reaped-status-not-saved",
+         file="termd/handover.c",
+         search="\tif (s->pty.reaped)   /* its output not drained yet: it ends in the new termd */\n",
+         replace="\tif (0)\n",
+         tests=[R + "daemon/test_upgrade_ended.py::test_a_pipe_session_reaped_but_not_read_keeps_its_output_and_exit"],
+         why="the wait status of a pipe session the old termd had reaped is not in the record: "
+             "the new termd waits for a pid nobody will report, the session never ends"),
+    dict(name="envd-ended-unseen-not-handed-over",
+         file="termd/door/envd/process.c",
+         search="\t\tif (p->end_seen || (!p->ended && !p->s))\n",
+         replace="\t\tif (p->end_seen || p->ended || !p->s)\n",
+         tests=[R + "daemon/test_upgrade_ended.py::test_an_e2b_process_that_ended_unseen_keeps_its_output_across_an_upgrade"],
+         why="an e2b process that ended while no stream was attached is dropped by an upgrade "
+             "in place: Connect says not_found, its output and exit code are lost"),
     dict(name="envd-processes-not-handed-over",
          file="termd/handover.c",
          search='\tenvd_handover_load(cJSON_GetObjectItem(rec, "envd"));\n',
