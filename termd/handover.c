@@ -341,6 +341,7 @@ static void modules_save(cJSON *j)
 	cJSON_AddItemToObject(j, "swerex", swerex_handover_save());
 	cJSON_AddItemToObject(j, "envd", envd_handover_save());
 	cJSON_AddItemToObject(j, "stdin", stdin_save());
+	cJSON_AddItemToObject(j, "pipe_tails", sessionctl_handover_save());
 	cJSON_AddItemToObject(j, "pendings", pending_handover_save());
 	cJSON_AddItemToObject(j, "watches", watch_handover_save());
 	cJSON_AddItemToObject(j, "ports", portscan_handover_save());
@@ -363,6 +364,7 @@ static void modules_sessions_done(const cJSON *rec)
 	swerex_handover_done();
 	envd_handover_done();
 	stdin_load(cJSON_GetObjectItem(rec, "stdin"));
+	sessionctl_handover_load(cJSON_GetObjectItem(rec, "pipe_tails"));
 	/* before the first port scan: what closed meanwhile gets its
 	 * port.close, what was told gets no second port.open */
 	portscan_handover_load(cJSON_GetObjectItem(rec, "ports"));

@@ -232,3 +232,40 @@ def e2b_attempts(td, release):
     ev.close()
 
 
+
+def test_a_character_split_at_an_upgrade_comes_whole(termd):
+    """A pipe session printed "a" and the first byte of "é" (its stdout and
+    its stderr), termd upgraded, then it printed the rest: the output is
+    "aé-b\\n" on each, as UTF-8 text (the held beginning of the character
+    goes across with the session; was: lost, the rest sent alone as
+    base64)."""
+    ev = termd.events()
+    seq0 = ev.ping()["seq"]
+    gate = termd.home / "gate-split"
+    cmd = ("printf 'a\\303'; printf 'a\\303' >&2; while [ ! -e %s ]; do sleep 0.01; done; "
+           "printf '\\251-b\\n'; printf '\\251-b\\n' >&2; exit 4" % gate)
+    o = ev.call("session.open", {"name": "split", "kind": "pipe", "command": cmd}, timeout=T)
+    assert o["observation"] == "session.open", fmt(o)
+
+    def outputs():
+        return [e for e in replay(ev, seq0) if e.get("observation") in ("session.output",
+                                                                       "session.exit")
+                and (e["extras"].get("session") or e["extras"].get("name")) == "split"]
+    # "a" told on both, the byte after it held back
+    wait_until(lambda: sorted(e["extras"]["stream"] for e in outputs()) == ["stderr", "stdout"],
+               timeout=T, what="the first bytes")
+    ev.send_action("termd.upgrade", {}, id="up-split")
+    assert wait_closed(ev) == 1012
+    ev = reconnect(termd)
+    assert ev.call("termd.upgrade", {}, id="up-split", timeout=T)["extras"]["ok"] is True
+    gate.touch()
+    wait_until(lambda: outputs() and outputs()[-1]["observation"] == "session.exit", timeout=T,
+               what="its end")
+    evs = outputs()
+    assert evs[-1]["extras"]["exit_code"] == 4, fmt(evs[-1])
+    out = {"stdout": b"", "stderr": b""}
+    for e in evs[:-1]:
+        assert e["extras"]["encoding"] == "utf-8", [fmt(x) for x in evs]
+        out[e["extras"]["stream"]] += e["content"].encode()
+    assert out == {"stdout": "aé-b\n".encode(), "stderr": "aé-b\n".encode()}, out
+    ev.close()
