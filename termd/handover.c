@@ -341,6 +341,7 @@ static void modules_save(cJSON *j)
 	cJSON_AddItemToObject(j, "swerex", swerex_handover_save());
 	cJSON_AddItemToObject(j, "envd", envd_handover_save());
 	cJSON_AddItemToObject(j, "stdin", stdin_save());
+	cJSON_AddItemToObject(j, "pipe_tails", sessionctl_handover_save());
 	cJSON_AddItemToObject(j, "pendings", pending_handover_save());
 	cJSON_AddItemToObject(j, "watches", watch_handover_save());
 	cJSON_AddItemToObject(j, "ports", portscan_handover_save());
@@ -363,6 +364,7 @@ static void modules_sessions_done(const cJSON *rec)
 	swerex_handover_done();
 	envd_handover_done();
 	stdin_load(cJSON_GetObjectItem(rec, "stdin"));
+	sessionctl_handover_load(cJSON_GetObjectItem(rec, "pipe_tails"));
 	/* before the first port scan: what closed meanwhile gets its
 	 * port.close, what was told gets no second port.open */
 	portscan_handover_load(cJSON_GetObjectItem(rec, "ports"));
@@ -682,6 +684,11 @@ int handover_adopt(char *err, size_t errlen)
 			log_warn("%s", e[0] ? e : "a session could not be taken over");
 			snprintf(err, errlen, "%s", e);
 		}
+		const cJSON *ws = cJSON_GetObjectItem(s, "wait_status");
+		if (ns && cJSON_IsNumber(ws))   /* ended in the old image, its output still to read */
+			log_info("session %s: its process ended before the upgrade (wait status %d); "
+				 "what it wrote is read here, then its end", ns->name,
+				 (int)ws->valuedouble);
 		const cJSON *c = cJSON_GetObjectItem(s, "cmd");
 		const cJSON *text = cJSON_GetObjectItem(c, "text"), *out = cJSON_GetObjectItem(c, "output");
 		const cJSON *ran = cJSON_GetObjectItem(c, "ran_us");

@@ -290,6 +290,11 @@ void actstats_shutdown(void);
 void sessionctl_register(void);
 /* The session.open event (to subscribers, and as the answer to c/id). */
 void sessionctl_announce(struct conn *c, const cJSON *id, struct session *s);
+/* the hand-over record's part (handover.c): each pipe session's held-back
+ * beginning of a character per stream and its bytes kept so far; loaded
+ * once the sessions are adopted */
+cJSON *sessionctl_handover_save(void);
+void sessionctl_handover_load(const cJSON *arr);
 
 
 /* ---- plugins (plugin.c) ---- */

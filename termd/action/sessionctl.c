@@ -473,6 +473,56 @@ static void tail_flush(struct session *s)
 	free(t);
 }
 
+/* The held-back beginnings go across an upgrade in place with their
+ * sessions (else the character's first bytes were lost, the rest sent
+ * alone as base64), with the count of bytes kept (the 4 MiB bound goes
+ * on, not again from 0). */
+cJSON *sessionctl_handover_save(void)
+{
+	cJSON *a = cJSON_CreateArray();
+	for (struct tail *t = tails; t; t = t->next) {
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddStringToObject(o, "session", t->s->name);
+		cJSON_AddNumberToObject(o, "kept", (double)t->kept);
+		for (int k = 0; k < 2; k++) {
+			buf_t b = {0};
+			fsio_b64_encode(t->b[k], t->n[k], &b);
+			buf_putc(&b, 0);
+			cJSON_AddStringToObject(o, k ? "stderr" : "stdout", b.p);
+			buf_free(&b);
+		}
+		cJSON_AddItemToArray(a, o);
+	}
+	return a;
+}
+
+void sessionctl_handover_load(const cJSON *arr)
+{
+	const cJSON *o;
+	cJSON_ArrayForEach(o, arr) {
+		const cJSON *name = cJSON_GetObjectItem(o, "session");
+		const cJSON *kept = cJSON_GetObjectItem(o, "kept");
+		struct session *s = cJSON_IsString(name) ? session_find(name->valuestring) : NULL;
+		if (!s || !s->is_pipe || *tail_find(s))
+			continue;
+		struct tail *t = xcalloc(1, sizeof *t);
+		t->s = s;
+		t->kept = cJSON_IsNumber(kept) && kept->valuedouble > 0 ? (size_t)kept->valuedouble : 0;
+		for (int k = 0; k < 2; k++) {
+			const cJSON *v = cJSON_GetObjectItem(o, k ? "stderr" : "stdout");
+			buf_t b = {0};
+			if (cJSON_IsString(v) && fsio_b64_decode(v->valuestring, strlen(v->valuestring),
+								 &b) == 0 && b.len < sizeof t->b[k]) {
+				memcpy(t->b[k], b.p, b.len);
+				t->n[k] = b.len;
+			}
+			buf_free(&b);
+		}
+		t->next = tails;
+		tails = t;
+	}
+}
+
 static void on_gone(struct session *s)
 {
 	struct tail **pp = tail_find(s), *t = *pp;
