@@ -22,7 +22,7 @@ FUZZ_CFLAGS     := -O1 -g $(FUZZ_SAN) -std=c11 -Wall -Wextra -Werror -D_GNU_SOUR
 FUZZ_LIBS       := $(shell pkg-config --libs vterm libcjson 2>/dev/null) -lm
 # the termd files the targets use; fake.c stands in for the rest
 FUZZ_TERMD      := termd/action/actions.c termd/action/actstats.c termd/action/events.c termd/net/tty.c termd/loop/wsconn.c termd/core/screen.c \
-                   proto/vtfilter.c proto/vtparse.c termd/core/shellint.c termd/core/render.c proto/util.c \
+                   proto/vtfilter.c proto/vtparse.c termd/core/shellint.c termd/core/render.c termd/core/renderline.c proto/util.c \
                    proto/proto.c termd/codec/multipart.c termd/codec/envelope.c termd/door/envd/meta.c
 FUZZ_OBJ        := $(FUZZ_TERMD:%.c=$(FUZZ_BUILD)/obj/%.o) $(FUZZ_BUILD)/obj/tests/fuzz/fake.o
 FUZZ_BINS       := $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)

@@ -1,6 +1,7 @@
 """Small helpers shared by the regress tests: running commands through the
 events channel and checking observations, free ports, certificates. The
-bench, docs and bundle scripts import it too (tests/regress on sys.path)."""
+bench, docs and bundle scripts import it too (tests/regress on sys.path).
+Also termd.upgrade in place from a test: upgrade, wait_closed, reconnect."""
 
 import os
 import shutil
@@ -8,6 +9,8 @@ import socket
 import subprocess
 import sys
 import time
+
+import wsclient
 
 # The python inside termd's shell: Debian's, not whatever `python3` is first
 # on PATH (a pyenv shim would look for its config under the test's HOME).
@@ -196,3 +199,45 @@ def drain(ev, secs=0.5):
             got.append(ev.recv_obs(left))
         except TimeoutError:
             return got
+
+
+# ---- termd.upgrade in place (PROTOCOL.md §11)
+
+UPGRADE_T = 60.0   # how long the old termd may take to close, the new one to answer
+
+
+def reconnect(td, timeout=UPGRADE_T):
+    """A new /events connection once the upgraded termd answers (the
+    listener is kept: the connect itself waits, it is not refused)."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            ev = td.events(timeout=10)
+            return ev
+        except Exception as e:   # noqa: BLE001 — the old one closing, the new one starting
+            last = e
+            time.sleep(0.02)
+    raise AssertionError("no connection to the upgraded termd within %.0fs: %r" % (timeout, last))
+
+
+def wait_closed(ev, timeout=UPGRADE_T):
+    """Read until the connection closes; return the close code."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            ev.recv_obs(deadline - time.monotonic())
+        except wsclient.ConnectionClosed as e:
+            return e.code
+    raise AssertionError("connection not closed by the upgrade within %.0fs" % timeout)
+
+
+def upgrade(td, ev, binary=None, cid="up-1"):
+    """termd.upgrade on ev; returns (close code, new connection, the
+    re-sent id's answer)."""
+    args = {} if binary is None else {"binary": binary}
+    ev.send_action("termd.upgrade", args, id=cid)
+    code = wait_closed(ev)
+    ev2 = reconnect(td)
+    ans = ev2.call("termd.upgrade", args, id=cid, timeout=UPGRADE_T)
+    return code, ev2, ans

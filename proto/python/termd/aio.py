@@ -16,7 +16,7 @@ import random
 import ssl as _ssl
 import uuid
 import warnings
-from typing import Any, AsyncIterator, Dict, List, Optional, Sequence, Union
+from typing import Any, AsyncIterator, Dict, List, Optional, Sequence, Tuple, Union
 
 from . import _ws
 from .errors import (GapError, IgnoredArgsError, IgnoredArgsWarning, TermdConnectionError, TermdError,
@@ -40,6 +40,36 @@ def new_id() -> str:
 
 def _args(**kw: Any) -> Dict[str, Any]:
     return {k: v for k, v in kw.items() if v is not None}
+
+
+# what _parse_observation gives as the id an answer is for when it is an
+# error no action id could be given to
+_TO_LARGEST = object()
+
+
+def _parse_observation(data: Union[str, bytes]) -> Optional[Tuple[Dict[str, Any], Any]]:
+    """An action connection's text frame as (observation, the action id it
+    answers), or None when it answers no action (not a JSON object, or no
+    cause). The id is _TO_LARGEST for an error no action id could be given
+    to: the frame did not parse (bad_json) or was over --max-frame
+    (too_large). Frames from this client are valid JSON, so it goes to the
+    largest action in flight. AsyncTermd._dispatch and _Actions._dispatch_sync
+    (sync.py) hand it to their own pending actions."""
+    try:
+        obs = json.loads(data)
+    except ValueError:
+        return None
+    if not isinstance(obs, dict):
+        return None
+    cause = obs.get("cause")
+    if cause is not None:
+        return obs, cause
+    if obs.get("observation") != "error":
+        return None
+    extras = obs.get("extras")
+    if not isinstance(extras, dict) or extras.get("code") not in (TooLargeError.code, BadJsonError.code):
+        return None
+    return obs, _TO_LARGEST
 
 
 class _Pending:
@@ -330,26 +360,15 @@ class AsyncTermd:
                     self._connecting.add_done_callback(lambda t: t.cancelled() or t.exception())
 
     def _dispatch(self, msg: Union[str, bytes]) -> None:
-        try:
-            obs = json.loads(msg)
-        except ValueError:
+        got = _parse_observation(msg)
+        if got is None:
             return
-        if not isinstance(obs, dict):
-            return
-        cause = obs.get("cause")
-        if cause is None:
-            # an error no action id could be given to: the frame did not parse
-            # (bad_json) or was over --max-frame (too_large). Frames from this
-            # client are valid JSON, so it goes to the largest action in flight.
-            if obs.get("observation") == "error" and self._pending:
-                code = (obs.get("extras") or {}).get("code")
-                if code in (TooLargeError.code, BadJsonError.code):
-                    p = max((p for p in self._pending.values() if not p.future.done()),
-                            key=lambda p: p.size, default=None)
-                    if p is not None:
-                        p.future.set_result(obs)
-            return
-        p = self._pending.get(cause)
+        obs, cause = got
+        if cause is _TO_LARGEST:
+            p = max((p for p in self._pending.values() if not p.future.done()),
+                    key=lambda p: p.size, default=None)
+        else:
+            p = self._pending.get(cause)
         if p is not None and not p.future.done():
             p.future.set_result(obs)
 

@@ -17,8 +17,8 @@ import time
 from typing import Any, Callable, Dict, Iterator, Optional, Union
 
 from . import _ws, _wsync
-from .aio import AsyncTermd, AsyncTty, _REFUSALS, _refused, _tls_refusal, log
-from .errors import BadJsonError, TermdConnectionError, TermdError, TooLargeError, WaitTimeoutError
+from .aio import AsyncTermd, AsyncTty, _REFUSALS, _TO_LARGEST, _parse_observation, _refused, _tls_refusal, log
+from .errors import TermdConnectionError, TermdError, WaitTimeoutError
 from .types import Event, TtyFrame
 
 __all__ = ["Termd", "Tty"]
@@ -197,23 +197,12 @@ class _Actions(AsyncTermd):
                 self._dispatch_sync(msg[1])
 
     def _dispatch_sync(self, data: bytes) -> None:
-        try:
-            obs = json.loads(data)
-        except ValueError:
+        got = _parse_observation(data)
+        if got is None:
             return
-        if not isinstance(obs, dict):
-            return
-        cause = obs.get("cause")
+        obs, cause = got
         with self._cond:
-            if cause is None:
-                # an error no action id could be given to: the frame did not
-                # parse (bad_json) or was over --max-frame (too_large). Frames
-                # from this client are valid JSON, so it goes to the largest
-                # action in flight.
-                if obs.get("observation") != "error" or not self._spending:
-                    return
-                if (obs.get("extras") or {}).get("code") not in (TooLargeError.code, BadJsonError.code):
-                    return
+            if cause is _TO_LARGEST:
                 q = max((q for q in self._spending.values() if not q.done), key=lambda q: q.size, default=None)
             else:
                 q = self._spending.get(cause)

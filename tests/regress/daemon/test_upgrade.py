@@ -17,45 +17,7 @@ import pytest
 import wsclient
 from conftest import TERMD_BIN
 from tdtest import run_done, content, fmt, wait_until
-
-T = 60.0
-
-
-def reconnect(td, timeout=T):
-    """A new /events connection once the upgraded termd answers (the
-    listener is kept: the connect itself waits, it is not refused)."""
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            ev = td.events(timeout=10)
-            return ev
-        except Exception as e:   # noqa: BLE001 — the old one closing, the new one starting
-            last = e
-            time.sleep(0.02)
-    raise AssertionError("no connection to the upgraded termd within %.0fs: %r" % (timeout, last))
-
-
-def wait_closed(ev, timeout=T):
-    """Read until the connection closes; return the close code."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            ev.recv_obs(deadline - time.monotonic())
-        except wsclient.ConnectionClosed as e:
-            return e.code
-    raise AssertionError("connection not closed by the upgrade within %.0fs" % timeout)
-
-
-def upgrade(td, ev, binary=None, cid="up-1"):
-    """termd.upgrade on ev; returns (close code, new connection, the
-    re-sent id's answer)."""
-    args = {} if binary is None else {"binary": binary}
-    ev.send_action("termd.upgrade", args, id=cid)
-    code = wait_closed(ev)
-    ev2 = reconnect(td)
-    ans = ev2.call("termd.upgrade", args, id=cid, timeout=T)
-    return code, ev2, ans
+from tdtest import UPGRADE_T as T, reconnect, upgrade, wait_closed  # noqa: F401 — other groups' tests import them from here too
 
 
 def test_shell_state_survives_an_upgrade(termd):

@@ -28,7 +28,7 @@ import pytest
 from conftest import TERMD_BIN
 import routes
 import wsclient
-from tdtest import free_port, wait_until
+from tdtest import free_port, upgrade, wait_until
 
 ROOT = Path(__file__).resolve().parents[4]
 # make test-e2b-latest: a scratch copy with the newest published SDK
@@ -602,21 +602,8 @@ def test_start_after_an_upgrade_skips_the_names_still_in_use(termd_factory):
     ev = td.events()
     names = [s["name"] for s in ev.call("session.list")["extras"]["sessions"]]
     assert "e2b-1" in names, names
-    ev.send_action("termd.upgrade", {}, id="up-e2b")
-    try:
-        while True:
-            ev.recv_obs(30)
-    except wsclient.ConnectionClosed:
-        pass
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            ev = td.events(timeout=5)
-            break
-        except Exception:   # noqa: BLE001 — the new termd starting
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
-    assert ev.call("termd.upgrade", {}, id="up-e2b")["extras"]["ok"] is True
+    _, ev, ans = upgrade(td, ev, cid="up-e2b")
+    assert ans["extras"]["ok"] is True, ans
     status, _, envs = stream(td, "process.Process/Start", start_cmd("echo after"))
     assert status == 200, envs
     assert end_error(envs) is None, envs
@@ -625,27 +612,6 @@ def test_start_after_an_upgrade_skips_the_names_still_in_use(termd_factory):
     out = b"".join(unb64(e["data"]["stdout"]) for e in events_of(envs) if "data" in e and "stdout" in e["data"])
     assert out == b"after\n", envs
     held.close()
-
-
-def upgrade_in_place(td, ev, cid):
-    """termd.upgrade on ev; the events connection of the new termd once
-    the upgrade answered ok"""
-    ev.send_action("termd.upgrade", {}, id=cid)
-    try:
-        while True:
-            ev.recv_obs(30)
-    except wsclient.ConnectionClosed:
-        pass
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            ev = td.events(timeout=5)
-            break
-        except Exception:   # noqa: BLE001 — the new termd starting
-            assert time.monotonic() < deadline, "no termd after the upgrade"
-            time.sleep(0.05)
-    assert ev.call("termd.upgrade", {}, id=cid)["extras"]["ok"] is True
-    return ev
 
 
 class RawStream:
@@ -717,7 +683,8 @@ def test_processes_go_across_an_upgrade_in_place(termd_factory, tmp_path):
     sleeper_pid = events_of(envs)[0]["start"]["pid"]
     assert sorted(e2b_sessions(ev)) == ["e2b-1", "e2b-2"]
 
-    ev = upgrade_in_place(td, ev, "up-e2b-table")
+    _, ev, ans = upgrade(td, ev, cid="up-e2b-table")
+    assert ans["extras"]["ok"] is True, ans
     first.close()
     sleeper.close()
     _, _, m = unary(td, "process.Process/List", {})

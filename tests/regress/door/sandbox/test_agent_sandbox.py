@@ -19,7 +19,7 @@ import pytest
 
 import wsclient
 from conftest import TERMD_BIN, base_env
-from tdtest import free_port, wait_until
+from tdtest import free_port, upgrade, wait_until
 
 T = 60.0
 
@@ -380,7 +380,6 @@ def test_a_command_cut_by_an_upgrade_is_closed_once_it_ends(sandbox, tmp_path):
     in its session (sandbox-N), taken over; the door follows it again: it
     is closed once it ended (was: left in session.list for ever, and never
     killed at the timeout)."""
-    from test_upgrade import upgrade
     td, api, base = sandbox
     gate = tmp_path / "gate-sb"
     done = []

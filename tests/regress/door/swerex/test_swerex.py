@@ -24,6 +24,7 @@ import pytest
 import routes
 import wsclient
 from conftest import TERMD_BIN, Termd
+from tdtest import upgrade
 
 REPO = Path(__file__).resolve().parents[4]
 VENV = Path(os.environ.get("TERMD_SWEREX_VENV") or REPO / "build" / "swerex-venv")
@@ -592,21 +593,7 @@ def test_execute_after_an_upgrade_in_place(termd_factory, tmp_path):
                if s["name"].startswith("swerex-exec-") and s["alive"]]:
         assert time.monotonic() < deadline, "the held command never started"
         time.sleep(0.05)
-    ev.send_action("termd.upgrade", {}, id="sw-up-1")
-    try:
-        while True:
-            ev.ws.recv(60)
-    except Exception:
-        pass
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            ev2 = td.events()
-            break
-        except Exception:
-            assert time.monotonic() < deadline, "no connection after the upgrade"
-            time.sleep(0.1)
-    ans = ev2.call("termd.upgrade", {}, id="sw-up-1", timeout=60)
+    _, ev2, ans = upgrade(td, ev, cid="sw-up-1")
     assert ans["extras"].get("ok") is True, ans
     try:
         for i in range(6):
@@ -623,7 +610,6 @@ def test_sessions_are_kept_across_an_upgrade_in_place(termd_factory):
     made before it runs on in the same shell (its variable still set), is
     known to create_session and close_session; was: SessionDoesNotExistError,
     and create_session's 'a session named swerex-a exists'."""
-    from test_upgrade import upgrade
     port = free_port()
     td = termd_factory(token=TOKEN, args=["--listen", "127.0.0.1:%d,api=swerex" % port])
     td.port = port
