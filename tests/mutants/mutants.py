@@ -1317,6 +1317,20 @@ MUTANTS = [
          tests=[R + "loop/test_emfile.py::test_front_answers_a_client_queued_while_no_fd_is_left"],
          why="no fd kept in reserve for the front's accept: with no fd left a client of the "
              "front waits, unanswered, for as long as the shortage lasts"),
+    # ---- issue 50: the loop's longest turn (termd/loop/server.c, /metrics)
+    dict(name="loop-turn-max-never-reset",
+         file="termd/loop/server.c",
+         search="\t*n = turns.n;\n\tturns.max_ns = 0;\n",
+         replace="\t*n = turns.n;\n",
+         tests=[R + "loop/test_loop_turn.py::test_a_slow_turn_shows_once_then_a_new_window"],
+         why="a scrape does not start a new window: the longest turn since start is shown "
+             "for good, and a slow turn long past hides what the loop does now"),
+    dict(name="loop-turn-not-restarted",
+         file="termd/loop/server.c",
+         search="\t\tturns.n++;\n\t\tt0 = t1;\n",
+         replace="\t\tturns.n++;\n",
+         tests=[R + "loop/test_loop_turn.py::test_a_slow_turn_shows_once_then_a_new_window"],
+         why="each turn timed from the loop's start: the longest turn is all the loop's CPU"),
     dict(name="stop-never-kills",
          file="termd/core/session.c",
          search="\t\t\tpty_signal_end(&s->pty, 1);\n",
