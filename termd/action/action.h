@@ -68,7 +68,9 @@ void events_shutdown(void);
 void events_emit(struct conn *to, const cJSON *cause, const char *observation,
 		 const char *content, cJSON *extras);
 /* events_emit to subscribers (and the log and ring) of an observation
- * whose extras a worker printed already (extras_json: a JSON object) */
+ * whose extras a worker printed already (extras_json: a JSON object, and
+ * UTF-8 text: the worker made it so, e.g. with utf8_text and buf_put_utf8,
+ * so that the loop does not go over megabytes of it again) */
 void events_emit_printed(const cJSON *cause, const char *observation, const char *content,
 			 const char *extras_json);
 void events_error(struct conn *to, const cJSON *cause, td_err code,

@@ -264,9 +264,10 @@ static size_t fast_strings(cJSON *v)
 	return total;
 }
 
-/* the envelope around extras already printed as JSON (ex, exlen) */
+/* the envelope around extras already printed as JSON (ex, exlen); ex_text:
+ * the caller made them UTF-8 text already (utf8_text), off the loop */
 static char *envelope_printed(uint64_t seq, const cJSON *cause, const char *observation,
-			      const char *content, const char *ex, size_t exlen)
+			      const char *content, const char *ex, size_t exlen, int ex_text)
 {
 	cJSON *o = cJSON_CreateObject();
 	cJSON_AddNumberToObject(o, "seq", (double)seq);
@@ -287,13 +288,14 @@ static char *envelope_printed(uint64_t seq, const cJSON *cause, const char *obse
 	buf_puts(&b, ",\"content\":");
 	buf_put_json_string(&b, content ? content : "", clen);
 	buf_puts(&b, ",\"extras\":");
+	size_t checked = ex_text ? b.len : 0;   /* where the text to check ends */
 	buf_append(&b, ex, exlen);
 	buf_putc(&b, '}');
 	free(head);
 	/* a WebSocket text frame is UTF-8 or the client must fail the
 	 * connection (RFC 6455 8.1): a name from outside (a file a program
 	 * made, named with byte 0xff) has U+FFFD where it is not */
-	if (!utf8_text(b.p, b.len, NULL)) {
+	if (!utf8_text(b.p, checked ? checked : b.len, NULL)) {
 		buf_t u = {0};
 		buf_put_utf8(&u, b.p, b.len);
 		buf_free(&b);
@@ -314,7 +316,7 @@ static char *envelope(uint64_t seq, const cJSON *cause, const char *observation,
 	cJSON_Delete(extras);
 	if (!ex)
 		return NULL;
-	char *json = envelope_printed(seq, cause, observation, content, ex, strlen(ex));
+	char *json = envelope_printed(seq, cause, observation, content, ex, strlen(ex), 0);
 	free(ex);
 	return json;
 }
@@ -431,7 +433,7 @@ void events_emit_printed(const cJSON *cause, const char *observation, const char
 	uint64_t seq = ++last_seq;
 	deliver(NULL, 0, seq, cause, observation,
 		envelope_printed(seq, cause, observation, content, extras_json,
-				 strlen(extras_json)));
+				 strlen(extras_json), 1));
 }
 
 /* the event log could not be written: subscribers are told */

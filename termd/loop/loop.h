@@ -151,6 +151,9 @@ extern struct server srv;
  * (the transport's entries, given from above) */
 int server_init(const struct lws_protocols *events_channel, const struct lws_protocols *tty_channel);
 void server_run(void);
+/* the loop's longest turn (its thread's CPU time, ns) since the last call,
+ * which starts a new window, and how many turns it has made */
+void server_turns_take(uint64_t *max_ns, uint64_t *n);
 /* Does the front serve the TCP listeners (--front on, a TCP --listen)? */
 int server_front_wanted(void);
 /* Did wsi come through the front's internal socket (its X-Termd-Peer,

@@ -4,7 +4,8 @@
  * signalfd for SIGCHLD and SIGTERM, timers, and the runtime directory. With
  * --listen none the context has no listener (dial-out links only). Every
  * fd belongs to this one loop. It knows no session: their owners pass their
- * own callbacks. */
+ * own callbacks. It also times the loop's turns (the longest since the
+ * last look: GET /metrics). */
 #include "loop.h"
 
 #include <errno.h>
@@ -549,14 +550,63 @@ int server_init(const struct lws_protocols *events_channel, const struct lws_pro
 	return 0;
 }
 
+/* ---------------------------------------------------- the loop's turns */
+
+/* How long the loop's turns take (issue 50): a turn is one pass of
+ * lws_service (its ripe timers, the poll, every fd it found ready) and the
+ * accept backoff after it, measured in this thread's CPU time from the end
+ * of one turn to the end of the next. lws waits in its poll inside
+ * lws_service, so a monotonic clock around it would count the wait; the
+ * thread's CPU clock counts what the turn did and not the time the
+ * scheduler gave to others (a loaded machine). One clock read a turn. */
+static struct {
+	uint64_t max_ns;          /* the longest since server_turns_take */
+	uint64_t n;               /* turns since start */
+} turns;
+
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) < 0)
+		return 0;
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void server_turns_take(uint64_t *max_ns, uint64_t *n)
+{
+	*max_ns = turns.max_ns;
+	*n = turns.n;
+	turns.max_ns = 0;
+}
+
+/* TERMD_TEST_TURN_BURN_MS=N (the tests' hook): the loop's first turn
+ * spends N ms of CPU, a known slow turn */
+static void test_burn(void)
+{
+	const char *e = getenv("TERMD_TEST_TURN_BURN_MS");
+	long ms = e ? strtol(e, NULL, 10) : 0;
+	if (ms <= 0)
+		return;
+	uint64_t until = thread_cpu_ns() + (uint64_t)ms * 1000000u;
+	while (thread_cpu_ns() < until)
+		;
+}
+
 void server_run(void)
 {
+	uint64_t t0 = thread_cpu_ns();
+	test_burn();
 	while (!srv.stopping) {
 		if (lws_service(srv.ctx, 0) < 0)
 			break;
 		if (acc.pending)
 			acc_rest();
 		acc_reserve();
+		uint64_t t1 = thread_cpu_ns();
+		if (t1 - t0 > turns.max_ns)
+			turns.max_ns = t1 - t0;
+		turns.n++;
+		t0 = t1;
 	}
 }
 

@@ -2,7 +2,8 @@
  * 0.0.4, behind the full or the view token (a request with neither is 401,
  * as /events is; with no token at all, local requests only, as every
  * route). What it says: termd_info, uptime, sessions, /events connections,
- * /tty viewers, the event ring, WebSocket bytes in and out, actions by
+ * /tty viewers, the event ring, WebSocket bytes in and out, the loop's
+ * longest turn since the last scrape (server.c) and its turns, actions by
  * action and outcome with their duration histograms (actstats.c), each
  * session's cgroup (memory, peak, limit, pids, cpu seconds, OOM kills,
  * forks refused) where there are cgroups, and what the layers above add
@@ -123,6 +124,13 @@ static void metrics_write(buf_t *b)
 		(double)wsconn_bytes_in);
 	counter(b, "termd_sent_bytes_total", "WebSocket message bytes sent (/events, /tty).",
 		(double)wsconn_bytes_out);
+	uint64_t turn_ns, nturns;
+	server_turns_take(&turn_ns, &nturns);
+	gauge(b, "termd_loop_turn_max_seconds",
+	      "The loop's longest turn (its thread's CPU time) since the last scrape.",
+	      (double)turn_ns / 1e9);
+	counter(b, "termd_loop_turns_total", "Turns of the loop (passes of its poll).",
+		(double)nturns);
 	actstats_write(b);
 	for (size_t i = 0; i < nmore; i++)
 		more[i](b);

@@ -2,13 +2,18 @@
 (1) what the worker hop costs: `read` of a 1 KiB file through /events next
 to `ping` (answered in the loop), p50/p99; (2) what a big listing costs the
 other clients: /healthz round trips while e2b's ListDir walks 20,000
-entries (--list-max's default), next to idle /healthz in the same run; the
-same for a 1,000-part POST /files. All in one run. Env: TERMD_BIN,
-BENCH_FILEWORK_N (reads and pings, default 500)."""
+entries (--list-max's default), next to idle /healthz in the same run; (3)
+the loop's longest turn during that listing, from inside
+(termd_loop_turn_max_seconds: the loop thread's CPU time in one turn, so
+the machine's load is not in it; issue 50's goal 20 ms), next to the
+longest over idle /healthz and over a listing of 199 in the same run; the
+/healthz figure for a 1,000-part POST /files. All in one run. Env:
+TERMD_BIN, BENCH_FILEWORK_N (reads and pings, default 500)."""
 
 import http.client
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -58,6 +63,25 @@ def loop_cpu_ms(pid):
     """termd's loop (its main thread): time on a CPU so far, ms."""
     with open("/proc/%d/task/%d/schedstat" % (pid, pid)) as f:
         return int(f.read().split()[0]) / 1e6
+
+
+def loop_turn_ms():
+    """the loop's longest turn since the last scrape (termd_loop_turn_max_seconds,
+    its thread's CPU time; a scrape starts a new window), ms"""
+    st, body = req("GET", "/metrics")
+    assert st == 200, st
+    m = re.search(rb"^termd_loop_turn_max_seconds (\S+)$", body, re.M)
+    return float(m.group(1)) * 1000
+
+
+def longest_turn(work, n=5):
+    """the loop's longest turn during work(), n times: [ms]"""
+    out = []
+    for _ in range(n):
+        loop_turn_ms()
+        work()
+        out.append(loop_turn_ms())
+    return out
 
 
 def during(attack):
@@ -120,10 +144,10 @@ def main():
         assert r[0] == 200 and len(json.loads(r[1])["entries"]) == 20000, r[0]
         line("/healthz during ListDir of 20,000 entries", lat)
         # the loop's longest turn, seen from outside: the worst /healthz
-        # during the listing beyond an idle one (issue 50's goal: 20 ms)
+        # during the listing beyond an idle one (the machine's scheduling
+        # is in it too; the figure from inside is below)
         turn = max(lat) - pct(idle, 50)
-        print("  %-56s %8.2f ms   (goal <= 20 ms%s)" % ("worst /healthz beyond idle during it",
-                                                       turn, "" if turn <= 20 else ", MISSED"))
+        print("  %-56s %8.2f ms" % ("worst /healthz beyond idle during it", turn))
         # the loop thread's own CPU time over a ListDir alone (schedstat, ns):
         # all its turns for the listing together, free of the machine's noise
         cpu = []
@@ -134,9 +158,27 @@ def main():
             cpu.append(loop_cpu_ms(td.pid) - c0)
             assert r[0] == 200
         c = sorted(cpu)[len(cpu) // 2]
-        print("  %-56s %8.2f ms   (goal: longest turn <= 20 ms%s)"
-              % ("loop thread CPU for a ListDir of 20,000 (median of 5)", c,
-                 "" if c <= 20 else ", MISSED"))
+        print("  %-56s %8.2f ms   (all its turns together)"
+              % ("loop thread CPU for a ListDir of 20,000 (median of 5)", c))
+        # the loop's longest turn, seen from inside (termd_loop_turn_max_seconds:
+        # its thread's CPU time in one turn, free of the machine's noise)
+        # during a listing, beside idle and a small listing in the same run
+        def listdir(path, n):
+            r = req("POST", "/filesystem.Filesystem/ListDir", json.dumps({"path": path, "depth": 2}).encode(),
+                    {"Content-Type": "application/json"})
+            assert r[0] == 200 and len(json.loads(r[1])["entries"]) == n, r[0]
+
+        def turns(name, ms, goal=False):
+            ms = sorted(ms)
+            print("  %-56s med %7.2f ms   max %7.2f ms   (n=%d%s)"
+                  % (name, ms[len(ms) // 2], ms[-1], len(ms),
+                     "" if not goal else "; goal <= 20 ms" + ("" if ms[-1] <= 20 else ", MISSED")))
+        turns("longest loop turn over 50 /healthz (baseline)",
+              longest_turn(lambda: [healthz_ms() for _ in range(50)]))
+        turns("longest loop turn over a ListDir of 199 (baseline)",
+              longest_turn(lambda: listdir(os.path.join(big, "d000"), 199)))
+        turns("longest loop turn over a ListDir of 20,000", longest_turn(lambda: listdir(big, 20000)),
+              goal=True)
         parts = b"".join(
             b"--BB\r\nContent-Disposition: form-data; name=\"file\"; filename=\"" +
             os.path.join(tmp, "up", "p%d" % i, "f.txt").encode() + b"\"\r\n\r\n" + b"x" * 100 +

@@ -1012,8 +1012,8 @@ MUTANTS = [
              "reach termctl ports' terminal"),
     dict(name="event-frame-not-utf8",
          file="termd/action/events.c",
-         search="\tif (!utf8_text(b.p, b.len, NULL)) {\n",
-         replace="\tif (0) {\n",
+         search="\tif (!utf8_text(b.p, checked ? checked : b.len, NULL)) {\n",
+         replace="\tif (checked && 0) {\n",
          tests=[R + "action/test_hostile_users_prompts_ports_names.py::test_a_file_named_with_bytes_that_are_not_utf8_never_breaks_the_stream"],
          why="a file a program names with byte 0xff in a watched folder makes watch.event a "
              "text frame that is not UTF-8: every subscribed client fails its connection"),
@@ -1359,6 +1359,27 @@ MUTANTS = [
          tests=[R + "loop/test_emfile.py::test_front_answers_a_client_queued_while_no_fd_is_left"],
          why="no fd kept in reserve for the front's accept: with no fd left a client of the "
              "front waits, unanswered, for as long as the shortage lasts"),
+    # ---- issue 50: the loop's longest turn (termd/loop/server.c, /metrics)
+    dict(name="loop-turn-max-never-reset",
+         file="termd/loop/server.c",
+         search="\t*n = turns.n;\n\tturns.max_ns = 0;\n",
+         replace="\t*n = turns.n;\n",
+         tests=[R + "loop/test_loop_turn.py::test_a_slow_turn_shows_once_then_a_new_window"],
+         why="a scrape does not start a new window: the longest turn since start is shown "
+             "for good, and a slow turn long past hides what the loop does now"),
+    dict(name="loop-turn-not-restarted",
+         file="termd/loop/server.c",
+         search="\t\tturns.n++;\n\t\tt0 = t1;\n",
+         replace="\t\tturns.n++;\n",
+         tests=[R + "loop/test_loop_turn.py::test_a_slow_turn_shows_once_then_a_new_window"],
+         why="each turn timed from the loop's start: the longest turn is all the loop's CPU"),
+    dict(name="envd-listdir-event-not-made-text",
+         file="termd/door/envd/fs.c",
+         search="\tif (n && !utf8_text(l->event, n, NULL)) {\n",
+         replace="\tif (0) {\n",
+         tests=[R + "fs/test_filework.py::test_listdir_event_of_a_name_that_is_not_utf8_is_text"],
+         why="ListDir's event keeps a name's byte 0xff now that the loop does not check it: "
+             "subscribers get a text frame that is not UTF-8 and must drop the connection"),
     dict(name="stop-never-kills",
          file="termd/core/session.c",
          search="\t\t\tpty_signal_end(&s->pty, 1);\n",

@@ -474,3 +474,26 @@ def test_upload_over_a_longer_file_leaves_only_the_upload(termd_factory, tmp_pat
     status, _, data = oh_upload(oh, tmp_path, "oh.bin", new)
     assert status == 200, data
     assert g.read_bytes() == new
+
+
+def test_listdir_event_of_a_name_that_is_not_utf8_is_text(termd_factory, tmp_path):
+    """Issue 50: ListDir's event for the stream is made UTF-8 text in the
+    worker (the loop no longer goes over it): a file named with byte 0xff
+    reaches a subscriber as U+FFFD in a frame that is text (a WebSocket
+    client must fail the connection otherwise), its other entries whole."""
+    td = start(termd_factory)
+    d = tmp_path / "names"
+    d.mkdir()
+    open(os.path.join(os.fsencode(d), b"bad\xffname"), "w").close()
+    (d / "good").touch()
+    sub = td.events(token=TOKEN)
+    assert sub.call("subscribe").get("observation") == "subscribe"
+    st, _, body = request(td, "POST", "/filesystem.Filesystem/ListDir",
+                          json.dumps({"path": str(d)}).encode(),
+                          {"Content-Type": "application/json"})
+    assert st == 200, body
+    o = sub.wait_for(lambda o: o.get("observation") == "file.list", timeout=60)
+    assert str(o.get("cause", "")).startswith("envd-list-"), o
+    names = sorted(e["name"] for e in o["extras"]["entries"])
+    assert names == ["bad\ufffdname", "good"], names
+    assert sub.call("ping").get("observation") == "pong"   # the stream still stands
