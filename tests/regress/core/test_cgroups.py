@@ -824,8 +824,11 @@ def test_upgrade_in_place_keeps_termd_in_its_cgroup(td):
         with open("/proc/%d/cgroup" % pid) as f:
             return [l.strip().split(":", 2)[2] for l in f if "termd-%d" % pid in l]
 
-    wait_until(lambda: where() and all(p.endswith(mine) for p in where()), 30,
-               what="termd in its own cgroup")
+    # every hierarchy's (v1: the mover thread goes one at a time, a part
+    # of them moved is not the end)
+    n = len(termd_dirs(pid))
+    wait_until(lambda: len(where()) == n and all(p.endswith(mine) for p in where()), 30,
+               what="termd in its own cgroup in all %d hierarchies" % n)
     before = where()
     ev = t.events()
     for n in (1, 2):
