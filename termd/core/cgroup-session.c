@@ -275,6 +275,13 @@ int cgroup_child_join(const struct cgroup *c)
 	return res;
 }
 
+int cgroup_clone_fd(const struct cgroup *c)
+{
+	if (!c || cgs.version != 2 || !c->dir[0])
+		return -1;
+	return open(c->dir[0], O_PATH | O_DIRECTORY | O_CLOEXEC);
+}
+
 const struct cg_limits *cgroup_limits(const struct cgroup *c)
 {
 	return &c->lim;

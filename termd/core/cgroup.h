@@ -70,6 +70,10 @@ void cgroup_free(struct cgroup *cg);
  * take oom_score_adj 0 again. Async-signal-safe. 0, or -1 when a
  * hierarchy's cgroup.procs refused it (told on stderr too). */
 int cgroup_child_join(const struct cgroup *cg);
+/* v2: cg's folder opened (O_PATH, close-on-exec) for a child to be born
+ * in (clone3's CLONE_INTO_CGROUP, pty_spawn_in): nothing to join, nothing
+ * of it runs outside. -1 on v1, without cgroups, or when cg is NULL. */
+int cgroup_clone_fd(const struct cgroup *cg);
 /* A cgroup made ahead of need (cgroup_new with no limits, a stub already
  * in it) made the session name's: its folders renamed s-<name>-<n> and
  * lim written. 0; -1 when it cannot be (v2, a cpu limit on v1, a rename

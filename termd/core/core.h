@@ -70,6 +70,8 @@ struct session {
 	struct pty pty;           /* its process: fd, pid, alive, exit code (pty.c) */
 	const cJSON *spawn_env;   /* session.open's env, while spawning only */
 	const struct session_exec *spawn_exec; /* how it runs, while spawning only */
+	char **spawn_envp;        /* its environment made before a clone3 (the child
+				   * may not malloc), while spawning only */
 	int rows, cols;
 	struct screen *screen;    /* read it through session_screen() */
 	buf_t screen_due;         /* a pipe session's output not fed to its screen yet

@@ -221,8 +221,63 @@ static int open_pipes(int with_stdin, int child[3], int ours[3], char *err, size
 static int adopt_spawned(struct pty *p, pid_t pid, int ours[3], const struct pty_hooks *hooks,
 			 void *owner, char *err, size_t errlen);
 
+/* clone3's arguments: linux/sched.h's struct clone_args up to cgroup
+ * (CLONE_ARGS_SIZE_VER2); glibc 2.36 has no wrapper */
+struct clone3_args {
+	uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls;
+	uint64_t set_tid, set_tid_size, cgroup;
+};
+#ifndef CLONE_INTO_CGROUP
+#define CLONE_INTO_CGROUP 0x200000000ULL
+#endif
+static int clone3_off;   /* refused for good (or TERMD_TEST_NO_CLONE3): fork and join */
+
+/* A child born in cgroup cgfd, as fork() makes one but with none of
+ * glibc's fork handling (its locks as other threads held them: the child
+ * keeps to async-signal-safe calls). Its pid, 0 in it; -2: not made, fork
+ * instead (clone3 unknown, filtered, or this cgroup refused). */
+static pid_t clone_into(int cgfd)
+{
+	static int looked;
+	if (!looked) {
+		looked = 1;
+		const char *t = getenv("TERMD_TEST_NO_CLONE3");
+		if (t && *t) {
+			clone3_off = 1;
+			log_info("cgroups: clone3 not used (TERMD_TEST_NO_CLONE3): a session's process "
+				 "forks and joins its cgroup");
+		}
+	}
+	if (cgfd < 0 || clone3_off)
+		return -2;
+#ifdef SYS_clone3
+	struct clone3_args a = {.flags = CLONE_INTO_CGROUP, .exit_signal = SIGCHLD,
+				.cgroup = (uint64_t)cgfd};
+	long r = syscall(SYS_clone3, &a, sizeof a);
+	if (r >= 0)
+		return (pid_t)r;
+	int e = errno;
+#else
+	int e = ENOSYS;
+#endif
+	if (e == ENOSYS || e == EINVAL || e == E2BIG || e == EPERM) {
+		clone3_off = 1;
+		log_info("cgroups: clone3(CLONE_INTO_CGROUP) refused (%s): a session's process forks "
+			 "and joins its cgroup", strerror(e));
+	} else {
+		log_warn("cgroups: clone3 into a session's cgroup failed (%s): forking", strerror(e));
+	}
+	return -2;
+}
+
 int pty_spawn(struct pty *p, int mode, int cols, int rows, const struct pty_hooks *hooks,
 	      void *owner, char *err, size_t errlen)
+{
+	return pty_spawn_in(p, -1, mode, cols, rows, hooks, owner, err, errlen);
+}
+
+int pty_spawn_in(struct pty *p, int cgfd, int mode, int cols, int rows,
+		 const struct pty_hooks *hooks, void *owner, char *err, size_t errlen)
 {
 	int child[3] = {-1, -1, -1}, ours[3] = {-1, -1, -1};
 	p->pipes = mode != PTY_TERMINAL;
@@ -237,7 +292,10 @@ int pty_spawn(struct pty *p, int mode, int cols, int rows, const struct pty_hook
 		if (open_pipes(mode == PTY_PIPES_STDIN, child, ours, err, errlen) < 0)
 			return -1;
 	}
-	pid_t pid = fork();
+	pid_t pid = cgfd >= 0 ? clone_into(cgfd) : -2;
+	p->in_cgroup = pid >= 0;
+	if (pid == -2)
+		pid = fork();
 	if (pid < 0) {
 		snprintf(err, errlen, "fork failed: %s", strerror(errno));
 		close_all(child, 3);

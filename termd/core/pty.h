@@ -50,11 +50,21 @@ struct pty {
 	lws_sorted_usec_list_t end_sul;
 	int held;                 /* not read (pty_hold) */
 	int read_once;            /* released for one read, then held */
+	int in_cgroup;            /* its process was born in the cgroup pty_spawn_in
+				   * was given (clone3): in the child, nothing to join */
 };
 
 /* mode: PTY_TERMINAL or PTY_PIPES[_STDIN] */
 int pty_spawn(struct pty *p, int mode, int cols, int rows, const struct pty_hooks *hooks,
 	      void *owner, char *err, size_t errlen);
+/* pty_spawn with the child born in the cgroup v2 folder cgfd (an open
+ * directory; -1: none) by clone3(CLONE_INTO_CGROUP): p->in_cgroup set.
+ * Where the kernel (or a seccomp filter) refuses clone3 a plain fork, said
+ * once in the log, and p->in_cgroup 0: the child joins itself. The child
+ * of a clone3 is a raw copy of a threaded process: the hook must use
+ * async-signal-safe calls only (no malloc, no stdio, no glibc setxid). */
+int pty_spawn_in(struct pty *p, int cgfd, int mode, int cols, int rows,
+		 const struct pty_hooks *hooks, void *owner, char *err, size_t errlen);
 /* A stub forked ahead of need: prepare(arg) runs in it and the stub tells
  * how it went with one byte on *ctl (termd's end): PTY_STUB_FAILED (and
  * it ends), or PTY_STUB_READY once it has exec'd into `termd --stub`

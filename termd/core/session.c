@@ -254,37 +254,57 @@ static void session_argv(const struct session *s, const char *v[6], char *rc, si
 	}
 }
 
-/* pty.c's child hook: the environment and exec. Never returns. */
+/* "termd: <what><arg>: <errno's text>" on stderr, async-signal-safe (a
+ * clone3 child has no stdio to lock, nor gettext for strerror) */
+static void child_say(const char *what, const char *arg, int e)
+{
+	const char *d = strerrordesc_np(e);
+	const char *part[] = {"termd: ", what, arg, ": ", d ? d : "error", "\n"};
+	for (size_t i = 0; i < sizeof part / sizeof part[0]; i++)
+		if (write(2, part[i], strlen(part[i])) < 0)
+			return;
+}
+
+/* pty.c's child hook: the environment and exec. Never returns.
+ * Async-signal-safe where it was born in its cgroup (pty_spawn_in). */
 static void child_exec(void *owner)
 {
 	struct session *s = owner;
-	cgroup_child_join(s->cg);   /* before anything runs: all it starts is inside */
-	struct envl e = {0};
-	session_env(s, s->spawn_env, &e);
+	/* before anything runs: all it starts is inside (born there: only
+	 * oom_score_adj) */
+	cgroup_child_join(s->pty.in_cgroup ? NULL : s->cg);
 	extern char **environ;
-	environ = e.v;
-	if (s->cwd && chdir(s->cwd) != 0) {
-		fprintf(stderr, "termd: cannot cd to %s: %s\n", s->cwd, strerror(errno));
+	if (s->spawn_envp) {
+		environ = s->spawn_envp;
+	} else {
+		struct envl e = {0};
+		session_env(s, s->spawn_env, &e);
+		environ = e.v;
 	}
+	if (s->cwd && chdir(s->cwd) != 0)
+		child_say("cannot cd to ", s->cwd, errno);
 	const struct session_exec *x = s->spawn_exec;
 	if (x) {   /* the program itself, as the user: no shell, no setpriv */
+		/* the kernel's calls: glibc's setxid would signal termd's
+		 * other threads, which a clone3 child does not have */
 		if (x->as_user && (syscall(SYS_setgroups, (size_t)x->ngroups, x->groups) != 0 ||
-				   setresgid(x->gid, x->gid, x->gid) != 0 ||
-				   setresuid(x->uid, x->uid, x->uid) != 0)) {
-			fprintf(stderr, "termd: cannot switch to uid %u: %s\n", (unsigned)x->uid,
-				strerror(errno));
+				   syscall(SYS_setresgid, x->gid, x->gid, x->gid) != 0 ||
+				   syscall(SYS_setresuid, x->uid, x->uid, x->uid) != 0)) {
+			char uid[24];
+			snprintf(uid, sizeof uid, "%u", (unsigned)x->uid);
+			child_say("cannot switch to uid ", uid, errno);
 			_exit(126);
 		}
 		execvp(x->argv[0], x->argv);
 		int e = errno;
-		fprintf(stderr, "termd: cannot run %s: %s\n", x->argv[0], strerror(e));
+		child_say("cannot run ", x->argv[0], e);
 		_exit(e == ENOENT || e == ENOTDIR ? 127 : 126);
 	}
 	const char *v[6];
 	char rc[4200];
 	session_argv(s, v, rc, sizeof rc);
 	execv(v[0], (char *const *)v);
-	fprintf(stderr, "termd: cannot run %s: %s\n", v[0], strerror(errno));
+	child_say("cannot run ", v[0], errno);
 	_exit(127);
 }
 
@@ -637,7 +657,20 @@ static int spawn(struct session *s, const cJSON *env, int mode, pid_t stub, int 
 			kill(stub, SIGKILL);   /* reaped by the loop's SIGCHLD */
 		}
 	} else {
-		r = pty_spawn(&s->pty, mode, s->cols, s->rows, &pty_hooks, s, err, errlen);
+		/* cgroup v2: born in its cgroup (no move, nothing outside);
+		 * its environment made here, the child may not malloc */
+		int cgfd = cgroup_clone_fd(s->cg);
+		struct envl e = {0};
+		if (cgfd >= 0) {
+			session_env(s, env, &e);
+			s->spawn_envp = e.v;
+		}
+		r = pty_spawn_in(&s->pty, cgfd, mode, s->cols, s->rows, &pty_hooks, s, err, errlen);
+		if (cgfd >= 0) {
+			close(cgfd);
+			envl_free(&e);
+			s->spawn_envp = NULL;
+		}
 	}
 	s->spawn_env = NULL;
 	s->spawn_exec = NULL;
