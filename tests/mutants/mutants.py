@@ -1299,6 +1299,14 @@ MUTANTS = [
          tests=[R + "daemon/test_upgrade_ended.py::test_a_character_split_at_an_upgrade_comes_whole"],
          why="a pipe session's held-back beginning of a UTF-8 character is not taken back after "
              "an upgrade in place: its first bytes are lost, the rest sent alone as base64"),
+    dict(name="ohv1-held-bytes-not-handed-over",
+         file="termd/door/ohv1/bash.c",
+         search='\t\theld_load(o, "held_out", &c->out);\n\t\theld_load(o, "held_err", &c->err);\n',
+         replace='\t\theld_load(o, "held_none", &c->out);\n\t\theld_load(o, "held_none", &c->err);\n',
+         tests=[R + "door/ohv1/test_openhands_v1.py::test_a_character_split_at_an_upgrade_comes_whole"],
+         why="an OpenHands V1 command's output held back at a UTF-8 character split is not "
+             "taken back after an upgrade in place: the character's first bytes are lost, the "
+             "rest told as U+FFFD"),
     dict(name="handover-reaped-status-not-taken",
          file="termd/core/pty.c",
          search="\t\treaped_with(p, wait_status);\n",

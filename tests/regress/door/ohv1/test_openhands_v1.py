@@ -550,6 +550,37 @@ def test_a_command_whose_output_ended_survives_an_upgrade(v1, closes):
     ev2.close()
 
 
+
+def test_a_character_split_at_an_upgrade_comes_whole(v1):
+    """A command printed "a" and the first byte of "é" (on stdout and on
+    stderr), termd upgraded in place, then it printed the rest: its
+    BashOutput events say "aé-b" on each, whole, nothing lost or twice
+    (the held-back byte goes across with the command; was: lost, the rest
+    told as U+FFFD)."""
+    from tdtest import upgrade
+    gate = v1.td.home / "gate-split"
+    st, cmd = v1.post("/api/bash/start_bash_command", {
+        "command": "printf 'a\\303'; printf 'a\\303' >&2; while [ ! -e %s ]; do sleep 0.01; "
+                   "done; printf '\\251-b'; printf '\\251-b' >&2; exit 3" % gate})
+    assert st == 200, cmd
+
+    def text(outs, k):
+        return "".join(o[k] or "" for o in outs)
+    # "a" told on both, the byte after it held back
+    wait_until(lambda: (lambda o: text(o, "stdout") == "a" and text(o, "stderr") == "a")(
+        v1.outputs(cmd["id"])), what="the first pieces")
+    code, ev2, ans = upgrade(v1.td, v1.td.events(), cid="up-v1-split")
+    assert ans["extras"]["ok"] is True, ans
+    gate.touch()
+    outs = wait_until(lambda: (lambda o: o if o and o[-1]["exit_code"] is not None else None)(
+        v1.outputs(cmd["id"])), what="the end after the upgrade")
+    assert outs[-1]["exit_code"] == 3, outs
+    assert (text(outs, "stdout"), text(outs, "stderr")) == ("a\u00e9-b", "a\u00e9-b"), outs
+    assert [o["order"] for o in outs] == list(range(len(outs)))
+    assert len({o["id"] for o in outs}) == len(outs)
+    ev2.close()
+
+
 def fds_to(pid, target):
     n = 0
     for fd in os.listdir("/proc/%d/fd" % pid):
