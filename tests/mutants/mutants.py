@@ -1307,6 +1307,14 @@ MUTANTS = [
          why="an OpenHands V1 command's output held back at a UTF-8 character split is not "
              "taken back after an upgrade in place: the character's first bytes are lost, the "
              "rest told as U+FFFD"),
+    dict(name="swerex-exec-adopted-not-followed",
+         file="termd/door/swerex/exec.c",
+         search="\tif (!s->is_pipe || strncmp(s->name, SW_EXEC_PREFIX",
+         replace="\tif (1 || !s->is_pipe || strncmp(s->name, SW_EXEC_PREFIX",
+         tests=[R + "door/swerex/test_swerex.py::"
+                "test_an_execute_reaped_but_not_read_at_an_upgrade_comes_whole_once"],
+         why="an /execute's session taken over by an upgrade in place is not followed by the "
+             "new termd: left in session.list for ever after it ended"),
     dict(name="handover-reaped-status-not-taken",
          file="termd/core/pty.c",
          search="\t\treaped_with(p, wait_status);\n",

@@ -81,8 +81,24 @@ static void close_timer(lws_sorted_usec_list_t *sul)
 static void on_stream(struct session *s, int stream, const char *data, size_t n)
 {
 	struct swproc *p = by_session(s);
-	if (p && !p->ended)
+	if (p && !p->ended && p->r)   /* (nobody reads it once its request ended) */
 		buf_append(stream == 2 ? &p->err : &p->out, data, n);
+}
+
+/* A swerex-exec-N session that started without sw_proc_start: one taken
+ * over by an upgrade in place (its request was cut by it). It is a process
+ * whose request ended: closed once it ended (was: left in session.list for
+ * ever). Its timeout is not carried. */
+static void on_started(struct session *s)
+{
+	const char *n = s->name + strlen(SW_EXEC_PREFIX);
+	if (!s->is_pipe || strncmp(s->name, SW_EXEC_PREFIX, strlen(SW_EXEC_PREFIX)) != 0 || !*n ||
+	    strspn(n, "0123456789") != strlen(n) || by_session(s))
+		return;
+	struct swproc *p = xcalloc(1, sizeof *p);
+	snprintf(p->name, sizeof p->name, "%s", s->name);
+	p->next = procs;
+	procs = p;
 }
 
 static void on_exit_(struct session *s)
@@ -110,6 +126,7 @@ static void on_gone(struct session *s)
 }
 
 static const struct session_listener listener = {
+	.started = on_started,
 	.stream = on_stream,
 	.exit = on_exit_,
 	.gone = on_gone,
