@@ -1315,6 +1315,14 @@ MUTANTS = [
                 "test_an_execute_reaped_but_not_read_at_an_upgrade_comes_whole_once"],
          why="an /execute's session taken over by an upgrade in place is not followed by the "
              "new termd: left in session.list for ever after it ended"),
+    dict(name="swerex-exec-timeout-not-handed-over",
+         file="termd/door/swerex/handover.c",
+         search="\t\t\tsw_proc_handover_load(o);\n",
+         replace="",
+         tests=[R + "door/swerex/test_swerex.py::"
+                "test_an_execute_cut_by_an_upgrade_is_still_killed_at_its_timeout"],
+         why="an /execute's timeout is lost with its request at an upgrade in place: its "
+             "program runs on for ever"),
     dict(name="handover-reaped-status-not-taken",
          file="termd/core/pty.c",
          search="\t\treaped_with(p, wait_status);\n",

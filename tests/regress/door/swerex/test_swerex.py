@@ -708,3 +708,38 @@ def test_an_execute_reaped_but_not_read_at_an_upgrade_comes_whole_once(termd_fac
         for th in threads:
             th.join(60)
     ev.close()
+
+
+def test_an_execute_cut_by_an_upgrade_is_still_killed_at_its_timeout(termd_factory, tmp_path):
+    """An /execute with a 4 s timeout whose request an upgrade in place cut:
+    the new termd kills its tree at the deadline it had (was: it ran on for
+    ever, the timeout lost with the request), then closes its session."""
+    from tdtest import wait_until
+    port = free_port()
+    td = termd_factory(token=TOKEN, args=["--listen", "127.0.0.1:%d,api=swerex" % port])
+    td.port = port
+    gate = tmp_path / "gate"
+    ev = td.events()
+    seq0 = ev.ping()["seq"]
+    th = threading.Thread(target=lambda: _swallow(lambda: request(
+        td, "POST", "/execute", {"command": "while [ ! -e %s ]; do sleep 0.05; done" % gate,
+                                 "shell": True, "timeout": 4})), daemon=True)
+    th.start()
+    try:
+        name = wait_until(lambda: [x["name"] for x in ev.call("session.list", {})["extras"][
+            "sessions"] if x["name"].startswith("swerex-exec-") and x["alive"]], timeout=60,
+            what="its session")[0]
+        _, ev2, ans = upgrade(td, ev, cid="sw-up-timeout")
+        assert ans["extras"].get("ok") is True, ans
+        from test_upgrade_ended import replay
+        exits = lambda: [e for e in replay(ev2, seq0) if e.get("observation") ==
+                         "session.exit" and e["extras"].get("name") == name]
+        wait_until(exits, timeout=60, what="its end by the timeout")
+        ends = exits()   # (a replay after the one that saw it: no event pushed twice)
+        assert len(ends) == 1 and ends[0]["extras"].get("signal") in (9, "KILL", "SIGKILL"), ends
+        wait_until(lambda: name not in [x["name"] for x in ev2.call(
+            "session.list", {})["extras"]["sessions"]], timeout=60, what="its session closed")
+        ev2.close()
+    finally:
+        gate.touch()
+        th.join(60)
