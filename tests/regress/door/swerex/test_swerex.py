@@ -672,8 +672,8 @@ def test_an_execute_reaped_but_not_read_at_an_upgrade_comes_whole_once(termd_fac
                               "echo err-%d >&2; exit 7\n" % (gate, kept_open("kept-open", release),
                                                               WRITE, n, n))
             th = threading.Thread(target=lambda: _swallow(lambda: request(
-                td, "POST", "/execute", {"command": "sh %s" % script, "shell": True,
-                                         "timeout": 120})), daemon=True)
+                td, "POST", "/execute", {"command": "sh %s" % script, "shell": True})),
+                daemon=True)   # (no timeout: no deadline goes across, on_started adopts it)
             th.start()
             threads.append(th)
             s = wait_until(lambda: [x for x in sessions() if x["name"].startswith("swerex-exec-")
