@@ -1314,6 +1314,30 @@ MUTANTS = [
          tests=[R + "daemon/test_upgrade_ended.py::test_a_character_split_at_an_upgrade_comes_whole"],
          why="a pipe session's held-back beginning of a UTF-8 character is not taken back after "
              "an upgrade in place: its first bytes are lost, the rest sent alone as base64"),
+    dict(name="ohv1-held-bytes-not-handed-over",
+         file="termd/door/ohv1/bash.c",
+         search='\t\theld_load(o, "held_out", &c->out);\n\t\theld_load(o, "held_err", &c->err);\n',
+         replace='\t\theld_load(o, "held_none", &c->out);\n\t\theld_load(o, "held_none", &c->err);\n',
+         tests=[R + "door/ohv1/test_openhands_v1.py::test_a_character_split_at_an_upgrade_comes_whole"],
+         why="an OpenHands V1 command's output held back at a UTF-8 character split is not "
+             "taken back after an upgrade in place: the character's first bytes are lost, the "
+             "rest told as U+FFFD"),
+    dict(name="swerex-exec-adopted-not-followed",
+         file="termd/door/swerex/exec.c",
+         search="\tif (!s->is_pipe || strncmp(s->name, SW_EXEC_PREFIX",
+         replace="\tif (1 || !s->is_pipe || strncmp(s->name, SW_EXEC_PREFIX",
+         tests=[R + "door/swerex/test_swerex.py::"
+                "test_an_execute_reaped_but_not_read_at_an_upgrade_comes_whole_once"],
+         why="an /execute's session taken over by an upgrade in place is not followed by the "
+             "new termd: left in session.list for ever after it ended"),
+    dict(name="swerex-exec-timeout-not-handed-over",
+         file="termd/door/swerex/handover.c",
+         search="\t\t\tsw_proc_handover_load(o);\n",
+         replace="",
+         tests=[R + "door/swerex/test_swerex.py::"
+                "test_an_execute_cut_by_an_upgrade_is_still_killed_at_its_timeout"],
+         why="an /execute's timeout is lost with its request at an upgrade in place: its "
+             "program runs on for ever"),
     dict(name="handover-reaped-status-not-taken",
          file="termd/core/pty.c",
          search="\t\treaped_with(p, wait_status);\n",

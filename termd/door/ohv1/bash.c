@@ -578,8 +578,27 @@ static void execute_route(struct http_txn *t)
 
 /* ============================================= upgrade in place */
 
-/* the running commands (their output so far made events first): their
- * sessions go across, the new termd follows them on */
+/* a stream's bytes not in an event yet (after the flush: a character's
+ * first bytes, held back until its rest comes) */
+static void held_save(cJSON *o, const char *key, const buf_t *b)
+{
+	buf_t e = {0};
+	fsio_b64_encode(b->p, b->len, &e);
+	buf_putc(&e, 0);
+	cJSON_AddStringToObject(o, key, e.p);
+	buf_free(&e);
+}
+
+static void held_load(const cJSON *o, const char *key, buf_t *b)
+{
+	const cJSON *v = cJSON_GetObjectItem(o, key);
+	if (cJSON_IsString(v) && fsio_b64_decode(v->valuestring, strlen(v->valuestring), b) < 0)
+		buf_reset(b);
+}
+
+/* the running commands (their output so far made events first, what is
+ * held back at a character's split kept): their sessions go across, the
+ * new termd follows them on */
 cJSON *v1_bash_save(void)
 {
 	cJSON *a = cJSON_CreateArray();
@@ -594,6 +613,8 @@ cJSON *v1_bash_save(void)
 		uint64_t now = mono_us();
 		cJSON_AddNumberToObject(o, "left_us", !c->deadline ? -1.0 :
 					c->deadline > now ? (double)(c->deadline - now) : 0.0);
+		held_save(o, "held_out", &c->out);
+		held_save(o, "held_err", &c->err);
 		cJSON_AddItemToArray(a, o);
 	}
 	return a;
@@ -614,6 +635,8 @@ void v1_bash_load(const cJSON *a)
 		double left = cJSON_GetNumberValue(cJSON_GetObjectItem(o, "left_us"));
 		if (left >= 0)
 			c->deadline = mono_us() + (uint64_t)left;
+		held_load(o, "held_out", &c->out);
+		held_load(o, "held_err", &c->err);
 		c->next = cmds;
 		cmds = c;
 	}

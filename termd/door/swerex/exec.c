@@ -20,6 +20,7 @@ struct swproc {
 	char name[TD_SESSION_NAME_MAX + 1];
 	buf_t out, err;
 	int ended, timed_out;
+	uint64_t deadline;        /* mono_us its timeout kills it (0: none, or done) */
 	lws_sorted_usec_list_t timer, close_sul;
 };
 
@@ -81,8 +82,24 @@ static void close_timer(lws_sorted_usec_list_t *sul)
 static void on_stream(struct session *s, int stream, const char *data, size_t n)
 {
 	struct swproc *p = by_session(s);
-	if (p && !p->ended)
+	if (p && !p->ended && p->r)   /* (nobody reads it once its request ended) */
 		buf_append(stream == 2 ? &p->err : &p->out, data, n);
+}
+
+/* A swerex-exec-N session that started without sw_proc_start: one taken
+ * over by an upgrade in place (its request was cut by it). It is a process
+ * whose request ended: closed once it ended (was: left in session.list for
+ * ever). Its timeout's deadline came across (sw_proc_handover_load). */
+static void on_started(struct session *s)
+{
+	const char *n = s->name + strlen(SW_EXEC_PREFIX);
+	if (!s->is_pipe || strncmp(s->name, SW_EXEC_PREFIX, strlen(SW_EXEC_PREFIX)) != 0 || !*n ||
+	    strspn(n, "0123456789") != strlen(n) || by_session(s))
+		return;
+	struct swproc *p = xcalloc(1, sizeof *p);
+	snprintf(p->name, sizeof p->name, "%s", s->name);
+	p->next = procs;
+	procs = p;
 }
 
 static void on_exit_(struct session *s)
@@ -110,6 +127,7 @@ static void on_gone(struct session *s)
 }
 
 static const struct session_listener listener = {
+	.started = on_started,
 	.stream = on_stream,
 	.exit = on_exit_,
 	.gone = on_gone,
@@ -119,6 +137,7 @@ static void proc_timeout(lws_sorted_usec_list_t *sul)
 {
 	struct swproc *p = lws_container_of(sul, struct swproc, timer);
 	p->timed_out = 1;
+	p->deadline = 0;
 	/* every process it started, not only the direct child */
 	cJSON *a = cJSON_CreateObject();
 	cJSON_AddStringToObject(a, "session", p->name);
@@ -216,8 +235,56 @@ void sw_proc_start(struct swreq *r, char *const *argv, const cJSON *env, const c
 		proc_free(p);
 		return;
 	}
-	if (timeout >= 0)
-		server_timer(&p->timer, proc_timeout, timeout > 0 ? (uint64_t)(timeout * 1e6) : 1);
+	if (timeout >= 0) {
+		uint64_t us = timeout > 0 ? (uint64_t)(timeout * 1e6) : 1;
+		p->deadline = mono_us() + us;
+		server_timer(&p->timer, proc_timeout, us);
+	}
+}
+
+/* ============================================= upgrade in place */
+
+/* Each running process's timeout (what is left of it), as entries of the
+ * door's part {"exec": name, "left_us"} (an older termd skips them: no
+ * "name"): its request is cut by the upgrade, its tree still gets KILL at
+ * its deadline. */
+void sw_proc_handover_save(cJSON *a)
+{
+	uint64_t now = mono_us();
+	for (struct swproc *p = procs; p; p = p->next) {
+		if (p->ended || !p->deadline)
+			continue;
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddStringToObject(o, "exec", p->name);
+		cJSON_AddNumberToObject(o, "left_us", p->deadline > now ?
+					(double)(p->deadline - now) : 0.0);
+		cJSON_AddItemToArray(a, o);
+	}
+}
+
+/* before the sessions are adopted: on_started finds these */
+void sw_proc_handover_load(const cJSON *o)
+{
+	const char *name = sw_jstr(o, "exec", NULL);
+	double left = sw_jnum(o, "left_us", -1);
+	if (!name || strlen(name) > TD_SESSION_NAME_MAX || left < 0)
+		return;
+	struct swproc *p = xcalloc(1, sizeof *p);
+	snprintf(p->name, sizeof p->name, "%s", name);
+	p->deadline = mono_us() + (uint64_t)left;
+	p->next = procs;
+	procs = p;
+	server_timer(&p->timer, proc_timeout, left > 0 ? (uint64_t)left : 1);
+}
+
+/* after: one whose session did not come across ended meanwhile */
+void sw_proc_handover_done(void)
+{
+	for (struct swproc *p = procs, *next; p; p = next) {
+		next = p->next;
+		if (!session_find(p->name))
+			proc_free(p);
+	}
 }
 
 /* ============================================================ /execute */

@@ -9,7 +9,8 @@
 
 /* The sessions as SWE-ReX names them (the closed ones' names kept too):
  * their termd sessions go across, the new termd follows them again. The
- * raw text and a timed-out command's output to come are not kept. */
+ * raw text and a timed-out command's output to come are not kept. Then
+ * /execute's processes' timeouts (exec.c). */
 cJSON *swerex_handover_save(void)
 {
 	cJSON *a = cJSON_CreateArray();
@@ -23,6 +24,7 @@ cJSON *swerex_handover_save(void)
 		cJSON_AddBoolToObject(o, "running", ss->running);
 		cJSON_AddItemToArray(a, o);
 	}
+	sw_proc_handover_save(a);
 	return a;
 }
 
@@ -30,6 +32,10 @@ void swerex_handover_load(const cJSON *a)
 {
 	const cJSON *o;
 	cJSON_ArrayForEach(o, a) {
+		if (cJSON_GetObjectItem(o, "exec")) {
+			sw_proc_handover_load(o);
+			continue;
+		}
 		const char *name = sw_jstr(o, "name", NULL), *sname = sw_jstr(o, "session", NULL);
 		if (!name || !sname || strlen(sname) > TD_SESSION_NAME_MAX || sw_sess_find(name))
 			continue;
@@ -52,4 +58,5 @@ void swerex_handover_done(void)
 	for (struct swsess *ss = sw_sess_list; ss; ss = ss->next)
 		if (!ss->closed && !ss->s)
 			ss->s = session_find(ss->sname);
+	sw_proc_handover_done();
 }

@@ -136,5 +136,9 @@ void sw_proc_start(struct swreq *r, char *const *argv, const cJSON *env, const c
 		   int merge, double timeout, sw_proc_done done);
 void sw_exec_init(void);
 void sw_exec_shutdown(void);
+/* upgrade in place (handover.c): the running /execute processes' timeouts */
+void sw_proc_handover_save(cJSON *a);
+void sw_proc_handover_load(const cJSON *o);
+void sw_proc_handover_done(void);
 
 #endif

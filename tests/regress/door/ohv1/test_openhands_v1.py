@@ -550,6 +550,80 @@ def test_a_command_whose_output_ended_survives_an_upgrade(v1, closes):
     ev2.close()
 
 
+
+def test_a_character_split_at_an_upgrade_comes_whole(v1):
+    """A command printed "a" and the first byte of "é" (on stdout and on
+    stderr), termd upgraded in place, then it printed the rest: its
+    BashOutput events say "aé-b" on each, whole, nothing lost or twice
+    (the held-back byte goes across with the command; was: lost, the rest
+    told as U+FFFD)."""
+    from tdtest import upgrade
+    gate = v1.td.home / "gate-split"
+    st, cmd = v1.post("/api/bash/start_bash_command", {
+        "command": "printf 'a\\303'; printf 'a\\303' >&2; while [ ! -e %s ]; do sleep 0.01; "
+                   "done; printf '\\251-b'; printf '\\251-b' >&2; exit 3" % gate})
+    assert st == 200, cmd
+
+    def text(outs, k):
+        return "".join(o[k] or "" for o in outs)
+    # "a" told on both, the byte after it held back
+    wait_until(lambda: (lambda o: text(o, "stdout") == "a" and text(o, "stderr") == "a")(
+        v1.outputs(cmd["id"])), what="the first pieces")
+    code, ev2, ans = upgrade(v1.td, v1.td.events(), cid="up-v1-split")
+    assert ans["extras"]["ok"] is True, ans
+    gate.touch()
+    outs = wait_until(lambda: (lambda o: o if o and o[-1]["exit_code"] is not None else None)(
+        v1.outputs(cmd["id"])), what="the end after the upgrade")
+    assert outs[-1]["exit_code"] == 3, outs
+    assert (text(outs, "stdout"), text(outs, "stderr")) == ("a\u00e9-b", "a\u00e9-b"), outs
+    assert [o["order"] for o in outs] == list(range(len(outs)))
+    assert len({o["id"] for o in outs}) == len(outs)
+    ev2.close()
+
+
+
+def test_a_command_reaped_but_not_read_at_an_upgrade_ends_whole_once(v1):
+    """A command writes 600000 bytes and a line of stderr and exits 7;
+    termd reaped it, had not read it all, and upgraded in place: its
+    BashOutput events carry every byte once, in order, the last one
+    exit_code 7. Technique of test_upgrade_ended.py: termd is stopped while
+    the program writes and exits, the upgrade asked for, then let go; an
+    attempt whose upgrade missed the window is made again."""
+    from test_upgrade_ended import ATTEMPTS, BIG, kept_open, upgrade_as_it_ends, WRITE
+    release = v1.td.home / "release"
+    ev = v1.td.events()
+    hit = 0
+    try:
+        for n in range(ATTEMPTS):
+            gate, script = v1.td.home / ("gate-%d" % n), v1.td.home / ("prog-%d.sh" % n)
+            script.write_text("while [ ! -e %s ]; do sleep 0.01; done; %s%s; echo tail-%d; "
+                              "echo err-%d >&2; exit 7\n" % (gate, kept_open("kept-open", release),
+                                                              WRITE, n, n))
+            st, cmd = v1.post("/api/bash/start_bash_command", {"command": "sh %s" % script})
+            assert st == 200, cmd
+            name = "ohv1-" + cmd["id"]
+            s = wait_until(lambda: [x for x in ev.call("session.list", {})["extras"]["sessions"]
+                                    if x["name"] == name and x["alive"]], what="its session")[0]
+            ev, reaped = upgrade_as_it_ends(v1.td, ev, gate, s["pid"], "v1-up-ended-%d" % n)
+            outs = wait_until(lambda: (lambda o: o if o and o[-1]["exit_code"] is not None
+                                       else None)(v1.outputs(cmd["id"])), what="its end")
+            assert len(outs) < 100, len(outs)   # (one page)
+            assert outs[-1]["exit_code"] == 7, outs[-1]
+            assert [o["exit_code"] for o in outs[:-1]] == [None] * (len(outs) - 1)
+            out = "".join(o["stdout"] or "" for o in outs)
+            assert out == "o" * BIG + "tail-%d\n" % n, (len(out), out[-40:])
+            assert "".join(o["stderr"] or "" for o in outs) == "err-%d\n" % n
+            assert [o["order"] for o in outs] == list(range(len(outs)))
+            assert len({o["id"] for o in outs}) == len(outs)
+            if reaped:
+                hit += 1
+                break
+        assert hit, "no attempt in %d had termd reap the program before it upgraded" % ATTEMPTS
+    finally:
+        release.touch()
+    ev.close()
+
+
 def fds_to(pid, target):
     n = 0
     for fd in os.listdir("/proc/%d/fd" % pid):

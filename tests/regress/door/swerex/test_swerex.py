@@ -642,3 +642,104 @@ def _swallow(fn):
         fn()
     except (OSError, http.client.HTTPException):
         pass
+
+
+def test_an_execute_reaped_but_not_read_at_an_upgrade_comes_whole_once(termd_factory, tmp_path):
+    """An /execute's program (swerex-exec-N) writes 600000 bytes and a line
+    of stderr and exits 7; termd reaped it, had not read it all, and
+    upgraded in place (the request is cut by it): on /events every byte
+    comes once, in order, then one session.exit with 7, and the door closes
+    the session once it ended (it is not left in session.list). Technique
+    of test_upgrade_ended.py: termd is stopped while the program writes and
+    exits, the upgrade asked for, then let go; an attempt whose upgrade
+    missed the window is made again."""
+    from test_upgrade_ended import ATTEMPTS, BIG, kept_open, replay, upgrade_as_it_ends, WRITE
+    from tdtest import wait_until
+    port = free_port()
+    td = termd_factory(token=TOKEN, args=["--listen", "127.0.0.1:%d,api=swerex" % port])
+    td.port = port
+    release = tmp_path / "release"
+    ev = td.events()
+    seq0 = ev.ping()["seq"]
+    hit, threads = 0, []
+
+    def sessions():
+        return ev.call("session.list", {}, timeout=60)["extras"]["sessions"]
+    try:
+        for n in range(ATTEMPTS):
+            gate, script = tmp_path / ("gate-%d" % n), tmp_path / ("prog-%d.sh" % n)
+            script.write_text("while [ ! -e %s ]; do sleep 0.01; done; %s%s; echo tail-%d; "
+                              "echo err-%d >&2; exit 7\n" % (gate, kept_open("kept-open", release),
+                                                              WRITE, n, n))
+            th = threading.Thread(target=lambda: _swallow(lambda: request(
+                td, "POST", "/execute", {"command": "sh %s" % script, "shell": True})),
+                daemon=True)   # (no timeout: no deadline goes across, on_started adopts it)
+            th.start()
+            threads.append(th)
+            s = wait_until(lambda: [x for x in sessions() if x["name"].startswith("swerex-exec-")
+                                    and x["alive"]], timeout=60, what="its session")[0]
+            name = s["name"]
+            ev, reaped = upgrade_as_it_ends(td, ev, gate, s["pid"], "sw-up-ended-%d" % n)
+            wait_until(lambda: [e for e in replay(ev, seq0) if e.get("observation") ==
+                                "session.exit" and e["extras"].get("name") == name],
+                       timeout=60, what="its end")
+            evs = [e for e in replay(ev, seq0) if e.get("observation") in ("session.output",
+                                                                           "session.exit")
+                   and (e["extras"].get("session") or e["extras"].get("name")) == name]
+            assert [e["observation"] for e in evs].count("session.exit") == 1, \
+                [str(e)[:200] for e in evs]
+            assert evs[-1]["observation"] == "session.exit" and \
+                evs[-1]["extras"]["exit_code"] == 7, str(evs[-1])
+            out = {"stdout": "", "stderr": ""}
+            for e in evs[:-1]:
+                out[e["extras"]["stream"]] += e["content"]
+            assert out == {"stdout": "o" * BIG + "tail-%d\n" % n, "stderr": "err-%d\n" % n}, \
+                (len(out["stdout"]), out["stdout"][-40:], out["stderr"])
+            wait_until(lambda: name not in [x["name"] for x in sessions()], timeout=60,
+                       what="its session closed")
+            if reaped:
+                hit += 1
+                break
+        assert hit, "no attempt in %d had termd reap the program before it upgraded" % ATTEMPTS
+        st, _, b = request(td, "POST", "/execute", {"command": "echo after", "shell": True})
+        assert (st, b) == (200, {"stdout": "after\n", "stderr": "", "exit_code": 0}), b
+    finally:
+        release.touch()
+        for th in threads:
+            th.join(60)
+    ev.close()
+
+
+def test_an_execute_cut_by_an_upgrade_is_still_killed_at_its_timeout(termd_factory, tmp_path):
+    """An /execute with a 4 s timeout whose request an upgrade in place cut:
+    the new termd kills its tree at the deadline it had (was: it ran on for
+    ever, the timeout lost with the request), then closes its session."""
+    from tdtest import wait_until
+    port = free_port()
+    td = termd_factory(token=TOKEN, args=["--listen", "127.0.0.1:%d,api=swerex" % port])
+    td.port = port
+    gate = tmp_path / "gate"
+    ev = td.events()
+    seq0 = ev.ping()["seq"]
+    th = threading.Thread(target=lambda: _swallow(lambda: request(
+        td, "POST", "/execute", {"command": "while [ ! -e %s ]; do sleep 0.05; done" % gate,
+                                 "shell": True, "timeout": 4})), daemon=True)
+    th.start()
+    try:
+        name = wait_until(lambda: [x["name"] for x in ev.call("session.list", {})["extras"][
+            "sessions"] if x["name"].startswith("swerex-exec-") and x["alive"]], timeout=60,
+            what="its session")[0]
+        _, ev2, ans = upgrade(td, ev, cid="sw-up-timeout")
+        assert ans["extras"].get("ok") is True, ans
+        from test_upgrade_ended import replay
+        exits = lambda: [e for e in replay(ev2, seq0) if e.get("observation") ==
+                         "session.exit" and e["extras"].get("name") == name]
+        wait_until(exits, timeout=60, what="its end by the timeout")
+        ends = exits()   # (a replay after the one that saw it: no event pushed twice)
+        assert len(ends) == 1 and ends[0]["extras"].get("signal") in (9, "KILL", "SIGKILL"), ends
+        wait_until(lambda: name not in [x["name"] for x in ev2.call(
+            "session.list", {})["extras"]["sessions"]], timeout=60, what="its session closed")
+        ev2.close()
+    finally:
+        gate.touch()
+        th.join(60)
