@@ -6,7 +6,8 @@
  * (srv.front_sock). One pump moves a connection's bytes, the protocol's
  * part given as a struct fr_proto. It touches no termd state: only bytes and fds, every one
  * non-blocking and close-on-exec. The listening fds go across an upgrade in
- * place (front_handover_*). */
+ * place (front_handover_*). Bodies the preview proxy hands over
+ * (front_take_body, from the loop's thread) come in on a queue. */
 #include "front.h"
 #include "loop.h"
 #include "net.h"

@@ -8,7 +8,9 @@
  * length known or ending with the connection, spliced from lws's socket to
  * the client's through a pipe, never read into the front), and after a
  * WebSocket upgrade answered 101 the two sides joined (lws's side spliced
- * too). Every buffer bounded: reads stop while full.
+ * too); the rest of a body the preview proxy handed over (fr_h1_hand) spliced
+ * from the app's socket itself once lws's part went, the next request then
+ * on a new connection to lws. Every buffer bounded: reads stop while full.
  * Its part of front.c's pump: fr_h1. */
 #include "front.h"
 
