@@ -1344,4 +1344,12 @@ MUTANTS = [
          tests=[R + "door/preview/test_ports.py::test_proxy_handed_body_ends_the_connection_the_client_asked_to_close"],
          why="after a handed-over body the front keeps a connection its client asked to close "
              "(Connection: close, HTTP/1.0): a client reading until the close hangs"),
+    dict(name="front-handed-body-lost-at-lws-close",
+         file="termd/net/front/h1.c",
+         search="\t       h->rs == RS_CL && h->rs_rem > 0 && fr_take_hand(c);\n",
+         replace="\t       h->rs == RS_CL && h->rs_rem > 0 && 0;\n",
+         tests=[R + "door/preview/test_ports.py::test_proxy_handed_body_ends_the_connection_the_client_asked_to_close"],
+         why="lws closes its connection right after it handed a body over for a client that "
+             "asked for a close; the front, reading that close before the queued hand-over, "
+             "ended the client's connection after the head (or the first piece)"),
 ]

@@ -294,15 +294,31 @@ static int splice_pump(struct px *x)
 	return 0;
 }
 
+/* lws wrote all it holds: the body spliced (or handed to the front) from
+ * here when it can be, else upstream read again */
 static void client_drained(struct http_txn *t)
 {
 	struct px *x = t->user;
 	if (!x)
 		return;
-	if (x->pp[0] >= 0)
+	int r = splice_ready(x);
+	if (r < 0)
+		return;   /* handed to the front */
+	if (r)
 		splice_pump(x);
 	else
 		hold_upstream(x, 0);
+}
+
+/* a body that may be spliced once lws wrote the head and what came with
+ * it: upstream is held from its first piece on (client_drained lets go),
+ * not read through lws's buffer while the head waits to go */
+static int splice_wait(struct px *x)
+{
+	if (!x->t || !x->streaming || x->chunked || x->pp[0] >= 0 || lws_is_ssl(x->t->wsi))
+		return 0;
+	hold_upstream(x, 1);
+	return 1;
 }
 
 static void client_sink(void *arg, const char *p, size_t n)
@@ -409,6 +425,8 @@ static int up_read(struct px *x)
 			px_finish(x, NULL);
 			return -1;
 		}
+		if (splice_wait(x))
+			return 0;
 		return more && !x->held;
 	}
 	buf_append(&x->head, b, (size_t)n);
@@ -435,11 +453,14 @@ static int up_read(struct px *x)
 		px_finish(x, NULL);
 		return -1;
 	}
-	if (x->head.len > hlen && body_out(x, x->head.p + hlen, x->head.len - hlen) < 0) {
+	int piece = x->head.len > hlen;
+	if (piece && body_out(x, x->head.p + hlen, x->head.len - hlen) < 0) {
 		px_finish(x, NULL);
 		return -1;
 	}
 	buf_free(&x->head);
+	if (piece && splice_wait(x))
+		return 0;
 	return more && !x->held;
 }
 

@@ -330,6 +330,27 @@ static void take_handed(void)
 	free(q);
 }
 
+int fr_take_hand(struct fconn *c)
+{
+	uint64_t id = fr_h1_upid(c);
+	struct handmsg m = {0, -1, 0};
+	if (!id)
+		return 0;
+	pthread_mutex_lock(&handmu);
+	for (size_t i = 0; i < nhandq; i++)
+		if (handq[i].id == id) {
+			m = handq[i];
+			memmove(handq + i, handq + i + 1, (nhandq - i - 1) * sizeof *handq);
+			nhandq--;
+			break;
+		}
+	pthread_mutex_unlock(&handmu);
+	if (m.fd < 0)
+		return 0;
+	fr_h1_hand(c, m.fd, m.rem);
+	return 1;
+}
+
 static void drop_handed(void)
 {
 	pthread_mutex_lock(&handmu);

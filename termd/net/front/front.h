@@ -134,6 +134,10 @@ int fr_h1_forwarding(struct fconn *c);   /* a connection to lws is open (its tim
 uint64_t fr_h1_upid(struct fconn *c);    /* its connection to lws's id (0: none, or not named) */
 /* the rest of the answer's body, rem bytes, comes from fd (front_take_body) */
 void fr_h1_hand(struct fconn *c, int fd, unsigned long long rem);
+/* the body handed over for c's connection to lws, if one waits in the
+ * queue (front_take_body): taken now (1), for lws closes that connection
+ * once it handed a body over for a client that asked for a close */
+int fr_take_hand(struct fconn *c);
 
 /* front/h2.c */
 int fr_h2_init(struct fconn *c, const char *pre, size_t n);

@@ -431,6 +431,16 @@ static int splice_ok(struct fconn *c)
 	return pipe_made(h);
 }
 
+/* lws ended its connection mid-answer: lws hands a body over before it
+ * closes (Connection: close, HTTP/1.0), and the hand-over may still be in
+ * the queue: taken now, the end of lws's part then no end of the answer */
+static int hand_at_end(struct fconn *c)
+{
+	struct h1state *h = c->h1;
+	return h->hand.fd < 0 && h->inflight && !h->untracked && h->st != H_TUNNEL &&
+	       h->rs == RS_CL && h->rs_rem > 0 && fr_take_hand(c);
+}
+
 /* the pipe to the client, then lws's bytes into the (empty) pipe, up to
  * the answer's end; 1 progress, -1 the client's socket broke */
 static int splice_answer(struct fconn *c)
@@ -463,7 +473,8 @@ static int splice_answer(struct fconn *c)
 			return prog;
 		prog = 1;
 		if (n <= 0) {
-			h->up_eof = 1;
+			if (!(n == 0 && hand_at_end(c)))
+				h->up_eof = 1;
 			return prog;
 		}
 		c->pend += (size_t)n;
@@ -589,7 +600,8 @@ static int h1_work(struct fconn *c)
 			break;
 		prog = 1;
 		if (r <= 0) {
-			h->up_eof = 1;
+			if (!(r == 0 && hand_at_end(c)))
+				h->up_eof = 1;
 			break;
 		}
 		track(h, p, (size_t)r);
