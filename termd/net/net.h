@@ -165,6 +165,12 @@ int http_front_header(struct http_txn *t, const char *name, char *out, size_t n)
  * the front, else the socket's), or NULL; and whether it came over TLS. */
 const char *http_peer(struct lws *wsi, char *out, size_t n);
 int http_tls(struct lws *wsi);
+/* The rest of an answer's body (rem bytes, plain HTTP/1.1 with a known
+ * length) from fd straight to the client, by the front (net/front/front.c)
+ * when lws_fd is the server side of one of its plain connections: 0 and fd
+ * is the front's (lws must write nothing more of this answer: its head and
+ * the body so far went out whole), else -1 and fd is still the caller's. */
+int front_take_body(int lws_fd, int fd, unsigned long long rem);
 /* A query argument ("destination="), URL-decoded, or NULL. */
 const char *http_arg(struct http_txn *t, const char *name, char *out, size_t n);
 /* Does token equal termd's full token (constant time)? No token set: 1. */

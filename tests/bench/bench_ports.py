@@ -1,11 +1,12 @@
 """bench_ports.py — `make bench`: ports and the preview proxy. A GET of a
 small page through termd's /proxy/<port>/ next to the same GET straight to
 the server (a new connection each, p50/p99); downloads of 1, 10 and 100 MiB
-through the proxy next to direct (MiB/s, median, turn about), from an app
+through the proxy next to direct (MiB/s, median of BENCH_PORTS_RUNS turn
+about, default 9: a single 100 MiB run swings 0.4x-1.2x on a busy box), from an app
 that writes 1 MiB at a time and from one that sends a file with
 sendfile(2); and how long after listen() termd's port.open event arrives.
 All in one run. Env: TERMD_BIN, BENCH_PORTS_N (GETs each way, default
-200), BENCH_PORTS_SIZES (MiB, default "1 10 100")."""
+200), BENCH_PORTS_SIZES (MiB, default "1 10 100"), BENCH_PORTS_RUNS."""
 
 import http.client
 import os
@@ -25,6 +26,7 @@ from tdtest import free_port  # noqa: E402
 TERMD_BIN = os.environ.get("TERMD_BIN") or os.path.join(REPO, "build", "termd")
 N = int(os.environ.get("BENCH_PORTS_N", "200"))
 SIZES = [int(x) for x in os.environ.get("BENCH_PORTS_SIZES", "1 10 100").split()]
+RUNS = int(os.environ.get("BENCH_PORTS_RUNS", "9"))
 
 SERVER = r'''
 import os, sys
@@ -155,7 +157,7 @@ def main():
         for kind, what in (("big", "writes"), ("file", "sendfile")):
             for mb in SIZES:
                 big_p, big_d, cpu = [], [], []
-                for _ in range(5 if mb < 100 else 3):
+                for _ in range(RUNS):
                     c0 = cpu_s(td.pid)
                     dt, n = get(tdport, "/proxy/%d/%s?mb=%d" % (port, kind, mb))
                     cpu.append(cpu_s(td.pid) - c0)

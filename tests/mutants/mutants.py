@@ -1425,4 +1425,33 @@ MUTANTS = [
          replace="\t\t\t;\n",
          tests=[R + "action/test_sessions.py::test_stop_hangs_up_each_session_then_kills_what_stays"],
          why="termd's stop only hangs up: a session's process that ignores SIGHUP outlives termd"),
+    dict(name="front-handed-body-fd-kept",
+         file="termd/net/front/h1.c",
+         search="\tfr_unwatch(&h->up);\n\tfr_unwatch(&h->hand);\n",
+         replace="\tfr_unwatch(&h->up);\n",
+         tests=[R + "door/preview/test_ports.py::test_proxy_handed_body_client_reset_leaves_no_fd"],
+         why="a connection closed mid-way through a body the proxy handed to the front keeps "
+             "the app's socket open: one fd leaked each client that leaves early"),
+    dict(name="front-handed-body-keeps-idle-lws",
+         file="termd/net/front/h1.c",
+         search="\tif (h->st == H_HEAD && !h->upout.len) {\n\t\tfr_unwatch(&h->up);\n",
+         replace="\tif (0) {\n\t\tfr_unwatch(&h->up);\n",
+         tests=[R + "door/preview/test_ports.py::test_proxy_handed_body_outlasting_lws_idle_keeps_the_connection"],
+         why="the front keeps lws's connection through a handed-over body: lws closes it idle "
+             "after 5 s and a client that read slowly loses its kept connection"),
+    dict(name="front-handed-body-ignores-connection-close",
+         file="termd/net/front/h1.c",
+         search="\tif (!whole || h->req_close) {\n",
+         replace="\tif (!whole) {\n",
+         tests=[R + "door/preview/test_ports.py::test_proxy_handed_body_ends_the_connection_the_client_asked_to_close"],
+         why="after a handed-over body the front keeps a connection its client asked to close "
+             "(Connection: close, HTTP/1.0): a client reading until the close hangs"),
+    dict(name="front-handed-body-lost-at-lws-close",
+         file="termd/net/front/h1.c",
+         search="\t       h->rs == RS_CL && h->rs_rem > 0 && fr_take_hand(c);\n",
+         replace="\t       h->rs == RS_CL && h->rs_rem > 0 && 0;\n",
+         tests=[R + "door/preview/test_ports.py::test_proxy_handed_body_ends_the_connection_the_client_asked_to_close"],
+         why="lws closes its connection right after it handed a body over for a client that "
+             "asked for a close; the front, reading that close before the queued hand-over, "
+             "ended the client's connection after the head (or the first piece)"),
 ]

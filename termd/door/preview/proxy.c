@@ -8,7 +8,9 @@
  * reads held while the client is behind); a plain body (Content-Length or
  * close-delimited, on a connection without TLS in lws) spliced from
  * upstream's socket to the client's through a pipe of PX_PIPE bytes once
- * the head is out, never read into termd. */
+ * the head is out, never read into termd; a sized one's rest, for a plain
+ * HTTP/1.1 client of the front, handed to the front (front_take_body),
+ * which splices it to the client itself. */
 #include "door.h"
 
 #include <arpa/inet.h>
@@ -184,9 +186,33 @@ static void px_finish(struct px *x, const char *why)
 
 /* ----------------------------------------------------------- the splice */
 
+/* a sized body's rest handed to the front (a plain HTTP/1.1 client of
+ * its): it splices upstream's socket to the client's itself, one hop
+ * instead of two (through lws's socket), and lws's answer ends here, its
+ * connection kept; 1 when handed (x freed) */
+static int hand_off(struct px *x)
+{
+	struct http_txn *t = x->t;
+	if (!x->sized || !x->rem || x->pp[0] >= 0 || !x->up || http_tls(t->wsi) ||
+	    !server_via_front(t->wsi))
+		return 0;
+	int fd = fcntl(lws_get_socket_fd(x->up), F_DUPFD_CLOEXEC, 0);
+	if (fd < 0)
+		return 0;
+	if (front_take_body(lws_get_socket_fd(t->wsi), fd, x->rem) < 0) {
+		close(fd);
+		return 0;
+	}
+	/* (lws's wsi of it closes its own fd only: no shutdown of a raw file) */
+	lws_rx_flow_control(x->up, 0);
+	x->rem = 0;
+	px_finish(x, NULL);
+	return 1;
+}
+
 /* the body may go socket to socket from here: a plain body whose head (and
  * what came with it) went out, nothing of lws's own left to write, no TLS
- * in lws; its pipe made */
+ * in lws; handed to the front (-1: x freed), else its pipe made (1) */
 static int splice_ready(struct px *x)
 {
 	struct http_txn *t = x->t;
@@ -195,6 +221,8 @@ static int splice_ready(struct px *x)
 	if (!t || !x->streaming || x->chunked || !t->hdr_sent || t->cut || t->ended ||
 	    t->off < t->out.len || lws_partial_buffered(t->wsi) || lws_is_ssl(t->wsi))
 		return 0;
+	if (hand_off(x))
+		return -1;
 	if (pipe2(x->pp, O_NONBLOCK | O_CLOEXEC) < 0) {
 		x->pp[0] = x->pp[1] = -1;
 		return 0;
@@ -266,15 +294,31 @@ static int splice_pump(struct px *x)
 	return 0;
 }
 
+/* lws wrote all it holds: the body spliced (or handed to the front) from
+ * here when it can be, else upstream read again */
 static void client_drained(struct http_txn *t)
 {
 	struct px *x = t->user;
 	if (!x)
 		return;
-	if (x->pp[0] >= 0)
+	int r = splice_ready(x);
+	if (r < 0)
+		return;   /* handed to the front */
+	if (r)
 		splice_pump(x);
 	else
 		hold_upstream(x, 0);
+}
+
+/* a body that may be spliced once lws wrote the head and what came with
+ * it: upstream is held from its first piece on (client_drained lets go),
+ * not read through lws's buffer while the head waits to go */
+static int splice_wait(struct px *x)
+{
+	if (!x->t || !x->streaming || x->chunked || x->pp[0] >= 0 || lws_is_ssl(x->t->wsi))
+		return 0;
+	hold_upstream(x, 1);
+	return 1;
 }
 
 static void client_sink(void *arg, const char *p, size_t n)
@@ -381,6 +425,8 @@ static int up_read(struct px *x)
 			px_finish(x, NULL);
 			return -1;
 		}
+		if (splice_wait(x))
+			return 0;
 		return more && !x->held;
 	}
 	buf_append(&x->head, b, (size_t)n);
@@ -407,18 +453,24 @@ static int up_read(struct px *x)
 		px_finish(x, NULL);
 		return -1;
 	}
-	if (x->head.len > hlen && body_out(x, x->head.p + hlen, x->head.len - hlen) < 0) {
+	int piece = x->head.len > hlen;
+	if (piece && body_out(x, x->head.p + hlen, x->head.len - hlen) < 0) {
 		px_finish(x, NULL);
 		return -1;
 	}
 	buf_free(&x->head);
+	if (piece && splice_wait(x))
+		return 0;
 	return more && !x->held;
 }
 
 /* a few reads per wakeup (fewer trips round the loop) while the client keeps up */
 static void up_readable(struct px *x)
 {
-	if (x->t && splice_ready(x)) {
+	int r = x->t ? splice_ready(x) : 0;
+	if (r < 0)
+		return;   /* handed to the front */
+	if (r) {
 		splice_pump(x);
 		return;
 	}

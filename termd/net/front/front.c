@@ -6,7 +6,8 @@
  * (srv.front_sock). One pump moves a connection's bytes, the protocol's
  * part given as a struct fr_proto. It touches no termd state: only bytes and fds, every one
  * non-blocking and close-on-exec. The listening fds go across an upgrade in
- * place (front_handover_*). */
+ * place (front_handover_*). Bodies the preview proxy hands over
+ * (front_take_body, from the loop's thread) come in on a queue. */
 #include "front.h"
 #include "loop.h"
 #include "net.h"
@@ -63,6 +64,19 @@ static void take_reserve(void)
 }
 static int ep = -1, stopfd = -1;
 static struct fwatch stopw;
+/* answers' bodies the preview proxy hands over (front_take_body, from the
+ * loop's thread): queued under handmu, handfd (an eventfd) says so */
+struct handmsg {
+	uint64_t id;
+	int fd;
+	unsigned long long rem;
+};
+static pthread_mutex_t handmu = PTHREAD_MUTEX_INITIALIZER;
+static struct handmsg *handq;
+static size_t nhandq, caphandq;
+static int handfd = -1;
+static struct fwatch handw;
+static uint64_t next_up_id;   /* the front's thread's: names its plain connections to lws */
 static pthread_t thr;
 static int running;
 static SSL_CTX *tls;
@@ -187,6 +201,15 @@ void fr_unwatch(struct fwatch *w)
 	w->reg = 0;
 }
 
+void fr_park(struct fwatch *w)
+{
+	if (w->fd < 0 || !w->reg)
+		return;
+	epoll_ctl(ep, EPOLL_CTL_DEL, w->fd, NULL);
+	w->reg = 0;
+	w->ev = 0;
+}
+
 /* freed once this turn's events are handled (an event may still name it) */
 void fr_defer(void *p)
 {
@@ -204,11 +227,28 @@ void fr_kick_h2(void)
 			c->again = 1;
 }
 
-int fr_upstream(void)
+/* the abstract name a connection of the front's to lws is bound to: one
+ * whose answer's body may be handed over (front_take_body) */
+static int up_name(struct sockaddr_un *su, uint64_t id)
+{
+	memset(su, 0, sizeof *su);
+	su->sun_family = AF_UNIX;
+	int n = snprintf(su->sun_path + 1, sizeof su->sun_path - 1, "termd-front-%d-%llu",
+			 (int)getpid(), (unsigned long long)id);
+	return (int)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+}
+
+int fr_upstream_named(uint64_t *id)
 {
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -1;
+	if (id) {
+		struct sockaddr_un me;
+		*id = ++next_up_id;
+		if (bind(fd, (struct sockaddr *)&me, (socklen_t)up_name(&me, *id)) < 0)
+			*id = 0;   /* (its body then goes through lws) */
+	}
 	struct sockaddr_un su;
 	memset(&su, 0, sizeof su);
 	su.sun_family = AF_UNIX;
@@ -219,6 +259,107 @@ int fr_upstream(void)
 		return -1;
 	}
 	return fd;
+}
+
+int fr_upstream(void)
+{
+	return fr_upstream_named(NULL);
+}
+
+int front_take_body(int lws_fd, int fd, unsigned long long rem)
+{
+	struct sockaddr_un su, me;
+	socklen_t l = sizeof su;
+	if (!running || handfd < 0 || getpeername(lws_fd, (struct sockaddr *)&su, &l) < 0 ||
+	    su.sun_family != AF_UNIX || l <= offsetof(struct sockaddr_un, sun_path) + 1 ||
+	    su.sun_path[0])
+		return -1;
+	/* the id in the peer's name, when that is the front's own kind */
+	char *end;
+	size_t plen = (size_t)up_name(&me, 0) - offsetof(struct sockaddr_un, sun_path) - 2;
+	size_t nl = l - offsetof(struct sockaddr_un, sun_path);
+	if (nl <= plen + 1 || memcmp(su.sun_path, me.sun_path, plen + 1) != 0)
+		return -1;
+	char num[24];
+	if (nl - 1 - plen >= sizeof num)
+		return -1;
+	memcpy(num, su.sun_path + 1 + plen, nl - 1 - plen);
+	num[nl - 1 - plen] = 0;
+	unsigned long long id = strtoull(num, &end, 10);
+	if (!id || *end)
+		return -1;
+	pthread_mutex_lock(&handmu);
+	if (nhandq == caphandq) {
+		caphandq = caphandq ? caphandq * 2 : 16;
+		handq = xrealloc(handq, caphandq * sizeof *handq);
+	}
+	handq[nhandq++] = (struct handmsg){id, fd, rem};
+	pthread_mutex_unlock(&handmu);
+	uint64_t one = 1;
+	if (write(handfd, &one, sizeof one) < 0) {
+		/* (the counter full: a wakeup is due anyway) */
+	}
+	return 0;
+}
+
+static void conn_pump(struct fconn *c);
+
+/* the bodies handed over: each to its connection, else its socket closed */
+static void take_handed(void)
+{
+	uint64_t v;
+	if (read(handfd, &v, sizeof v) < 0)
+		v = 0;
+	pthread_mutex_lock(&handmu);
+	struct handmsg *q = handq;
+	size_t n = nhandq;
+	handq = NULL;
+	nhandq = caphandq = 0;
+	pthread_mutex_unlock(&handmu);
+	for (size_t i = 0; i < n; i++) {
+		struct fconn *c = conns;
+		while (c && !(c->h1 && !c->dead && fr_h1_upid(c) == q[i].id))
+			c = c->next;
+		if (!c) {
+			close(q[i].fd);   /* its client left */
+			continue;
+		}
+		fr_h1_hand(c, q[i].fd, q[i].rem);
+		conn_pump(c);
+	}
+	free(q);
+}
+
+int fr_take_hand(struct fconn *c)
+{
+	uint64_t id = fr_h1_upid(c);
+	struct handmsg m = {0, -1, 0};
+	if (!id)
+		return 0;
+	pthread_mutex_lock(&handmu);
+	for (size_t i = 0; i < nhandq; i++)
+		if (handq[i].id == id) {
+			m = handq[i];
+			memmove(handq + i, handq + i + 1, (nhandq - i - 1) * sizeof *handq);
+			nhandq--;
+			break;
+		}
+	pthread_mutex_unlock(&handmu);
+	if (m.fd < 0)
+		return 0;
+	fr_h1_hand(c, m.fd, m.rem);
+	return 1;
+}
+
+static void drop_handed(void)
+{
+	pthread_mutex_lock(&handmu);
+	for (size_t i = 0; i < nhandq; i++)
+		close(handq[i].fd);
+	free(handq);
+	handq = NULL;
+	nhandq = caphandq = 0;
+	pthread_mutex_unlock(&handmu);
 }
 
 /* ------------------------------------------------- the client's bytes */
@@ -615,6 +756,10 @@ static void *front_main(void *arg)
 				stop = 1;
 				continue;
 			}
+			if (w == &handw) {
+				take_handed();
+				continue;
+			}
 			if (w->fd < 0)
 				continue;
 			if (w->kind == FK_LISTEN)
@@ -803,6 +948,12 @@ int front_start(char *err, size_t errlen)
 	stopw.fd = stopfd;
 	stopw.kind = -1;
 	fr_watch(&stopw, EPOLLIN);
+	handfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (handfd >= 0) {
+		handw.fd = handfd;
+		handw.kind = -1;
+		fr_watch(&handw, EPOLLIN);
+	}
 	for (int i = 0; i < nlis; i++) {
 		fcntl(lis[i].fd, F_SETFD, FD_CLOEXEC);
 		fcntl(lis[i].fd, F_SETFL, fcntl(lis[i].fd, F_GETFL) | O_NONBLOCK);
@@ -830,6 +981,7 @@ void front_stop(void)
 		pthread_join(thr, NULL);
 		running = 0;
 	}
+	drop_handed();
 	while (conns)
 		conn_close(conns);
 	for (size_t k = 0; k < ndeferred; k++)
@@ -843,6 +995,11 @@ void front_stop(void)
 	nlis = 0;
 	if (stopfd >= 0)
 		close(stopfd);
+	if (handfd >= 0)
+		close(handfd);
+	handfd = -1;
+	handw.fd = -1;
+	handw.reg = 0;
 	if (ep >= 0)
 		close(ep);
 	stopfd = ep = -1;

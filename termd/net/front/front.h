@@ -110,7 +110,11 @@ ssize_t fr_cread(struct fconn *c, void *p, size_t n);   /* >0, 0 end, -1 again, 
 int fr_cflush(struct fconn *c);                          /* cout to the client; -1 broken */
 int fr_watch(struct fwatch *w, uint32_t ev);             /* add or change */
 void fr_unwatch(struct fwatch *w);
+void fr_park(struct fwatch *w);                          /* out of the epoll set, its fd kept */
 int fr_upstream(void);                                   /* a connection to lws, non-blocking */
+/* ... bound to an abstract name that carries *id (0 when it could not be):
+ * front_take_body finds the connection by it */
+int fr_upstream_named(uint64_t *id);
 int fr_upsend(int fd, struct fq *q);                     /* q to lws: 1 if some went; lws gone: q dropped */
 uint64_t fr_now(void);
 void fr_defer(void *p);                                  /* free()d after this turn's events */
@@ -127,6 +131,13 @@ int fr_h1_init(struct fconn *c);
 extern const struct fr_proto fr_h1;
 void fr_h1_free(struct fconn *c);
 int fr_h1_forwarding(struct fconn *c);   /* a connection to lws is open (its timeouts hold) */
+uint64_t fr_h1_upid(struct fconn *c);    /* its connection to lws's id (0: none, or not named) */
+/* the rest of the answer's body, rem bytes, comes from fd (front_take_body) */
+void fr_h1_hand(struct fconn *c, int fd, unsigned long long rem);
+/* the body handed over for c's connection to lws, if one waits in the
+ * queue (front_take_body): taken now (1), for lws closes that connection
+ * once it handed a body over for a client that asked for a close */
+int fr_take_hand(struct fconn *c);
 
 /* front/h2.c */
 int fr_h2_init(struct fconn *c, const char *pre, size_t n);

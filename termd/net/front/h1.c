@@ -8,7 +8,9 @@
  * length known or ending with the connection, spliced from lws's socket to
  * the client's through a pipe, never read into the front), and after a
  * WebSocket upgrade answered 101 the two sides joined (lws's side spliced
- * too). Every buffer bounded: reads stop while full.
+ * too); the rest of a body the preview proxy handed over (fr_h1_hand) spliced
+ * from the app's socket itself once lws's part went, the next request then
+ * on a new connection to lws. Every buffer bounded: reads stop while full.
  * Its part of front.c's pump: fr_h1. */
 #include "front.h"
 
@@ -42,6 +44,13 @@ struct h1state {
 	struct h1_chunk rs_ck;
 	struct fq rs_h;         /* the answer's head as it comes */
 	int pp[2];              /* the splice pipe (-1: none yet; FR_PIPE bytes) */
+	uint64_t upid;          /* up's name (fr_upstream_named; 0: none) */
+	/* the rest of the answer's body handed over (fr_h1_hand): hand_rem
+	 * bytes from hand.fd, once lws's part of it went (handing) */
+	struct fwatch hand;
+	unsigned long long hand_rem;
+	int handing;
+	int req_close;          /* the request in flight wants the connection closed after */
 };
 
 #define FR_PIPE (1u << 20)      /* the splice pipe's size asked for */
@@ -130,6 +139,9 @@ int fr_h1_init(struct fconn *c)
 	h->up.kind = FK_UP;
 	h->up.owner = c;
 	h->pp[0] = h->pp[1] = -1;
+	h->hand.fd = -1;
+	h->hand.kind = FK_UP;
+	h->hand.owner = c;
 	c->h1 = h;
 	return 0;
 }
@@ -140,6 +152,7 @@ void fr_h1_free(struct fconn *c)
 	if (!h)
 		return;
 	fr_unwatch(&h->up);
+	fr_unwatch(&h->hand);
 	if (h->pp[0] >= 0) {
 		close(h->pp[0]);
 		close(h->pp[1]);
@@ -149,12 +162,33 @@ void fr_h1_free(struct fconn *c)
 	c->h1 = NULL;
 	/* an event of this turn may still name h->up: freed with the turn */
 	h->up.fd = -1;
+	h->hand.fd = -1;
 	fr_defer(h);
 }
 
 int fr_h1_forwarding(struct fconn *c)
 {
-	return c->h1 && c->h1->up.fd >= 0;
+	return c->h1 && (c->h1->up.fd >= 0 || c->h1->hand.fd >= 0);
+}
+
+uint64_t fr_h1_upid(struct fconn *c)
+{
+	return c->h1 && c->h1->up.fd >= 0 ? c->h1->upid : 0;
+}
+
+void fr_h1_hand(struct fconn *c, int fd, unsigned long long rem)
+{
+	struct h1state *h = c->h1;
+	if (h->hand.fd >= 0 || c->ssl || !rem) {
+		close(fd);   /* (never: not a body the front can take) */
+		c->close_after = 1;
+		return;
+	}
+	h->hand.fd = fd;
+	h->hand.reg = 0;
+	h->hand.ev = 0;
+	h->hand_rem = rem;
+	h->handing = 0;
 }
 
 /* a head: checked, rewritten into upout, the body's framing noted */
@@ -168,7 +202,8 @@ static int take_head(struct fconn *c, char *p, size_t hl)
 		return 0;
 	}
 	if (h->up.fd < 0) {
-		h->up.fd = fr_upstream();
+		h->upid = 0;
+		h->up.fd = c->ssl ? fr_upstream() : fr_upstream_named(&h->upid);
 		if (h->up.fd < 0) {
 			fr_answer(c, 502, "termd's server cannot be reached");
 			return 0;
@@ -185,6 +220,17 @@ static int take_head(struct fconn *c, char *p, size_t hl)
 		fq_put(&c->cout, "HTTP/1.1 100 Continue\r\n\r\n", 25);
 	h->inflight = 1;
 	h->req_head = r.mlen == 4 && memcmp(r.method, "HEAD", 4) == 0;
+	/* Connection: close, or HTTP/1.0 without keep-alive (as lws reads it):
+	 * a handed body's end is then the connection's */
+	int close = r.vlen == 8 && memcmp(r.version, "HTTP/1.0", 8) == 0;
+	for (int i = 0; i < r.nh; i++)
+		if (h1_name_is(&r.h[i], "connection")) {
+			if (h1_has_token(r.h[i].val, r.h[i].vlen, "close"))
+				close = 1;
+			else if (h1_has_token(r.h[i].val, r.h[i].vlen, "keep-alive"))
+				close = 0;
+		}
+	h->req_close = close;
 	h->rs = RS_HEAD;
 	if (r.upgrade) {
 		h->st = H_UPWAIT;
@@ -349,6 +395,25 @@ static int can_read_client(struct fconn *c)
 	       h->upout.len < FR_BUF_CAP;
 }
 
+static int pipe_made(struct h1state *h)
+{
+	if (h->pp[0] < 0) {
+		if (pipe2(h->pp, O_NONBLOCK | O_CLOEXEC) < 0) {
+			h->pp[0] = h->pp[1] = -1;
+			return 0;
+		}
+		fcntl(h->pp[1], F_SETPIPE_SZ, FR_PIPE);   /* (else 64 KiB) */
+	}
+	return 1;
+}
+
+/* a body is handed over and lws's part of it all read: nothing more of
+ * lws's is read until it went (lws may close the idle connection) */
+static int at_hand(const struct h1state *h)
+{
+	return h->hand.fd >= 0 && h->inflight && h->rs == RS_CL && h->rs_rem <= h->hand_rem;
+}
+
 /* the bytes lws sends now go to the client untouched: an answer's body of
  * known length or one ending with the connection, or a joined WebSocket's
  * bytes, nothing in cout before
@@ -363,14 +428,17 @@ static int splice_ok(struct fconn *c)
 	if (h->st != H_TUNNEL &&
 	    (h->untracked || !h->inflight || (h->rs != RS_CL && h->rs != RS_CLOSE)))
 		return 0;
-	if (h->pp[0] < 0) {
-		if (pipe2(h->pp, O_NONBLOCK | O_CLOEXEC) < 0) {
-			h->pp[0] = h->pp[1] = -1;
-			return 0;
-		}
-		fcntl(h->pp[1], F_SETPIPE_SZ, FR_PIPE);   /* (else 64 KiB) */
-	}
-	return 1;
+	return pipe_made(h);
+}
+
+/* lws ended its connection mid-answer: lws hands a body over before it
+ * closes (Connection: close, HTTP/1.0), and the hand-over may still be in
+ * the queue: taken now, the end of lws's part then no end of the answer */
+static int hand_at_end(struct fconn *c)
+{
+	struct h1state *h = c->h1;
+	return h->hand.fd < 0 && h->inflight && !h->untracked && h->st != H_TUNNEL &&
+	       h->rs == RS_CL && h->rs_rem > 0 && fr_take_hand(c);
 }
 
 /* the pipe to the client, then lws's bytes into the (empty) pipe, up to
@@ -392,18 +460,21 @@ static int splice_answer(struct fconn *c)
 			prog = 1;
 			continue;
 		}
-		if (!splice_ok(c))
+		if (!splice_ok(c) || at_hand(h))
 			return prog;
 		size_t want = FR_PIPE;
 		if (h->st != H_TUNNEL && h->rs == RS_CL && h->rs_rem < want)
 			want = (size_t)h->rs_rem;
+		if (h->hand.fd >= 0 && h->st != H_TUNNEL && h->rs == RS_CL)
+			want = (size_t)(h->rs_rem - h->hand_rem);   /* (lws's part) */
 		ssize_t n = splice(h->up.fd, NULL, h->pp[1], NULL, want,
 				   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
 		if (n < 0 && (errno == EAGAIN || errno == EINTR))
 			return prog;
 		prog = 1;
 		if (n <= 0) {
-			h->up_eof = 1;
+			if (!(n == 0 && hand_at_end(c)))
+				h->up_eof = 1;
 			return prog;
 		}
 		c->pend += (size_t)n;
@@ -414,6 +485,86 @@ static int splice_answer(struct fconn *c)
 				h->inflight = 0;
 			}
 		}
+	}
+	return prog;
+}
+
+/* a handed body's end: 1 whole, 0 cut short (the client's connection then ends) */
+static void hand_end(struct fconn *c, int whole)
+{
+	struct h1state *h = c->h1;
+	fr_unwatch(&h->hand);
+	h->handing = 0;
+	h->hand_rem = 0;
+	if (!whole || h->req_close) {
+		c->close_after = 1;   /* (after what the pipe holds) */
+		return;
+	}
+	h->rs = RS_HEAD;
+	h->inflight = 0;
+}
+
+/* the handed body once lws's part went: 0 not yet, 1 from here on */
+static int hand_start(struct fconn *c)
+{
+	struct h1state *h = c->h1;
+	if (h->handing)
+		return 1;
+	if (h->inflight && !h->untracked && h->st != H_TUNNEL && h->rs == RS_HEAD)
+		return 0;   /* its head still to come */
+	if (!h->inflight || h->untracked || h->st == H_TUNNEL || h->rs != RS_CL ||
+	    h->rs_rem < h->hand_rem) {
+		hand_end(c, 0);   /* (never: the answer is not the one handed) */
+		return 0;
+	}
+	if (h->rs_rem > h->hand_rem)
+		return 0;
+	h->handing = 1;
+	/* lws is done with this connection: the next request gets a new one
+	 * (lws would close this one, idle, while a long body goes) */
+	if (h->st == H_HEAD && !h->upout.len) {
+		fr_unwatch(&h->up);
+		h->up_eof = h->shut = 0;
+		h->upid = 0;
+	}
+	return 1;
+}
+
+/* the handed body: the pipe to the client (after cout), then the app's
+ * socket into the pipe; 1 progress, -1 the client's socket broke */
+static int hand_body(struct fconn *c)
+{
+	struct h1state *h = c->h1;
+	int prog = 0;
+	for (int i = 0; i < 16 && h->handing; i++) {
+		if (c->pend) {
+			ssize_t n = splice(h->pp[0], NULL, c->w.fd, NULL, c->pend,
+					   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+			if (n < 0 && (errno == EAGAIN || errno == EINTR))
+				return prog;
+			if (n <= 0)
+				return -1;
+			c->pend -= (size_t)n;
+			c->last_us = c->out_us = fr_now();
+			prog = 1;
+			continue;
+		}
+		if (c->cout.len || !pipe_made(h))
+			return prog;
+		size_t want = h->hand_rem < FR_PIPE ? (size_t)h->hand_rem : FR_PIPE;
+		ssize_t n = splice(h->hand.fd, NULL, h->pp[1], NULL, want,
+				   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			return prog;
+		prog = 1;
+		if (n <= 0) {
+			hand_end(c, 0);   /* the app ended it short */
+			return prog;
+		}
+		c->pend += (size_t)n;
+		h->hand_rem -= (unsigned long long)n;
+		if (!h->hand_rem)
+			hand_end(c, 1);   /* (the pipe still drains first) */
 	}
 	return prog;
 }
@@ -429,6 +580,11 @@ static int h1_work(struct fconn *c)
 		shutdown(h->up.fd, SHUT_WR);
 		h->shut = 1;
 	}
+	if (h->hand.fd >= 0 && hand_start(c)) {
+		int r = hand_body(c);
+		if (r < 0 || h->handing || c->pend)
+			return r < 0 ? -1 : prog | r;
+	}
 	if (splice_ok(c)) {
 		int r = splice_answer(c);
 		if (r < 0)
@@ -437,14 +593,15 @@ static int h1_work(struct fconn *c)
 		if (c->pend || splice_ok(c))
 			return prog;
 	}
-	while (h->up.fd >= 0 && !h->up_eof && c->cout.len < FR_BUF_CAP) {
+	while (h->up.fd >= 0 && !h->up_eof && c->cout.len < FR_BUF_CAP && !at_hand(h)) {
 		char *p = fq_room(&c->cout, 65536);
 		ssize_t r = read(h->up.fd, p, 65536);
 		if (r < 0 && (errno == EAGAIN || errno == EINTR))
 			break;
 		prog = 1;
 		if (r <= 0) {
-			h->up_eof = 1;
+			if (!(r == 0 && hand_at_end(c)))
+				h->up_eof = 1;
 			break;
 		}
 		track(h, p, (size_t)r);
@@ -456,20 +613,30 @@ static int h1_work(struct fconn *c)
 static int h1_over(struct fconn *c)
 {
 	struct h1state *h = c->h1;
-	return h->up_eof || c->close_after || (c->eof && h->up.fd < 0);
+	return h->up_eof || c->close_after || (c->eof && h->up.fd < 0 && h->hand.fd < 0);
 }
 
 static void h1_watch(struct fconn *c)
 {
 	struct h1state *h = c->h1;
+	if (h->hand.fd >= 0) {
+		/* (parked, not only quiet: a socket hung up is always reported) */
+		if (h->handing && !c->pend && !c->cout.len)
+			fr_watch(&h->hand, EPOLLIN);
+		else
+			fr_park(&h->hand);
+	}
 	if (h->up.fd < 0)
 		return;
 	uint32_t ev = 0;
-	if (!h->up_eof && c->cout.len < FR_BUF_CAP && !c->pend)
+	if (!h->up_eof && c->cout.len < FR_BUF_CAP && !c->pend && !at_hand(h) && !h->handing)
 		ev |= EPOLLIN;
 	if (h->upout.len)
 		ev |= EPOLLOUT;
-	fr_watch(&h->up, ev);
+	if (ev || !h->handing)
+		fr_watch(&h->up, ev);
+	else
+		fr_park(&h->up);
 }
 
 const struct fr_proto fr_h1 = {

@@ -10,6 +10,7 @@ the events anyway) but not probe with port.wait."""
 import os
 import signal
 import socket
+import struct
 import time
 
 import tdtest
@@ -569,6 +570,115 @@ def test_proxy_big_download_slow_reader_bounded(termd_factory, tmp_path):
     finally:
         kill(pid)
 
+
+
+def read_head(s):
+    """An answer's head from s: (head, the body bytes that came with it)."""
+    got = b""
+    while b"\r\n\r\n" not in got:
+        d = s.recv(65536)
+        assert d, got[:200]
+        got += d
+    i = got.index(b"\r\n\r\n") + 4
+    return got[:i], got[i:]
+
+
+def test_proxy_handed_body_client_reset_leaves_no_fd(termd_factory, tmp_path):
+    """A sized body's rest goes from the app's socket to the client's by the
+    front itself (handed over by the proxy, one hop): a client that resets
+    its connection mid-body leaves nothing open in termd, the app's socket
+    closed with it (its socket count back to where it was)."""
+    t = proxy_termd(termd_factory, tmp_path)
+    ev = t.events()
+    port, pid = echo_server(t, ev)
+    try:
+        # a whole one first: what termd opens once for previews is open
+        st, _, d = get(t, "/proxy/%d/big?mb=2" % port, headers=FULL)
+        assert st == 200 and d == big_body(2), len(d)
+        base = tdtest.socket_fds(t.proc.pid)
+        for _ in range(3):
+            s = socket.create_connection(tuple_addr(t))
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+            s.settimeout(60)
+            s.sendall(b"GET /proxy/%d/big?mb=256 HTTP/1.1\r\nHost: localhost\r\n"
+                      b"Authorization: Bearer fullsecret\r\n\r\n" % port)
+            head, body = read_head(s)
+            assert b" 200 " in head[:20] and b"content-length: %d" % (256 << 20) in head.lower(), head
+            got = len(body)
+            while got < 8 << 20:   # well past what goes through lws before the hand-over
+                d = s.recv(1 << 20)
+                assert d, got
+                got += len(d)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            s.close()   # a reset, the app still writing
+        tdtest.wait_until(lambda: tdtest.socket_fds(t.proc.pid) <= base, 60,
+                          what="termd's sockets back to %d (now %d)"
+                          % (base, tdtest.socket_fds(t.proc.pid)))
+        # and previews go on
+        st, _, d = get(t, "/proxy/%d/big?mb=3" % port, headers=FULL)
+        assert st == 200 and d == big_body(3), len(d)
+    finally:
+        kill(pid)
+
+
+def test_proxy_handed_body_outlasting_lws_idle_keeps_the_connection(termd_factory, tmp_path):
+    """A handed-over body the client takes longer to read than lws keeps an
+    idle connection (5 s): once it is whole, the same client connection
+    still carries the next request (the front asks lws on a new
+    connection of its own)."""
+    import http.client
+    import json
+    t = proxy_termd(termd_factory, tmp_path)
+    ev = t.events()
+    port, pid = echo_server(t, ev)
+    try:
+        c = http.client.HTTPConnection(*tuple_addr(t), timeout=60)
+        c.request("GET", "/proxy/%d/big?mb=16" % port, headers=FULL)
+        r = c.getresponse()
+        assert r.status == 200 and r.getheader("content-length") == str(16 << 20), r.getheaders()
+        first = r.read(6 << 20)
+        time.sleep(7)   # the pause is the case: longer than lws's idle timeout
+        d = first + r.read()
+        assert len(d) == 16 << 20 and d == big_body(16), len(d)
+        kept = c.sock
+        assert kept is not None, "the connection closed after a sized answer"
+        c.request("GET", "/proxy/%d/after" % port, headers=FULL)
+        r = c.getresponse()
+        d = r.read()
+        assert r.status == 200 and json.loads(d)["path"] == "/after", d[:200]
+        assert c.sock is kept
+        c.close()
+    finally:
+        kill(pid)
+
+
+def test_proxy_handed_body_ends_the_connection_the_client_asked_to_close(termd_factory, tmp_path):
+    """A handed-over body for a request that said Connection: close (or an
+    HTTP/1.0 one) ends with the connection, as lws would have ended it: a
+    client that reads until the close gets the whole answer and the close
+    (the front's own wait for a next request made long here). lws closes
+    its side right after it handed the body over, the hand-over perhaps
+    still queued for the front: each asked several times, for the front
+    must take it before it ends on lws's close."""
+    t = termd_factory(args=("--head-timeout", "600"), token="fullsecret", tcp=True)
+    ev = t.events()
+    port, pid = echo_server(t, ev)
+    try:
+        for req in 8 * (b"GET /proxy/%d/big?mb=4 HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n",
+                        b"GET /proxy/%d/big?mb=4 HTTP/1.0\r\n"):
+            with socket.create_connection(tuple_addr(t)) as s:
+                s.settimeout(120)
+                s.sendall(req % port + b"Authorization: Bearer fullsecret\r\n\r\n")
+                head, body = read_head(s)
+                assert b" 200 " in head[:20], head
+                while True:
+                    d = s.recv(1 << 20)
+                    if not d:
+                        break
+                    body += d
+                assert len(body) == 4 << 20 and body == big_body(4), (req, len(body))
+    finally:
+        kill(pid)
 
 # ------------------------------------------------ termctl and the Python client
 
