@@ -175,14 +175,23 @@ def stub_children(pid):
 
 def socket_fds(pid, spares=False):
     """How many sockets a process holds open (for termd, without the one it
-    holds for each spare stub unless spares)."""
+    holds for each spare stub unless spares). Netlink sockets are not
+    counted: the port scan opens one for a moment every 250 ms."""
+    netlink = set()
+    try:
+        with open("/proc/%d/net/netlink" % pid) as f:
+            for line in f.read().splitlines()[1:]:
+                netlink.add(line.split()[-1])
+    except OSError:
+        pass
     n = 0
     for fd in os.listdir("/proc/%d/fd" % pid):
         try:
-            if os.readlink("/proc/%d/fd/%s" % (pid, fd)).startswith("socket:"):
-                n += 1
+            link = os.readlink("/proc/%d/fd/%s" % (pid, fd))
         except OSError:
-            pass
+            continue
+        if link.startswith("socket:") and link[len("socket:["):-1] not in netlink:
+            n += 1
     return n if spares else n - len(stub_children(pid))
 
 

@@ -6,7 +6,7 @@ without bound — it is disconnected past a limit and can resubscribe."""
 import os
 import time
 
-from tdtest import content, drain, fmt, rss_mb, run_done, socket_fds
+from tdtest import content, drain, fmt, rss_mb, run_done, socket_fds, wait_until
 
 T = 90.0
 
@@ -74,7 +74,8 @@ def test_slow_reader_is_disconnected_and_others_keep_going(termd_factory, tmp_pa
     sub = slow.call("subscribe", timeout=T)
     assert sub.get("observation") == "subscribe", fmt(sub)
     last_seen = sub["seq"]
-    assert socket_fds(tpid) == base_socks + 1
+    wait_until(lambda: socket_fds(tpid) == base_socks + 1, 10,
+               what="termd holding one more socket, the slow client's")
     # from here on `slow` never reads
 
     # another session prints a lot meanwhile
