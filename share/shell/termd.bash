@@ -25,23 +25,30 @@ __termd_mark_p='\[\e]6973;'"$__termd_nonce"';P\a\]'
 # The hook sits in PROMPT_COMMAND[0] (first, so $? is the command's) and in
 # PROMPT_COMMAND[99] (bash >= 5.1 runs every element): a plain
 # PROMPT_COMMAND=... replaces only [0], and a syntax error in another
-# element does not stop ours. Each copy puts the other back.
-__termd_pc0='{ __termd_prompt 0; } 2>/dev/null'
-__termd_pc99='{ __termd_prompt 99; } 2>/dev/null'
+# element does not stop ours. Each copy puts the other back. [0] is called
+# with stderr closed (nothing of it traced under set -x, no message; a
+# closed fd is cheaper than opening /dev/null at every prompt). [99] costs
+# nothing when [0] ran: it is only expansions, of __termd_99 at index
+# __termd_ran (1 once [0] ran: an empty word, so no command, nothing
+# traced), which the second one sets back to 0; when [0] did not run it
+# names the function that puts [0] back.
+__termd_pc0='{ __termd_prompt 0; } 2>&-'
+__termd_pc99='${__termd_99[__termd_ran]-}${__termd_99[__termd_ran=0]+}'
+__termd_ran=0
+__termd_99=(__termd_prompt99 '')
+__termd_prompt99() {
+	{ __termd_prompt 99; } 2>&-
+}
 __termd_prompt() {
 	local __termd_ec=$?
 	if [ "$1" = 99 ]; then
-		if [ -n "${__termd_emitted-}" ]; then
-			__termd_emitted=
-			return $__termd_ec
-		fi
 		# [0] was replaced: report (best effort) and put it back in front
 		case "${PROMPT_COMMAND-}" in
 		*"$__termd_pc0"*) ;;
 		*) PROMPT_COMMAND="$__termd_pc0${PROMPT_COMMAND:+;$PROMPT_COMMAND}" ;;
 		esac
 	else
-		__termd_emitted=1
+		__termd_ran=1
 		[ "${PROMPT_COMMAND[99]-}" = "$__termd_pc99" ] || PROMPT_COMMAND[99]=$__termd_pc99
 	fi
 	printf '\033]6973;%s;D;%s;%s\007' "$__termd_nonce" "$__termd_ec" "$PWD"

@@ -539,6 +539,7 @@ static void type_pending(struct session *s)
 			cmd->awaiting_shell = 1;
 			cmd_set(s, cmd);
 			session_write(s, b.p, b.len);
+			s->line_clean = 1;   /* (after the write, which clears it) */
 			buf_free(&b);
 			if (w->detached) {
 				/* polls that came while it was queued now wait on it */

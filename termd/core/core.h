@@ -83,6 +83,9 @@ struct session {
 	uint64_t prompt_us;       /* its last prompt mark (a shell up but not reading yet) */
 	int ready;                /* line editor is reading (prompt shown) */
 	int cont;                 /* the shell reads the rest of a command (PS2) */
+	int line_clean;           /* nothing was written to its pty since a run typed
+				   * a command line (ending in its Enter): the line
+				   * editor's next line is empty (run.c, shellint.c) */
 	char *cwd;
 	struct cmd *cmd;          /* current or last undelivered command */
 	struct waiter *waiters;   /* run and keys actions waiting on it, in order */

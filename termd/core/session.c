@@ -679,6 +679,7 @@ static int spawn(struct session *s, const cJSON *env, int mode, pid_t stub, int 
 	s->state = s->is_shell ? SH_STARTING : SH_RUNNING;
 	s->spawned_us = mono_us();
 	s->ready = 0;
+	s->line_clean = 0;
 	log_debug("session %s: pid %d on %s", s->name, (int)s->pty.pid, s->pty.slave);
 	for (size_t i = 0; i < nlisteners; i++)
 		if (listeners[i]->started)
@@ -865,6 +866,7 @@ int session_respawn(struct session *s, char *err, size_t errlen)
 
 void session_write(struct session *s, const void *data, size_t len)
 {
+	s->line_clean = 0;   /* whatever it is, it may be left on the line */
 	for (size_t i = 0; i < nlisteners; i++)
 		if (listeners[i]->input)
 			listeners[i]->input(s, data, len);

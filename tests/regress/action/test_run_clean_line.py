@@ -146,3 +146,27 @@ def test_a_shell_without_the_ready_signal_is_typed_to_once_it_reads(termd_factor
         # prompt, each typed line shows on a prompt's line
         typed = [l for l in scr.splitlines() if "eval" in l]
         assert len(typed) == 2 and all(l[:2] in ("$ ", "# ") for l in typed), scr
+
+
+def test_text_typed_ahead_or_a_terminal_answer_left_on_the_line_is_cleared(termd_factory, tmp_path):
+    """Issue 50: after a run's command line nothing is left on the next
+    line, and termd types no clearing key; anything written to the pty
+    since (keys typed while a command ran and never read by it, the
+    terminal's answer to a query a command made and did not read) is on
+    the next line and is cleared before the next run."""
+    ev = plain_prompt(termd_factory, tmp_path).events()
+    tdtest.run_done(ev, "true")
+    obs = tdtest.run_obs(ev, "sleep 2", timeout=0.2)
+    assert (obs.get("extras") or {}).get("running") is True, tdtest.fmt(obs)
+    ev.call("keys", {"keys": ["z", "q"]})
+    obs = tdtest.run_done(ev, "")                    # the sleep ends
+    tdtest.wait_until(lambda: "$ zq" in screen_text(ev), what="zq on the prompt line")
+    obs = tdtest.run_done(ev, "echo ok")
+    assert tdtest.content(obs) == "ok", tdtest.fmt(obs)
+    # a cursor position query (DSR 6) the command does not read: the
+    # answer is typed into the shell's line
+    tdtest.run_done(ev, "printf '\\033[6n'")
+    obs = tdtest.run_done(ev, "echo after-query")
+    assert tdtest.content(obs) == "after-query", tdtest.fmt(obs)
+    for i in range(3):
+        assert tdtest.content(tdtest.run_done(ev, "echo n%d" % i)) == "n%d" % i

@@ -140,6 +140,43 @@ def test_set_u_and_pipefail_together(ev):
     run_done(ev, "false", 1)
 
 
+def test_set_x_traces_the_command_not_the_hook(ev):
+    """under set -x a command's output is its own trace and output: nothing
+    of termd's prompt hook (PROMPT_COMMAND [0] and [99]) is traced"""
+    run_done(ev, "set -x")
+    obs = run_done(ev, "echo hi")
+    assert lines(obs) == ["+ echo hi", "hi"], fmt(obs)
+    obs = run_done(ev, "false", 1)
+    assert lines(obs) == ["+ false"], fmt(obs)
+    obs = run_done(ev, "cd /tmp")
+    assert lines(obs) == ["+ cd /tmp"], fmt(obs)
+    assert obs["extras"]["cwd"] == "/tmp", fmt(obs)
+    obs = run_done(ev, "set +x")
+    assert lines(obs) == ["+ set +x"], fmt(obs)
+    assert content(run_done(ev, "echo plain")) == "plain"
+
+
+def test_prompt_command_replaced_or_cut(ev):
+    """a plain PROMPT_COMMAND=... replaces element [0], termd's hook: [99]
+    puts it back; [99] unset: [0] puts it back. Exit codes and the cwd are
+    right all along, and the user's own command runs at each prompt."""
+    run_done(ev, "PROMPT_COMMAND='__pc_ran=$((${__pc_ran:-0}+1))'")
+    run_done(ev, "false", 1)
+    obs = run_done(ev, 'echo "[${PROMPT_COMMAND[0]}]"')
+    assert "__termd_prompt 0" in content(obs), fmt(obs)
+    assert "__pc_ran" in content(obs), fmt(obs)
+    obs = run_done(ev, "cd /tmp")
+    assert obs["extras"]["cwd"] == "/tmp", fmt(obs)
+    n = int(content(run_done(ev, "echo $__pc_ran")))
+    assert int(content(run_done(ev, "echo $__pc_ran"))) == n + 1
+    run_done(ev, 'unset "PROMPT_COMMAND[99]"')
+    run_done(ev, "(exit 3)", 3)
+    obs = run_done(ev, 'echo "[${PROMPT_COMMAND[99]}]"')
+    assert content(obs) not in ("", "[]"), fmt(obs)
+    run_done(ev, "false", 1)
+    assert content(run_done(ev, "echo still")) == "still"
+
+
 def test_fake_venv_activation(ev, tmp_path):
     venv = tmp_path / "venv"
     (venv / "bin").mkdir(parents=True)
