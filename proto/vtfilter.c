@@ -103,6 +103,12 @@ static void vf_event(void *user, const struct vtp_event *ev)
 	}
 }
 
+int vtfilter_clean(const struct vtfilter *f, const char *data, size_t n)
+{
+	return !f->c2 && vtparse_in_ground(&f->vp) && !memchr(data, 0x1b, n) &&
+	       !memchr(data, 0xc2, n);
+}
+
 void vtfilter_reset(struct vtfilter *f)
 {
 	memset(f, 0, sizeof *f);

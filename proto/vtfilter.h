@@ -17,5 +17,9 @@ struct vtfilter {
 void vtfilter_reset(struct vtfilter *f);
 /* Append to out the part of data that libvterm may be given. */
 void vtfilter_feed(struct vtfilter *f, const char *data, size_t n, buf_t *out);
+/* 1 when the filter would pass data on as it is and stay as it is (text,
+ * no ESC, no 0xC2, nothing held): it may then go to libvterm without the
+ * copy vtfilter_feed makes. */
+int vtfilter_clean(const struct vtfilter *f, const char *data, size_t n);
 
 #endif

@@ -162,30 +162,45 @@ static void put_utf8(buf_t *b, uint32_t cp)
 	buf_append(b, s, utf8_encode(cp, s));
 }
 
-/* A row's characters, trailing blanks trimmed. */
+/* A row's characters, trailing blanks trimmed. Written straight into
+ * out's memory, reserved for a byte a cell and grown at a character that
+ * takes more: every line scrolled off the screen comes here, and a call
+ * per byte was a tenth of termd's CPU for `seq` through a pty session. */
 static void row_text(const struct screen *sc, const struct row *row, buf_t *out)
 {
-	size_t line_start = out->len;
 	int ncols = row->fill.ch[0] == 0 ? row->len : sc->cols;
+	if (!ncols) {
+		if (out->p)
+			out->p[out->len] = 0;
+		return;
+	}
+	size_t start = out->len;
+	buf_reserve(out, (size_t)ncols);
+	char *o = out->p + out->len;
 	for (int c = 0; c < ncols; c++) {
 		const struct cell *cell = row_get(row, c);
-		if (cell->ch[0] == CELL_CONT)
-			continue;
-		if (cell->ch[0] == 0) {
-			buf_putc(out, ' ');
-			continue;
-		}
-		if (cell->ch[0] < 0x80 && !cell->ch[1]) {
-			buf_putc(out, (char)cell->ch[0]);
+		uint32_t ch = cell->ch[0];
+		if (!ch) {
+			*o++ = ' ';
 			continue;
 		}
+		if (ch < 0x80 && !cell->ch[1]) {
+			*o++ = (char)ch;
+			continue;
+		}
+		if (ch == CELL_CONT)
+			continue;
+		/* room for this cell's characters and a byte for each one left */
+		out->len = (size_t)(o - out->p);
+		buf_reserve(out, CELL_MAXCH * 4 + (size_t)(ncols - c));
+		o = out->p + out->len;
 		for (int i = 0; i < CELL_MAXCH && cell->ch[i]; i++)
-			put_utf8(out, cell->ch[i]);
+			o += utf8_encode(cell->ch[i], o);
 	}
-	while (out->len > line_start && out->p[out->len - 1] == ' ')
-		out->len--;
-	if (out->p)
-		out->p[out->len] = 0;
+	while (o > out->p + start && o[-1] == ' ')
+		o--;
+	out->len = (size_t)(o - out->p);
+	out->p[out->len] = 0;
 }
 
 /* A row leaves the top of the primary screen: into the scrollback ring. */
@@ -262,14 +277,23 @@ static int cb_putglyph(VTermGlyphInfo *info, VTermPos pos, void *user)
 	struct row *row = cur(sc)->row[pos.row];
 	int w = info->width > 1 ? info->width : 1;
 	int end = pos.col + w < sc->cols ? pos.col + w : sc->cols;
-	if (end + 1 > row->len)
-		row_materialize(row, end + 1 < sc->cols ? end + 1 : sc->cols);
+	/* only the cells written are made real: a cell past len is the fill,
+	 * never the right half of a wide char */
+	if (end > row->len) {
+		if (end <= row->cap) {
+			for (int i = row->len; i < end; i++)
+				row->c[i] = row->fill;
+			row->len = end;
+		} else {
+			row_materialize(row, end);
+		}
+	}
 	/* over the right half of a wide char: blank its left half; over the
 	 * left half of one: blank its right half (as xterm and tmux do) */
 	if (row->c[pos.col].ch[0] == CELL_CONT && pos.col > 0 &&
 	    row->c[pos.col - 1].width == 2 && row->c[pos.col - 1].ch[0] != CELL_CONT)
 		blank_cell(sc, &row->c[pos.col - 1]);
-	if (end < sc->cols && row->c[end].ch[0] == CELL_CONT)
+	if (end < row->len && row->c[end].ch[0] == CELL_CONT)
 		blank_cell(sc, &row->c[end]);
 	struct cell *c = &row->c[pos.col];
 	c->ch[0] = info->chars[0];
@@ -483,6 +507,10 @@ static int cb_resize(int rows, int cols, VTermPos *delta, void *user)
 /* Every byte for libvterm goes through proto/vtfilter.c's filter first. */
 static void vt_write(struct screen *sc, const char *data, size_t n)
 {
+	if (vtfilter_clean(&sc->vf, data, n)) {
+		vterm_input_write(sc->vt, data, n);   /* plain text: no copy */
+		return;
+	}
 	buf_reset(&sc->vtbuf);
 	vtfilter_feed(&sc->vf, data, n, &sc->vtbuf);
 	if (sc->vtbuf.len)

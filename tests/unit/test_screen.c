@@ -799,6 +799,29 @@ static void test_scrollback(void **state)
 	h = history(sc, 1);
 	assert_string_equal(h, "\xe6\x97\xa5" "e\xcc\x81\n");
 	free(h);
+	/* a row whose text takes more than a byte a cell (each row written at
+	 * the top, then one line feed at the bottom scrolls it off): wide
+	 * characters across it; a combining mark on every cell; blanks with a
+	 * coloured background after a letter (trailing spaces still trimmed) */
+	feed(sc, "\x1b[H\x1b[2J\xe6\x97\xa5\xe6\x97\xa5\xe6\x97\xa5\xe6\x97\xa5\xe6\x97\xa5\x1b[3;1H\n");
+	h = history(sc, 1);
+	assert_string_equal(h, "\xe6\x97\xa5\xe6\x97\xa5\xe6\x97\xa5\xe6\x97\xa5\xe6\x97\xa5\n");
+	free(h);
+	feed(sc, "\x1b[H\x1b[2J");
+	for (int i = 0; i < 10; i++)
+		feed(sc, "a\xcc\x81\xcc\x82");
+	feed(sc, "\x1b[3;1H\n");
+	h = history(sc, 1);
+	char want[128] = "";
+	for (int i = 0; i < 10; i++)
+		strcat(want, "a\xcc\x81\xcc\x82");
+	strcat(want, "\n");
+	assert_string_equal(h, want);
+	free(h);
+	feed(sc, "\x1b[H\x1b[2J\x1b[41mz\x1b[K\x1b[0m\x1b[3;1H\n");
+	h = history(sc, 1);
+	assert_string_equal(h, "z\n");
+	free(h);
 	/* shrinking the screen under the cursor moves the top rows to history */
 	screen_set_scrollback(sc, 10);
 	feed(sc, "\x1b[H\x1b[2Jr1\r\nr2\r\nr3");
