@@ -258,7 +258,11 @@ static void session_argv(const struct session *s, const char *v[6], char *rc, si
  * clone3 child has no stdio to lock, nor gettext for strerror) */
 static void child_say(const char *what, const char *arg, int e)
 {
+#ifdef __GLIBC__
 	const char *d = strerrordesc_np(e);
+#else
+	const char *d = strerror(e);   /* musl's: a static table, no locale */
+#endif
 	const char *part[] = {"termd: ", what, arg, ": ", d ? d : "error", "\n"};
 	for (size_t i = 0; i < sizeof part / sizeof part[0]; i++)
 		if (write(2, part[i], strlen(part[i])) < 0)
