@@ -173,6 +173,17 @@ def stub_children(pid):
     return out
 
 
+def dead_or_zombie(pid):
+    """The process is gone or a zombie. One read of /proc/PID/stat: a check
+    for the folder then an open raced with the reaping (CI once saw the
+    folder there and the file gone)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(") ", 1)[1][0] == "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+
+
 def socket_fds(pid, spares=False):
     """How many sockets a process holds open (for termd, without the one it
     holds for each spare stub unless spares). Netlink sockets are not

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
-from tdtest import PY, assert_error, content, drain, fmt, run_done, wait_until
+from tdtest import PY, assert_error, content, drain, fmt, run_done, dead_or_zombie, wait_until
 
 T = 60
 BUILT_PLUGINS = Path(os.environ.get("TERMD_PLUGIN_DIR_BUILT") or
@@ -292,8 +292,7 @@ def test_dead_program_restarted_and_said_so(termd_factory, tmp_path):
     assert "restarted" not in after["extras"]
     # killed from outside, between actions
     os.kill(after["extras"]["pid"], signal.SIGKILL)
-    wait_until(lambda: not os.path.exists("/proc/%d" % after["extras"]["pid"]) or
-               open("/proc/%d/stat" % after["extras"]["pid"]).read().split()[2] == "Z",
+    wait_until(lambda: dead_or_zombie(after["extras"]["pid"]),
                what="the program gone")
     time.sleep(0.2)
     obs = ev.call("echo", {"text": "d"}, timeout=T)

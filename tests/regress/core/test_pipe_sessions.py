@@ -9,7 +9,7 @@ import base64
 import os
 import time
 
-from tdtest import PY, assert_error, fmt, run_done, subscribed, wait_until
+from tdtest import PY, assert_error, fmt, run_done, subscribed, dead_or_zombie, wait_until
 
 T = 90.0
 
@@ -169,8 +169,7 @@ def test_signal_and_close(termd, ev):
     obs = open_pipe(ev, "sl2", "sleep 60 & sleep 60")
     pid = obs["extras"]["pid"]
     assert call(ev, "session.close", {"name": "sl2"}).get("observation") == "session.close"
-    wait_until(lambda: not os.path.exists("/proc/%d" % pid) or
-               open("/proc/%d/stat" % pid).read().split(") ")[1][0] == "Z", what="closed")
+    wait_until(lambda: dead_or_zombie(pid), what="closed")
 
 
 def test_a_flood_on_both_streams_arrives_whole_and_main_answers(termd, ev):

@@ -20,7 +20,7 @@ import uuid
 import pytest
 
 import wsclient
-from tdtest import free_port
+from tdtest import dead_or_zombie, free_port
 
 T = 60.0
 KEY = "v1-full-token"
@@ -182,8 +182,7 @@ def test_timeout_ends_the_group_with_minus_one(v1):
     assert ev["exit_code"] == -1
     assert "started" in (ev["stdout"] or "")
     pid = int(pidfile.read_text())
-    wait_until(lambda: not os.path.exists("/proc/%d" % pid) or
-               open("/proc/%d/stat" % pid).read().split()[2] == "Z", what="the child gone")
+    wait_until(lambda: dead_or_zombie(pid), what="the child gone")
 
 
 def test_output_pieces_come_while_it_runs_in_order_none_repeated(v1):
