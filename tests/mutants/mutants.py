@@ -155,7 +155,7 @@ MUTANTS = [
          why="a viewer's answer is retained under its id: it can claim an id before the full "
              "client uses it"),
     dict(name="envd-any-access-token",
-         file="termd/door/envd/envd.c",
+         file="termd/door/envd/routes.c",
          search='http_header(t, "x-access-token:", key, sizeof key) > 0 && http_token_ok(key)',
          replace='http_header(t, "x-access-token:", key, sizeof key) > 0 && key[0]',
          tests=[R + "door/envd/test_envd.py::test_auth_health_envs"],
@@ -215,7 +215,7 @@ MUTANTS = [
 
     # ---- added with issue 38's tests: the route table, ignored_args, more
     dict(name="envs-no-auth",
-         file="termd/door/envd/envd.c",
+         file="termd/door/envd/routes.c",
          search='{"GET", "/envs", admit_token, envs, 0, TD_API_E2B},',
          replace='{"GET", "/envs", NULL, envs, 0, TD_API_E2B},',
          tests=[R + "net/test_routes.py"],
@@ -851,7 +851,7 @@ MUTANTS = [
              "root-capable user's link to a root-only file is read as root"),
     # ---- issue 46, /healthz and sudo (found reading the merge of item 6)
     dict(name="healthz-runs-sudo-on-the-loop",
-         file="termd/door/envd/envd.c",
+         file="termd/door/envd/routes.c",
          search="fs_user_root_capable_peek(pw->pw_name, pw->pw_uid)",
          replace="fs_user_root_capable(pw->pw_name, pw->pw_uid)",
          tests=[R + "action/test_own_ports_stream_hold_root_capable.py::test_healthz_never_waits_for_sudo"],
@@ -1048,7 +1048,7 @@ MUTANTS = [
              "ready before it reads its terminal: the first command is typed into a terminal "
              "in cooked mode while PS1 still runs"),
     dict(name="envd-listing-json-on-the-loop",
-         file="termd/door/envd/fs.c",
+         file="termd/door/envd/listdir.c",
          search="\t} else if (l->body) {\n",
          replace="\t} else if (l->body) {\n"
                  "\t\tfor (int k = 0; k < 20; k++) {\n"
@@ -1061,7 +1061,7 @@ MUTANTS = [
          why="ListDir's answer is parsed and printed again in the loop (as when it came back "
              "through the event stream): the loop stalls for a big listing"),
     dict(name="envd-listing-not-on-the-stream",
-         file="termd/door/envd/fs.c",
+         file="termd/door/envd/listdir.c",
          search="\t\tevents_emit_printed(cause, \"file.list\", l->content, l->event);\n",
          replace="\t\t;\n",
          tests=[R + "action/test_fsops.py::test_envd_filesystem_calls_are_actions_on_the_stream"],
@@ -1434,7 +1434,7 @@ MUTANTS = [
          tests=[R + "loop/test_loop_turn.py::test_a_slow_turn_shows_once_then_a_new_window"],
          why="each turn timed from the loop's start: the longest turn is all the loop's CPU"),
     dict(name="envd-listdir-event-not-made-text",
-         file="termd/door/envd/fs.c",
+         file="termd/door/envd/listdir.c",
          search="\tif (n && !utf8_text(l->event, n, NULL)) {\n",
          replace="\tif (0) {\n",
          tests=[R + "fs/test_filework.py::test_listdir_event_of_a_name_that_is_not_utf8_is_text"],

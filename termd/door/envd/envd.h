@@ -1,6 +1,7 @@
-/* envd.h — what the envd door's files share (envd.c the Connect wire and
- * routes, process.c process.Process, fs.c filesystem.Filesystem
- * and /files): one Connect call, the error codes, the stream writer. */
+/* envd.h — what the envd door's files share (routes.c the routes,
+ * envd.c the Connect wire, process.c process.Process, fs.c and listdir.c
+ * filesystem.Filesystem and /files, watch.c WatchDir): one Connect call,
+ * the error codes, the stream writer. */
 #ifndef TERMD_ENVD_H
 #define TERMD_ENVD_H
 
@@ -74,6 +75,14 @@ const char *envd_code_name(enum envd_code c);
 int envd_code_status(enum envd_code c);
 /* A unary answer: the message (taken over). */
 void envd_reply(struct envd_call *c, cJSON *msg);
+/* msg (taken over) as t's JSON answer with status */
+void envd_answer_json(struct http_txn *t, int status, cJSON *msg);
+/* {"code", "message"}: a Connect error's JSON */
+cJSON *envd_error_json(enum envd_code code, const char *msg);
+/* the socketless connection for the services' actions made ready; what
+ * still waits for an answer dropped (the door's register and shutdown) */
+void envd_calls_start(void);
+void envd_calls_end(void);
 /* An error: unary → its HTTP status and JSON; stream → 200 and the end
  * message carrying it. Returns -1. */
 int envd_fail(struct envd_call *c, enum envd_code code, const char *fmt, ...)
@@ -130,6 +139,17 @@ void envd_files_get(struct http_txn *t);
 void envd_files_post(struct http_txn *t);
 /* EntryInfo of an absolute path (lstat), or NULL and errno */
 cJSON *envd_entry_info(const char *path);
+/* EntryInfo (envd's fields) from a file action's entry, or NULL */
+cJSON *envd_entry_of(const cJSON *e);
+/* a file action's answer is its observation name: 1; else the call is
+ * answered with the error it names: 0 */
+int envd_action_ok(struct envd_call *c, const cJSON *ans, const char *name);
+/* the request's path field key, resolved, as args' field as; -1 once the
+ * call was answered (key missing) */
+int envd_path_into(struct envd_call *c, const char *key, cJSON *args, const char *as);
+
+/* ---- ListDir (listdir.c) ---- */
+int envd_list_dir(struct envd_call *c);
 
 /* ---- an upload's metadata (meta.c) ---- */
 /* X-Termd-Metadata's value (k=v&k=v, form-urlencoded; keys lowercased,
