@@ -284,6 +284,13 @@ scenarios.stream = async function () {
   return { mbs, bytes };
 };
 
+scenarios.oddNames = async function () {
+  // a folder with names that are not UTF-8 (test_envd_utf8_names.py)
+  const s = sandbox();
+  const list = await s.files.list(process.env.E2B_TEST_DIR);
+  return { names: list.map((e) => e.name), paths: list.map((e) => e.path) };
+};
+
 const name = process.argv[2];
 try {
   const r = await scenarios[name]();

@@ -301,9 +301,27 @@ cJSON *envd_action(const char *action, cJSON *args)
 
 /* ============================================================== answers */
 
+/* JSON text is UTF-8 (RFC 8259 §8.1): a string's bytes that are not (a
+ * file named with byte 0xff, a path, a command's argument) each become
+ * U+FFFD, as Go's encoding/json writes them. Real envd's protojson
+ * refuses such a message (the whole call fails internal: "marshal
+ * message: ... contains invalid UTF-8"); a listing with one odd name is
+ * more use to a client. */
+char *envd_json_print(const cJSON *o)
+{
+	char *s = cJSON_PrintUnformatted(o);
+	size_t n = s ? strlen(s) : 0;
+	if (!n || utf8_text(s, n, NULL))
+		return s;
+	buf_t u = {0};
+	buf_put_utf8(&u, s, n);
+	free(s);
+	return buf_steal(&u);
+}
+
 void envd_answer_json(struct http_txn *t, int status, cJSON *msg)
 {
-	char *s = cJSON_PrintUnformatted(msg);
+	char *s = envd_json_print(msg);
 	http_answer(t, status, "application/json", s, strlen(s));
 	free(s);
 	cJSON_Delete(msg);
@@ -514,7 +532,7 @@ static size_t hold_put(struct envd_stream *st, const void *p, size_t n)
  * end-of-stream one goes even to a cut stream) */
 static void envelope(struct envd_stream *st, int flags, cJSON *msg, size_t *pending)
 {
-	char *s = cJSON_PrintUnformatted(msg);
+	char *s = envd_json_print(msg);
 	cJSON_Delete(msg);
 	size_t n = strlen(s);
 	unsigned char h[5] = {(unsigned char)flags, (unsigned char)(n >> 24), (unsigned char)(n >> 16),

@@ -75,6 +75,9 @@ const char *envd_code_name(enum envd_code c);
 int envd_code_status(enum envd_code c);
 /* A unary answer: the message (taken over). */
 void envd_reply(struct envd_call *c, cJSON *msg);
+/* o printed (unformatted) as UTF-8 JSON text: bytes that are not UTF-8
+ * in its strings each U+FFFD; malloc'd. Every JSON the door sends. */
+char *envd_json_print(const cJSON *o);
 /* msg (taken over) as t's JSON answer with status */
 void envd_answer_json(struct http_txn *t, int status, cJSON *msg);
 /* {"code", "message"}: a Connect error's JSON */

@@ -276,7 +276,7 @@ static void rest_error(struct http_txn *t, int status, const char *fmt, ...)
 	cJSON *o = cJSON_CreateObject();
 	cJSON_AddStringToObject(o, "message", b.p);
 	cJSON_AddNumberToObject(o, "code", status);
-	char *s = cJSON_PrintUnformatted(o);
+	char *s = envd_json_print(o);
 	http_answer(t, status, "application/json", s, strlen(s));
 	free(s);
 	cJSON_Delete(o);
@@ -773,7 +773,7 @@ static void post_work(struct fsjob *j)
 		post_fail(f, 400, "Content-Type must be multipart/form-data or application/octet-stream");
 	}
 	if (!f->status) {
-		char *js = cJSON_PrintUnformatted(arr);
+		char *js = envd_json_print(arr);   /* path=%FF: U+FFFD */
 		buf_reset(&f->msg);
 		buf_puts(&f->msg, js);
 		free(js);

@@ -39,7 +39,7 @@ static void list_work(struct fsjob *j)
 	const cJSON *e;
 	cJSON_ArrayForEach(e, envd_field(ex, "entries", NULL))
 		cJSON_AddItemToArray(arr, envd_entry_of(e));
-	l->body = cJSON_PrintUnformatted(m);
+	l->body = envd_json_print(m);   /* a name's byte 0xff: U+FFFD */
 	cJSON_Delete(m);
 	l->event = cJSON_PrintUnformatted(ex);
 	/* UTF-8 text for the event stream (events_emit_printed): a name with

@@ -192,7 +192,7 @@ static void files(struct http_txn *t)
 		int status = uc == EC_PERMISSION_DENIED ? 403 : 400;
 		cJSON_AddStringToObject(o, "message", why);
 		cJSON_AddNumberToObject(o, "code", status);
-		s = cJSON_PrintUnformatted(o);
+		s = envd_json_print(o);
 		http_answer(t, status, "application/json", s, strlen(s));
 		free(s);
 		cJSON_Delete(o);
