@@ -65,7 +65,7 @@ static void ewatch_free(struct ewatch *w)
 /* a polled watcher's event kept, the oldest dropped past --watcher-max */
 static void kept_add(struct ewatch *w, cJSON *m)
 {
-	char *s = envd_json_print(m);
+	char *s = cJSON_PrintUnformatted(m);
 	cJSON_Delete(m);
 	size_t n = strlen(s);
 	struct pev *e = xmalloc(sizeof *e + n + 1);
