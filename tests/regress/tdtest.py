@@ -1,10 +1,12 @@
 """Small helpers shared by the regress tests: running commands through the
 events channel and checking observations, free ports, certificates. The
 bench, docs and bundle scripts import it too (tests/regress on sys.path).
-Also termd.upgrade in place from a test: upgrade, wait_closed, reconnect."""
+Also termd.upgrade in place from a test: upgrade, wait_closed, reconnect,
+and an upgrade as a program ends (upgrade_as_it_ends, until_reaped)."""
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -261,3 +263,127 @@ def upgrade(td, ev, binary=None, cid="up-1"):
     ev2 = reconnect(td)
     ans = ev2.call("termd.upgrade", args, id=cid, timeout=UPGRADE_T)
     return code, ev2, ans
+
+
+# ---- an upgrade as a program ends (test_upgrade_ended.py's technique)
+# termd is stopped (SIGSTOP) while the program writes and exits, the
+# upgrade is asked for, then termd goes on: it reaps the zombie, then reads
+# the request and upgrades, the output still in the pipes. Which came first
+# is termd's to choose, so an attempt whose upgrade came before the reap (or
+# after the end) is made again; the new termd's log says when a session
+# came across reaped.
+
+ATTEMPTS = 12
+REAPED = "its process ended before the upgrade"
+BIG = 600000
+# BIG bytes into a stdout pipe made 1 MiB deep (F_SETPIPE_SZ): the program
+# exits with all of them unread, and termd reads 16 KiB a loop turn of
+# them, so its upgrade comes before their end more often
+WRITE = ("/usr/bin/python3 -c 'import fcntl, sys; fcntl.fcntl(1, 1031, 1 << 20); "
+         "sys.stdout.write(\"o\" * %d)'" % BIG)
+
+
+def zombie(pid):
+    """pid has exited and nobody has reaped it yet"""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return False
+
+
+def log_count(td, what):
+    with open(td.log, "rb") as f:
+        return f.read().decode("utf-8", "replace").count(what)
+
+
+def kept_open(mode, gate):
+    """kept-open: a background job holds the outputs open (no end of file:
+    the session ends 150 ms after the reap, its grace time, the window the
+    upgrade comes in) until gate; hangup: none (the window is the turn
+    termd reads the pipes' hangup in, found less often)"""
+    return "(while [ ! -e %s ]; do sleep 0.05; done) & " % gate if mode == "kept-open" else ""
+
+
+def ended_command(gate, release, n, code=7, mode="kept-open", tail=True):
+    """A shell command that waits for gate, writes BIG bytes of stdout
+    (then tail-N if tail), err-N on stderr, and exits code; its outputs
+    kept open until release (kept_open)."""
+    return "while [ ! -e %s ]; do sleep 0.01; done; %s%s; %secho err-%d >&2; exit %d" % (
+        gate, kept_open(mode, release), WRITE, "echo tail-%d; " % n if tail else "", n, code)
+
+
+def upgrade_as_it_ends(td, ev, gate, pid, cid):
+    """Stop termd, let the program (waiting for gate) write and exit, ask
+    for the upgrade, let termd go on; returns (the new connection, whether
+    the session came across reaped)."""
+    before = log_count(td, REAPED)
+    ev.close()
+    ev = td.events()   # the newest connection: termd reads it after its signals (more often)
+    os.kill(td.proc.pid, signal.SIGSTOP)
+    try:
+        with open(gate, "w"):
+            pass
+        wait_until(lambda: zombie(pid), timeout=UPGRADE_T, interval=0.005,
+                   what="the program's exit")
+        ev.send_action("termd.upgrade", {}, id=cid)
+    finally:
+        os.kill(td.proc.pid, signal.SIGCONT)
+    assert wait_closed(ev) == 1012
+    ev2 = reconnect(td)
+    ans = ev2.call("termd.upgrade", {}, id=cid, timeout=UPGRADE_T)
+    assert ans["extras"].get("ok") is True, fmt(ans)
+    return ev2, log_count(td, REAPED) > before
+
+
+def until_reaped(td, ev, where, start, check, cid):
+    """Up to ATTEMPTS attempts of: start(ev, n, gate) starts a program that
+    waits for gate (where/gate-N) and returns a dict with its "pid";
+    upgrade_as_it_ends; check(ev, n, started) asserts what came. Stops at
+    the first attempt whose session came across reaped; returns the
+    connection (the last upgrade's)."""
+    for n in range(ATTEMPTS):
+        gate = where / ("gate-%d" % n)
+        started = start(ev, n, gate)
+        ev, reaped = upgrade_as_it_ends(td, ev, gate, started["pid"], cid % n)
+        check(ev, n, started)
+        if reaped:
+            return ev
+    raise AssertionError("no attempt in %d had termd reap the program before it upgraded"
+                         % ATTEMPTS)
+
+
+def replay(ev, since, timeout=UPGRADE_T):
+    """The events after seq since, as subscribe since gives them."""
+    cid = ev.send_action("subscribe", {"since": since})
+    got = []
+    while True:
+        o = ev.recv_obs(timeout)
+        if o.get("cause") == cid:
+            return got
+        got.append(o)
+
+
+def exited_once(ev, since, name, code, timeout=UPGRADE_T):
+    """Wait for session name's session.exit (in the replay since seq since);
+    assert it came once, last, with exit_code code; returns its
+    session.output events and the exit, in order."""
+    wait_until(lambda: [e for e in replay(ev, since) if e.get("observation") == "session.exit"
+                        and e["extras"].get("name") == name], timeout=timeout,
+               what="%s's end" % name)
+    evs = [e for e in replay(ev, since) if e.get("observation") in ("session.output",
+                                                                    "session.exit")
+           and (e["extras"].get("session") or e["extras"].get("name")) == name]
+    assert [e["observation"] for e in evs].count("session.exit") == 1, [fmt(e)[:200] for e in evs]
+    assert evs[-1]["observation"] == "session.exit", [fmt(e)[:200] for e in evs]
+    assert evs[-1]["extras"]["exit_code"] == code, fmt(evs[-1])
+    return evs
+
+
+def streams(evs):
+    """The text of session.output events, by stream."""
+    out = {"stdout": "", "stderr": ""}
+    for e in evs:
+        if e.get("observation") == "session.output":
+            out[e["extras"]["stream"]] += e["content"]
+    return out
