@@ -186,6 +186,31 @@ def dead_or_zombie(pid):
         return True
 
 
+def cmdline(pid):
+    """pid's command line, its arguments joined by spaces ("" once it is
+    gone, or for a zombie)"""
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return ""
+
+
+def pids_running(match):
+    """pids of the processes whose command line (cmdline) is match (a str),
+    matches all of it (a compiled regular expression) or passes it (a
+    callable). A process may end between the listing of /proc and the read
+    of its cmdline: it is left out."""
+    if isinstance(match, str):
+        ok = match.__eq__
+    elif hasattr(match, "fullmatch"):
+        ok = match.fullmatch
+    else:
+        ok = match
+    return [pid for pid in (int(d) for d in os.listdir("/proc") if d.isdigit())
+            if ok(cmdline(pid))]
+
+
 def socket_fds(pid, spares=False):
     """How many sockets a process holds open (for termd, without the one it
     holds for each spare stub unless spares). Netlink sockets are not
