@@ -5,11 +5,13 @@ Also termd.upgrade in place from a test: upgrade, wait_closed, reconnect,
 and an upgrade as a program ends (upgrade_as_it_ends, until_reaped)."""
 
 import os
+import resource
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 import wsclient
@@ -233,6 +235,38 @@ def socket_fds(pid, spares=False):
     return n if spares else n - len(stub_children(pid))
 
 
+def with_few_fds(pid, ask, hit):
+    """Issue 52's soak: ask(extra) (a request to termd, in a thread) while
+    termd (pid) may open only `extra` descriptors more than it holds, 1 to
+    8, six rounds, until hit(answer) says an answer came from the place
+    under test (termd's other fd checks come first at times). Returns every
+    answer (an OSError or ValueError ask raised is one) and the hits."""
+    soft, hard = resource.prlimit(pid, resource.RLIMIT_NOFILE)
+    answers = []
+    try:
+        for extra in [e for _ in range(6) for e in range(1, 9)]:
+            if [a for a in answers if hit(a)]:
+                break
+            nfd = len(os.listdir("/proc/%d/fd" % pid))
+            got = []
+
+            def one():
+                try:
+                    got.append(ask(extra))
+                except (OSError, ValueError) as e:
+                    got.append(e)
+            resource.prlimit(pid, resource.RLIMIT_NOFILE, (nfd + extra, hard))
+            th = threading.Thread(target=one)
+            th.start()
+            th.join(1.5)
+            resource.prlimit(pid, resource.RLIMIT_NOFILE, (soft, hard))
+            th.join(30)
+            answers += got
+    finally:
+        resource.prlimit(pid, resource.RLIMIT_NOFILE, (soft, hard))
+    return answers, [a for a in answers if hit(a)]
+
+
 def drain(ev, secs=0.5):
     """Every observation ev received (its `others` first) within secs."""
     got = list(ev.others)
@@ -412,3 +446,38 @@ def streams(evs):
         if e.get("observation") == "session.output":
             out[e["extras"]["stream"]] += e["content"]
     return out
+
+
+def upgrade_while_connecting(td, ev, addrs, cid="up-1"):
+    """termd.upgrade on ev while a thread connects to each of addrs ((host,
+    port) pairs) over and over, until 20 more connects after the new
+    termd's answer (UPGRADE_T at the most). Returns (the new connection,
+    the re-sent id's answer, the connects made, the errors of the failed
+    ones)."""
+    errors, connects = [], [0]
+    stop = threading.Event()
+
+    def loop():
+        while not stop.is_set():
+            for addr in addrs:
+                s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                s.settimeout(20)
+                try:
+                    s.connect(addr)
+                    connects[0] += 1
+                except OSError as e:
+                    errors.append(repr(e))
+                finally:
+                    s.close()
+    th = threading.Thread(target=loop)
+    th.start()
+    try:
+        _, ev2, ans = upgrade(td, ev, cid=cid)
+        n = connects[0]
+        deadline = time.monotonic() + UPGRADE_T
+        while connects[0] < n + 20 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    finally:
+        stop.set()
+        th.join(30)
+    return ev2, ans, connects[0], errors

@@ -20,7 +20,7 @@ import pytest
 import wsclient
 from conftest import TERMD_BIN, base_env
 from tdtest import (BIG, ended_command, exited_once, free_port, streams, until_reaped, upgrade,
-                    wait_until)
+                    wait_until, with_few_fds)
 
 T = 60.0
 
@@ -337,37 +337,9 @@ def test_user_lookup_without_fds_is_not_an_unknown_user(sandbox):
     getpwuid (reading /etc/passwd) fails with EMFILE, and /upload was
     answered "user '?' (--user) is unknown". A lookup that could not be
     made says why (503); the next one, with fds back, works."""
-    import resource
-    import threading
     td, api, base = sandbox
-    pid = td.proc.pid
-    soft, hard = resource.prlimit(pid, resource.RLIMIT_NOFILE)
-    answers = []
-
-    def hit():   # an answer from the user lookup (termd's other fd checks come first at times)
-        return [a for a in answers if isinstance(a, tuple) and "user" in json.dumps(a[1])]
-    try:
-        for extra in [e for _ in range(6) for e in range(1, 9)]:
-            if hit():
-                break
-            nfd = len(os.listdir("/proc/%d/fd" % pid))
-            got = []
-
-            def ask():
-                try:
-                    got.append(api.upload("fd-%d.txt" % extra, b"x"))
-                except (OSError, ValueError) as e:
-                    got.append(e)
-            resource.prlimit(pid, resource.RLIMIT_NOFILE, (nfd + extra, hard))
-            th = threading.Thread(target=ask)
-            th.start()
-            th.join(1.5)
-            resource.prlimit(pid, resource.RLIMIT_NOFILE, (soft, hard))
-            th.join(30)
-            answers += got
-    finally:
-        resource.prlimit(pid, resource.RLIMIT_NOFILE, (soft, hard))
-    got = hit()
+    answers, got = with_few_fds(td.proc.pid, lambda extra: api.upload("fd-%d.txt" % extra, b"x"),
+                                lambda a: isinstance(a, tuple) and "user" in json.dumps(a[1]))
     assert got, "no answer came from the user lookup with fds exhausted: %r" % answers
     for st, body in got:
         assert (st, body) == (503, {"message": "cannot look up the user: Too many open files"}), got
