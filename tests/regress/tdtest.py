@@ -1,13 +1,17 @@
 """Small helpers shared by the regress tests: running commands through the
 events channel and checking observations, free ports, certificates. The
 bench, docs and bundle scripts import it too (tests/regress on sys.path).
-Also termd.upgrade in place from a test: upgrade, wait_closed, reconnect."""
+Also termd.upgrade in place from a test: upgrade, wait_closed, reconnect,
+and an upgrade as a program ends (upgrade_as_it_ends, until_reaped)."""
 
 import os
+import resource
 import shutil
+import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 import wsclient
@@ -184,6 +188,31 @@ def dead_or_zombie(pid):
         return True
 
 
+def cmdline(pid):
+    """pid's command line, its arguments joined by spaces ("" once it is
+    gone, or for a zombie)"""
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return ""
+
+
+def pids_running(match):
+    """pids of the processes whose command line (cmdline) is match (a str),
+    matches all of it (a compiled regular expression) or passes it (a
+    callable). A process may end between the listing of /proc and the read
+    of its cmdline: it is left out."""
+    if isinstance(match, str):
+        ok = match.__eq__
+    elif hasattr(match, "fullmatch"):
+        ok = match.fullmatch
+    else:
+        ok = match
+    return [pid for pid in (int(d) for d in os.listdir("/proc") if d.isdigit())
+            if ok(cmdline(pid))]
+
+
 def socket_fds(pid, spares=False):
     """How many sockets a process holds open (for termd, without the one it
     holds for each spare stub unless spares). Netlink sockets are not
@@ -204,6 +233,38 @@ def socket_fds(pid, spares=False):
         if link.startswith("socket:") and link[len("socket:["):-1] not in netlink:
             n += 1
     return n if spares else n - len(stub_children(pid))
+
+
+def with_few_fds(pid, ask, hit):
+    """Issue 52's soak: ask(extra) (a request to termd, in a thread) while
+    termd (pid) may open only `extra` descriptors more than it holds, 1 to
+    8, six rounds, until hit(answer) says an answer came from the place
+    under test (termd's other fd checks come first at times). Returns every
+    answer (an OSError or ValueError ask raised is one) and the hits."""
+    soft, hard = resource.prlimit(pid, resource.RLIMIT_NOFILE)
+    answers = []
+    try:
+        for extra in [e for _ in range(6) for e in range(1, 9)]:
+            if [a for a in answers if hit(a)]:
+                break
+            nfd = len(os.listdir("/proc/%d/fd" % pid))
+            got = []
+
+            def one():
+                try:
+                    got.append(ask(extra))
+                except (OSError, ValueError) as e:
+                    got.append(e)
+            resource.prlimit(pid, resource.RLIMIT_NOFILE, (nfd + extra, hard))
+            th = threading.Thread(target=one)
+            th.start()
+            th.join(1.5)
+            resource.prlimit(pid, resource.RLIMIT_NOFILE, (soft, hard))
+            th.join(30)
+            answers += got
+    finally:
+        resource.prlimit(pid, resource.RLIMIT_NOFILE, (soft, hard))
+    return answers, [a for a in answers if hit(a)]
 
 
 def drain(ev, secs=0.5):
@@ -261,3 +322,162 @@ def upgrade(td, ev, binary=None, cid="up-1"):
     ev2 = reconnect(td)
     ans = ev2.call("termd.upgrade", args, id=cid, timeout=UPGRADE_T)
     return code, ev2, ans
+
+
+# ---- an upgrade as a program ends (test_upgrade_ended.py's technique)
+# termd is stopped (SIGSTOP) while the program writes and exits, the
+# upgrade is asked for, then termd goes on: it reaps the zombie, then reads
+# the request and upgrades, the output still in the pipes. Which came first
+# is termd's to choose, so an attempt whose upgrade came before the reap (or
+# after the end) is made again; the new termd's log says when a session
+# came across reaped.
+
+ATTEMPTS = 12
+REAPED = "its process ended before the upgrade"
+BIG = 600000
+# BIG bytes into a stdout pipe made 1 MiB deep (F_SETPIPE_SZ): the program
+# exits with all of them unread, and termd reads 16 KiB a loop turn of
+# them, so its upgrade comes before their end more often
+WRITE = ("/usr/bin/python3 -c 'import fcntl, sys; fcntl.fcntl(1, 1031, 1 << 20); "
+         "sys.stdout.write(\"o\" * %d)'" % BIG)
+
+
+def zombie(pid):
+    """pid has exited and nobody has reaped it yet"""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return False
+
+
+def log_count(td, what):
+    with open(td.log, "rb") as f:
+        return f.read().decode("utf-8", "replace").count(what)
+
+
+def kept_open(mode, gate):
+    """kept-open: a background job holds the outputs open (no end of file:
+    the session ends 150 ms after the reap, its grace time, the window the
+    upgrade comes in) until gate; hangup: none (the window is the turn
+    termd reads the pipes' hangup in, found less often)"""
+    return "(while [ ! -e %s ]; do sleep 0.05; done) & " % gate if mode == "kept-open" else ""
+
+
+def ended_command(gate, release, n, code=7, mode="kept-open", tail=True):
+    """A shell command that waits for gate, writes BIG bytes of stdout
+    (then tail-N if tail), err-N on stderr, and exits code; its outputs
+    kept open until release (kept_open)."""
+    return "while [ ! -e %s ]; do sleep 0.01; done; %s%s; %secho err-%d >&2; exit %d" % (
+        gate, kept_open(mode, release), WRITE, "echo tail-%d; " % n if tail else "", n, code)
+
+
+def upgrade_as_it_ends(td, ev, gate, pid, cid):
+    """Stop termd, let the program (waiting for gate) write and exit, ask
+    for the upgrade, let termd go on; returns (the new connection, whether
+    the session came across reaped)."""
+    before = log_count(td, REAPED)
+    ev.close()
+    ev = td.events()   # the newest connection: termd reads it after its signals (more often)
+    os.kill(td.proc.pid, signal.SIGSTOP)
+    try:
+        with open(gate, "w"):
+            pass
+        wait_until(lambda: zombie(pid), timeout=UPGRADE_T, interval=0.005,
+                   what="the program's exit")
+        ev.send_action("termd.upgrade", {}, id=cid)
+    finally:
+        os.kill(td.proc.pid, signal.SIGCONT)
+    assert wait_closed(ev) == 1012
+    ev2 = reconnect(td)
+    ans = ev2.call("termd.upgrade", {}, id=cid, timeout=UPGRADE_T)
+    assert ans["extras"].get("ok") is True, fmt(ans)
+    return ev2, log_count(td, REAPED) > before
+
+
+def until_reaped(td, ev, where, start, check, cid):
+    """Up to ATTEMPTS attempts of: start(ev, n, gate) starts a program that
+    waits for gate (where/gate-N) and returns a dict with its "pid";
+    upgrade_as_it_ends; check(ev, n, started) asserts what came. Stops at
+    the first attempt whose session came across reaped; returns the
+    connection (the last upgrade's)."""
+    for n in range(ATTEMPTS):
+        gate = where / ("gate-%d" % n)
+        started = start(ev, n, gate)
+        ev, reaped = upgrade_as_it_ends(td, ev, gate, started["pid"], cid % n)
+        check(ev, n, started)
+        if reaped:
+            return ev
+    raise AssertionError("no attempt in %d had termd reap the program before it upgraded"
+                         % ATTEMPTS)
+
+
+def replay(ev, since, timeout=UPGRADE_T):
+    """The events after seq since, as subscribe since gives them."""
+    cid = ev.send_action("subscribe", {"since": since})
+    got = []
+    while True:
+        o = ev.recv_obs(timeout)
+        if o.get("cause") == cid:
+            return got
+        got.append(o)
+
+
+def exited_once(ev, since, name, code, timeout=UPGRADE_T):
+    """Wait for session name's session.exit (in the replay since seq since);
+    assert it came once, last, with exit_code code; returns its
+    session.output events and the exit, in order."""
+    wait_until(lambda: [e for e in replay(ev, since) if e.get("observation") == "session.exit"
+                        and e["extras"].get("name") == name], timeout=timeout,
+               what="%s's end" % name)
+    evs = [e for e in replay(ev, since) if e.get("observation") in ("session.output",
+                                                                    "session.exit")
+           and (e["extras"].get("session") or e["extras"].get("name")) == name]
+    assert [e["observation"] for e in evs].count("session.exit") == 1, [fmt(e)[:200] for e in evs]
+    assert evs[-1]["observation"] == "session.exit", [fmt(e)[:200] for e in evs]
+    assert evs[-1]["extras"]["exit_code"] == code, fmt(evs[-1])
+    return evs
+
+
+def streams(evs):
+    """The text of session.output events, by stream."""
+    out = {"stdout": "", "stderr": ""}
+    for e in evs:
+        if e.get("observation") == "session.output":
+            out[e["extras"]["stream"]] += e["content"]
+    return out
+
+
+def upgrade_while_connecting(td, ev, addrs, cid="up-1"):
+    """termd.upgrade on ev while a thread connects to each of addrs ((host,
+    port) pairs) over and over, until 20 more connects after the new
+    termd's answer (UPGRADE_T at the most). Returns (the new connection,
+    the re-sent id's answer, the connects made, the errors of the failed
+    ones)."""
+    errors, connects = [], [0]
+    stop = threading.Event()
+
+    def loop():
+        while not stop.is_set():
+            for addr in addrs:
+                s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                s.settimeout(20)
+                try:
+                    s.connect(addr)
+                    connects[0] += 1
+                except OSError as e:
+                    errors.append(repr(e))
+                finally:
+                    s.close()
+    th = threading.Thread(target=loop)
+    th.start()
+    try:
+        _, ev2, ans = upgrade(td, ev, cid=cid)
+        n = connects[0]
+        deadline = time.monotonic() + UPGRADE_T
+        while connects[0] < n + 20 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    finally:
+        stop.set()
+        th.join(30)
+    return ev2, ans, connects[0], errors

@@ -280,6 +280,21 @@ def test_a_process_stream_read_slowly_holds_the_process_and_loses_nothing(termd_
     assert out == want
 
 
+def assert_cut_by_the_stall(s, data):
+    """The rest of stream s (after data) read to its end: it ends with
+    resource_exhausted naming --stream-stall."""
+    while True:
+        c = s.recv(1 << 20)
+        if not c:
+            break
+        data += c
+    s.close()
+    from test_envd import end_error
+    err = end_error(split_answer(data))
+    assert err and err["code"] == "resource_exhausted", split_answer(data)[-1]
+    assert "--stream-stall" in err["message"], err
+
+
 def test_a_process_stream_whose_client_reads_nothing_is_cut_after_the_stall(termd_factory):
     """A client that reads nothing: the process is held (not cut at
     --stream-max), and after --stream-stall 2 s without a byte taken the
@@ -300,18 +315,7 @@ def test_a_process_stream_whose_client_reads_nothing_is_cut_after_the_stall(term
 
     wait_until(ended, T, what="the process's end")
     s.settimeout(T)
-    data = b""
-    while True:
-        c = s.recv(1 << 20)
-        if not c:
-            break
-        data += c
-    s.close()
-    envs = split_answer(data)
-    from test_envd import end_error
-    err = end_error(envs)
-    assert err and err["code"] == "resource_exhausted", envs[-1]
-    assert "--stream-stall" in err["message"], err
+    assert_cut_by_the_stall(s, b"")
 
 
 def test_a_process_stream_whose_client_reads_a_little_then_stops_is_cut_after_the_stall(
@@ -339,17 +343,7 @@ def test_a_process_stream_whose_client_reads_a_little_then_stops_is_cut_after_th
         return not m["processes"]
 
     wait_until(ended, T, what="the process's end once the stalled client is cut")
-    while True:
-        c = s.recv(1 << 20)
-        if not c:
-            break
-        data += c
-    s.close()
-    envs = split_answer(data)
-    from test_envd import end_error
-    err = end_error(envs)
-    assert err and err["code"] == "resource_exhausted", envs[-1]
-    assert "--stream-stall" in err["message"], err
+    assert_cut_by_the_stall(s, data)
 
 
 # ------------------------------------------------------------ item 6

@@ -11,8 +11,8 @@ import time
 import pytest
 
 import wsclient
-from tdtest import (PY, assert_error, content, drain, finish, fmt, free_port, lines, run, run_done, run_obs,
-                    wait_until)
+from tdtest import (PY, assert_error, cmdline, content, drain, finish, fmt, free_port, lines, run,
+                    run_done, run_obs, wait_until)
 
 # Generous: the suite also runs under AddressSanitizer (~3x slower).
 T = 90.0
@@ -71,14 +71,6 @@ def proc_gone(pid, tpid):
 
 def all_pids():
     return [int(d) for d in os.listdir("/proc") if d.isdigit()]
-
-
-def cmdline(pid):
-    try:
-        with open("/proc/%d/cmdline" % pid, "rb") as f:
-            return f.read().replace(b"\0", b" ").decode(errors="replace").strip()
-    except OSError:
-        return ""
 
 
 def pids_in_session(sid, pattern=None):

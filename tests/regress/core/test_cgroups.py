@@ -26,8 +26,8 @@ import pytest
 
 import wsclient
 from conftest import Termd, log_tail
-from tdtest import (PY, assert_error, fmt, run, run_done, run_obs, content, stub_children, subscribed,
-                    wait_until)
+from tdtest import (PY, assert_error, fmt, pids_running, run, run_done, run_obs, content,
+                    stub_children, subscribed, wait_until)
 
 try:   # Debian's python3-prometheus-client (make deps)
     from prometheus_client.parser import text_string_to_metric_families
@@ -492,20 +492,6 @@ def test_first_instruction_runs_in_the_sessions_cgroup(td, tmp_path):
             assert got and want in got[0], (kind, pause, ctrl, pid, lines)
 
 
-def _sleepers(tag):
-    """pids of `sleep <tag>` processes"""
-    pat = re.compile(r"^sleep %d$" % tag)
-    out = []
-    for d in os.listdir("/proc"):
-        try:
-            with open("/proc/%s/cmdline" % d, "rb") as f:
-                if pat.match(f.read().replace(b"\0", b" ").decode().strip()):
-                    out.append(int(d))
-        except (OSError, ValueError):
-            pass
-    return out
-
-
 @pytest.mark.parametrize("spawn", ["clone3", "fork"])
 def test_v2_first_instruction_runs_in_the_sessions_cgroup(td, tmp_path, spawn):
     """Issue 50 on cgroup v2 (forced, on this machine's unified tree): a
@@ -550,12 +536,13 @@ def test_v2_first_instruction_runs_in_the_sessions_cgroup(td, tmp_path, spawn):
     assert "0::/" in got and "/termd-%d/s-sh-" % t.proc.pid in got, got
     tag = 310000 + os.getpid() % 10000
     run_done(ev, "(trap '' HUP; exec sleep %d) &" % tag, session="sh")
-    kids = wait_until(lambda: _sleepers(tag), 10, what="the sleep that ignores HUP")
+    sleepers = lambda: pids_running("sleep %d" % tag)
+    kids = wait_until(sleepers, 10, what="the sleep that ignores HUP")
     for k in kids:
         td.kill_later(k)
         assert "/s-sh-" in (cgroup_of(k, "") or ""), (k, cgroup_of(k, ""))
     ev.call("session.close", {"name": "sh"})
-    wait_until(lambda: not _sleepers(tag), 15, what="the sleep ignoring HUP killed by the close")
+    wait_until(lambda: not sleepers(), 15, what="the sleep ignoring HUP killed by the close")
     log = Path(t.log).read_text(errors="replace")
     if spawn == "fork":
         assert log.count("clone3 not used (TERMD_TEST_NO_CLONE3)") == 1, log
@@ -593,18 +580,7 @@ def test_a_spare_not_yet_in_its_cgroup_is_not_taken(td, tmp_path):
     assert "/termd-%d/s-early-" % t.proc.pid in got, got
     tag = 300000 + os.getpid() % 10000
     run_done(ev, "(trap '' HUP; exec sleep %d) &" % tag, session="early")
-    pat = re.compile(r"^sleep %d$" % tag)
-
-    def sleepers():
-        out = []
-        for d in os.listdir("/proc"):
-            try:
-                with open("/proc/%s/cmdline" % d, "rb") as f:
-                    if pat.match(f.read().replace(b"\0", b" ").decode().strip()):
-                        out.append(int(d))
-            except (OSError, ValueError):
-                pass
-        return out
+    sleepers = lambda: pids_running("sleep %d" % tag)
     wait_until(sleepers, 10, what="the sleep that ignores HUP")
     ev.call("session.close", {"name": "early"})
     wait_until(lambda: not sleepers(), 15, what="the sleep ignoring HUP killed by the close")
@@ -637,16 +613,7 @@ def test_a_stub_that_never_became_termd_is_never_taken(td, tmp_path):
     ev = t.events()
     run_done(ev, "true")   # main is up: the spares are forked 50 ms later
 
-    def fakes():
-        out = []
-        for d in os.listdir("/proc"):
-            try:
-                with open("/proc/%s/cmdline" % d, "rb") as f:
-                    if f.read().split(b"\0")[:2] == [b"sleep", tag.encode()]:
-                        out.append(int(d))
-            except (OSError, ValueError):
-                pass
-        return out
+    fakes = lambda: pids_running(lambda c: c.split(" ")[:2] == ["sleep", tag])
     stubs = wait_until(lambda: (lambda k: k if len(k) == 3 else None)(fakes()), 20,
                        what="three stubs that exec'd the script")
     o = ev.call("session.open", {"name": "sh"})

@@ -8,7 +8,6 @@ a full-screen program's screen is the same cell for cell."""
 import json
 import os
 import signal
-import socket
 import threading
 import time
 
@@ -16,7 +15,7 @@ import pytest
 
 import wsclient
 from conftest import TERMD_BIN
-from tdtest import run_done, content, fmt, wait_until
+from tdtest import run_done, content, fmt, upgrade_while_connecting, wait_until
 from tdtest import UPGRADE_T as T, reconnect, upgrade, wait_closed  # noqa: F401 — other groups' tests import them from here too
 
 
@@ -114,36 +113,10 @@ def test_connect_loop_sees_no_refusal(termd_factory):
     td = termd_factory(tcp=True)
     ev = td.events()
     host, port = td.url.split("//")[1].split(":")
-    errors, connects = [], [0]
-    stop = threading.Event()
-
-    def loop():
-        while not stop.is_set():
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.settimeout(20)
-            try:
-                s.connect((host, int(port)))
-                connects[0] += 1
-            except OSError as e:
-                errors.append(repr(e))
-            finally:
-                s.close()
-
-    th = threading.Thread(target=loop)
-    th.start()
-    try:
-        code, ev2, ans = upgrade(td, ev)
-        assert ans["extras"].get("ok") is True, fmt(ans)
-        time.sleep(0)   # the loop goes on while the new termd serves
-        n = connects[0]
-        deadline = time.monotonic() + T
-        while connects[0] < n + 20 and time.monotonic() < deadline:
-            time.sleep(0.01)
-    finally:
-        stop.set()
-        th.join(30)
+    ev2, ans, connects, errors = upgrade_while_connecting(td, ev, [(host, int(port))])
+    assert ans["extras"].get("ok") is True, fmt(ans)
     assert not errors, errors[:5]
-    assert connects[0] > 20
+    assert connects > 20
     assert ev2.ping().get("observation") == "pong"
 
 

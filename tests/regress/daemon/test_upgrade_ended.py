@@ -12,78 +12,12 @@ still in the pipes. Which came first is termd's to choose, so an attempt
 whose upgrade came before the reap (or after the end) is made again; the
 new termd's log says when a session came across reaped."""
 
-import os
-import signal
-
 import pytest
 
-from tdtest import fmt, wait_until
-from test_upgrade import T, reconnect, wait_closed
+from tdtest import (BIG, ended_command, exited_once, fmt, replay, streams, until_reaped, upgrade,
+                    wait_until)
+from test_upgrade import T
 from test_envd import end_error, events_of, start, start_cmd, stdout_of, stream, unary
-
-ATTEMPTS = 12
-REAPED = "its process ended before the upgrade"
-BIG = 600000
-# BIG bytes into a stdout pipe made 1 MiB deep (F_SETPIPE_SZ): the program
-# exits with all of them unread, and termd reads 16 KiB a loop turn of
-# them, so its upgrade comes before their end more often
-WRITE = ("/usr/bin/python3 -c 'import fcntl, sys; fcntl.fcntl(1, 1031, 1 << 20); "
-         "sys.stdout.write(\"o\" * %d)'" % BIG)
-
-
-def zombie(pid):
-    """pid has exited and nobody has reaped it yet"""
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except OSError:
-        return False
-
-
-def log_count(td, what):
-    with open(td.log, "rb") as f:
-        return f.read().decode("utf-8", "replace").count(what)
-
-
-def upgrade_as_it_ends(td, ev, gate, pid, cid):
-    """Stop termd, let the program (waiting for gate) write and exit, ask
-    for the upgrade, let termd go on; returns (the new connection, whether
-    the session came across reaped)."""
-    before = log_count(td, REAPED)
-    ev.close()
-    ev = td.events()   # the newest connection: termd reads it after its signals (more often)
-    os.kill(td.proc.pid, signal.SIGSTOP)
-    try:
-        with open(gate, "w"):
-            pass
-        wait_until(lambda: zombie(pid), timeout=T, interval=0.005, what="the program's exit")
-        ev.send_action("termd.upgrade", {}, id=cid)
-    finally:
-        os.kill(td.proc.pid, signal.SIGCONT)
-    assert wait_closed(ev) == 1012
-    ev2 = reconnect(td)
-    ans = ev2.call("termd.upgrade", {}, id=cid, timeout=T)
-    assert ans["extras"].get("ok") is True, fmt(ans)
-    return ev2, log_count(td, REAPED) > before
-
-
-def replay(ev, since):
-    """The events after seq since, as subscribe since gives them."""
-    cid = ev.send_action("subscribe", {"since": since})
-    got = []
-    while True:
-        o = ev.recv_obs(T)
-        if o.get("cause") == cid:
-            return got
-        got.append(o)
-
-
-def kept_open(mode, gate):
-    """kept-open: a background job holds the outputs open (no end of file:
-    the session ends 150 ms after the reap, its grace time, the window the
-    upgrade comes in) until gate; hangup: none (the window is the turn
-    termd reads the pipes' hangup in, found less often)"""
-    return "(while [ ! -e %s ]; do sleep 0.05; done) & " % gate if mode == "kept-open" else ""
 
 
 @pytest.mark.parametrize("mode", ["kept-open", "hangup"])
@@ -102,38 +36,25 @@ def test_a_pipe_session_reaped_but_not_read_keeps_its_output_and_exit(termd, mod
 
 def pipe_attempts(termd, ev, mode, release):
     seq0 = ev.ping()["seq"]
-    hit = 0
-    for n in range(ATTEMPTS):
-        name, gate = "ended-%d" % n, termd.home / ("gate-%d" % n)
-        cmd = ("while [ ! -e %s ]; do sleep 0.01; done; %s%s; "
-               "echo tail-%d; echo err-%d >&2; exit 7" % (gate, kept_open(mode, release), WRITE,
-                                                          n, n))
-        o = ev.call("session.open", {"name": name, "kind": "pipe", "command": cmd}, timeout=T)
+
+    def begin(ev, n, gate):
+        o = ev.call("session.open", {"name": "ended-%d" % n, "kind": "pipe",
+                                     "command": ended_command(gate, release, n, mode=mode)},
+                    timeout=T)
         assert o["observation"] == "session.open", fmt(o)
-        ev, reaped = upgrade_as_it_ends(termd, ev, gate, o["extras"]["pid"], "up-ended-%d" % n)
-        exits = lambda: [e for e in replay(ev, seq0) if e.get("observation") == "session.exit"
-                         and e["extras"].get("name") == name]
-        wait_until(exits, timeout=T, what="%s's end" % name)
-        evs = [e for e in replay(ev, seq0) if e.get("observation") in ("session.output",
-                                                                       "session.exit")
-               and (e["extras"].get("session") or e["extras"].get("name")) == name]
-        assert [e["observation"] for e in evs].count("session.exit") == 1, [fmt(e) for e in evs]
-        assert evs[-1]["observation"] == "session.exit", [fmt(e)[:200] for e in evs]
-        assert evs[-1]["extras"]["exit_code"] == 7, fmt(evs[-1])
+        return o["extras"]
+
+    def check(ev, n, started):
+        evs = exited_once(ev, seq0, "ended-%d" % n, 7)
         assert evs[-1]["extras"].get("signal") is None, fmt(evs[-1])
-        out = {"stdout": "", "stderr": ""}
         for e in evs[:-1]:
             assert e["extras"]["encoding"] == "utf-8" and e["extras"].get("kept") is not False, \
                 fmt(e)[:200]
-            out[e["extras"]["stream"]] += e["content"]
+        out = streams(evs)
         assert out["stdout"] == "o" * BIG + "tail-%d\n" % n, (len(out["stdout"]),
                                                                  out["stdout"][-40:])
         assert out["stderr"] == "err-%d\n" % n, out["stderr"]
-        if reaped:
-            hit += 1
-            break
-    assert hit, "no attempt in %d had termd reap the program before it upgraded" % ATTEMPTS
-    ev.close()
+    until_reaped(termd, ev, termd.home, begin, check, "up-ended-%d").close()
 
 
 def e2b_sessions(ev):
@@ -193,10 +114,8 @@ def test_an_e2b_process_that_ended_unseen_keeps_its_output_across_an_upgrade(ter
                        "exit 5" % gate, "unseen")
     gate.touch()
     wait_until(lambda: not e2b_sessions(ev), timeout=T, what="its session closed at its end")
-    ev.send_action("termd.upgrade", {}, id="up-e2b-unseen")
-    assert wait_closed(ev) == 1012
-    ev = reconnect(td)
-    assert ev.call("termd.upgrade", {}, id="up-e2b-unseen", timeout=T)["extras"]["ok"] is True
+    code, ev, ans = upgrade(td, ev, cid="up-e2b-unseen")
+    assert code == 1012 and ans["extras"]["ok"] is True, (code, fmt(ans))
     assert_connects_once(td, pid, "unseen", b"after\n", b"oops\n", 5)
     ev.close()
 
@@ -215,22 +134,15 @@ def test_an_e2b_process_reaped_but_not_read_at_an_upgrade(termd_factory):
 
 
 def e2b_attempts(td, release):
-    ev = td.events()
-    hit = 0
-    for n in range(ATTEMPTS):
-        gate, tag = td.home / ("gate-%d" % n), "reaped-%d" % n
-        pid = start_unseen(td, "while [ ! -e %s ]; do sleep 0.01; done; %s%s; "
-                           "echo err-%d >&2; exit 3" % (gate, kept_open("kept-open", release),
-                                                        WRITE, n), tag)
-        ev, reaped = upgrade_as_it_ends(td, ev, gate, pid, "up-e2b-reaped-%d" % n)
-        wait_until(lambda: not e2b_sessions(ev), timeout=T, what="its session closed at its end")
-        assert_connects_once(td, pid, tag, b"o" * BIG, ("err-%d\n" % n).encode(), 3)
-        if reaped:
-            hit += 1
-            break
-    assert hit, "no attempt in %d had termd reap the process before it upgraded" % ATTEMPTS
-    ev.close()
+    def begin(ev, n, gate):
+        return {"pid": start_unseen(td, ended_command(gate, release, n, code=3, tail=False),
+                                    "reaped-%d" % n)}
 
+    def check(ev, n, started):
+        wait_until(lambda: not e2b_sessions(ev), timeout=T, what="its session closed at its end")
+        assert_connects_once(td, started["pid"], "reaped-%d" % n, b"o" * BIG,
+                             ("err-%d\n" % n).encode(), 3)
+    until_reaped(td, td.events(), td.home, begin, check, "up-e2b-reaped-%d").close()
 
 
 def test_a_character_split_at_an_upgrade_comes_whole(termd):
@@ -254,10 +166,8 @@ def test_a_character_split_at_an_upgrade_comes_whole(termd):
     # "a" told on both, the byte after it held back
     wait_until(lambda: sorted(e["extras"]["stream"] for e in outputs()) == ["stderr", "stdout"],
                timeout=T, what="the first bytes")
-    ev.send_action("termd.upgrade", {}, id="up-split")
-    assert wait_closed(ev) == 1012
-    ev = reconnect(termd)
-    assert ev.call("termd.upgrade", {}, id="up-split", timeout=T)["extras"]["ok"] is True
+    code, ev, ans = upgrade(termd, ev, cid="up-split")
+    assert code == 1012 and ans["extras"]["ok"] is True, (code, fmt(ans))
     gate.touch()
     wait_until(lambda: outputs() and outputs()[-1]["observation"] == "session.exit", timeout=T,
                what="its end")

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 import wsclient
-from tdtest import content, fmt, lines, run_done, socket_fds, wait_until
-from test_sessions import children_of, cmdline, open_session, proc_stat, sessions
+from tdtest import cmdline, content, fmt, lines, pids_running, run_done, socket_fds, wait_until
+from test_sessions import children_of, open_session, proc_stat, sessions
 
 T = 90.0
 
@@ -215,9 +215,7 @@ def test_job_not_yet_in_the_foreground_is_hung_up_with_the_shell(termd):
     run_done(a, "sleep 301 & setsid sleep 302 & true", session="victim2")
     tpid = termd.proc.pid
 
-    def procs(cmd):
-        return [p for p in (int(d) for d in os.listdir("/proc") if d.isdigit())
-                if cmdline(p) == cmd]
+    procs = pids_running
     wait_until(lambda: procs("sleep 301") and procs("sleep 302"), timeout=60,
                what="both sleeps to run")
     spared = procs("sleep 302")
@@ -254,9 +252,7 @@ def test_reaping_100_processes_that_end_at_once(termd, tmp_path):
         "for i in $(seq 50); do cat %s >/dev/null & done; wait; echo all-done") % (fifo, fifo),
         "timeout": 120})
 
-    def cats():
-        return [p for p in (int(d) for d in os.listdir("/proc") if d.isdigit())
-                if cmdline(p) == cat]
+    cats = lambda: pids_running(cat)
 
     wait_until(lambda: len(cats()) == 100, timeout=60, what="100 cats to start")
     wait_until(lambda: len([c for c in children_of(tpid) if cmdline(c[0]) == cat]) == 50,

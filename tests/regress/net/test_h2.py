@@ -20,7 +20,7 @@ import time
 import pytest
 
 import wsclient
-from tdtest import content, free_port, make_cert, run_done
+from tdtest import content, free_port, make_cert, run_done, upgrade_while_connecting
 
 h2 = pytest.importorskip("h2.connection", reason="python3-h2 is needed (make deps)")
 import h2.config  # noqa: E402
@@ -410,8 +410,6 @@ def test_upgrade_in_place_keeps_tls_and_every_listener(termd_factory, tmp_path, 
     """The front's listening sockets (the first --listen and the extra one)
     go across an upgrade in place: a connect loop on each is never refused,
     and TLS with h2 answers on both after it."""
-    import threading
-    from test_upgrade import upgrade
     cert, key = make_cert(tmp_path)
     monkeypatch.setattr(wsclient, "tls_cafile", str(cert))
     extra = free_port()
@@ -422,34 +420,8 @@ def test_upgrade_in_place_keeps_tls_and_every_listener(termd_factory, tmp_path, 
     for p in (port, extra):
         assert H2(p, cert).request("GET", "/healthz")[0] == 200
     ev = td.events(token=TOKEN)
-    errors, connects = [], [0]
-    stop = threading.Event()
-
-    def loop():
-        while not stop.is_set():
-            for p in (port, extra):
-                s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-                s.settimeout(20)
-                try:
-                    s.connect(("127.0.0.1", p))
-                    connects[0] += 1
-                except OSError as e:
-                    errors.append(repr(e))
-                finally:
-                    s.close()
-
-    th = threading.Thread(target=loop)
-    th.start()
-    try:
-        _, ev2, ans = upgrade(td, ev)
-        assert ans["extras"].get("ok") is True, ans
-        n = connects[0]
-        deadline = time.monotonic() + 60
-        while connects[0] < n + 20 and time.monotonic() < deadline:
-            time.sleep(0.01)
-    finally:
-        stop.set()
-        th.join(30)
+    ev2, ans, _, errors = upgrade_while_connecting(td, ev, [("127.0.0.1", p) for p in (port, extra)])
+    assert ans["extras"].get("ok") is True, ans
     assert not errors, errors[:5]
     for p in (port, extra):
         c = H2(p, cert)

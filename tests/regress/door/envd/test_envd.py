@@ -28,7 +28,7 @@ import pytest
 from conftest import TERMD_BIN
 import routes
 import wsclient
-from tdtest import free_port, upgrade, wait_until
+from tdtest import free_port, upgrade, wait_until, with_few_fds
 
 ROOT = Path(__file__).resolve().parents[4]
 # make test-e2b-latest: a scratch copy with the newest published SDK
@@ -203,6 +203,13 @@ def test_sdk_commands(termd_factory):
     assert o["connectUnknown"]["name"] == "NotFoundError"
     assert o["bytes"]["stdout"] == "\u00e9\u0000z"
     # every process was a termd session, announced on the event stream
+    pids = {s["pid"] for s in sessions_opened(ev) if s["name"].startswith("e2b-")}
+    assert o["longPid"] in pids and o["bgPid"] in pids
+
+
+def sessions_opened(ev):
+    """The extras of the session.open events ev receives until it has been
+    quiet for 0.5 s (10 s at the most)."""
     opened = []
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
@@ -212,8 +219,7 @@ def test_sdk_commands(termd_factory):
             break
         if m.get("observation") == "session.open":
             opened.append(m["extras"])
-    pids = {s["pid"] for s in opened if s["name"].startswith("e2b-")}
-    assert o["longPid"] in pids and o["bgPid"] in pids
+    return opened
 
 
 def test_sdk_create_in_debug_mode_without_token(termd_factory):
@@ -242,15 +248,7 @@ def test_sdk_pty(termd_factory):
     assert o["end"]["exitCode"] == 0
     assert o["killed"] is True
     assert o["killedWait"]["name"] == "CommandExitError"
-    sessions = []
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            m = ev.recv_obs(timeout=0.5)
-        except Exception:
-            break
-        if m.get("observation") == "session.open":
-            sessions.append(m["extras"])
+    sessions = sessions_opened(ev)
     # the PTY was a termd session of its own, as wide as asked
     s = [x for x in sessions if x["pid"] == o["pid"]]
     assert s and s[0]["cols"] == 80 and s[0]["rows"] == 24
@@ -550,37 +548,11 @@ def test_user_lookup_without_fds_is_not_no_such_user(termd_factory):
     answered invalid_argument "no user named '?'". A lookup that could not
     be made says why and is resource_exhausted; the next one, with fds
     back, works."""
-    import resource
-    import threading
     td = start(termd_factory)
-    pid = td.proc.pid
-    soft, hard = resource.prlimit(pid, resource.RLIMIT_NOFILE)
-    answers = []
-
-    def hit():   # an answer from the user lookup (termd's other fd checks come first at times)
-        return [a for a in answers if isinstance(a, tuple) and "user" in json.dumps(a[2])]
-    try:
-        for extra in [e for _ in range(6) for e in range(1, 9)]:
-            if hit():
-                break
-            nfd = len(os.listdir("/proc/%d/fd" % pid))
-            got = []
-
-            def ask():
-                try:
-                    got.append(unary(td, "filesystem.Filesystem/Stat", {"path": "/"}))
-                except (OSError, ValueError) as e:
-                    got.append(e)
-            resource.prlimit(pid, resource.RLIMIT_NOFILE, (nfd + extra, hard))
-            th = threading.Thread(target=ask)
-            th.start()
-            th.join(1.5)
-            resource.prlimit(pid, resource.RLIMIT_NOFILE, (soft, hard))
-            th.join(30)
-            answers += got
-    finally:
-        resource.prlimit(pid, resource.RLIMIT_NOFILE, (soft, hard))
-    msgs = [a[2] for a in hit()]
+    answers, hits = with_few_fds(
+        td.proc.pid, lambda extra: unary(td, "filesystem.Filesystem/Stat", {"path": "/"}),
+        lambda a: isinstance(a, tuple) and "user" in json.dumps(a[2]))
+    msgs = [a[2] for a in hits]
     assert msgs, "no answer came from the user lookup with fds exhausted: %r" % answers
     for m in msgs:
         assert m == {"code": "resource_exhausted",

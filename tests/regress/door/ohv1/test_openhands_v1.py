@@ -19,8 +19,9 @@ import uuid
 
 import pytest
 
+import tdtest
 import wsclient
-from tdtest import dead_or_zombie, free_port
+from tdtest import BIG, dead_or_zombie, ended_command, free_port, until_reaped, upgrade
 
 T = 60.0
 KEY = "v1-full-token"
@@ -84,13 +85,7 @@ def v1(termd_factory, tmp_path):
 
 
 def wait_until(fn, timeout=T, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = fn()
-        if v:
-            return v
-        time.sleep(0.02)
-    raise AssertionError("timed out waiting for %s" % what)
+    return tdtest.wait_until(fn, timeout=timeout, interval=0.02, what=what)
 
 
 # ------------------------------------------------------------- health, key
@@ -473,7 +468,6 @@ def test_socket_resend_and_commands(v1):
 # --------------------------------------------------------- upgrade in place
 
 def test_commands_and_events_survive_an_upgrade_in_place(v1):
-    from test_upgrade import upgrade
     done = v1.execute("echo earlier")
     gate = v1.td.home / "gate-up"
     st, cmd = v1.post("/api/bash/start_bash_command", {
@@ -499,7 +493,6 @@ def test_a_command_printing_while_termd_upgrades_ends_whole(v1):
     """Issue 52 (soak seed 202): a command that prints all along while
     termd upgrades in place ends with its own exit code, every line once,
     in order (not exit_code -1 with its output cut)"""
-    from test_upgrade import upgrade
     gate = v1.td.home / "gate-print"
     st, cmd = v1.post("/api/bash/start_bash_command", {
         "command": "for i in $(seq 1 30); do echo line$i; [ $i = 5 ] && "
@@ -525,7 +518,6 @@ def test_a_command_whose_output_ended_survives_an_upgrade(v1, closes):
     had ended while it ran on was left behind by an upgrade in place (its
     session was not handed over): it ended with exit_code -1, the stderr
     it wrote after cut. Its session goes across; its end is its own."""
-    from test_upgrade import upgrade
     gate = v1.td.home / ("gate-" + closes)
     shut = "exec >&- 2>&-" if closes == "both" else "exec >&-"
     st, cmd = v1.post("/api/bash/start_bash_command", {
@@ -556,7 +548,6 @@ def test_a_character_split_at_an_upgrade_comes_whole(v1):
     BashOutput events say "aé-b" on each, whole, nothing lost or twice
     (the held-back byte goes across with the command; was: lost, the rest
     told as U+FFFD)."""
-    from tdtest import upgrade
     gate = v1.td.home / "gate-split"
     st, cmd = v1.post("/api/bash/start_bash_command", {
         "command": "printf 'a\\303'; printf 'a\\303' >&2; while [ ! -e %s ]; do sleep 0.01; "
@@ -588,39 +579,33 @@ def test_a_command_reaped_but_not_read_at_an_upgrade_ends_whole_once(v1):
     exit_code 7. Technique of test_upgrade_ended.py: termd is stopped while
     the program writes and exits, the upgrade asked for, then let go; an
     attempt whose upgrade missed the window is made again."""
-    from test_upgrade_ended import ATTEMPTS, BIG, kept_open, upgrade_as_it_ends, WRITE
     release = v1.td.home / "release"
-    ev = v1.td.events()
-    hit = 0
+
+    def begin(ev, n, gate):
+        script = v1.td.home / ("prog-%d.sh" % n)
+        script.write_text(ended_command(gate, release, n) + "\n")
+        st, cmd = v1.post("/api/bash/start_bash_command", {"command": "sh %s" % script})
+        assert st == 200, cmd
+        s = wait_until(lambda: [x for x in ev.call("session.list", {})["extras"]["sessions"]
+                                if x["name"] == "ohv1-" + cmd["id"] and x["alive"]],
+                       what="its session")[0]
+        return {"pid": s["pid"], "id": cmd["id"]}
+
+    def check(ev, n, cmd):
+        outs = wait_until(lambda: (lambda o: o if o and o[-1]["exit_code"] is not None
+                                   else None)(v1.outputs(cmd["id"])), what="its end")
+        assert len(outs) < 100, len(outs)   # (one page)
+        assert outs[-1]["exit_code"] == 7, outs[-1]
+        assert [o["exit_code"] for o in outs[:-1]] == [None] * (len(outs) - 1)
+        out = "".join(o["stdout"] or "" for o in outs)
+        assert out == "o" * BIG + "tail-%d\n" % n, (len(out), out[-40:])
+        assert "".join(o["stderr"] or "" for o in outs) == "err-%d\n" % n
+        assert [o["order"] for o in outs] == list(range(len(outs)))
+        assert len({o["id"] for o in outs}) == len(outs)
     try:
-        for n in range(ATTEMPTS):
-            gate, script = v1.td.home / ("gate-%d" % n), v1.td.home / ("prog-%d.sh" % n)
-            script.write_text("while [ ! -e %s ]; do sleep 0.01; done; %s%s; echo tail-%d; "
-                              "echo err-%d >&2; exit 7\n" % (gate, kept_open("kept-open", release),
-                                                              WRITE, n, n))
-            st, cmd = v1.post("/api/bash/start_bash_command", {"command": "sh %s" % script})
-            assert st == 200, cmd
-            name = "ohv1-" + cmd["id"]
-            s = wait_until(lambda: [x for x in ev.call("session.list", {})["extras"]["sessions"]
-                                    if x["name"] == name and x["alive"]], what="its session")[0]
-            ev, reaped = upgrade_as_it_ends(v1.td, ev, gate, s["pid"], "v1-up-ended-%d" % n)
-            outs = wait_until(lambda: (lambda o: o if o and o[-1]["exit_code"] is not None
-                                       else None)(v1.outputs(cmd["id"])), what="its end")
-            assert len(outs) < 100, len(outs)   # (one page)
-            assert outs[-1]["exit_code"] == 7, outs[-1]
-            assert [o["exit_code"] for o in outs[:-1]] == [None] * (len(outs) - 1)
-            out = "".join(o["stdout"] or "" for o in outs)
-            assert out == "o" * BIG + "tail-%d\n" % n, (len(out), out[-40:])
-            assert "".join(o["stderr"] or "" for o in outs) == "err-%d\n" % n
-            assert [o["order"] for o in outs] == list(range(len(outs)))
-            assert len({o["id"] for o in outs}) == len(outs)
-            if reaped:
-                hit += 1
-                break
-        assert hit, "no attempt in %d had termd reap the program before it upgraded" % ATTEMPTS
+        until_reaped(v1.td, v1.td.events(), v1.td.home, begin, check, "v1-up-ended-%d").close()
     finally:
         release.touch()
-    ev.close()
 
 
 def fds_to(pid, target):
@@ -638,7 +623,6 @@ def test_ids_file_not_carried_across_upgrades(v1):
     O_CLOEXEC: every upgrade in place carried it into the new termd, which
     opened one more (the soak: termd's fds once idle +4 /dev/urandom after 4
     upgrades). Its count stays the same across upgrades."""
-    from test_upgrade import upgrade
     pid = v1.td.proc.pid
     v1.execute("echo one")   # ids made: the file is open
     n0 = fds_to(pid, "/dev/urandom")

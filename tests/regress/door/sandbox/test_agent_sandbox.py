@@ -19,7 +19,8 @@ import pytest
 
 import wsclient
 from conftest import TERMD_BIN, base_env
-from tdtest import free_port, upgrade, wait_until
+from tdtest import (BIG, ended_command, exited_once, free_port, streams, until_reaped, upgrade,
+                    wait_until, with_few_fds)
 
 T = 60.0
 
@@ -336,37 +337,9 @@ def test_user_lookup_without_fds_is_not_an_unknown_user(sandbox):
     getpwuid (reading /etc/passwd) fails with EMFILE, and /upload was
     answered "user '?' (--user) is unknown". A lookup that could not be
     made says why (503); the next one, with fds back, works."""
-    import resource
-    import threading
     td, api, base = sandbox
-    pid = td.proc.pid
-    soft, hard = resource.prlimit(pid, resource.RLIMIT_NOFILE)
-    answers = []
-
-    def hit():   # an answer from the user lookup (termd's other fd checks come first at times)
-        return [a for a in answers if isinstance(a, tuple) and "user" in json.dumps(a[1])]
-    try:
-        for extra in [e for _ in range(6) for e in range(1, 9)]:
-            if hit():
-                break
-            nfd = len(os.listdir("/proc/%d/fd" % pid))
-            got = []
-
-            def ask():
-                try:
-                    got.append(api.upload("fd-%d.txt" % extra, b"x"))
-                except (OSError, ValueError) as e:
-                    got.append(e)
-            resource.prlimit(pid, resource.RLIMIT_NOFILE, (nfd + extra, hard))
-            th = threading.Thread(target=ask)
-            th.start()
-            th.join(1.5)
-            resource.prlimit(pid, resource.RLIMIT_NOFILE, (soft, hard))
-            th.join(30)
-            answers += got
-    finally:
-        resource.prlimit(pid, resource.RLIMIT_NOFILE, (soft, hard))
-    got = hit()
+    answers, got = with_few_fds(td.proc.pid, lambda extra: api.upload("fd-%d.txt" % extra, b"x"),
+                                lambda a: isinstance(a, tuple) and "user" in json.dumps(a[1]))
     assert got, "no answer came from the user lookup with fds exhausted: %r" % answers
     for st, body in got:
         assert (st, body) == (503, {"message": "cannot look up the user: Too many open files"}), got
@@ -417,47 +390,30 @@ def test_a_command_reaped_but_not_read_at_an_upgrade_comes_whole_once(sandbox, t
     once it ended. Technique of test_upgrade_ended.py: termd is stopped
     while the program writes and exits, the upgrade asked for, then let go;
     an attempt whose upgrade missed the window is made again."""
-    from test_upgrade_ended import ATTEMPTS, BIG, kept_open, replay, upgrade_as_it_ends, WRITE
     td, api, base = sandbox
     release = tmp_path / "release"
     ev = td.events()
     seq0 = ev.ping()["seq"]
-    hit, threads = 0, []
+    threads = []
+
+    def begin(ev, n, gate):
+        script = tmp_path / ("prog-%d.sh" % n)
+        script.write_text(ended_command(gate, release, n) + "\n")
+        th = threading.Thread(target=lambda: _cut(api, "sh %s" % script), daemon=True)
+        th.start()
+        threads.append(th)
+        live = lambda: [s for s in ev.call("session.list", {})["extras"]["sessions"]
+                        if s["name"].startswith("sandbox-") and s["alive"]]
+        return wait_until(live, timeout=T, what="its session")[0]
+
+    def check(ev, n, s):
+        out = streams(exited_once(ev, seq0, s["name"], 7, timeout=T))
+        assert out == {"stdout": "o" * BIG + "tail-%d\n" % n, "stderr": "err-%d\n" % n}, \
+            (len(out["stdout"]), out["stdout"][-40:], out["stderr"])
+        wait_until(lambda: s["name"] not in [x["name"] for x in ev.call(
+            "session.list", {})["extras"]["sessions"]], timeout=T, what="its session closed")
     try:
-        for n in range(ATTEMPTS):
-            gate, script = tmp_path / ("gate-%d" % n), tmp_path / ("prog-%d.sh" % n)
-            script.write_text("while [ ! -e %s ]; do sleep 0.01; done; %s%s; echo tail-%d; "
-                              "echo err-%d >&2; exit 7\n" % (gate, kept_open("kept-open", release),
-                                                              WRITE, n, n))
-            th = threading.Thread(target=lambda: _cut(api, "sh %s" % script), daemon=True)
-            th.start()
-            threads.append(th)
-            live = lambda: [s for s in ev.call("session.list", {})["extras"]["sessions"]
-                            if s["name"].startswith("sandbox-") and s["alive"]]
-            s = wait_until(live, timeout=T, what="its session")[0]
-            name = s["name"]
-            ev, reaped = upgrade_as_it_ends(td, ev, gate, s["pid"], "sb-up-ended-%d" % n)
-            wait_until(lambda: [e for e in replay(ev, seq0) if e.get("observation") ==
-                                "session.exit" and e["extras"].get("name") == name],
-                       timeout=T, what="its end")
-            evs = [e for e in replay(ev, seq0) if e.get("observation") in ("session.output",
-                                                                           "session.exit")
-                   and (e["extras"].get("session") or e["extras"].get("name")) == name]
-            assert [e["observation"] for e in evs].count("session.exit") == 1, \
-                [str(e)[:200] for e in evs]
-            assert evs[-1]["observation"] == "session.exit" and \
-                evs[-1]["extras"]["exit_code"] == 7, str(evs[-1])
-            out = {"stdout": "", "stderr": ""}
-            for e in evs[:-1]:
-                out[e["extras"]["stream"]] += e["content"]
-            assert out == {"stdout": "o" * BIG + "tail-%d\n" % n, "stderr": "err-%d\n" % n}, \
-                (len(out["stdout"]), out["stdout"][-40:], out["stderr"])
-            wait_until(lambda: name not in [x["name"] for x in ev.call(
-                "session.list", {})["extras"]["sessions"]], timeout=T, what="its session closed")
-            if reaped:
-                hit += 1
-                break
-        assert hit, "no attempt in %d had termd reap the program before it upgraded" % ATTEMPTS
+        ev = until_reaped(td, ev, tmp_path, begin, check, "sb-up-ended-%d")
         assert api.execute("echo after")["stdout"] == "after\n"
     finally:
         release.touch()

@@ -13,7 +13,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import threading
 import time
@@ -24,21 +23,14 @@ import pytest
 import routes
 import wsclient
 from conftest import TERMD_BIN, Termd
-from tdtest import upgrade
+from tdtest import (BIG, ended_command, exited_once, free_port, replay, streams, until_reaped,
+                    upgrade, wait_until)
 
 REPO = Path(__file__).resolve().parents[4]
 VENV = Path(os.environ.get("TERMD_SWEREX_VENV") or REPO / "build" / "swerex-venv")
 VPY = VENV / "bin" / "python"
 CLIENT = Path(__file__).resolve().parents[2] / "swerex_client.py"
 TOKEN = "swerex-test-token-0123456789"
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 class SwerexRemote(Termd):
@@ -653,54 +645,36 @@ def test_an_execute_reaped_but_not_read_at_an_upgrade_comes_whole_once(termd_fac
     of test_upgrade_ended.py: termd is stopped while the program writes and
     exits, the upgrade asked for, then let go; an attempt whose upgrade
     missed the window is made again."""
-    from test_upgrade_ended import ATTEMPTS, BIG, kept_open, replay, upgrade_as_it_ends, WRITE
-    from tdtest import wait_until
     port = free_port()
     td = termd_factory(token=TOKEN, args=["--listen", "127.0.0.1:%d,api=swerex" % port])
     td.port = port
     release = tmp_path / "release"
     ev = td.events()
     seq0 = ev.ping()["seq"]
-    hit, threads = 0, []
+    threads = []
 
-    def sessions():
+    def sessions(ev):
         return ev.call("session.list", {}, timeout=60)["extras"]["sessions"]
+
+    def begin(ev, n, gate):
+        script = tmp_path / ("prog-%d.sh" % n)
+        script.write_text(ended_command(gate, release, n) + "\n")
+        th = threading.Thread(target=lambda: _swallow(lambda: request(
+            td, "POST", "/execute", {"command": "sh %s" % script, "shell": True})),
+            daemon=True)   # (no timeout: no deadline goes across, on_started adopts it)
+        th.start()
+        threads.append(th)
+        return wait_until(lambda: [x for x in sessions(ev) if x["name"].startswith("swerex-exec-")
+                                   and x["alive"]], timeout=60, what="its session")[0]
+
+    def check(ev, n, s):
+        out = streams(exited_once(ev, seq0, s["name"], 7, timeout=60))
+        assert out == {"stdout": "o" * BIG + "tail-%d\n" % n, "stderr": "err-%d\n" % n}, \
+            (len(out["stdout"]), out["stdout"][-40:], out["stderr"])
+        wait_until(lambda: s["name"] not in [x["name"] for x in sessions(ev)], timeout=60,
+                   what="its session closed")
     try:
-        for n in range(ATTEMPTS):
-            gate, script = tmp_path / ("gate-%d" % n), tmp_path / ("prog-%d.sh" % n)
-            script.write_text("while [ ! -e %s ]; do sleep 0.01; done; %s%s; echo tail-%d; "
-                              "echo err-%d >&2; exit 7\n" % (gate, kept_open("kept-open", release),
-                                                              WRITE, n, n))
-            th = threading.Thread(target=lambda: _swallow(lambda: request(
-                td, "POST", "/execute", {"command": "sh %s" % script, "shell": True})),
-                daemon=True)   # (no timeout: no deadline goes across, on_started adopts it)
-            th.start()
-            threads.append(th)
-            s = wait_until(lambda: [x for x in sessions() if x["name"].startswith("swerex-exec-")
-                                    and x["alive"]], timeout=60, what="its session")[0]
-            name = s["name"]
-            ev, reaped = upgrade_as_it_ends(td, ev, gate, s["pid"], "sw-up-ended-%d" % n)
-            wait_until(lambda: [e for e in replay(ev, seq0) if e.get("observation") ==
-                                "session.exit" and e["extras"].get("name") == name],
-                       timeout=60, what="its end")
-            evs = [e for e in replay(ev, seq0) if e.get("observation") in ("session.output",
-                                                                           "session.exit")
-                   and (e["extras"].get("session") or e["extras"].get("name")) == name]
-            assert [e["observation"] for e in evs].count("session.exit") == 1, \
-                [str(e)[:200] for e in evs]
-            assert evs[-1]["observation"] == "session.exit" and \
-                evs[-1]["extras"]["exit_code"] == 7, str(evs[-1])
-            out = {"stdout": "", "stderr": ""}
-            for e in evs[:-1]:
-                out[e["extras"]["stream"]] += e["content"]
-            assert out == {"stdout": "o" * BIG + "tail-%d\n" % n, "stderr": "err-%d\n" % n}, \
-                (len(out["stdout"]), out["stdout"][-40:], out["stderr"])
-            wait_until(lambda: name not in [x["name"] for x in sessions()], timeout=60,
-                       what="its session closed")
-            if reaped:
-                hit += 1
-                break
-        assert hit, "no attempt in %d had termd reap the program before it upgraded" % ATTEMPTS
+        ev = until_reaped(td, ev, tmp_path, begin, check, "sw-up-ended-%d")
         st, _, b = request(td, "POST", "/execute", {"command": "echo after", "shell": True})
         assert (st, b) == (200, {"stdout": "after\n", "stderr": "", "exit_code": 0}), b
     finally:
@@ -714,7 +688,6 @@ def test_an_execute_cut_by_an_upgrade_is_still_killed_at_its_timeout(termd_facto
     """An /execute with a 4 s timeout whose request an upgrade in place cut:
     the new termd kills its tree at the deadline it had (was: it ran on for
     ever, the timeout lost with the request), then closes its session."""
-    from tdtest import wait_until
     port = free_port()
     td = termd_factory(token=TOKEN, args=["--listen", "127.0.0.1:%d,api=swerex" % port])
     td.port = port
@@ -731,7 +704,6 @@ def test_an_execute_cut_by_an_upgrade_is_still_killed_at_its_timeout(termd_facto
             what="its session")[0]
         _, ev2, ans = upgrade(td, ev, cid="sw-up-timeout")
         assert ans["extras"].get("ok") is True, ans
-        from test_upgrade_ended import replay
         exits = lambda: [e for e in replay(ev2, seq0) if e.get("observation") ==
                          "session.exit" and e["extras"].get("name") == name]
         wait_until(exits, timeout=60, what="its end by the timeout")
