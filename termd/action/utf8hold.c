@@ -102,11 +102,6 @@ void utf8hold_text(struct utf8hold *h, const char *data, size_t n, buf_t *out, i
 	buf_free(&in);
 }
 
-void utf8_replaced(const char *data, size_t n, buf_t *out)
-{
-	take((const unsigned char *)data, n, out, 1);
-}
-
 void utf8hold_save(const struct utf8hold *h, cJSON *o, const char *key)
 {
 	buf_t e = {0};

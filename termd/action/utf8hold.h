@@ -26,9 +26,6 @@ void utf8hold_raw(struct utf8hold *h, const char *data, size_t n, buf_t *out);
  * short at the end is held back in h unless last */
 void utf8hold_text(struct utf8hold *h, const char *data, size_t n, buf_t *out, int last);
 
-/* data[0..n) onto out as utf8hold_text with last, nothing held */
-void utf8_replaced(const char *data, size_t n, buf_t *out);
-
 /* h's held bytes in o as a base64 string under key; back (none unless it
  * is base64 of at most 3 bytes) */
 void utf8hold_save(const struct utf8hold *h, cJSON *o, const char *key);

@@ -160,7 +160,8 @@ static void tail_text(buf_t *tail, buf_t *out)
 	while (skip < tail->len && skip < 3 && ((unsigned char)tail->p[skip] & 0xc0) == 0x80)
 		skip++;
 	buf_consume(tail, skip);
-	utf8_replaced(tail->p, tail->len, out);
+	struct utf8hold none = {0};
+	utf8hold_text(&none, tail->p, tail->len, out, 1);
 	buf_consume(tail, tail->len);
 }
 
