@@ -8,6 +8,7 @@
  * events (stdout and stderr apart, UTF-8 text or base64). */
 #include "action.h"
 #include "fsio.h"
+#include "utf8hold.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -367,8 +368,7 @@ static int session_stdin_action(struct act *a)
 struct tail {
 	struct tail *next;
 	struct session *s;
-	char b[2][4];
-	size_t n[2];
+	struct utf8hold held[2];   /* stdout's, stderr's */
 	size_t kept;
 };
 static struct tail *tails;
@@ -421,19 +421,6 @@ static void output_event(struct session *s, struct tail *t, int stream, const ch
 	buf_free(&b);
 }
 
-/* where a character begun in data[0..n) would end past n: that start, or n */
-static size_t complete_upto(const unsigned char *d, size_t n)
-{
-	for (size_t back = 1; back <= 3 && back <= n; back++) {
-		unsigned char c = d[n - back];
-		if ((c & 0xC0) == 0x80)
-			continue;   /* a continuation byte: look further back */
-		size_t want = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
-		return want > back ? n - back : n;
-	}
-	return n;
-}
-
 static void on_stream(struct session *s, int stream, const char *data, size_t n)
 {
 	struct tail **pp = tail_find(s), *t = *pp;
@@ -443,20 +430,9 @@ static void on_stream(struct session *s, int stream, const char *data, size_t n)
 		t = *pp = xcalloc(1, sizeof *t);
 		t->s = s;
 	}
-	if (t->n[k]) {
-		buf_append(&b, t->b[k], t->n[k]);
-		t->n[k] = 0;
-	}
-	buf_append(&b, data, n);
-	size_t cut = complete_upto((const unsigned char *)b.p, b.len);
-	if (cut < b.len && utf8_text(b.p, cut, NULL)) {
-		memcpy(t->b[k], b.p + cut, b.len - cut);
-		t->n[k] = b.len - cut;
-	} else {
-		cut = b.len;   /* not text anyway: all of it as base64 */
-	}
-	if (cut)
-		output_event(s, t, stream, b.p, cut);
+	utf8hold_raw(&t->held[k], data, n, &b);
+	if (b.len)
+		output_event(s, t, stream, b.p, b.len);
 	buf_free(&b);
 }
 
@@ -468,8 +444,8 @@ static void tail_flush(struct session *s)
 		return;
 	*pp = t->next;
 	for (int k = 0; k < 2; k++)
-		if (t->n[k])
-			output_event(s, t, k + 1, t->b[k], t->n[k]);
+		if (t->held[k].n)
+			output_event(s, t, k + 1, t->held[k].b, t->held[k].n);
 	free(t);
 }
 
@@ -484,13 +460,8 @@ cJSON *sessionctl_handover_save(void)
 		cJSON *o = cJSON_CreateObject();
 		cJSON_AddStringToObject(o, "session", t->s->name);
 		cJSON_AddNumberToObject(o, "kept", (double)t->kept);
-		for (int k = 0; k < 2; k++) {
-			buf_t b = {0};
-			fsio_b64_encode(t->b[k], t->n[k], &b);
-			buf_putc(&b, 0);
-			cJSON_AddStringToObject(o, k ? "stderr" : "stdout", b.p);
-			buf_free(&b);
-		}
+		for (int k = 0; k < 2; k++)
+			utf8hold_save(&t->held[k], o, k ? "stderr" : "stdout");
 		cJSON_AddItemToArray(a, o);
 	}
 	return a;
@@ -508,16 +479,8 @@ void sessionctl_handover_load(const cJSON *arr)
 		struct tail *t = xcalloc(1, sizeof *t);
 		t->s = s;
 		t->kept = cJSON_IsNumber(kept) && kept->valuedouble > 0 ? (size_t)kept->valuedouble : 0;
-		for (int k = 0; k < 2; k++) {
-			const cJSON *v = cJSON_GetObjectItem(o, k ? "stderr" : "stdout");
-			buf_t b = {0};
-			if (cJSON_IsString(v) && fsio_b64_decode(v->valuestring, strlen(v->valuestring),
-								 &b) == 0 && b.len < sizeof t->b[k]) {
-				memcpy(t->b[k], b.p, b.len);
-				t->n[k] = b.len;
-			}
-			buf_free(&b);
-		}
+		for (int k = 0; k < 2; k++)
+			utf8hold_load(&t->held[k], o, k ? "stderr" : "stdout");
 		t->next = tails;
 		tails = t;
 	}

@@ -1337,8 +1337,8 @@ MUTANTS = [
              "an upgrade in place: its first bytes are lost, the rest sent alone as base64"),
     dict(name="ohv1-held-bytes-not-handed-over",
          file="termd/door/ohv1/bash.c",
-         search='\t\theld_load(o, "held_out", &c->out);\n\t\theld_load(o, "held_err", &c->err);\n',
-         replace='\t\theld_load(o, "held_none", &c->out);\n\t\theld_load(o, "held_none", &c->err);\n',
+         search='\t\tutf8hold_load(&c->held_out, o, "held_out");\n\t\tutf8hold_load(&c->held_err, o, "held_err");\n',
+         replace='\t\tutf8hold_load(&c->held_out, o, "held_none");\n\t\tutf8hold_load(&c->held_err, o, "held_none");\n',
          tests=[R + "door/ohv1/test_openhands_v1.py::test_a_character_split_at_an_upgrade_comes_whole"],
          why="an OpenHands V1 command's output held back at a UTF-8 character split is not "
              "taken back after an upgrade in place: the character's first bytes are lost, the "

@@ -10,6 +10,7 @@
  * answers once it ended with its last BashOutput carrying the last
  * V1_PIECE_MAX bytes of all its stdout and stderr, as V1's last chunk does. */
 #include "ohv1.h"
+#include "utf8hold.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -34,6 +35,7 @@ struct v1cmd {
 	struct session *s;
 	int order;
 	buf_t out, err;           /* output not in an event yet */
+	struct utf8hold held_out, held_err; /* after it: a character's first bytes */
 	buf_t tail_out, tail_err; /* the last V1_PIECE_MAX bytes of each */
 	int ended, timed_out, exit_code;
 	uint64_t deadline;        /* mono_us its timeout ends it (0: none) */
@@ -77,56 +79,6 @@ static void json_str(buf_t *b, const char *p, size_t n)
 		}
 	}
 	buf_putc(b, '"');
-}
-
-/* the length of the UTF-8 sequence at p (of n bytes left): 1..4, 0 when it
- * is cut short by the end, -1 when invalid */
-static int utf8_seq(const unsigned char *p, size_t n)
-{
-	int len;
-	if (p[0] < 0x80)
-		return 1;
-	if (p[0] >= 0xc2 && p[0] <= 0xdf)
-		len = 2;
-	else if (p[0] >= 0xe0 && p[0] <= 0xef)
-		len = 3;
-	else if (p[0] >= 0xf0 && p[0] <= 0xf4)
-		len = 4;
-	else
-		return -1;
-	for (int i = 1; i < len; i++) {
-		if ((size_t)i >= n)
-			return 0;
-		if ((p[i] & 0xc0) != 0x80)
-			return -1;
-	}
-	if ((p[0] == 0xe0 && p[1] < 0xa0) || (p[0] == 0xed && p[1] > 0x9f) ||
-	    (p[0] == 0xf0 && p[1] < 0x90) || (p[0] == 0xf4 && p[1] > 0x8f))
-		return -1;
-	return len;
-}
-
-/* in's bytes as valid UTF-8 into out (an invalid byte becomes U+FFFD, as
- * Python's errors="replace"); a sequence cut short at the end stays in in
- * unless last. Returns 1 if anything went out. */
-static int utf8_take(buf_t *in, buf_t *out, int last)
-{
-	const unsigned char *p = (const unsigned char *)in->p;
-	size_t i = 0, n = in->len;
-	while (i < n) {
-		int l = utf8_seq(p + i, n - i);
-		if (l == 0 && !last)
-			break;
-		if (l <= 0) {
-			buf_puts(out, "\xef\xbf\xbd");
-			i++;
-			continue;
-		}
-		buf_append(out, p + i, (size_t)l);
-		i += (size_t)l;
-	}
-	buf_consume(in, i);
-	return i > 0;
 }
 
 /* ============================================================= events */
@@ -208,10 +160,19 @@ static void tail_text(buf_t *tail, buf_t *out)
 	while (skip < tail->len && skip < 3 && ((unsigned char)tail->p[skip] & 0xc0) == 0x80)
 		skip++;
 	buf_consume(tail, skip);
-	utf8_take(tail, out, 1);
+	struct utf8hold none = {0};
+	utf8hold_text(&none, tail->p, tail->len, out, 1);
+	buf_consume(tail, tail->len);
 }
 
 static void answer_waiters(struct v1cmd *c, const struct v1_event *last);
+
+/* how much of a stream's output goes in its next piece, after what is held */
+static size_t piece_len(const buf_t *b, const struct utf8hold *h)
+{
+	size_t room = V1_PIECE_MAX - h->n;
+	return b->len > room ? room : b->len;
+}
 
 /* the output so far as events of at most V1_PIECE_MAX bytes a stream;
  * last: the final one, with exit_code (even without output) */
@@ -221,20 +182,15 @@ static void flush(struct v1cmd *c, int last)
 	c->flush_armed = 0;
 	for (;;) {
 		buf_t so = {0}, se = {0};
-		buf_t sin = {0}, ein = {0};
-		/* a piece of at most V1_PIECE_MAX input bytes per stream */
-		size_t on = c->out.len > V1_PIECE_MAX ? V1_PIECE_MAX : c->out.len;
-		size_t en = c->err.len > V1_PIECE_MAX ? V1_PIECE_MAX : c->err.len;
+		/* a piece of at most V1_PIECE_MAX input bytes per stream, held ones first */
+		size_t on = piece_len(&c->out, &c->held_out);
+		size_t en = piece_len(&c->err, &c->held_err);
 		int more = on < c->out.len || en < c->err.len;
-		buf_append(&sin, c->out.p, on);
-		buf_append(&ein, c->err.p, en);
-		utf8_take(&sin, &so, last && !more);
-		utf8_take(&ein, &se, last && !more);
-		buf_consume(&c->out, on - sin.len);   /* a cut sequence stays */
-		buf_consume(&c->err, en - ein.len);
-		buf_free(&sin);
-		buf_free(&ein);
 		int final = last && !more;
+		utf8hold_text(&c->held_out, c->out.p, on, &so, final);
+		utf8hold_text(&c->held_err, c->err.p, en, &se, final);
+		buf_consume(&c->out, on);
+		buf_consume(&c->err, en);
 		if (!so.len && !se.len && !final) {
 			buf_free(&so);
 			buf_free(&se);
@@ -381,7 +337,8 @@ static void on_stream(struct session *s, int stream, const char *data, size_t n)
 	buf_append(stream == 2 ? &c->err : &c->out, data, n);
 	tail_keep(stream == 2 ? &c->tail_err : &c->tail_out, data, n);
 	uint64_t now = mono_us();
-	if (c->out.len >= V1_PIECE_MAX || c->err.len >= V1_PIECE_MAX ||
+	if (c->out.len + c->held_out.n >= V1_PIECE_MAX ||
+	    c->err.len + c->held_err.n >= V1_PIECE_MAX ||
 	    now - c->last_flush >= V1_FLUSH_US) {
 		flush(c, 0);
 	} else if (!c->flush_armed) {
@@ -578,24 +535,6 @@ static void execute_route(struct http_txn *t)
 
 /* ============================================= upgrade in place */
 
-/* a stream's bytes not in an event yet (after the flush: a character's
- * first bytes, held back until its rest comes) */
-static void held_save(cJSON *o, const char *key, const buf_t *b)
-{
-	buf_t e = {0};
-	fsio_b64_encode(b->p, b->len, &e);
-	buf_putc(&e, 0);
-	cJSON_AddStringToObject(o, key, e.p);
-	buf_free(&e);
-}
-
-static void held_load(const cJSON *o, const char *key, buf_t *b)
-{
-	const cJSON *v = cJSON_GetObjectItem(o, key);
-	if (cJSON_IsString(v) && fsio_b64_decode(v->valuestring, strlen(v->valuestring), b) < 0)
-		buf_reset(b);
-}
-
 /* the running commands (their output so far made events first, what is
  * held back at a character's split kept): their sessions go across, the
  * new termd follows them on */
@@ -613,8 +552,8 @@ cJSON *v1_bash_save(void)
 		uint64_t now = mono_us();
 		cJSON_AddNumberToObject(o, "left_us", !c->deadline ? -1.0 :
 					c->deadline > now ? (double)(c->deadline - now) : 0.0);
-		held_save(o, "held_out", &c->out);
-		held_save(o, "held_err", &c->err);
+		utf8hold_save(&c->held_out, o, "held_out");
+		utf8hold_save(&c->held_err, o, "held_err");
 		cJSON_AddItemToArray(a, o);
 	}
 	return a;
@@ -635,8 +574,8 @@ void v1_bash_load(const cJSON *a)
 		double left = cJSON_GetNumberValue(cJSON_GetObjectItem(o, "left_us"));
 		if (left >= 0)
 			c->deadline = mono_us() + (uint64_t)left;
-		held_load(o, "held_out", &c->out);
-		held_load(o, "held_err", &c->err);
+		utf8hold_load(&c->held_out, o, "held_out");
+		utf8hold_load(&c->held_err, o, "held_err");
 		c->next = cmds;
 		cmds = c;
 	}
