@@ -23,6 +23,7 @@ struct pair {
 	int c, a, pp[2];
 	size_t pend, ulen, uoff;   /* bytes in the pipe; client bytes not yet sent up */
 	int a_eof, used;
+	int full;                  /* the pipe took no more: the app not polled until some went */
 	char ub[65536];
 };
 static struct pair ps[MAXP];
@@ -65,6 +66,8 @@ static int pair_move(struct pair *p)
 					   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
 			if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
 				p->a_eof = 1;
+			if (n < 0 && errno == EAGAIN && p->pend)
+				p->full = 1;   /* (slots, not bytes: it may be full short of PIPE_SZ) */
 			if (n > 0) {
 				p->pend += (size_t)n;
 				prog = 1;
@@ -76,6 +79,7 @@ static int pair_move(struct pair *p)
 			if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
 				return -1;
 			if (n > 0) {
+				p->full = 0;
 				p->pend -= (size_t)n;
 				prog = 1;
 			}
@@ -153,7 +157,7 @@ int main(int argc, char **argv)
 			who[n++] = i;
 			pf[n].fd = p->a;
 			pf[n].events = (short)((p->ulen ? POLLOUT : 0) |
-					       (!p->a_eof && p->pend < PIPE_SZ ? POLLIN : 0));
+					       (!p->a_eof && !p->full && p->pend < PIPE_SZ ? POLLIN : 0));
 			who[n++] = i;
 		}
 		if (poll(pf, (nfds_t)n, -1) < 0 && errno != EINTR)
