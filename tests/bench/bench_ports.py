@@ -220,8 +220,9 @@ def main():
             print("  %-46s median %6.0f MiB/s   direct %6.0f MiB/s   (%.2fx direct%s; termd %.2f s CPU)"
                   % ("%d MiB download through the proxy (%s)" % (mb, what), mb / tp, mb / td_,
                      td_ / tp, ideal, cpu))
-            print("  %-46s busy ticks (1/%d s) per 100 MiB: direct %.0f, relay %s, termd %.0f"
-                  % ("", hz, kd, "%.0f" % kr if kr is not None else "-", kp))
+            print("  %-46s busy CPU ticks (1/%d s, whole machine) per 100 MiB: direct %.0f, relay %s, "
+                  "termd %.0f (of %d MiB each)"
+                  % ("", hz, kd, "%.0f" % kr if kr is not None else "-", kp, mb * RUNS))
         line("port.open after listen()", lat)
         ev.close()
         sub.close()
