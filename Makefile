@@ -489,7 +489,7 @@ test-suites:
 	$(MAKE) soak-short
 
 bench: deps
-	$(MAKE) all $(BUILD)/bench-rtt $(BUILD)/bench-viewers
+	$(MAKE) all $(BUILD)/bench-rtt $(BUILD)/bench-viewers $(BUILD)/bench-relay
 	TERMD_BIN=$(abspath $(BUILD)/termd) BENCH_RTT_BIN=$(abspath $(BUILD)/bench-rtt) $(PY) tests/bench/bench.py
 	TERMD_BIN=$(abspath $(BUILD)/termd) BENCH_VIEWERS_BIN=$(abspath $(BUILD)/bench-viewers) $(PY) tests/bench/bench_tty.py
 	TERMD_BIN=$(abspath $(BUILD)/termd) $(PY) tests/bench/bench_openhands.py
@@ -500,7 +500,7 @@ bench: deps
 	TERMD_BIN=$(abspath $(BUILD)/termd) $(PY) tests/bench/bench_pipes.py
 	TERMD_BIN=$(abspath $(BUILD)/termd) TERMD_SWEREX_VENV=$(abspath $(SWEREX_VENV)) $(PY) tests/bench/bench_swerex.py
 	TERMD_BIN=$(abspath $(BUILD)/termd) $(PY) tests/bench/bench_filework.py
-	TERMD_BIN=$(abspath $(BUILD)/termd) $(PY) tests/bench/bench_ports.py
+	TERMD_BIN=$(abspath $(BUILD)/termd) BENCH_RELAY_BIN=$(abspath $(BUILD)/bench-relay) $(PY) tests/bench/bench_ports.py
 	TERMD_BIN=$(abspath $(BUILD)/termd) $(PY) tests/bench/bench_upgrade.py
 	TERMD_BIN=$(abspath $(BUILD)/termd) $(PY) tests/bench/bench_cgroups.py
 	TERMD_BIN=$(abspath $(BUILD)/termd) BENCH_RTT_BIN=$(abspath $(BUILD)/bench-rtt) $(PY) tests/bench/bench_python.py
@@ -513,6 +513,10 @@ bench: deps
 # the C round-trip client the bench drives
 $(BUILD)/bench-rtt: tests/bench/rtt.c $(LIBTD)
 	$(CC) $(TD_CFLAGS) $(PKG_CFLAGS) -o $@ $^ $(PKG_LIBS) -lm
+
+# the ideal splice relay bench_ports.py times the preview proxy against
+$(BUILD)/bench-relay: tests/bench/relay.c
+	$(CC) $(TD_CFLAGS) -o $@ $^
 
 # the C /tty viewers the fan-out figure drives (tests/bench/bench_tty.py)
 $(BUILD)/bench-viewers: tests/bench/viewers.c $(LIBTD)

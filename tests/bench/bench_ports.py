@@ -5,8 +5,14 @@ through the proxy next to direct (MiB/s, median of BENCH_PORTS_RUNS turn
 about, default 9: a single 100 MiB run swings 0.4x-1.2x on a busy box), from an app
 that writes 1 MiB at a time and from one that sends a file with
 sendfile(2); and how long after listen() termd's port.open event arrives.
-All in one run. Env: TERMD_BIN, BENCH_PORTS_N (GETs each way, default
-200), BENCH_PORTS_SIZES (MiB, default "1 10 100"), BENCH_PORTS_RUNS."""
+Each download is also timed through tests/bench/relay.c, a minimal splice
+relay (the same two loopback TCP hops as the proxy, nothing else): the
+ideal a relaying proxy can reach on this machine, with the system-wide
+busy CPU ticks (/proc/stat, every process's: other load counts too) per
+100 MiB for direct, relay and termd, to say where the time goes.
+All in one run. Env: TERMD_BIN, BENCH_RELAY_BIN (default build/bench-relay;
+left out when absent), BENCH_PORTS_N (GETs each way, default 200),
+BENCH_PORTS_SIZES (MiB, default "1 10 100"), BENCH_PORTS_RUNS."""
 
 import http.client
 import os
@@ -27,6 +33,7 @@ TERMD_BIN = os.environ.get("TERMD_BIN") or os.path.join(REPO, "build", "termd")
 N = int(os.environ.get("BENCH_PORTS_N", "200"))
 SIZES = [int(x) for x in os.environ.get("BENCH_PORTS_SIZES", "1 10 100").split()]
 RUNS = int(os.environ.get("BENCH_PORTS_RUNS", "9"))
+RELAY_BIN = os.environ.get("BENCH_RELAY_BIN") or os.path.join(REPO, "build", "bench-relay")
 
 SERVER = r'''
 import os, sys
@@ -104,6 +111,21 @@ def cpu_s(pid):
     return (int(x[11]) + int(x[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def busy_ticks():
+    """the whole machine's busy CPU ticks (all but idle and iowait)"""
+    with open("/proc/stat") as f:
+        x = [int(v) for v in f.readline().split()[1:]]
+    return sum(x) - x[3] - x[4]
+
+
+def timed(port, path, mb, busy):
+    b0 = busy_ticks()
+    dt, n = get(port, path)
+    busy.append(busy_ticks() - b0)
+    assert n == mb << 20, (n, mb)
+    return dt
+
+
 def run(ev, cmd):
     o = ev.call("run", {"command": cmd}, timeout=60)
     return o.get("content", "")
@@ -126,6 +148,7 @@ def main():
     td = subprocess.Popen([TERMD_BIN, "--listen", "127.0.0.1:%d" % tdport, "--cwd", home],
                           env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = "ws://127.0.0.1:%d" % tdport
+    relay = rport = None
     try:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
@@ -153,20 +176,27 @@ def main():
             if i >= 10:
                 proxied.append(a * 1000)
                 direct.append(b * 1000)
-        downloads = []   # (what, MiB, proxied s, direct s, termd's CPU s)
+        if os.path.exists(RELAY_BIN):
+            relay = subprocess.Popen([RELAY_BIN, str(port)], stdout=subprocess.PIPE)
+            rport = int(relay.stdout.readline())
+        # (what, MiB, proxied s, direct s, relayed s, termd's CPU s, busy ticks: direct, relay, termd)
+        downloads = []
         for kind, what in (("big", "writes"), ("file", "sendfile")):
             for mb in SIZES:
-                big_p, big_d, cpu = [], [], []
-                for _ in range(RUNS):
+                big_p, big_d, big_r, cpu = [], [], [], []
+                bd, br, bp = [], [], []
+                path = "/%s?mb=%d" % (kind, mb)
+                for _ in range(RUNS):   # turn about: proxy, direct, relay
                     c0 = cpu_s(td.pid)
-                    dt, n = get(tdport, "/proxy/%d/%s?mb=%d" % (port, kind, mb))
+                    big_p.append(timed(tdport, "/proxy/%d%s" % (port, path), mb, bp))
                     cpu.append(cpu_s(td.pid) - c0)
-                    assert n == mb << 20
-                    big_p.append(dt)
-                    dt, n = get(port, "/%s?mb=%d" % (kind, mb))
-                    assert n == mb << 20
-                    big_d.append(dt)
-                downloads.append((what, mb, pct(big_p, 50), pct(big_d, 50), pct(cpu, 50)))
+                    big_d.append(timed(port, path, mb, bd))
+                    if rport:
+                        big_r.append(timed(rport, path, mb, br))
+                per = 100.0 / (mb * RUNS)   # ticks per 100 MiB
+                downloads.append((what, mb, pct(big_p, 50), pct(big_d, 50),
+                                  pct(big_r, 50) if big_r else None, pct(cpu, 50),
+                                  sum(bd) * per, sum(br) * per if br else None, sum(bp) * per))
         lat = []
         stamp = os.path.join(tmp, "stamp")
         for i in range(10):
@@ -182,14 +212,25 @@ def main():
         line("GET / through /proxy/<port>/", proxied)
         line("GET / direct (baseline)", direct)
         print("  %-46s +%.2f ms at p50" % ("added by the proxy", pct(proxied, 50) - pct(direct, 50)))
-        for what, mb, tp, td_, cpu in downloads:
-            print("  %-46s median %6.0f MiB/s   direct %6.0f MiB/s   (%.2fx; termd %.2f s CPU)"
+        hz = os.sysconf("SC_CLK_TCK")
+        for what, mb, tp, td_, tr, cpu, kd, kr, kp in downloads:
+            ideal = ""
+            if tr:
+                ideal = "; ideal relay %.2fx; termd/ideal %.2fx" % (td_ / tr, tr / tp)
+            print("  %-46s median %6.0f MiB/s   direct %6.0f MiB/s   (%.2fx direct%s; termd %.2f s CPU)"
                   % ("%d MiB download through the proxy (%s)" % (mb, what), mb / tp, mb / td_,
-                     td_ / tp, cpu))
+                     td_ / tp, ideal, cpu))
+            print("  %-46s busy CPU ticks (1/%d s, whole machine) per 100 MiB: direct %.0f, relay %s, "
+                  "termd %.0f (of %d MiB each)"
+                  % ("", hz, kd, "%.0f" % kr if kr is not None else "-", kp, mb * RUNS))
         line("port.open after listen()", lat)
         ev.close()
         sub.close()
     finally:
+        if relay:
+            relay.kill()
+            relay.wait()
+            relay.stdout.close()
         td.terminate()
         td.wait(10)
         shutil.rmtree(tmp, ignore_errors=True)

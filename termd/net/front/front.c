@@ -6,15 +6,14 @@
  * (srv.front_sock). One pump moves a connection's bytes, the protocol's
  * part given as a struct fr_proto. It touches no termd state: only bytes and fds, every one
  * non-blocking and close-on-exec. The listening fds go across an upgrade in
- * place (front_handover_*). Bodies the preview proxy hands over
- * (front_take_body, from the loop's thread) come in on a queue. */
+ * place (front_handover_*). Bodies the preview proxy hands over come in on
+ * front/hand.c's queue; byte queues are front/fq.c's. */
 #include "front.h"
 #include "loop.h"
 #include "net.h"
 
 #include <errno.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,18 +63,6 @@ static void take_reserve(void)
 }
 static int ep = -1, stopfd = -1;
 static struct fwatch stopw;
-/* answers' bodies the preview proxy hands over (front_take_body, from the
- * loop's thread): queued under handmu, handfd (an eventfd) says so */
-struct handmsg {
-	uint64_t id;
-	int fd;
-	unsigned long long rem;
-};
-static pthread_mutex_t handmu = PTHREAD_MUTEX_INITIALIZER;
-static struct handmsg *handq;
-static size_t nhandq, caphandq;
-static int handfd = -1;
-static struct fwatch handw;
 static uint64_t next_up_id;   /* the front's thread's: names its plain connections to lws */
 static pthread_t thr;
 static int running;
@@ -87,87 +74,6 @@ static unsigned long n_h1, n_h2, n_tls_failed;
 unsigned long fr_n_streams, fr_n_refused;
 static void **deferred;
 static size_t ndeferred, capdeferred;
-
-/* ------------------------------------------------------------ queues */
-
-char *fq_room(struct fq *q, size_t want)
-{
-	if (q->off && (q->len == 0 || q->off > q->cap / 2)) {
-		memmove(q->p, q->p + q->off, q->len);
-		q->off = 0;
-	}
-	if (q->cap - q->off - q->len < want) {
-		size_t nc = q->cap ? q->cap : 4096;
-		while (nc - q->off - q->len < want)
-			nc *= 2;
-		q->p = xrealloc(q->p, nc);
-		q->cap = nc;
-	}
-	return q->p + q->off + q->len;
-}
-
-void fq_put(struct fq *q, const void *d, size_t n)
-{
-	if (!n)
-		return;
-	memcpy(fq_room(q, n), d, n);
-	q->len += n;
-}
-
-void fq_printf(struct fq *q, const char *fmt, ...)
-{
-	char tmp[512];
-	va_list ap;
-	va_start(ap, fmt);
-	int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-	va_end(ap);
-	if (n > 0)
-		fq_put(q, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
-}
-
-void fq_drop(struct fq *q, size_t n)
-{
-	if (n >= q->len) {
-		q->off = q->len = 0;
-		return;
-	}
-	q->off += n;
-	q->len -= n;
-}
-
-void fq_free(struct fq *q)
-{
-	free(q->p);
-	memset(q, 0, sizeof *q);
-}
-
-int fq_take(struct fq *to, struct fq *from, size_t n, unsigned long long *rem)
-{
-	size_t take = n < *rem ? n : (size_t)*rem;
-	fq_put(to, from->p + from->off, take);
-	fq_drop(from, take);
-	*rem -= take;
-	return !*rem;
-}
-
-void fq_field(struct fq *q, const char *name, size_t nl, const char *val, size_t vl)
-{
-	fq_put(q, name, nl);
-	fq_put(q, ": ", 2);
-	fq_put(q, val, vl);
-	fq_put(q, "\r\n", 2);
-}
-
-void fq_reqline(struct fq *q, const char *method, size_t ml, const char *target, size_t tl,
-		const char *version, size_t vl)
-{
-	fq_put(q, method, ml);
-	fq_put(q, " ", 1);
-	fq_put(q, target, tl);
-	fq_put(q, " ", 1);
-	fq_put(q, version, vl);
-	fq_put(q, "\r\n", 2);
-}
 
 uint64_t fr_now(void)
 {
@@ -227,17 +133,6 @@ void fr_kick_h2(void)
 			c->again = 1;
 }
 
-/* the abstract name a connection of the front's to lws is bound to: one
- * whose answer's body may be handed over (front_take_body) */
-static int up_name(struct sockaddr_un *su, uint64_t id)
-{
-	memset(su, 0, sizeof *su);
-	su->sun_family = AF_UNIX;
-	int n = snprintf(su->sun_path + 1, sizeof su->sun_path - 1, "termd-front-%d-%llu",
-			 (int)getpid(), (unsigned long long)id);
-	return (int)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
-}
-
 int fr_upstream_named(uint64_t *id)
 {
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -246,7 +141,7 @@ int fr_upstream_named(uint64_t *id)
 	if (id) {
 		struct sockaddr_un me;
 		*id = ++next_up_id;
-		if (bind(fd, (struct sockaddr *)&me, (socklen_t)up_name(&me, *id)) < 0)
+		if (bind(fd, (struct sockaddr *)&me, (socklen_t)fr_up_name(&me, *id)) < 0)
 			*id = 0;   /* (its body then goes through lws) */
 	}
 	struct sockaddr_un su;
@@ -266,100 +161,9 @@ int fr_upstream(void)
 	return fr_upstream_named(NULL);
 }
 
-int front_take_body(int lws_fd, int fd, unsigned long long rem)
+int fr_running(void)
 {
-	struct sockaddr_un su, me;
-	socklen_t l = sizeof su;
-	if (!running || handfd < 0 || getpeername(lws_fd, (struct sockaddr *)&su, &l) < 0 ||
-	    su.sun_family != AF_UNIX || l <= offsetof(struct sockaddr_un, sun_path) + 1 ||
-	    su.sun_path[0])
-		return -1;
-	/* the id in the peer's name, when that is the front's own kind */
-	char *end;
-	size_t plen = (size_t)up_name(&me, 0) - offsetof(struct sockaddr_un, sun_path) - 2;
-	size_t nl = l - offsetof(struct sockaddr_un, sun_path);
-	if (nl <= plen + 1 || memcmp(su.sun_path, me.sun_path, plen + 1) != 0)
-		return -1;
-	char num[24];
-	if (nl - 1 - plen >= sizeof num)
-		return -1;
-	memcpy(num, su.sun_path + 1 + plen, nl - 1 - plen);
-	num[nl - 1 - plen] = 0;
-	unsigned long long id = strtoull(num, &end, 10);
-	if (!id || *end)
-		return -1;
-	pthread_mutex_lock(&handmu);
-	if (nhandq == caphandq) {
-		caphandq = caphandq ? caphandq * 2 : 16;
-		handq = xrealloc(handq, caphandq * sizeof *handq);
-	}
-	handq[nhandq++] = (struct handmsg){id, fd, rem};
-	pthread_mutex_unlock(&handmu);
-	uint64_t one = 1;
-	if (write(handfd, &one, sizeof one) < 0) {
-		/* (the counter full: a wakeup is due anyway) */
-	}
-	return 0;
-}
-
-static void conn_pump(struct fconn *c);
-
-/* the bodies handed over: each to its connection, else its socket closed */
-static void take_handed(void)
-{
-	uint64_t v;
-	if (read(handfd, &v, sizeof v) < 0)
-		v = 0;
-	pthread_mutex_lock(&handmu);
-	struct handmsg *q = handq;
-	size_t n = nhandq;
-	handq = NULL;
-	nhandq = caphandq = 0;
-	pthread_mutex_unlock(&handmu);
-	for (size_t i = 0; i < n; i++) {
-		struct fconn *c = conns;
-		while (c && !(c->h1 && !c->dead && fr_h1_upid(c) == q[i].id))
-			c = c->next;
-		if (!c) {
-			close(q[i].fd);   /* its client left */
-			continue;
-		}
-		fr_h1_hand(c, q[i].fd, q[i].rem);
-		conn_pump(c);
-	}
-	free(q);
-}
-
-int fr_take_hand(struct fconn *c)
-{
-	uint64_t id = fr_h1_upid(c);
-	struct handmsg m = {0, -1, 0};
-	if (!id)
-		return 0;
-	pthread_mutex_lock(&handmu);
-	for (size_t i = 0; i < nhandq; i++)
-		if (handq[i].id == id) {
-			m = handq[i];
-			memmove(handq + i, handq + i + 1, (nhandq - i - 1) * sizeof *handq);
-			nhandq--;
-			break;
-		}
-	pthread_mutex_unlock(&handmu);
-	if (m.fd < 0)
-		return 0;
-	fr_h1_hand(c, m.fd, m.rem);
-	return 1;
-}
-
-static void drop_handed(void)
-{
-	pthread_mutex_lock(&handmu);
-	for (size_t i = 0; i < nhandq; i++)
-		close(handq[i].fd);
-	free(handq);
-	handq = NULL;
-	nhandq = caphandq = 0;
-	pthread_mutex_unlock(&handmu);
+	return running;
 }
 
 /* ------------------------------------------------- the client's bytes */
@@ -739,6 +543,20 @@ static void check_rest(void)
 	}
 }
 
+/* a body handed over (front/hand.c): to its connection, else its socket closed */
+static void give_hand(uint64_t id, int fd, unsigned long long rem)
+{
+	struct fconn *c = conns;
+	while (c && !(c->h1 && !c->dead && fr_h1_upid(c) == id))
+		c = c->next;
+	if (!c) {
+		close(fd);   /* its client left */
+		return;
+	}
+	fr_h1_hand(c, fd, rem);
+	conn_pump(c);
+}
+
 static void *front_main(void *arg)
 {
 	(void)arg;
@@ -756,10 +574,8 @@ static void *front_main(void *arg)
 				stop = 1;
 				continue;
 			}
-			if (w == &handw) {
-				take_handed();
+			if (fr_hand_event(w, give_hand))
 				continue;
-			}
 			if (w->fd < 0)
 				continue;
 			if (w->kind == FK_LISTEN)
@@ -948,12 +764,7 @@ int front_start(char *err, size_t errlen)
 	stopw.fd = stopfd;
 	stopw.kind = -1;
 	fr_watch(&stopw, EPOLLIN);
-	handfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (handfd >= 0) {
-		handw.fd = handfd;
-		handw.kind = -1;
-		fr_watch(&handw, EPOLLIN);
-	}
+	fr_hand_open();
 	for (int i = 0; i < nlis; i++) {
 		fcntl(lis[i].fd, F_SETFD, FD_CLOEXEC);
 		fcntl(lis[i].fd, F_SETFL, fcntl(lis[i].fd, F_GETFL) | O_NONBLOCK);
@@ -981,7 +792,7 @@ void front_stop(void)
 		pthread_join(thr, NULL);
 		running = 0;
 	}
-	drop_handed();
+	fr_hand_drop();
 	while (conns)
 		conn_close(conns);
 	for (size_t k = 0; k < ndeferred; k++)
@@ -995,11 +806,7 @@ void front_stop(void)
 	nlis = 0;
 	if (stopfd >= 0)
 		close(stopfd);
-	if (handfd >= 0)
-		close(handfd);
-	handfd = -1;
-	handw.fd = -1;
-	handw.reg = 0;
+	fr_hand_close();
 	if (ep >= 0)
 		close(ep);
 	stopfd = ep = -1;

@@ -41,7 +41,7 @@ void front_handover_load(const cJSON *record);
 #define FR_BUF_CAP (64u << 10)    /* each direction's buffer before reads stop */
 #define FR_MAX_HDRS H1_MAX_HDRS
 
-/* a byte queue: data at p + off, len bytes */
+/* front/fq.c: a byte queue, data at p + off, len bytes */
 struct fq {
 	char *p;
 	size_t off, len, cap;
@@ -120,6 +120,23 @@ uint64_t fr_now(void);
 void fr_defer(void *p);                                  /* free()d after this turn's events */
 void fr_kick_h2(void);                                   /* every HTTP/2 connection pumped again */
 
+int fr_running(void);                                    /* its thread runs (bodies may be handed over) */
+
+/* front/hand.c: the queue of bodies the preview proxy hands over (front_take_body) */
+struct sockaddr_un;
+/* the abstract name a connection of the front's to lws is bound to (its
+ * length): one whose answer's body may be handed over; id 0 the prefix */
+int fr_up_name(struct sockaddr_un *su, uint64_t id);
+void fr_hand_open(void);    /* its eventfd made and watched (front_start) */
+/* w is the queue's eventfd: each body queued given to give (1) */
+int fr_hand_event(struct fwatch *w, void (*give)(uint64_t id, int fd, unsigned long long rem));
+/* the body handed over for c's connection to lws, if one waits in the
+ * queue (front_take_body): taken now (1), for lws closes that connection
+ * once it handed a body over for a client that asked for a close */
+int fr_take_hand(struct fconn *c);
+void fr_hand_drop(void);    /* the bodies still queued: their sockets closed */
+void fr_hand_close(void);   /* its eventfd closed */
+
 /* front/h1.c: heads (parsed by proto/h1wire.c) */
 /* the headers a request goes to lws with: X-Metadata-* folded into
  * X-Termd-Metadata, the client's X-Termd-* dropped, X-Termd-Peer and
@@ -134,10 +151,6 @@ int fr_h1_forwarding(struct fconn *c);   /* a connection to lws is open (its tim
 uint64_t fr_h1_upid(struct fconn *c);    /* its connection to lws's id (0: none, or not named) */
 /* the rest of the answer's body, rem bytes, comes from fd (front_take_body) */
 void fr_h1_hand(struct fconn *c, int fd, unsigned long long rem);
-/* the body handed over for c's connection to lws, if one waits in the
- * queue (front_take_body): taken now (1), for lws closes that connection
- * once it handed a body over for a client that asked for a close */
-int fr_take_hand(struct fconn *c);
 
 /* front/h2.c */
 int fr_h2_init(struct fconn *c, const char *pre, size_t n);

@@ -441,6 +441,21 @@ static int hand_at_end(struct fconn *c)
 	       h->rs == RS_CL && h->rs_rem > 0 && fr_take_hand(c);
 }
 
+/* the pipe's bytes (c->pend) to the client: 1 some went, 0 it takes no
+ * more now, -1 its socket broke */
+static int pipe_out(struct fconn *c)
+{
+	ssize_t n = splice(c->h1->pp[0], NULL, c->w.fd, NULL, c->pend,
+			   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return 0;
+	if (n <= 0)
+		return -1;
+	c->pend -= (size_t)n;
+	c->last_us = c->out_us = fr_now();
+	return 1;
+}
+
 /* the pipe to the client, then lws's bytes into the (empty) pipe, up to
  * the answer's end; 1 progress, -1 the client's socket broke */
 static int splice_answer(struct fconn *c)
@@ -449,14 +464,9 @@ static int splice_answer(struct fconn *c)
 	int prog = 0;
 	for (int i = 0; i < 16; i++) {
 		if (c->pend) {
-			ssize_t n = splice(h->pp[0], NULL, c->w.fd, NULL, c->pend,
-					   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-			if (n < 0 && (errno == EAGAIN || errno == EINTR))
-				return prog;
-			if (n <= 0)
-				return -1;
-			c->pend -= (size_t)n;
-			c->last_us = c->out_us = fr_now();
+			int r = pipe_out(c);
+			if (r <= 0)
+				return r < 0 ? -1 : prog;
 			prog = 1;
 			continue;
 		}
@@ -538,14 +548,9 @@ static int hand_body(struct fconn *c)
 	int prog = 0;
 	for (int i = 0; i < 16 && h->handing; i++) {
 		if (c->pend) {
-			ssize_t n = splice(h->pp[0], NULL, c->w.fd, NULL, c->pend,
-					   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-			if (n < 0 && (errno == EAGAIN || errno == EINTR))
-				return prog;
-			if (n <= 0)
-				return -1;
-			c->pend -= (size_t)n;
-			c->last_us = c->out_us = fr_now();
+			int r = pipe_out(c);
+			if (r <= 0)
+				return r < 0 ? -1 : prog;
 			prog = 1;
 			continue;
 		}

@@ -655,6 +655,26 @@ def test_h1_keep_alive_with_sized_and_chunked_bodies(tls_td):
     s.close()
 
 
+def test_h1_plain_sized_answer_then_the_next_request_on_the_kept_connection(termd_factory):
+    """A plain HTTP/1.1 client's sized answer of lws's own past 64 KiB (the
+    web page's xterm.js: all but its first piece spliced through the
+    front's pipe, never read into termd) ends by its Content-Length: the
+    next request on the kept connection is answered, again and again."""
+    td = termd_factory(token=TOKEN, tcp=True)
+    port = int(td.url.rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as s:
+        rest, size = b"", None
+        for _ in range(3):
+            s.sendall(b"GET /assets/xterm.js HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            status, answer, rest = _read_answer(s, rest)
+            assert status == 200 and len(answer) > 256 << 10, (status, len(answer))
+            assert size in (None, len(answer)) and b"Terminal" in answer
+            size = len(answer)
+            s.sendall(b"GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            status, answer, rest = _read_answer(s, rest)
+            assert status == 204, (status, answer)
+
+
 def test_fast_h2_downloads_never_stall(tls_td):
     """curl (a reader as fast as the front) takes a 64 MiB download over h2
     whole, again and again: the front keeps sending while its output drains
