@@ -65,6 +65,13 @@ struct screen {
 	void *out_user;
 	struct vtfilter vf;       /* what libvterm may see (proto/vtfilter.c) */
 	buf_t vtbuf;              /* filtered bytes of one feed */
+	/* plain-line fast path (fast_lines): off for good once the output
+	 * touched character sets (its ASCII may not map to itself); watch
+	 * and the w_ fields check one line libvterm handles itself */
+	int fp_off, fp_esc;       /* fp_esc: the last feed ended in ESC */
+	int watch, w_bad, w_glyphs, w_scrolls;
+	const char *w_text;
+	int w_len;                /* its characters (w_text's CR LF not counted) */
 };
 
 static struct grid *cur(struct screen *sc)
@@ -269,9 +276,21 @@ void screen_scrollback_text(struct screen *sc, size_t max_lines, buf_t *out)
 	}
 }
 
+/* TERMD_TEST_NO_FASTPATH set: every byte through libvterm (the
+ * differential test's reference) */
+static int fast_path_disabled;
+
 static int cb_putglyph(VTermGlyphInfo *info, VTermPos pos, void *user)
 {
 	struct screen *sc = user;
+	if (sc->watch) {
+		/* plain: one ASCII character a cell, left to right on the last row */
+		if (sc->w_glyphs >= sc->w_len || info->width != 1 || info->chars[1] || info->dwl || info->dhl ||
+		    pos.row != sc->rows - 1 || pos.col != sc->w_glyphs || sc->w_scrolls ||
+		    info->chars[0] != (unsigned char)sc->w_text[sc->w_glyphs])
+			sc->w_bad = 1;
+		sc->w_glyphs++;
+	}
 	if (pos.row < 0 || pos.row >= sc->rows || pos.col < 0 || pos.col >= sc->cols)
 		return 1;
 	struct row *row = cur(sc)->row[pos.row];
@@ -325,6 +344,7 @@ static int cb_erase(VTermRect rect, int selective, void *user)
 {
 	(void)selective;
 	struct screen *sc = user;
+	sc->w_bad |= sc->watch;
 	struct grid *g = cur(sc);
 	for (int r = rect.start_row; r < rect.end_row && r < sc->rows; r++) {
 		if (r < 0)
@@ -340,6 +360,7 @@ static int cb_erase(VTermRect rect, int selective, void *user)
 static int cb_moverect(VTermRect dest, VTermRect src, void *user)
 {
 	struct screen *sc = user;
+	sc->w_bad |= sc->watch;
 	struct grid *g = cur(sc);
 	int nrows = src.end_row - src.start_row;
 	int ncols = src.end_col - src.start_col;
@@ -367,6 +388,12 @@ static int cb_moverect(VTermRect dest, VTermRect src, void *user)
 static int cb_scrollrect(VTermRect rect, int downward, int rightward, void *user)
 {
 	struct screen *sc = user;
+	if (sc->watch) {
+		if (downward != 1 || rightward || rect.start_row || rect.end_row != sc->rows ||
+		    rect.start_col || rect.end_col != sc->cols)
+			sc->w_bad = 1;
+		sc->w_scrolls++;
+	}
 	if (rightward != 0 || rect.start_col != 0 || rect.end_col != sc->cols)
 		return 0;
 	if (rect.start_row < 0 || rect.end_row > sc->rows)
@@ -408,6 +435,7 @@ static int cb_scrollrect(VTermRect rect, int downward, int rightward, void *user
 static int cb_initpen(void *user)
 {
 	struct screen *sc = user;
+	sc->w_bad |= sc->watch;
 	sc->pen.attrs = 0;
 	vterm_state_get_default_colors(sc->state, &sc->pen.fg, &sc->pen.bg);
 	return 1;
@@ -424,6 +452,7 @@ static void set_attr_bit(struct screen *sc, uint16_t bit, int on)
 static int cb_setpenattr(VTermAttr attr, VTermValue *val, void *user)
 {
 	struct screen *sc = user;
+	sc->w_bad |= sc->watch;
 	switch (attr) {
 	case VTERM_ATTR_BOLD: set_attr_bit(sc, A_BOLD, val->boolean); break;
 	case VTERM_ATTR_ITALIC: set_attr_bit(sc, A_ITALIC, val->boolean); break;
@@ -444,6 +473,7 @@ static int cb_setpenattr(VTermAttr attr, VTermValue *val, void *user)
 static int cb_settermprop(VTermProp prop, VTermValue *val, void *user)
 {
 	struct screen *sc = user;
+	sc->w_bad |= sc->watch;
 	switch (prop) {
 	case VTERM_PROP_ALTSCREEN: {
 		int alt = val->boolean ? 1 : 0;
@@ -469,6 +499,7 @@ static int cb_settermprop(VTermProp prop, VTermValue *val, void *user)
 static int cb_resize(int rows, int cols, VTermPos *delta, void *user)
 {
 	struct screen *sc = user;
+	sc->w_bad |= sc->watch;
 	/* keep the cursor's row visible when shrinking: drop rows at the top */
 	int shift = 0;
 	if (rows < sc->rows && sc->cursor.row >= rows)
@@ -504,11 +535,125 @@ static int cb_resize(int rows, int cols, VTermPos *delta, void *user)
 	return 1;
 }
 
+/* Does the output touch character sets (designations ESC ( ) * + - . / $,
+ * shifts SO SI LS2 LS3 LS1R LS2R LS3R, single shifts SS2 SS3)? Then the
+ * fast path is off for good: libvterm maps even ASCII through G0..G3. */
+static void fp_scan(struct screen *sc, const char *d, size_t n)
+{
+	if (sc->fp_off)
+		return;
+	if (memchr(d, 0x0e, n) || memchr(d, 0x0f, n)) {
+		sc->fp_off = 1;
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)d[i];
+		int after_esc = i ? d[i - 1] == 0x1b : sc->fp_esc;
+		if ((after_esc && c && strchr("()*+-./$NOno|}~", c)) ||
+		    (i && (unsigned char)d[i - 1] == 0xc2 && (c == 0x8e || c == 0x8f))) {
+			sc->fp_off = 1;
+			return;
+		}
+	}
+	/* ESC or 0xC2 last: its byte comes in the next feed */
+	sc->fp_esc = n && d[n - 1] == 0x1b;
+	if (n && (unsigned char)d[n - 1] == 0xc2)
+		sc->fp_off = 1;   /* rare: not worth carrying */
+}
+
+/* Length of a plain line at p: printable ASCII, at most cols of it, then
+ * CR LF. 0 if p does not start one. */
+static size_t plain_line(const struct screen *sc, const char *p, const char *end)
+{
+	const char *q = p;
+	while (q < end && (unsigned char)*q >= 0x20 && (unsigned char)*q < 0x7f)
+		q++;
+	if (q - p > sc->cols || end - q < 2 || q[0] != '\r' || q[1] != '\n')
+		return 0;
+	return (size_t)(q + 2 - p);
+}
+
+static void fast_put(struct screen *sc, const char *p, size_t len)
+{
+	uint32_t ch[2] = {0, 0};
+	VTermGlyphInfo info = {.chars = ch, .width = 1};
+	VTermPos pos = {.row = sc->rows - 1};
+	for (pos.col = 0; pos.col < (int)len; pos.col++) {
+		ch[0] = (unsigned char)p[pos.col];
+		cb_putglyph(&info, pos, sc);
+	}
+	VTermRect all = {.start_row = 0, .end_row = sc->rows, .start_col = 0, .end_col = sc->cols};
+	cb_scrollrect(all, 1, 0, sc);
+}
+
+/* Plain text (no ESC, no C1) for libvterm. A run of plain lines (see
+ * plain_line) written at the bottom of a full-screen scroll region does
+ * to libvterm's state only what the first of them does: cursor back at
+ * the start of the last row. So: libvterm takes the text up to the first
+ * line end, then one line while the callbacks are watched (one ASCII
+ * glyph a cell on the last row, one full-screen scroll, nothing else: no
+ * insert mode, margins, double-width line, pending UTF-8); if it was so,
+ * the run's lines but its last are put in the grid here with the same
+ * callbacks libvterm calls, and the last one and the rest go to libvterm,
+ * which so also remembers the same last character. 15 MB of `seq`: ... */
+static void fast_lines(struct screen *sc, const char *data, size_t n)
+{
+	const char *p = data, *end = data + n;
+	const char *nl = memchr(p, '\n', n);
+	if (!nl || sc->fp_off || fast_path_disabled) {
+		vterm_input_write(sc->vt, data, n);
+		return;
+	}
+	vterm_input_write(sc->vt, p, (size_t)(nl + 1 - p));
+	p = nl + 1;
+	size_t len;
+	/* plain lines to libvterm one by one until the cursor is at the
+	 * start of the last row with no double-width row left on screen */
+	for (;; p += len) {
+		len = plain_line(sc, p, end);
+		if (!len || !plain_line(sc, p + len, end))
+			goto rest;
+		VTermPos cp;
+		vterm_state_get_cursorpos(sc->state, &cp);
+		int ok = cp.row == sc->rows - 1 && cp.col == 0;
+		for (int r = 0; ok && r < sc->rows; r++) {
+			const VTermLineInfo *li = vterm_state_get_lineinfo(sc->state, r);
+			ok = !li->doublewidth && !li->doubleheight;
+		}
+		if (ok)
+			break;
+		vterm_input_write(sc->vt, p, len);
+	}
+	sc->watch = 1;
+	sc->w_bad = sc->w_glyphs = sc->w_scrolls = 0;
+	sc->w_text = p;
+	sc->w_len = (int)len - 2;
+	vterm_input_write(sc->vt, p, len);
+	sc->watch = 0;
+	p += len;
+	VTermPos cp;
+	vterm_state_get_cursorpos(sc->state, &cp);
+	if (sc->w_bad || sc->w_glyphs != (int)len - 2 || sc->w_scrolls != 1 ||
+	    cp.row != sc->rows - 1 || cp.col != 0)
+		goto rest;
+	for (;;) {
+		len = plain_line(sc, p, end);
+		if (!len || !plain_line(sc, p + len, end))
+			break;   /* the run's last line: libvterm's */
+		fast_put(sc, p, len - 2);
+		p += len;
+	}
+rest:
+	if (p < end)
+		vterm_input_write(sc->vt, p, (size_t)(end - p));
+}
+
 /* Every byte for libvterm goes through proto/vtfilter.c's filter first. */
 static void vt_write(struct screen *sc, const char *data, size_t n)
 {
+	fp_scan(sc, data, n);
 	if (vtfilter_clean(&sc->vf, data, n)) {
-		vterm_input_write(sc->vt, data, n);   /* plain text: no copy */
+		fast_lines(sc, data, n);   /* plain text: no copy */
 		return;
 	}
 	buf_reset(&sc->vtbuf);
@@ -541,6 +686,7 @@ static void vt_output(const char *s, size_t len, void *user)
 struct screen *screen_new(int rows, int cols)
 {
 	struct screen *sc = xcalloc(1, sizeof *sc);
+	fast_path_disabled = getenv("TERMD_TEST_NO_FASTPATH") != NULL;
 	sc->rows = rows;
 	sc->cols = cols;
 	sc->cursor_visible = 1;
