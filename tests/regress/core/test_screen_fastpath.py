@@ -13,14 +13,21 @@ import random
 from tdtest import PY, fmt, wait_until
 
 # the session's program: the tty raw (bytes arrive as written), the file
-# written in chunks of random sizes (argv[2] > 0: seeded; 0: one write),
-# then an end marker, then it waits on stdin
+# written in chunks of random sizes (argv[2] > 0: seeded; 0: one write;
+# -1: at its NUL bytes, a pause after each, for separate reads), then an
+# end marker, then it waits on stdin
 WRITER = r"""
 import os, random, sys, time, tty
 tty.setraw(1)
 data = open(sys.argv[1], "rb").read()
 seed = int(sys.argv[2])
-if seed:
+if seed < 0:
+    for part in data.split(b"\0"):
+        os.write(1, part)
+        time.sleep(0.05)
+    data = b""
+data = data.replace(b"\0", b"")
+if seed > 0:
     rnd = random.Random(seed)
     i = 0
     while i < len(data):
@@ -58,6 +65,7 @@ PIECES = [
     lambda r: "\x1b[3%dm" % r.randint(0, 7),
     lambda r: "\x1b[4%dm" % r.randint(0, 7),
     lambda r: "\x1b[0m",
+    lambda r: "\x1b(B\x1b[m",
     lambda r: "\x1b[1;7m",
     lambda r: "\x1b[%d;%dH" % (r.randint(1, ROWS), r.randint(1, COLS)),
     lambda r: "\x1b[%dA" % r.randint(1, 5),
@@ -107,7 +115,9 @@ def mix(seed, charsets):
             parts.append(rnd.choice(PIECES)(rnd))
     if charsets:
         # late: from here on the fast path is off for good
-        parts.insert(300, rnd.choice(["\x1b(0lqqk\r\n", "\x0eabc\x0f\r\n", "\x1b)0\x0elqk\x0f"]))
+        parts.insert(200, rnd.choice(["\x1b(0lqqk\r\n", "\x0eabc\x0f\r\n", "\x1b)0\x0elqk\x0f",
+                                      "\x1b(0" + plain_lines(rnd, 800, COLS) + "\x1b(B"]))
+        parts.insert(300, "\x1bc")   # a reset: ASCII again
     data = "".join(parts).encode()
     if rnd.random() < 0.5:
         # a UTF-8 sequence cut by the chunks, then plain lines
@@ -138,7 +148,7 @@ def test_fast_path_same_screen_as_libvterm(termd_factory, tmp_path):
     for seed in range(1, 13):
         path = str(tmp_path / ("mix%d" % seed))
         with open(path, "wb") as f:
-            f.write(mix(seed, charsets=seed % 4 == 0))
+            f.write(mix(seed, charsets=seed % 3 == 0))
         a = screen_of(fast, "f%d" % seed, path, seed)
         b = screen_of(slow, "s%d" % seed, path, 0)
         assert a == b, "seed %d:\nfast path:\n%s\n\nlibvterm:\n%s" % (seed, a, b)
@@ -156,4 +166,31 @@ def test_plain_run_after_partial_line(termd_factory, tmp_path):
     b = screen_of(slow, "s", path, 0)
     assert a == b
     assert a[0].split("\n")[-3] == "20000", a[0][-200:]
+    os.unlink(path)
+
+
+def test_state_changes_between_plain_runs(termd_factory, tmp_path):
+    # long plain runs (reads of only plain text) with a change of
+    # libvterm's state between them that the next run must see
+    fast = termd_factory().events()
+    slow = termd_factory(env={"TERMD_TEST_NO_FASTPATH": "1"}).events()
+    rnd = random.Random(7)
+    changes = ["\x1b[2;6r", "\x1b[r\x1b[%dH" % ROWS, "\x1b[?1049h", "\x1b[?1049l", "\x1b[5A",
+               "\x1b[3;5H\x1b[4h", "\x1b[4l\x1b[%dH" % ROWS, "\x1b#6", "\x1b[?6h\x1b[1;4r",
+               "\x1b[?6l\x1b[r", "\x1b[%dH\x1b[7b" % ROWS, "half a line", "\x1b[?7l", "\x1b[20h",
+               "\x1b[3;%dr" % ROWS, "\x1b[r\x1b(0", "\x1b(B"]
+    # NUL: where the writer pauses (seed -1): a read of plain lines, then
+    # one of the change, then more plain lines
+    # the lines after ESC ( 0 mostly digits (which DEC graphics leaves as
+    # they are), some letters (which it draws as lines)
+    digits = "".join("%d\r\n" % i if i % 7 else "abc%d\r\n" % i for i in range(400))
+    data = "".join((digits if c == "\x1b(B" else plain_lines(rnd, 300, COLS)) + "\0" + c + "\0"
+                   for c in changes).encode()
+    path = str(tmp_path / "runs")
+    with open(path, "wb") as f:
+        f.write(data + plain_lines(rnd, 300, COLS).encode())
+    for seed in (-1, 5, 6):
+        a = screen_of(fast, "f%d" % seed, path, seed)
+        b = screen_of(slow, "s%d" % seed, path, 0)
+        assert a == b, "seed %d:\nfast path:\n%s\n\nlibvterm:\n%s" % (seed, a, b)
     os.unlink(path)
