@@ -214,11 +214,11 @@ static void row_text(const struct screen *sc, const struct row *row, buf_t *out)
 	out->p[out->len] = 0;
 }
 
-/* A row leaves the top of the primary screen: into the scrollback ring. */
-static void sb_push(struct screen *sc, const struct row *row)
+/* The scrollback slot for the next line, emptied (NULL: none kept). */
+static buf_t *sb_next(struct screen *sc)
 {
 	if (!sc->sb_max)
-		return;
+		return NULL;
 	if (sc->sb_len == sc->sb_cap && sc->sb_cap < sc->sb_max) {
 		/* not wrapped yet (sb_head is 0): more slots */
 		size_t n = sc->sb_cap ? sc->sb_cap * 2 : 64;
@@ -237,8 +237,12 @@ static void sb_push(struct screen *sc, const struct row *row)
 		sc->sb_len++;
 	}
 	buf_reset(slot);
-	row_text(sc, row, slot);
-	/* a long line once must not pin its buffer for good */
+	return slot;
+}
+
+/* a long line once must not pin its buffer for good */
+static void sb_trim(buf_t *slot)
+{
 	if (slot->cap > 4096 && slot->len < 1024) {
 		buf_t t = {0};
 		if (slot->len)
@@ -246,6 +250,33 @@ static void sb_push(struct screen *sc, const struct row *row)
 		buf_free(slot);
 		*slot = t;
 	}
+}
+
+/* A row leaves the top of the primary screen: into the scrollback ring. */
+static void sb_push(struct screen *sc, const struct row *row)
+{
+	buf_t *slot = sb_next(sc);
+	if (!slot)
+		return;
+	row_text(sc, row, slot);
+	sb_trim(slot);
+}
+
+/* The same for a row that held only these printable ASCII characters
+ * from its start (what row_text would make of it: trailing blanks cut). */
+static void sb_push_ascii(struct screen *sc, const char *p, size_t len)
+{
+	buf_t *slot = sb_next(sc);
+	if (!slot)
+		return;
+	while (len && p[len - 1] == ' ')
+		len--;
+	buf_reserve(slot, len);
+	if (len)
+		memcpy(slot->p, p, len);
+	slot->len = len;
+	slot->p[len] = 0;
+	sb_trim(slot);
 }
 
 static void sb_clear(struct screen *sc)
@@ -569,35 +600,79 @@ static void fp_scan(struct screen *sc, const char *d, size_t n)
 	}
 }
 
-/* One plain line (len <= cols) at the start of the blank last row, then a
- * full-screen scroll: what libvterm's callbacks do for it. */
-static void fast_put(struct screen *sc, const char *p, size_t len)
+/* Cells [0, len) of a blank row: the characters with the pen, as
+ * cb_putglyph makes them. */
+static void row_put_ascii(struct screen *sc, struct row *row, const char *p, size_t len)
 {
-	struct row *row = cur(sc)->row[sc->rows - 1];
-	if (row->len == 0) {
-		/* blank since the last scroll: cells [0, len) become the
-		 * characters with the pen, as cb_putglyph makes them */
-		row_materialize(row, (int)len);
-		for (size_t i = 0; i < len; i++) {
-			struct cell *c = &row->c[i];
-			c->ch[0] = (unsigned char)p[i];
-			c->ch[1] = c->ch[2] = 0;
-			c->fg = sc->pen.fg;
-			c->bg = sc->pen.bg;
-			c->attrs = sc->pen.attrs;
-			c->width = 1;
-		}
-	} else {
+	row_materialize(row, (int)len);
+	for (size_t i = 0; i < len; i++) {
+		struct cell *c = &row->c[i];
+		c->ch[0] = (unsigned char)p[i];
+		c->ch[1] = c->ch[2] = 0;
+		c->fg = sc->pen.fg;
+		c->bg = sc->pen.bg;
+		c->attrs = sc->pen.attrs;
+		c->width = 1;
+	}
+}
+
+#define FP_BATCH 256
+struct fp_batch {
+	int n;
+	const char *p[FP_BATCH];
+	int len[FP_BATCH];
+};
+
+/* The batch's plain lines (each at most cols) written one by one at the
+ * start of the blank last row, each followed by a full-screen scroll:
+ * what libvterm's callbacks do for them, in one rotation of the rows.
+ * Of rows[0..R-2], the batch's lines, then a blank row, the first n go
+ * to history (on the primary screen), the last R stay on screen. */
+static void fast_put(struct screen *sc, struct fp_batch *b)
+{
+	int R = sc->rows, K = b->n;
+	struct grid *g = cur(sc);
+	if (!K)
+		return;
+	b->n = 0;
+	if (g->row[R - 1]->len != 0) {
+		/* (not blank: never after a scroll; libvterm's way, to be sure) */
+		VTermRect all = {.start_row = 0, .end_row = R, .start_col = 0, .end_col = sc->cols};
 		uint32_t ch[2] = {0, 0};
 		VTermGlyphInfo info = {.chars = ch, .width = 1};
-		VTermPos pos = {.row = sc->rows - 1};
-		for (pos.col = 0; pos.col < (int)len; pos.col++) {
-			ch[0] = (unsigned char)p[pos.col];
-			cb_putglyph(&info, pos, sc);
+		for (int i = 0; i < K; i++) {
+			VTermPos pos = {.row = R - 1};
+			for (pos.col = 0; pos.col < b->len[i]; pos.col++) {
+				ch[0] = (unsigned char)b->p[i][pos.col];
+				cb_putglyph(&info, pos, sc);
+			}
+			cb_scrollrect(all, 1, 0, sc);
 		}
+		return;
 	}
-	VTermRect all = {.start_row = 0, .end_row = sc->rows, .start_col = 0, .end_col = sc->cols};
-	cb_scrollrect(all, 1, 0, sc);
+	int to_history = !sc->alt;
+	int m = K < R - 1 ? K : R - 1;   /* rows that leave the screen */
+	for (int r = 0; to_history && r < m; r++)
+		sb_push(sc, g->row[r]);
+	for (int i = 0; to_history && i <= K - R; i++)
+		sb_push_ascii(sc, b->p[i], (size_t)b->len[i]);
+	struct row *pool[FP_BATCH + 1], *nrow[R];
+	int np = 0;
+	for (int r = 0; r < m; r++)
+		pool[np++] = g->row[r];
+	pool[np++] = g->row[R - 1];
+	for (int i = 0; i < R; i++) {
+		int j = K + i;   /* in rows[0..R-2], lines, blank */
+		if (j < R - 1) {
+			nrow[i] = g->row[j];
+			continue;
+		}
+		struct row *r = nrow[i] = pool[--np];
+		row_blank(sc, r);
+		if (j < R - 1 + K)
+			row_put_ascii(sc, r, b->p[j - (R - 1)], (size_t)b->len[j - (R - 1)]);
+	}
+	memcpy(g->row, nrow, sizeof nrow);
 }
 
 static size_t printable_run(const char *p, const char *end)
@@ -679,6 +754,8 @@ static const char *fast_start(struct screen *sc, const char *p, const char *end)
 static void fast_lines(struct screen *sc, const char *data, size_t n)
 {
 	const char *p = data, *end = data + n;
+	struct fp_batch b;
+	b.n = 0;
 	if (sc->fp_off || fast_path_disabled) {
 		sc->fp_ok = 0;
 		vterm_input_write(sc->vt, data, n);
@@ -698,15 +775,22 @@ static void fast_lines(struct screen *sc, const char *data, size_t n)
 		size_t len = text_line(p, end, &k), k2;
 		if (!len) {
 			sc->fp_ok = 0;   /* other bytes: libvterm's, then watch again */
+			fast_put(sc, &b);
 			continue;
 		}
-		if (!sc->fp_mid && (int)k <= sc->cols && text_line(p + len, end, &k2))
-			fast_put(sc, p, k);
-		else
+		if (!sc->fp_mid && (int)k <= sc->cols && text_line(p + len, end, &k2)) {
+			b.p[b.n] = p;
+			b.len[b.n++] = (int)k;
+			if (b.n == FP_BATCH)
+				fast_put(sc, &b);
+		} else {
+			fast_put(sc, &b);
 			vterm_input_write(sc->vt, p, len);
+		}
 		sc->fp_mid = 0;
 		p += len;
 	}
+	fast_put(sc, &b);
 	if (p < end)
 		vterm_input_write(sc->vt, p, (size_t)(end - p));
 }

@@ -331,6 +331,13 @@ MUTANTS = [
          tests=[R + "core/test_screen_fastpath.py::test_state_changes_between_plain_runs"],
          why="with DEC special graphics in G0 (ESC ( 0) libvterm draws lines for ASCII letters: "
              "the fast path must leave such text to it"),
+    dict(name="screen-fastpath-batch-loses-a-history-line",
+         file="termd/core/screen.c",
+         search="for (int i = 0; to_history && i <= K - R; i++)",
+         replace="for (int i = 0; to_history && i < K - R; i++)",
+         tests=[R + "core/test_screen_fastpath.py::test_plain_run_after_partial_line"],
+         why="of a batch of K lines put at once, the first K - R + 1 scroll past the screen "
+             "into history"),
     dict(name="output-note-bytes-wrong",
          file="termd/action/sessionctl.c",
          search='cJSON_AddNumberToObject(note, "bytes", (double)n);',
