@@ -677,10 +677,10 @@ static void fast_put(struct screen *sc, struct fp_batch *b)
 
 static size_t printable_run(const char *p, const char *end)
 {
-	const char *q = p;
-	while (q < end && (unsigned char)*q >= 0x20 && (unsigned char)*q < 0x7f)
+	const unsigned char *q = (const unsigned char *)p, *e = (const unsigned char *)end;
+	while (q < e && (unsigned char)(*q - 0x20) < 0x5f)   /* 0x20..0x7e */
 		q++;
-	return (size_t)(q - p);
+	return (size_t)(q - (const unsigned char *)p);
 }
 
 /* Watch libvterm take the plain line at p: is its state plain? */
@@ -761,24 +761,37 @@ static void fast_lines(struct screen *sc, const char *data, size_t n)
 		vterm_input_write(sc->vt, data, n);
 		return;
 	}
+	size_t nlen = 0, nk = 0;   /* the next line, when looked at already */
+	int looked = 0;
 	while (p < end) {
 		if (!sc->fp_ok) {
 			p = fast_start(sc, p, end);
 			sc->fp_mid = 0;
+			looked = 0;
 			continue;
 		}
-		size_t k = printable_run(p, end);
-		if (p + k == end) {
-			sc->fp_mid |= k > 0;   /* a line begun: plain still */
-			break;
+		size_t k, len;
+		if (looked) {
+			len = nlen;
+			k = nk;
+			looked = 0;
+		} else {
+			len = text_line(p, end, &k);
 		}
-		size_t len = text_line(p, end, &k), k2;
 		if (!len) {
+			if (p + k == end) {
+				sc->fp_mid |= k > 0;   /* a line begun: plain still */
+				break;
+			}
 			sc->fp_ok = 0;   /* other bytes: libvterm's, then watch again */
 			fast_put(sc, &b);
 			continue;
 		}
-		if (!sc->fp_mid && (int)k <= sc->cols && text_line(p + len, end, &k2)) {
+		if (!sc->fp_mid && (int)k <= sc->cols) {
+			nlen = text_line(p + len, end, &nk);
+			looked = 1;
+		}
+		if (looked && nlen) {
 			b.p[b.n] = p;
 			b.len[b.n++] = (int)k;
 			if (b.n == FP_BATCH)

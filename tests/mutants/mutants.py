@@ -305,8 +305,8 @@ MUTANTS = [
          why="megabytes fed to libvterm at once overflow termd's stack (SIGSEGV)"),
     dict(name="screen-fastpath-line-one-too-long",
          file="termd/core/screen.c",
-         search="if (!sc->fp_mid && (int)k <= sc->cols &&",
-         replace="if (!sc->fp_mid && (int)k <= sc->cols + 1 &&",
+         search="if (!sc->fp_mid && (int)k <= sc->cols) {",
+         replace="if (!sc->fp_mid && (int)k <= sc->cols + 1) {",
          tests=[R + "core/test_screen_fastpath.py::test_fast_path_same_screen_as_libvterm"],
          why="a plain line one cell wider than the screen wraps in libvterm; the fast path "
              "would drop its last character"),
