@@ -7,7 +7,8 @@
  * cursor, and text extraction for `screen` and full-screen `run`. Rows
  * also remember how much of them was written, so clearing one is O(1).
  * Scrollback: rows scrolled off the top of the primary screen are kept as
- * text lines in a bounded ring (--scrollback). */
+ * text lines in a bounded ring (--scrollback). Runs of plain ASCII lines
+ * scrolling at the bottom skip libvterm's parse (fast_lines). */
 #include "core.h"
 
 #include <string.h>
@@ -65,6 +66,17 @@ struct screen {
 	void *out_user;
 	struct vtfilter vf;       /* what libvterm may see (proto/vtfilter.c) */
 	buf_t vtbuf;              /* filtered bytes of one feed */
+	/* plain-line fast path (fast_lines): off for good once the output
+	 * touched character sets (its ASCII may not map to itself); watch
+	 * and the w_ fields check one line libvterm handles itself */
+	int fp_off, fp_esc;       /* see fp_scan */
+	/* libvterm known plain (as after a watched line): the cursor is at
+	 * the start of the last row after the next CR LF; fp_mid: a line
+	 * was begun (the cursor is not at its start) */
+	int fp_ok, fp_mid;
+	int watch, w_bad, w_glyphs, w_scrolls;
+	const char *w_text;
+	int w_len;                /* its characters (w_text's CR LF not counted) */
 };
 
 static struct grid *cur(struct screen *sc)
@@ -203,11 +215,11 @@ static void row_text(const struct screen *sc, const struct row *row, buf_t *out)
 	out->p[out->len] = 0;
 }
 
-/* A row leaves the top of the primary screen: into the scrollback ring. */
-static void sb_push(struct screen *sc, const struct row *row)
+/* The scrollback slot for the next line, emptied (NULL: none kept). */
+static buf_t *sb_next(struct screen *sc)
 {
 	if (!sc->sb_max)
-		return;
+		return NULL;
 	if (sc->sb_len == sc->sb_cap && sc->sb_cap < sc->sb_max) {
 		/* not wrapped yet (sb_head is 0): more slots */
 		size_t n = sc->sb_cap ? sc->sb_cap * 2 : 64;
@@ -226,8 +238,12 @@ static void sb_push(struct screen *sc, const struct row *row)
 		sc->sb_len++;
 	}
 	buf_reset(slot);
-	row_text(sc, row, slot);
-	/* a long line once must not pin its buffer for good */
+	return slot;
+}
+
+/* a long line once must not pin its buffer for good */
+static void sb_trim(buf_t *slot)
+{
 	if (slot->cap > 4096 && slot->len < 1024) {
 		buf_t t = {0};
 		if (slot->len)
@@ -235,6 +251,33 @@ static void sb_push(struct screen *sc, const struct row *row)
 		buf_free(slot);
 		*slot = t;
 	}
+}
+
+/* A row leaves the top of the primary screen: into the scrollback ring. */
+static void sb_push(struct screen *sc, const struct row *row)
+{
+	buf_t *slot = sb_next(sc);
+	if (!slot)
+		return;
+	row_text(sc, row, slot);
+	sb_trim(slot);
+}
+
+/* The same for a row that held only these printable ASCII characters
+ * from its start (what row_text would make of it: trailing blanks cut). */
+static void sb_push_ascii(struct screen *sc, const char *p, size_t len)
+{
+	buf_t *slot = sb_next(sc);
+	if (!slot)
+		return;
+	while (len && p[len - 1] == ' ')
+		len--;
+	buf_reserve(slot, len);
+	if (len)
+		memcpy(slot->p, p, len);
+	slot->len = len;
+	slot->p[len] = 0;
+	sb_trim(slot);
 }
 
 static void sb_clear(struct screen *sc)
@@ -269,9 +312,21 @@ void screen_scrollback_text(struct screen *sc, size_t max_lines, buf_t *out)
 	}
 }
 
+/* TERMD_TEST_NO_FASTPATH set: every byte through libvterm (the
+ * differential test's reference) */
+static int fast_path_disabled;
+
 static int cb_putglyph(VTermGlyphInfo *info, VTermPos pos, void *user)
 {
 	struct screen *sc = user;
+	if (sc->watch) {
+		/* plain: one ASCII character a cell, left to right on the last row */
+		if (sc->w_glyphs >= sc->w_len || info->width != 1 || info->chars[1] || info->dwl || info->dhl ||
+		    pos.row != sc->rows - 1 || pos.col != sc->w_glyphs || sc->w_scrolls ||
+		    info->chars[0] != (unsigned char)sc->w_text[sc->w_glyphs])
+			sc->w_bad = 1;
+		sc->w_glyphs++;
+	}
 	if (pos.row < 0 || pos.row >= sc->rows || pos.col < 0 || pos.col >= sc->cols)
 		return 1;
 	struct row *row = cur(sc)->row[pos.row];
@@ -325,6 +380,7 @@ static int cb_erase(VTermRect rect, int selective, void *user)
 {
 	(void)selective;
 	struct screen *sc = user;
+	sc->w_bad |= sc->watch;
 	struct grid *g = cur(sc);
 	for (int r = rect.start_row; r < rect.end_row && r < sc->rows; r++) {
 		if (r < 0)
@@ -340,6 +396,7 @@ static int cb_erase(VTermRect rect, int selective, void *user)
 static int cb_moverect(VTermRect dest, VTermRect src, void *user)
 {
 	struct screen *sc = user;
+	sc->w_bad |= sc->watch;
 	struct grid *g = cur(sc);
 	int nrows = src.end_row - src.start_row;
 	int ncols = src.end_col - src.start_col;
@@ -367,6 +424,12 @@ static int cb_moverect(VTermRect dest, VTermRect src, void *user)
 static int cb_scrollrect(VTermRect rect, int downward, int rightward, void *user)
 {
 	struct screen *sc = user;
+	if (sc->watch) {
+		if (downward != 1 || rightward || rect.start_row || rect.end_row != sc->rows ||
+		    rect.start_col || rect.end_col != sc->cols)
+			sc->w_bad = 1;
+		sc->w_scrolls++;
+	}
 	if (rightward != 0 || rect.start_col != 0 || rect.end_col != sc->cols)
 		return 0;
 	if (rect.start_row < 0 || rect.end_row > sc->rows)
@@ -408,6 +471,7 @@ static int cb_scrollrect(VTermRect rect, int downward, int rightward, void *user
 static int cb_initpen(void *user)
 {
 	struct screen *sc = user;
+	sc->w_bad |= sc->watch;
 	sc->pen.attrs = 0;
 	vterm_state_get_default_colors(sc->state, &sc->pen.fg, &sc->pen.bg);
 	return 1;
@@ -424,6 +488,7 @@ static void set_attr_bit(struct screen *sc, uint16_t bit, int on)
 static int cb_setpenattr(VTermAttr attr, VTermValue *val, void *user)
 {
 	struct screen *sc = user;
+	sc->w_bad |= sc->watch;
 	switch (attr) {
 	case VTERM_ATTR_BOLD: set_attr_bit(sc, A_BOLD, val->boolean); break;
 	case VTERM_ATTR_ITALIC: set_attr_bit(sc, A_ITALIC, val->boolean); break;
@@ -444,6 +509,7 @@ static int cb_setpenattr(VTermAttr attr, VTermValue *val, void *user)
 static int cb_settermprop(VTermProp prop, VTermValue *val, void *user)
 {
 	struct screen *sc = user;
+	sc->w_bad |= sc->watch;
 	switch (prop) {
 	case VTERM_PROP_ALTSCREEN: {
 		int alt = val->boolean ? 1 : 0;
@@ -469,6 +535,7 @@ static int cb_settermprop(VTermProp prop, VTermValue *val, void *user)
 static int cb_resize(int rows, int cols, VTermPos *delta, void *user)
 {
 	struct screen *sc = user;
+	sc->w_bad |= sc->watch;
 	/* keep the cursor's row visible when shrinking: drop rows at the top */
 	int shift = 0;
 	if (rows < sc->rows && sc->cursor.row >= rows)
@@ -504,13 +571,253 @@ static int cb_resize(int rows, int cols, VTermPos *delta, void *user)
 	return 1;
 }
 
+/* Could libvterm map ASCII to something else (a character set other than
+ * ASCII designated: ESC ( ) * + with a final other than B, a 96-character
+ * or multibyte set ESC - . / $; a shift SO LS2 LS3 or single shift SS2
+ * SS3)? Then the fast path is off until a reset (RIS). ESC ( B alone,
+ * in many a prompt (terminfo's sgr0), changes nothing. fp_esc carries an
+ * ESC or ESC and its intermediate across feeds. */
+static void fp_scan(struct screen *sc, const char *d, size_t n)
+{
+	if (!sc->fp_esc && !memchr(d, 0x1b, n) && !memchr(d, 0xc2, n) && !memchr(d, 0x0e, n))
+		return;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)d[i];
+		int pend = sc->fp_esc;
+		sc->fp_esc = 0;
+		if (c == 0x0e || (i && (unsigned char)d[i - 1] == 0xc2 && (c == 0x8e || c == 0x8f)) ||
+		    (c == 0xc2 && i + 1 == n))
+			sc->fp_off = 1;   /* (0xC2 last: rare, not worth carrying) */
+		else if (c == 0x1b)
+			sc->fp_esc = 1;
+		else if (pend == 1 && c == 'c')
+			sc->fp_off = 0;   /* RIS: ASCII again */
+		else if (pend == 1 && c && strchr("()*+", c))
+			sc->fp_esc = c;
+		else if (pend == 1 && c && strchr("-./$NOno", c))
+			sc->fp_off = 1;
+		else if (pend > 1 && c != 'B')
+			sc->fp_off = 1;
+	}
+}
+
+/* Cells [0, len) of a blank row: the characters with the pen, as
+ * cb_putglyph makes them. */
+static void row_put_ascii(struct screen *sc, struct row *row, const char *p, size_t len)
+{
+	row_materialize(row, (int)len);
+	for (size_t i = 0; i < len; i++) {
+		struct cell *c = &row->c[i];
+		c->ch[0] = (unsigned char)p[i];
+		c->ch[1] = c->ch[2] = 0;
+		c->fg = sc->pen.fg;
+		c->bg = sc->pen.bg;
+		c->attrs = sc->pen.attrs;
+		c->width = 1;
+	}
+}
+
+#define FP_BATCH 256
+struct fp_batch {
+	int n;
+	const char *p[FP_BATCH];
+	int len[FP_BATCH];
+};
+
+/* The batch's plain lines (each at most cols) written one by one at the
+ * start of the blank last row, each followed by a full-screen scroll:
+ * what libvterm's callbacks do for them, in one rotation of the rows.
+ * Of rows[0..R-2], the batch's lines, then a blank row, the first n go
+ * to history (on the primary screen), the last R stay on screen. */
+static void fast_put(struct screen *sc, struct fp_batch *b)
+{
+	int R = sc->rows, K = b->n;
+	struct grid *g = cur(sc);
+	if (!K)
+		return;
+	b->n = 0;
+	if (g->row[R - 1]->len != 0) {
+		/* (not blank: never after a scroll; libvterm's way, to be sure) */
+		VTermRect all = {.start_row = 0, .end_row = R, .start_col = 0, .end_col = sc->cols};
+		uint32_t ch[2] = {0, 0};
+		VTermGlyphInfo info = {.chars = ch, .width = 1};
+		for (int i = 0; i < K; i++) {
+			VTermPos pos = {.row = R - 1};
+			for (pos.col = 0; pos.col < b->len[i]; pos.col++) {
+				ch[0] = (unsigned char)b->p[i][pos.col];
+				cb_putglyph(&info, pos, sc);
+			}
+			cb_scrollrect(all, 1, 0, sc);
+		}
+		return;
+	}
+	int to_history = !sc->alt;
+	int m = K < R - 1 ? K : R - 1;   /* rows that leave the screen */
+	for (int r = 0; to_history && r < m; r++)
+		sb_push(sc, g->row[r]);
+	for (int i = 0; to_history && i <= K - R; i++)
+		sb_push_ascii(sc, b->p[i], (size_t)b->len[i]);
+	struct row *pool[FP_BATCH + 1], *nrow[R];
+	int np = 0;
+	for (int r = 0; r < m; r++)
+		pool[np++] = g->row[r];
+	pool[np++] = g->row[R - 1];
+	for (int i = 0; i < R; i++) {
+		int j = K + i;   /* in rows[0..R-2], lines, blank */
+		if (j < R - 1) {
+			nrow[i] = g->row[j];
+			continue;
+		}
+		struct row *r = nrow[i] = pool[--np];
+		row_blank(sc, r);
+		if (j < R - 1 + K)
+			row_put_ascii(sc, r, b->p[j - (R - 1)], (size_t)b->len[j - (R - 1)]);
+	}
+	memcpy(g->row, nrow, sizeof nrow);
+}
+
+static size_t printable_run(const char *p, const char *end)
+{
+	const unsigned char *q = (const unsigned char *)p, *e = (const unsigned char *)end;
+	while (q < e && (unsigned char)(*q - 0x20) < 0x5f)   /* 0x20..0x7e */
+		q++;
+	return (size_t)(q - (const unsigned char *)p);
+}
+
+/* Watch libvterm take the plain line at p: is its state plain? */
+static int watched_line(struct screen *sc, const char *p, size_t len)
+{
+	sc->watch = 1;
+	sc->w_bad = sc->w_glyphs = sc->w_scrolls = 0;
+	sc->w_text = p;
+	sc->w_len = (int)len - 2;
+	vterm_input_write(sc->vt, p, len);
+	sc->watch = 0;
+	VTermPos cp;
+	vterm_state_get_cursorpos(sc->state, &cp);
+	return !sc->w_bad && sc->w_glyphs == (int)len - 2 && sc->w_scrolls == 1 &&
+	       cp.row == sc->rows - 1 && cp.col == 0;
+}
+
+/* Length of the line at p if it is printable ASCII ended by CR LF, else 0;
+ * *chars: its characters. */
+static size_t text_line(const char *p, const char *end, size_t *chars)
+{
+	size_t k = printable_run(p, end);
+	const char *q = p + k;
+	*chars = k;
+	return end - q >= 2 && q[0] == '\r' && q[1] == '\n' ? k + 2 : 0;
+}
+
+/* Up to the first line end at p for libvterm, then lines of printable
+ * text one by one until the cursor is at the start of the last row with
+ * no double-width row on screen, then one (at most cols) watched: fp_ok
+ * if it was plain. Returns where to go on. */
+static const char *fast_start(struct screen *sc, const char *p, const char *end)
+{
+	const char *nl = memchr(p, '\n', (size_t)(end - p));
+	if (!nl)
+		nl = end - 1;
+	vterm_input_write(sc->vt, p, (size_t)(nl + 1 - p));
+	p = nl + 1;
+	size_t len, k;
+	for (; (len = text_line(p, end, &k)); p += len) {
+		VTermPos cp;
+		vterm_state_get_cursorpos(sc->state, &cp);
+		int ok = cp.row == sc->rows - 1 && cp.col == 0 && (int)k <= sc->cols;
+		for (int r = 0; ok && r < sc->rows; r++) {
+			const VTermLineInfo *li = vterm_state_get_lineinfo(sc->state, r);
+			ok = !li->doublewidth && !li->doubleheight;
+		}
+		if (ok) {
+			sc->fp_ok = watched_line(sc, p, len);
+			return p + len;
+		}
+		vterm_input_write(sc->vt, p, len);
+	}
+	return p;
+}
+
+/* Plain text (no ESC, no C1) for libvterm. A plain line (printable ASCII,
+ * at most cols, CR LF) written at the start of the last row of a
+ * full-screen scroll region does to libvterm's state only what the first
+ * such line did: cursor back where it was. So once libvterm took one
+ * while its callbacks were watched (one ASCII glyph a cell on the last
+ * row, one full-screen scroll, nothing else: no insert mode, margins,
+ * double-width line, pending UTF-8; see fast_start), plain lines are put
+ * in the grid here with what those callbacks do, as long as only lines
+ * of printable text follow (fp_ok, across feeds too). libvterm still
+ * takes the lines wider than the screen, the end of a line begun in an
+ * earlier feed or begun at the end of this one, and each run's last line
+ * (so it remembers the same last character, for REP). `seq 1 2000000`
+ * through `run` (15 MB): termd's CPU 0.50 -> 0.22 s, libvterm's share
+ * of it 38% -> 1%. */
+static void fast_lines(struct screen *sc, const char *data, size_t n)
+{
+	const char *p = data, *end = data + n;
+	struct fp_batch b;
+	b.n = 0;
+	if (sc->fp_off || fast_path_disabled) {
+		sc->fp_ok = 0;
+		vterm_input_write(sc->vt, data, n);
+		return;
+	}
+	size_t nlen = 0, nk = 0;   /* the next line, when looked at already */
+	int looked = 0;
+	while (p < end) {
+		if (!sc->fp_ok) {
+			p = fast_start(sc, p, end);
+			sc->fp_mid = 0;
+			looked = 0;
+			continue;
+		}
+		size_t k, len;
+		if (looked) {
+			len = nlen;
+			k = nk;
+			looked = 0;
+		} else {
+			len = text_line(p, end, &k);
+		}
+		if (!len) {
+			if (p + k == end) {
+				sc->fp_mid |= k > 0;   /* a line begun: plain still */
+				break;
+			}
+			sc->fp_ok = 0;   /* other bytes: libvterm's, then watch again */
+			fast_put(sc, &b);
+			continue;
+		}
+		if (!sc->fp_mid && (int)k <= sc->cols) {
+			nlen = text_line(p + len, end, &nk);
+			looked = 1;
+		}
+		if (looked && nlen) {
+			b.p[b.n] = p;
+			b.len[b.n++] = (int)k;
+			if (b.n == FP_BATCH)
+				fast_put(sc, &b);
+		} else {
+			fast_put(sc, &b);
+			vterm_input_write(sc->vt, p, len);
+		}
+		sc->fp_mid = 0;
+		p += len;
+	}
+	fast_put(sc, &b);
+	if (p < end)
+		vterm_input_write(sc->vt, p, (size_t)(end - p));
+}
+
 /* Every byte for libvterm goes through proto/vtfilter.c's filter first. */
 static void vt_write(struct screen *sc, const char *data, size_t n)
 {
+	fp_scan(sc, data, n);
 	if (vtfilter_clean(&sc->vf, data, n)) {
-		vterm_input_write(sc->vt, data, n);   /* plain text: no copy */
+		fast_lines(sc, data, n);   /* plain text: no copy */
 		return;
 	}
+	sc->fp_ok = 0;
 	buf_reset(&sc->vtbuf);
 	vtfilter_feed(&sc->vf, data, n, &sc->vtbuf);
 	if (sc->vtbuf.len)
@@ -541,6 +848,7 @@ static void vt_output(const char *s, size_t len, void *user)
 struct screen *screen_new(int rows, int cols)
 {
 	struct screen *sc = xcalloc(1, sizeof *sc);
+	fast_path_disabled = getenv("TERMD_TEST_NO_FASTPATH") != NULL;
 	sc->rows = rows;
 	sc->cols = cols;
 	sc->cursor_visible = 1;
@@ -602,6 +910,7 @@ void screen_resize(struct screen *sc, int rows, int cols)
 	static const char reset[] = "\x1b" "7\x1b[r\x1b" "8";
 	vt_write(sc, reset, sizeof reset - 1);
 	vterm_set_size(sc->vt, rows, cols);
+	sc->fp_ok = 0;
 }
 
 void screen_text(struct screen *sc, buf_t *out)
