@@ -136,10 +136,13 @@ static void metrics_write(buf_t *b)
 	counter(b, "termd_loop_turns_total", "Turns of the loop (passes of its poll).",
 		(double)nturns);
 #ifdef __GLIBC__
+	/* 0 when malloc is not glibc's (a sanitizer's, a preloaded one):
+	 * left out then, as without glibc */
 	struct mallinfo2 mi = mallinfo2();
-	gauge(b, "termd_heap_in_use_bytes",
-	      "Bytes malloc has handed out and not had back (glibc's mallinfo2: uordblks + hblkhd).",
-	      (double)(mi.uordblks + mi.hblkhd));
+	if (mi.uordblks + mi.hblkhd)
+		gauge(b, "termd_heap_in_use_bytes",
+		      "Bytes malloc has handed out and not had back (glibc's mallinfo2: uordblks + hblkhd).",
+		      (double)(mi.uordblks + mi.hblkhd));
 #endif
 	actstats_write(b);
 	for (size_t i = 0; i < nmore; i++)
