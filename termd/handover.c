@@ -29,6 +29,9 @@
 #include <netinet/in.h>
 #include <time.h>
 #include <unistd.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #define HANDOVER_VERSION 1
 #define HANDOVER_ENV "TERMD_HANDOVER"
@@ -705,6 +708,15 @@ int handover_adopt(char *err, size_t errlen)
 	modules_sessions_done(pending);
 	cJSON_Delete(pending);
 	pending = NULL;
+#ifdef __GLIBC__
+	/* the record's tree, about twice the retained events and the rest
+	 * taken over, is freed now, mostly below the heap's top where glibc
+	 * keeps it: those pages back to the kernel (measured after an upgrade
+	 * holding 2500 runs' events: RSS 27.5 MiB with 10.6 MiB in use, 16.5
+	 * MiB once trimmed; each upgrade of a soak kept such a gap, growing
+	 * with what went across) */
+	malloc_trim(0);
+#endif
 	log_info("upgraded in place (%d so far): %d sessions taken over", upgraded, srv.nsessions);
 	return rc;
 }

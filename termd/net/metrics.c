@@ -7,12 +7,16 @@
  * action and outcome with their duration histograms (actstats.c), each
  * session's cgroup (memory, peak, limit, pids, cpu seconds, OOM kills,
  * forks refused) where there are cgroups, and what the layers above add
- * (metrics_extend: the dial-out links' states). Metric names start with
- * termd_. */
+ * (metrics_extend: the dial-out links' states), and with glibc the bytes
+ * malloc has handed out (mallinfo2: what a soak tells apart from RSS the
+ * allocator holds). Metric names start with termd_. */
 #include "net.h"
 
 #include <stdio.h>
 #include <string.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #define METRICS_TYPE "text/plain; version=0.0.4; charset=utf-8"
 #define MAX_EXTEND 4
@@ -131,6 +135,15 @@ static void metrics_write(buf_t *b)
 	      (double)turn_ns / 1e9);
 	counter(b, "termd_loop_turns_total", "Turns of the loop (passes of its poll).",
 		(double)nturns);
+#ifdef __GLIBC__
+	/* 0 when malloc is not glibc's (a sanitizer's, a preloaded one):
+	 * left out then, as without glibc */
+	struct mallinfo2 mi = mallinfo2();
+	if (mi.uordblks + mi.hblkhd)
+		gauge(b, "termd_heap_in_use_bytes",
+		      "Bytes malloc has handed out and not had back (glibc's mallinfo2: uordblks + hblkhd).",
+		      (double)(mi.uordblks + mi.hblkhd));
+#endif
 	actstats_write(b);
 	for (size_t i = 0; i < nmore; i++)
 		more[i](b);

@@ -1451,6 +1451,20 @@ MUTANTS = [
          tests=[R + "door/ohv1/test_openhands_v1.py::test_ids_file_not_carried_across_upgrades"],
          why="V1's /dev/urandom without O_CLOEXEC: each upgrade in place carries one more into "
              "the new termd (and every child inherits it)"),
+    dict(name="handover-record-pages-kept",
+         file="termd/handover.c",
+         search="\tmalloc_trim(0);\n",
+         replace="",
+         tests=[R + "daemon/test_upgrade_keeps.py::test_record_memory_given_back_after_an_upgrade"],
+         why="the hand-over record's freed tree left to glibc after an upgrade in place: RSS "
+             "holds about the retained events' size again at every upgrade (a soak's RSS slope)"),
+    dict(name="ohv1-dropped-event-bytes-still-counted",
+         file="termd/door/ohv1/events.c",
+         search="\tev.n--;\n\tev.bytes -= e->len;\n",
+         replace="\tev.n--;\n",
+         tests=[R + "door/ohv1/test_openhands_v1.py::test_kept_events_counted_in_metrics"],
+         why="V1's kept bytes not lowered when an event goes: the 64 MiB bound then counts text "
+             "long freed and drops every new event's elders (and /metrics says the store grows)"),
     dict(name="front-accept-no-reserve-fd",
          file="termd/net/front/front.c",
          search="\t\t\tif ((errno == EMFILE || errno == ENFILE) && reserve >= 0) {\n",

@@ -239,7 +239,8 @@ class Soak:
             st, _, body = self.ctx.http("GET", "/metrics", timeout=30)
             for line in body.decode("utf-8", "replace").splitlines():
                 for name in ("termd_events_retained", "termd_events_retained_bytes", "termd_connections",
-                             "termd_sessions", "termd_events_total"):
+                             "termd_sessions", "termd_events_total", "termd_heap_in_use_bytes",
+                             "termd_ohv1_events_kept", "termd_ohv1_events_kept_bytes"):
                     if line.startswith(name + " "):
                         m[name] = float(line.split()[1])
         except GONE + (ValueError,):
@@ -599,16 +600,21 @@ class Soak:
                   % (self.start_figures[0] / 1024, self.idle_figures[0] / 1024, max(rs) / 1024,
                      self.start_figures[1], self.idle_figures[1], max(fs),
                      self.start_figures[2], self.idle_figures[2], max(hs)))
-            print("per minute: RSS MiB / fds / threads / events retained / retained MiB / connections / sessions")
+            # heap: malloc's bytes in use (glibc; -1 without): growth in RSS
+            # but not here is the allocator's; the bounded stores beside it
+            # (the event ring, V1's events) fill before they level off
+            print("per minute: RSS MiB / heap MiB / fds / threads / events retained / retained MiB / "
+                  "V1 events kept / V1 kept MiB / connections / sessions")
             by = {}
             for (t, r, f, h), (_, m) in zip(st.samples, st.metrics):
                 by[int((t - st.samples[0][0]) // 60)] = (r, f, h, m)
             for mi in sorted(by):
                 r, f, h, m = by[mi]
-                print("  min %2d  %6.1f  %4d  %3d  %6d  %6.1f  %3d  %3d" % (
-                    mi, r / 1024, f, h, m.get("termd_events_retained", -1),
-                    m.get("termd_events_retained_bytes", 0) / 1048576, m.get("termd_connections", -1),
-                    m.get("termd_sessions", -1)))
+                print("  min %2d  %6.1f  %6.1f  %4d  %3d  %6d  %6.1f  %6d  %6.1f  %3d  %3d" % (
+                    mi, r / 1024, m.get("termd_heap_in_use_bytes", -1048576) / 1048576, f, h,
+                    m.get("termd_events_retained", -1), m.get("termd_events_retained_bytes", 0) / 1048576,
+                    m.get("termd_ohv1_events_kept", -1), m.get("termd_ohv1_events_kept_bytes", 0) / 1048576,
+                    m.get("termd_connections", -1), m.get("termd_sessions", -1)))
             print("last-half slopes: %s" % json.dumps({k: round(v, 2) for k, v in getattr(self, "growth", {}).items()}))
         if st.health:
             hv = [d for _, d in st.health]

@@ -3,7 +3,8 @@
  * either, the oldest are dropped), each also published to the
  * /sockets/bash-events subscribers; and the routes on them: search (kind,
  * command id, timestamp range, order, sort, pages of 1..100), one by id,
- * a batch by ids (GET with a JSON body), DELETE (clear). */
+ * a batch by ids (GET with a JSON body), DELETE (clear); how many are kept
+ * and their bytes in /metrics. */
 #include "ohv1.h"
 
 #include <ctype.h>
@@ -484,6 +485,17 @@ void v1_events_load(const cJSON *a)
 	}
 }
 
+/* /metrics: the store's size (what a soak tells apart from a leak) */
+static void events_metrics(buf_t *b)
+{
+	metrics_head(b, "termd_ohv1_events_kept", "gauge",
+		     "OpenHands V1 bash events kept (the newest 20000 at most).");
+	buf_printf(b, "termd_ohv1_events_kept %zu\n", ev.n);
+	metrics_head(b, "termd_ohv1_events_kept_bytes", "gauge",
+		     "Bytes of the OpenHands V1 bash events' text kept (64 MiB at most).");
+	buf_printf(b, "termd_ohv1_events_kept_bytes %zu\n", ev.bytes);
+}
+
 void v1_events_routes(void)
 {
 	static const struct http_route routes[] = {
@@ -491,6 +503,7 @@ void v1_events_routes(void)
 		{"DELETE", "/api/bash/bash_events", v1_admit, events_delete, 0, TD_API_OPENHANDS},
 	};
 	http_routes_register(routes, sizeof routes / sizeof routes[0]);
+	metrics_extend(events_metrics);
 }
 
 void v1_events_shutdown(void)

@@ -299,6 +299,42 @@ def test_event_by_id_batch_and_clear(v1):
     assert page["items"] == []
 
 
+def test_kept_events_counted_in_metrics(v1):
+    """/metrics tells how many V1 events are kept and their bytes (the
+    soak's figure that tells this bounded store from a leak): each kept
+    event as GET by id gives it counted once, and a clear takes both to 0
+    (the store's own count and bytes are what its 20000 / 64 MiB bound
+    is checked against)."""
+    from test_cgroups import metric, parse_metrics
+
+    def kept():
+        st, _, body = wsclient.http_request(v1.td.url, "/metrics", headers={"Authorization": "Bearer " + KEY},
+                                            timeout=T)
+        assert st == 200
+        s, types = parse_metrics(body.decode())
+        assert types["termd_ohv1_events_kept"] == types["termd_ohv1_events_kept_bytes"] == "gauge"
+        if "termd_heap_in_use_bytes" in types:   # (glibc)
+            assert metric(s, "termd_heap_in_use_bytes") > 0
+        return metric(s, "termd_ohv1_events_kept"), metric(s, "termd_ohv1_events_kept_bytes")
+
+    for i in range(3):
+        v1.execute("echo kept-%d" % i)
+    st, page = v1.get("/api/bash/bash_events/search?limit=100")
+    assert st == 200 and len(page["items"]) >= 6 and not page.get("next_page_id")
+    total = 0
+    for it in page["items"]:
+        st, _, raw = v1.get("/api/bash/bash_events/%s" % it["id"], raw=True)
+        assert st == 200
+        total += len(raw)
+    assert kept() == (len(page["items"]), total)
+    st, b = v1.req("DELETE", "/api/bash/bash_events")
+    assert st == 200 and b["cleared_count"] == len(page["items"])
+    assert kept() == (0, 0)
+    v1.execute("echo after")
+    n, nbytes = kept()
+    assert n >= 2 and nbytes > 0
+
+
 # ------------------------------------------------------------------- files
 
 def multipart(name, data):
