@@ -19,15 +19,19 @@
 #endif
 
 #define METRICS_TYPE "text/plain; version=0.0.4; charset=utf-8"
-#define MAX_EXTEND 4
-
-static metrics_fn *more[MAX_EXTEND];
-static size_t nmore;
+/* what the layers above add (the front, the links, OpenHands V1): as
+ * many as register (a fixed four were full at three, and a fifth would
+ * have been dropped without a word) */
+static metrics_fn **more;
+static size_t nmore, capmore;
 
 void metrics_extend(metrics_fn *fn)
 {
-	if (nmore < MAX_EXTEND)
-		more[nmore++] = fn;
+	if (nmore == capmore) {
+		capmore = capmore ? capmore * 2 : 4;
+		more = xrealloc(more, capmore * sizeof *more);
+	}
+	more[nmore++] = fn;
 }
 
 void metrics_label(buf_t *b, const char *v)
@@ -175,6 +179,8 @@ void metrics_register(void)
 
 void metrics_shutdown(void)
 {
-	nmore = 0;
+	free(more);
+	more = NULL;
+	nmore = capmore = 0;
 	actstats_shutdown();
 }
